@@ -1,0 +1,268 @@
+"""Load a causal LM and its tokenizer from a local directory or a hub id, safely.
+
+* A local path must exist and hold a ``config.json``; a path-looking spec that does not exist
+  fails at once instead of being sent to the hub as a repo id.
+* A hub id uses the local hub cache without network when the hub is unreachable (or
+  ``HF_HUB_OFFLINE=1``); if it is not cached there, loading fails at once with what to do,
+  instead of retrying for tens of seconds.
+* ``trust_remote_code`` is off unless the config turns it on.
+* The decoder blocks are located and validated by a tiny forward (:mod:`cache.architecture`).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import socket
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from .architecture import BlockLayout, discover_layout, input_device
+from .config import ModelConfig
+from .errors import ModelLoadError
+from .fingerprint import tokenizer_fingerprint, weights_fingerprint
+
+logger = logging.getLogger(__name__)
+
+HUB_PROBE_TIMEOUT_S = 3.0
+_TRUTHY = {"1", "true", "yes", "on"}
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a model was loaded from.
+
+    Attributes:
+        spec: what the user gave (path or hub id).
+        location: absolute directory for local models, the repo id for hub models.
+        is_local: whether ``spec`` is a local directory.
+        revision: requested hub revision, if any.
+        local_files_only: whether loading must not touch the network.
+    """
+
+    spec: str
+    location: str
+    is_local: bool
+    revision: str | None = None
+    local_files_only: bool = False
+
+
+@dataclass
+class LoadedModel:
+    """A causal LM ready for extraction.
+
+    Attributes:
+        model: the ``*ForCausalLM`` module in eval mode, gradients off.
+        tokenizer: its tokenizer, with a pad token set.
+        layout: validated block/final-norm location.
+        source: where it came from.
+        config: the model config it was loaded with.
+    """
+
+    model: Any
+    tokenizer: Any
+    layout: BlockLayout
+    source: ModelSource
+    config: ModelConfig
+    _extra: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def device(self) -> Any:
+        """Device the token ids go to."""
+        return input_device(self.model)
+
+    @property
+    def dtype(self) -> Any:
+        return next(self.model.parameters()).dtype
+
+    @cached_property
+    def weights_fingerprint(self) -> str:
+        return weights_fingerprint(self.model)
+
+    @cached_property
+    def tokenizer_fingerprint(self) -> str:
+        return tokenizer_fingerprint(self.tokenizer)
+
+    @property
+    def commit(self) -> str | None:
+        """Resolved hub commit of the weights, when loaded from the hub."""
+        return getattr(self.model.config, "_commit_hash", None)
+
+    @property
+    def max_positions(self) -> int | None:
+        """Longest sequence the model accepts (its position table or declared context)."""
+        config = self.model.config
+        text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+        for attr in ("n_positions", "max_position_embeddings", "n_ctx", "seq_length"):
+            value = getattr(text_config, attr, None)
+            if isinstance(value, int) and value > 0:
+                return value
+        return None
+
+    def model_copy(self) -> Any:
+        """A deep copy of the model, for backends that modify the module they are given."""
+        return copy.deepcopy(self.model)
+
+    def tokenizer_copy(self) -> Any:
+        """A deep copy of the tokenizer, for backends that change its padding settings."""
+        return copy.deepcopy(self.tokenizer)
+
+
+def resolve_source(spec: str, revision: str | None = None) -> ModelSource:
+    """Decide whether ``spec`` is a local model directory or a hub id, and how to reach it.
+
+    Raises:
+        ModelLoadError: the path does not exist / is not a model directory, the hub id is
+            malformed, or the hub is unreachable and the id is not in the local cache.
+    """
+    path = Path(spec).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise ModelLoadError(f"model path {spec!r} is a file; give the checkpoint directory (the one holding config.json)")
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(
+                f"model directory {spec!r} has no config.json, so it is not a Hugging Face checkpoint; "
+                "point --model at the directory written by save_pretrained()"
+            )
+        return ModelSource(spec=spec, location=str(path.resolve()), is_local=True, local_files_only=True)
+    if _looks_like_path(spec):
+        raise ModelLoadError(f"model directory {spec!r} does not exist; check the path (hub ids look like 'org/name')")
+    _validate_repo_id(spec)
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUTHY
+    if not offline and not _hub_reachable():
+        offline = True
+        logger.info("the model hub is unreachable; looking for %s in the local hub cache only", spec)
+    if offline and not _in_hub_cache(spec, revision):
+        raise ModelLoadError(
+            f"{spec!r} is not a local directory, the model hub cannot be reached from this machine, and it is not "
+            "in the local hub cache. Download it where there is network (huggingface-cli download "
+            f"{spec}) and pass the local directory with --model."
+        )
+    return ModelSource(spec=spec, location=spec, is_local=False, revision=revision, local_files_only=offline)
+
+
+def load_model(config: ModelConfig) -> LoadedModel:
+    """Load model and tokenizer per ``config``, locate its blocks and validate them.
+
+    Raises:
+        ModelLoadError: the source cannot be reached or the checkpoint cannot be loaded.
+        ArchitectureError: the decoder blocks cannot be located (override with blocks_path).
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    source = resolve_source(config.source, config.revision)
+    common: dict[str, Any] = {
+        "trust_remote_code": config.trust_remote_code,
+        "local_files_only": source.local_files_only,
+    }
+    if source.revision and not source.is_local:
+        common["revision"] = source.revision
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source.location, **common)
+    except Exception as err:  # noqa: BLE001 - re-raised with the source named and a next step
+        raise ModelLoadError(f"cannot load the tokenizer of {config.source!r}: {type(err).__name__}: {err}") from err
+    _ensure_pad_token(tokenizer, config.source)
+
+    device = _resolve_device(config.device) if config.device_map is None else None
+    model_kwargs: dict[str, Any] = dict(common)
+    model_kwargs["dtype"] = _resolve_dtype(config.dtype, device)
+    if config.device_map is not None:
+        model_kwargs["device_map"] = config.device_map
+    if config.attn_implementation is not None:
+        model_kwargs["attn_implementation"] = config.attn_implementation
+    try:
+        model = AutoModelForCausalLM.from_pretrained(source.location, **model_kwargs)
+    except Exception as err:  # noqa: BLE001
+        raise ModelLoadError(f"cannot load the model {config.source!r}: {type(err).__name__}: {err}") from err
+    if device is not None:
+        model = model.to(device)
+    model.eval()
+    model.requires_grad_(False)
+
+    probe = tokenizer("Layer probe.", add_special_tokens=True, return_tensors="pt")["input_ids"][:, :8]
+    if probe.numel() == 0:
+        probe = torch.tensor([[tokenizer.pad_token_id]])
+    layout = discover_layout(model, probe, config.blocks_path, config.final_norm_path)
+    logger.info(
+        "loaded %s (%s, %d blocks, d_model=%d) on %s in %s",
+        config.source, type(model).__name__, layout.n_blocks, layout.d_model, input_device(model), next(model.parameters()).dtype,
+    )
+    return LoadedModel(model=model, tokenizer=tokenizer, layout=layout, source=source, config=config)
+
+
+def _looks_like_path(spec: str) -> bool:
+    """Hub ids are ``name`` or ``org/name``; anything else that is not a directory is a bad path."""
+    return spec.startswith((".", "/", "~")) or spec.count("/") > 1 or "\\" in spec or spec[1:3] == ":\\"
+
+
+def _validate_repo_id(spec: str) -> None:
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(spec)
+    except HFValidationError as err:
+        raise ModelLoadError(f"{spec!r} is neither an existing directory nor a valid hub id ('org/name'): {err}") from None
+
+
+def _hub_reachable() -> bool:
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    parsed = urlparse(endpoint)
+    host = parsed.hostname or "huggingface.co"
+    port = parsed.port or (443 if parsed.scheme != "http" else 80)
+    try:
+        socket.create_connection((host, port), timeout=HUB_PROBE_TIMEOUT_S).close()
+    except OSError:
+        return False
+    return True
+
+
+def _in_hub_cache(repo_id: str, revision: str | None) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(repo_id, "config.json", revision=revision)
+    return isinstance(found, str)
+
+
+def _ensure_pad_token(tokenizer: Any, source: str) -> None:
+    if tokenizer.pad_token_id is not None:
+        return
+    if tokenizer.eos_token is not None:
+        tokenizer.pad_token = tokenizer.eos_token  # padding is never pooled, any id will do
+        return
+    if tokenizer.unk_token is not None:
+        tokenizer.pad_token = tokenizer.unk_token
+        return
+    raise ModelLoadError(f"the tokenizer of {source!r} has no pad, eos or unk token to pad batches with")
+
+
+def _resolve_device(device: str) -> Any:
+    import torch
+
+    if device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        resolved = torch.device(device)
+    except RuntimeError as err:
+        raise ModelLoadError(f"unknown device {device!r}: use auto, cpu, cuda, cuda:N or mps") from err
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ModelLoadError(f"device {device!r} was asked for but CUDA is not available here; use --device cpu")
+    return resolved
+
+
+def _resolve_dtype(dtype: str, device: Any) -> Any:
+    import torch
+
+    if dtype == "auto":
+        if device is not None and device.type == "cpu":
+            return torch.float32
+        return "auto"
+    return getattr(torch, dtype)

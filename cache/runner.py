@@ -1,0 +1,258 @@
+"""Cache the pooled activations of a list of texts into an HDF5 store, resumably.
+
+The batch plan is a pure function of the (deduplicated) input texts, and a batch is skipped only
+when all its texts are already stored, so a resumed run computes exactly the batches an
+uninterrupted run would have: its rows are bit-for-bit the same on a deterministic device.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+
+from .backends import Extractor, create_extractor
+from .batching import collate, plan_batches
+from .config import CacheConfig
+from .errors import ConfigError, InputError
+from .fingerprint import FINGERPRINT_METHOD, text_hash
+from .layers import LayerSelection, resolve_layers
+from .loading import LoadedModel, load_model
+from .prompts import PromptEncoder
+from .store import SCHEMA_VERSION, RowBlock, StoreWriter
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CacheSummary:
+    """What a cache run did.
+
+    Attributes:
+        output: the store file.
+        n_input / n_unique: texts given / distinct texts.
+        n_already: distinct texts found in the store (or its shards) before the run.
+        n_computed: texts whose rows this run wrote.
+        n_truncated: texts cut to ``max_length`` among those computed.
+        n_tokens: tokens run through the model (without padding).
+        seconds: wall time of the extraction loop.
+        n_rows: rows in the store after the run.
+        layers / d_model / backend: what the rows hold.
+    """
+
+    output: Path
+    n_input: int
+    n_unique: int
+    n_already: int
+    n_computed: int
+    n_truncated: int
+    n_tokens: int
+    seconds: float
+    n_rows: int
+    layers: tuple[str, ...]
+    d_model: int
+    backend: str
+
+    @property
+    def texts_per_s(self) -> float:
+        return self.n_computed / self.seconds if self.seconds > 0 else float("nan")
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.n_tokens / self.seconds if self.seconds > 0 else float("nan")
+
+    def describe(self) -> str:
+        layers = _describe_layers(self.layers)
+        return (
+            f"{self.output}: {self.n_rows} rows [{len(self.layers)} layers ({layers}) x d={self.d_model}] via {self.backend}; "
+            f"this run: {self.n_input} texts, {self.n_unique} distinct, {self.n_already} already cached, "
+            f"{self.n_computed} computed ({self.n_truncated} truncated) in {self.seconds:.1f}s "
+            f"({self.texts_per_s:.1f} texts/s, {self.tokens_per_s:.0f} tokens/s)"
+        )
+
+
+def run_cache(
+    texts: Iterable[str],
+    output: str | Path,
+    config: CacheConfig,
+    *,
+    loaded: LoadedModel | None = None,
+    extractor: Extractor | None = None,
+    progress: bool = True,
+) -> CacheSummary:
+    """Pool the activations of ``texts`` into ``output`` (created or appended to).
+
+    Args:
+        texts: texts to cache; duplicates are computed once, texts already stored are skipped.
+        output: HDF5 store path.
+        config: model and extraction settings.
+        loaded: an already loaded model (else ``config.model`` is loaded, and handed to the
+            backend without a copy).
+        extractor: an already built backend on ``loaded`` (else built from the config).
+        progress: show a progress bar with texts/s and tokens/s.
+
+    Raises:
+        InputError: an empty or unusable text; ConfigError / ModelLoadError / ArchitectureError:
+        bad settings or model; StoreMismatchError: ``output`` was written with another setup.
+    """
+    output = Path(output)
+    texts = list(texts)
+    _check_texts(texts)
+    unique = list(dict.fromkeys(texts))
+    keys = [text_hash(t) for t in unique]
+    ex = config.extraction
+    own_model = loaded is None
+    loaded = loaded or load_model(config.model)
+    selection = resolve_layers(ex.layers, loaded.layout.n_blocks)
+    if selection.final_norm and loaded.layout.final_norm_path is None:
+        raise ConfigError("layer 'final_norm' was asked for but this model's final norm could not be located; "
+                          "pass --final-norm-path or drop 'final_norm'")
+    encoder = PromptEncoder(
+        loaded.tokenizer,
+        prompt_format=ex.prompt_format,
+        pool_span=ex.pool_span,
+        max_length=_max_length(ex.max_length, loaded),
+        on_long=ex.on_long,
+        system_prompt=ex.system_prompt,
+        add_generation_prompt=ex.add_generation_prompt,
+    )
+    _ = loaded.weights_fingerprint  # hashed before any backend wraps (and may modify) the model
+    extractor = extractor or create_extractor(ex.backend, loaded, own_model=own_model)
+    provenance = build_provenance(loaded, extractor, selection, encoder, config)
+
+    with StoreWriter(output, provenance) as writer:
+        done = writer.existing_keys()
+        n_already = sum(k in done for k in keys)
+        todo = [i for i, k in enumerate(keys) if k not in done]
+        n_truncated = n_tokens = 0
+        started = time.perf_counter()
+        if todo:
+            encoded = encoder.encode(unique)
+            plan = plan_batches([len(e) for e in encoded], keys, ex.batch_size, ex.max_batch_tokens)
+            plan = [batch for batch in plan if any(keys[i] not in done for i in batch)]
+            bar = _progress_bar(len(todo), progress)
+            try:
+                for batch in plan:
+                    items = [encoded[i] for i in batch]
+                    tokens = collate(items, loaded.tokenizer.pad_token_id, ex.padding_side)
+                    pooled = extractor.pool(tokens, selection).numpy()
+                    fresh = [j for j, i in enumerate(batch) if keys[i] not in done]
+                    writer.add(
+                        RowBlock(
+                            keys=[keys[batch[j]] for j in fresh],
+                            texts=[unique[batch[j]] for j in fresh],
+                            activations=pooled[fresh],
+                            n_tokens=np.array([len(items[j]) for j in fresh], dtype=np.int32),
+                            n_pooled=np.array([items[j].n_pooled for j in fresh], dtype=np.int32),
+                            truncated=np.array([items[j].truncated for j in fresh], dtype=bool),
+                        ),
+                        flush_every=ex.flush_every,
+                    )
+                    n_truncated += sum(items[j].truncated for j in fresh)
+                    n_tokens += sum(len(items[j]) for j in fresh)
+                    bar.update(len(fresh))
+                    elapsed = max(time.perf_counter() - started, 1e-9)
+                    bar.set_postfix_str(f"{n_tokens / elapsed:.0f} tok/s", refresh=False)
+            finally:
+                bar.close()
+        seconds = time.perf_counter() - started
+        n_rows = writer.consolidate()
+    summary = CacheSummary(
+        output=output, n_input=len(texts), n_unique=len(unique), n_already=n_already, n_computed=len(todo),
+        n_truncated=n_truncated, n_tokens=n_tokens, seconds=seconds, n_rows=n_rows,
+        layers=selection.labels, d_model=loaded.layout.d_model, backend=extractor.name,
+    )
+    logger.info("%s", summary.describe())
+    return summary
+
+
+def build_provenance(
+    loaded: LoadedModel,
+    extractor: Extractor,
+    selection: LayerSelection,
+    encoder: PromptEncoder,
+    config: CacheConfig,
+) -> dict[str, Any]:
+    """Everything about how rows are made; :data:`cache.store.IDENTITY_KEYS` must match to mix."""
+    prompt = encoder.describe()
+    pool_span = prompt.pop("pool_span")
+    model = loaded.model
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "toolkit_version": _version("lara-probes"),
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "model": {
+            "source": loaded.source.spec,
+            "location": loaded.source.location,
+            "is_local": loaded.source.is_local,
+            "revision": loaded.source.revision,
+            "commit": loaded.commit,
+            "class": type(model).__name__,
+            "model_type": getattr(model.config, "model_type", None),
+            "n_blocks": loaded.layout.n_blocks,
+            "blocks_path": loaded.layout.blocks_path,
+            "final_norm_path": loaded.layout.final_norm_path,
+        },
+        "weights_fingerprint": loaded.weights_fingerprint,
+        "fingerprint_method": FINGERPRINT_METHOD,
+        "tokenizer_fingerprint": loaded.tokenizer_fingerprint,
+        "backend": extractor.name,
+        "backend_flags": extractor.processing_flags(),
+        "layers": list(selection.labels),
+        "pooling": {"kind": "mean", "span": pool_span},
+        "prompt": prompt,
+        "compute_dtype": str(loaded.dtype).removeprefix("torch."),
+        "storage_dtype": config.extraction.storage_dtype,
+        "d_model": loaded.layout.d_model,
+        "device": str(loaded.device),
+        "libraries": {name: _version(name) for name in ("torch", "transformers", "transformer-lens", "nnsight", "h5py", "numpy")},
+        "config": config.to_dict(),
+    }
+
+
+def _check_texts(texts: list[str]) -> None:
+    if not texts:
+        raise InputError("no texts to cache")
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise InputError(f"text {i} is a {type(text).__name__}, not a string")
+        if not text.strip():
+            raise InputError(f"text {i} is empty; remove empty texts before caching")
+
+
+def _max_length(requested: int | None, loaded: LoadedModel) -> int | None:
+    limit = loaded.max_positions
+    model_max = getattr(loaded.tokenizer, "model_max_length", None)
+    if limit is None and isinstance(model_max, int) and model_max < 1_000_000:
+        limit = model_max
+    if requested is None:
+        return limit
+    if limit is not None and requested > limit:
+        logger.warning("max_length %d is above the model's context of %d; using %d", requested, limit, limit)
+        return limit
+    return requested
+
+
+def _progress_bar(total: int, enabled: bool) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="text", disable=not enabled, dynamic_ncols=True, desc="caching")
+
+
+def _version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _describe_layers(labels: tuple[str, ...]) -> str:
+    if len(labels) <= 6:
+        return ", ".join(labels)
+    return f"{labels[0]}, {labels[1]}, …, {labels[-1]}"

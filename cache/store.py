@@ -1,0 +1,466 @@
+"""HDF5 store of per-layer pooled activations, keyed by text hash, crash-safe by construction.
+
+File layout (schema version 1)::
+
+    /keys          [N]              S64      sha256 hex of each text's UTF-8 bytes, ascending
+    /texts         [N]              str      the texts
+    /activations   [N, n_layers, d] float32 (or float16)  pooled rows, layers in /attrs layer_labels order
+    /n_tokens      [N]              int32    tokens in the formatted prompt (after truncation)
+    /n_pooled      [N]              int32    tokens averaged
+    /truncated     [N]              bool     whether the prompt was cut to max_length
+    attrs: provenance_json (everything about how the rows were made), schema_version,
+           layer_labels, and the provenance's top-level scalars for quick inspection.
+
+HDF5 files are not safe against a kill in the middle of a write, so no file that holds
+committed rows is ever modified in place. While a run is going, finished rows go to shard
+files in ``ACTS.h5.parts/``, each written under a temporary name, flushed, fsynced and renamed
+into place: a shard either exists complete or not at all. At the end, the existing file and the
+shards are merged into a new temporary file that is renamed over ``ACTS.h5``; only then are the
+shards removed. A run killed at any point leaves the previous file intact and every finished
+shard usable; the next run picks them up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Mapping, Sequence
+
+import h5py
+import numpy as np
+
+from .errors import StoreFormatError, StoreMismatchError
+from .fingerprint import text_hash
+
+logger = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+KEY_DTYPE = "S64"
+# Provenance entries that decide the numbers: two files (or a file and a run) may only be mixed
+# when all of these agree.
+IDENTITY_KEYS: tuple[str, ...] = (
+    "schema_version",
+    "weights_fingerprint",
+    "tokenizer_fingerprint",
+    "backend",
+    "backend_flags",
+    "layers",
+    "pooling",
+    "prompt",
+    "compute_dtype",
+    "storage_dtype",
+    "d_model",
+)
+_COPY_ROWS = 2048
+
+
+@dataclass
+class RowBlock:
+    """Rows ready to be written.
+
+    Attributes:
+        keys: text hashes, length n.
+        texts: the texts, length n.
+        activations: ``[n, n_layers, d]``.
+        n_tokens / n_pooled: ``[n]`` int32.
+        truncated: ``[n]`` bool.
+    """
+
+    keys: list[str]
+    texts: list[str]
+    activations: np.ndarray
+    n_tokens: np.ndarray
+    n_pooled: np.ndarray
+    truncated: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @staticmethod
+    def concat(blocks: Sequence["RowBlock"]) -> "RowBlock":
+        return RowBlock(
+            keys=[k for b in blocks for k in b.keys],
+            texts=[t for b in blocks for t in b.texts],
+            activations=np.concatenate([b.activations for b in blocks]),
+            n_tokens=np.concatenate([b.n_tokens for b in blocks]),
+            n_pooled=np.concatenate([b.n_pooled for b in blocks]),
+            truncated=np.concatenate([b.truncated for b in blocks]),
+        )
+
+
+def identity_differences(stored: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """Human-readable differences between two provenances on the identity keys."""
+    diffs = []
+    for key in IDENTITY_KEYS:
+        a, b = stored.get(key), current.get(key)
+        if _canonical(a) != _canonical(b):
+            diffs.append(f"  {key}: file has {_short(a)}, this run has {_short(b)}")
+    return diffs
+
+
+def check_compatible(path: Path, stored: Mapping[str, Any], current: Mapping[str, Any]) -> None:
+    """Raise :class:`StoreMismatchError` naming every identity difference."""
+    diffs = identity_differences(stored, current)
+    if diffs:
+        stored_model = (stored.get("model") or {}).get("source")
+        current_model = (current.get("model") or {}).get("source")
+        raise StoreMismatchError(
+            f"{path} was written with a different setup (file model: {stored_model}; this run: {current_model}):\n"
+            + "\n".join(diffs)
+            + "\nWrite to a new file, or rerun with the model and settings the file was made with "
+            f"(`lara info {path}` shows them)."
+        )
+
+
+class ActivationStore:
+    """Read pooled activations back by text.
+
+    >>> store = ActivationStore("acts.h5")
+    >>> store.get(["What is 2 + 2?"]).shape   # [n, n_layers, d]
+
+    The file is opened for each read and closed after it, so a store object can be handed to
+    worker processes; nothing is cached but the key → row index.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise StoreFormatError(f"no activation file at {self.path}; create it with `lara cache`")
+        with self._open() as f:
+            self.provenance: dict[str, Any] = read_provenance(f, self.path)
+            keys = f["keys"][:]
+            self.layer_labels: tuple[str, ...] = tuple(_as_str(x) for x in f.attrs["layer_labels"])
+            self.d_model = int(f["activations"].shape[2])
+            self.storage_dtype = str(f["activations"].dtype)
+        self._row = {k.decode("ascii"): i for i, k in enumerate(keys)}
+        if parts_dir(self.path).is_dir() and any(parts_dir(self.path).glob("part-*.h5")):
+            logger.warning(
+                "%s has rows from an interrupted run not merged yet (%s); rerun the same `lara cache` command to finish",
+                self.path, parts_dir(self.path),
+            )
+
+    def __len__(self) -> int:
+        return len(self._row)
+
+    def __contains__(self, text: object) -> bool:
+        return isinstance(text, str) and text_hash(text) in self._row
+
+    def keys(self) -> list[str]:
+        """Text hashes held, in file order (ascending)."""
+        return list(self._row)
+
+    def texts(self) -> list[str]:
+        """Every text held, in file order."""
+        with self._open() as f:
+            return [_as_str(t) for t in f["texts"][:]]
+
+    def get(self, texts: Sequence[str], layers: Sequence[str | int] | None = None) -> np.ndarray:
+        """Pooled activations of ``texts``: ``[n, n_layers, d]`` float32 (rows in the given order).
+
+        Args:
+            texts: texts to look up (repeats allowed).
+            layers: labels to keep (``"embed"``, block indices, ``"final_norm"``); all by default.
+
+        Raises:
+            KeyError: some texts are not in the store (count and first ones named).
+        """
+        return self.get_by_keys([text_hash(t) for t in texts], layers=layers, texts=texts)
+
+    def get_by_keys(
+        self, keys: Sequence[str], layers: Sequence[str | int] | None = None, texts: Sequence[str] | None = None
+    ) -> np.ndarray:
+        """Like :meth:`get`, by text hash."""
+        rows = self._rows_of(keys, texts)
+        layer_index = self._layer_index(layers)
+        if not rows.size:
+            return np.zeros((0, len(layer_index), self.d_model), dtype=np.float32)
+        unique, inverse = np.unique(rows, return_inverse=True)
+        with self._open() as f:
+            data = f["activations"][unique]
+        return data[inverse][:, layer_index, :].astype(np.float32, copy=False)
+
+    def metadata(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """``n_tokens``, ``n_pooled`` and ``truncated`` of ``texts`` (each ``[n]``)."""
+        rows = self._rows_of([text_hash(t) for t in texts], texts)
+        unique, inverse = np.unique(rows, return_inverse=True)
+        with self._open() as f:
+            return {name: f[name][unique][inverse] for name in ("n_tokens", "n_pooled", "truncated")}
+
+    def check_matches(self, current: Mapping[str, Any]) -> None:
+        """Refuse (StoreMismatchError) if ``current`` provenance differs on an identity key."""
+        check_compatible(self.path, self.provenance, current)
+
+    def _rows_of(self, keys: Sequence[str], texts: Sequence[str] | None) -> np.ndarray:
+        missing = [i for i, k in enumerate(keys) if k not in self._row]
+        if missing:
+            shown = [repr(texts[i][:50]) if texts is not None else keys[i] for i in missing[:3]]
+            raise KeyError(f"{len(missing)} of {len(keys)} texts are not in {self.path}, e.g. {', '.join(shown)}")
+        return np.fromiter((self._row[k] for k in keys), dtype=np.int64, count=len(keys))
+
+    def _layer_index(self, layers: Sequence[str | int] | None) -> list[int]:
+        if layers is None:
+            return list(range(len(self.layer_labels)))
+        index = []
+        for layer in layers:
+            label = str(layer)
+            if label not in self.layer_labels:
+                raise KeyError(f"layer {label!r} is not stored in {self.path}; stored: {', '.join(self.layer_labels)}")
+            index.append(self.layer_labels.index(label))
+        return index
+
+    @contextlib.contextmanager
+    def _open(self) -> Iterator[h5py.File]:
+        try:
+            f = h5py.File(self.path, "r")
+        except OSError as err:
+            raise StoreFormatError(f"{self.path} is not a readable HDF5 file: {err}") from err
+        with f:
+            yield f
+
+
+class StoreWriter:
+    """Commits rows for one run into ``path`` (see the module docstring for the protocol).
+
+    Args:
+        path: the store file.
+        provenance: the run's provenance; an existing file or shard must match it.
+    """
+
+    def __init__(self, path: str | Path, provenance: Mapping[str, Any]) -> None:
+        self.path = Path(path)
+        self.provenance = dict(provenance)
+        self.parts = parts_dir(self.path)
+        self._buffer: list[RowBlock] = []
+        self._lock_file: Any = None
+
+    def __enter__(self) -> "StoreWriter":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock_file = _acquire_lock(self.path)
+        for stale in self.path.parent.glob(f"{self.path.name}.tmp-*"):
+            stale.unlink()
+        if self.parts.is_dir():
+            for stale in self.parts.glob("*.tmp"):
+                stale.unlink()
+        for source in self._sources():
+            with h5py.File(source, "r") as f:
+                check_compatible(source, read_provenance(f, source), self.provenance)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            self.flush()
+        finally:
+            if self._lock_file is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(self._lock_file.name)
+                self._lock_file.close()
+                self._lock_file = None
+
+    def existing_keys(self) -> set[str]:
+        """Keys committed in the file or in finished shards."""
+        keys: set[str] = set()
+        for source in self._sources():
+            with h5py.File(source, "r") as f:
+                keys.update(k.decode("ascii") for k in f["keys"][:])
+        return keys
+
+    @property
+    def buffered(self) -> int:
+        return sum(len(b) for b in self._buffer)
+
+    def add(self, rows: RowBlock, flush_every: int) -> None:
+        """Buffer rows; commit them as a shard once ``flush_every`` rows are waiting."""
+        self._buffer.append(rows)
+        if self.buffered >= flush_every:
+            self.flush()
+
+    def flush(self) -> None:
+        """Commit buffered rows as one shard (atomic)."""
+        if not self._buffer:
+            return
+        rows = RowBlock.concat(self._buffer)
+        self.parts.mkdir(exist_ok=True)
+        numbers = [int(p.stem.split("-")[1]) for p in self.parts.glob("part-*.h5")]
+        shard = self.parts / f"part-{max(numbers, default=-1) + 1:06d}.h5"
+        _write_atomic(shard, self.provenance, [rows])
+        self._buffer.clear()
+        logger.debug("committed %d rows to %s", len(rows), shard)
+
+    def consolidate(self) -> int:
+        """Merge the file and all shards into a new file renamed over ``path``; returns its rows."""
+        self.flush()
+        shards = self._shards()
+        if not shards and self.path.is_file():
+            with h5py.File(self.path, "r") as f:
+                return int(f["keys"].shape[0])
+        sources = ([self.path] if self.path.is_file() else []) + shards
+        n_rows = _merge(sources, self.path, self.provenance)
+        for shard in shards:
+            shard.unlink()
+        with contextlib.suppress(OSError):
+            self.parts.rmdir()
+        return n_rows
+
+    def _shards(self) -> list[Path]:
+        return sorted(self.parts.glob("part-*.h5")) if self.parts.is_dir() else []
+
+    def _sources(self) -> list[Path]:
+        return ([self.path] if self.path.is_file() else []) + self._shards()
+
+
+def parts_dir(path: Path) -> Path:
+    """Directory holding the committed shards of an unfinished run on ``path``."""
+    return path.with_name(path.name + ".parts")
+
+
+def read_provenance(f: h5py.File, path: Path) -> dict[str, Any]:
+    """Provenance of an open store file, after checking it is a store this version reads."""
+    missing = [name for name in ("keys", "texts", "activations", "n_tokens", "n_pooled", "truncated") if name not in f]
+    if "provenance_json" not in f.attrs or missing:
+        raise StoreFormatError(f"{path} is not a LaRA activation store (missing {missing or ['provenance']})")
+    version = int(f.attrs.get("schema_version", -1))
+    if version != SCHEMA_VERSION:
+        raise StoreFormatError(
+            f"{path} has store schema version {version}; this toolkit reads version {SCHEMA_VERSION}. "
+            "Use the toolkit version that wrote it, or rebuild the cache."
+        )
+    return json.loads(_as_str(f.attrs["provenance_json"]))
+
+
+def _write_atomic(path: Path, provenance: Mapping[str, Any], blocks: Iterable[RowBlock]) -> None:
+    """Write blocks (already key-unique) to ``path`` via a temporary file, fsync, rename."""
+    blocks = list(blocks)
+    tmp = path.with_name(path.name + ".tmp")
+    n = sum(len(b) for b in blocks)
+    first = blocks[0]
+    with h5py.File(tmp, "w") as f:
+        datasets = _create_datasets(f, provenance, n, first.activations.shape[1:])
+        start = 0
+        for block in blocks:
+            _write_block(datasets, start, block)
+            start += len(block)
+    _fsync_and_rename(tmp, path)
+
+
+def _create_datasets(f: h5py.File, provenance: Mapping[str, Any], n: int, row_shape: tuple[int, ...]) -> dict[str, Any]:
+    f.attrs["provenance_json"] = json.dumps(provenance, sort_keys=True)
+    f.attrs["schema_version"] = SCHEMA_VERSION
+    f.attrs["layer_labels"] = np.array(provenance["layers"], dtype=h5py.string_dtype())
+    for key, value in provenance.items():
+        if isinstance(value, (str, int, float, bool)) and key not in f.attrs:
+            f.attrs[key] = value
+    storage = np.dtype(provenance["storage_dtype"])
+    return {
+        "keys": f.create_dataset("keys", shape=(n,), dtype=KEY_DTYPE),
+        "texts": f.create_dataset("texts", shape=(n,), dtype=h5py.string_dtype()),
+        "activations": f.create_dataset("activations", shape=(n, *row_shape), dtype=storage),
+        "n_tokens": f.create_dataset("n_tokens", shape=(n,), dtype=np.int32),
+        "n_pooled": f.create_dataset("n_pooled", shape=(n,), dtype=np.int32),
+        "truncated": f.create_dataset("truncated", shape=(n,), dtype=bool),
+    }
+
+
+def _write_block(datasets: Mapping[str, Any], start: int, block: RowBlock) -> None:
+    stop = start + len(block)
+    datasets["keys"][start:stop] = np.array(block.keys, dtype=KEY_DTYPE)
+    datasets["texts"][start:stop] = block.texts
+    datasets["activations"][start:stop] = block.activations.astype(datasets["activations"].dtype, copy=False)
+    datasets["n_tokens"][start:stop] = block.n_tokens
+    datasets["n_pooled"][start:stop] = block.n_pooled
+    datasets["truncated"][start:stop] = block.truncated
+
+
+def _merge(sources: Sequence[Path], target: Path, provenance: Mapping[str, Any]) -> int:
+    """Write the union of ``sources`` (first occurrence of a key wins) sorted by key to
+    ``target``, streaming ``_COPY_ROWS`` rows at a time."""
+    index: dict[str, tuple[int, int]] = {}
+    row_shape: tuple[int, ...] | None = None
+    for s, source in enumerate(sources):
+        with h5py.File(source, "r") as f:
+            row_shape = row_shape or tuple(f["activations"].shape[1:])
+            for row, key in enumerate(f["keys"][:]):
+                index.setdefault(key.decode("ascii"), (s, row))
+    ordered = sorted(index)
+    tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
+    handles = [h5py.File(source, "r") for source in sources]
+    try:
+        with h5py.File(tmp, "w") as out:
+            datasets = _create_datasets(out, provenance, len(ordered), row_shape or (0, 0))
+            for start in range(0, len(ordered), _COPY_ROWS):
+                chunk = ordered[start : start + _COPY_ROWS]
+                _write_block(datasets, start, _gather(handles, [index[k] for k in chunk]))
+    finally:
+        for handle in handles:
+            handle.close()
+    _fsync_and_rename(tmp, target)
+    return len(ordered)
+
+
+def _gather(handles: Sequence[h5py.File], locations: Sequence[tuple[int, int]]) -> RowBlock:
+    """Read rows at ``(source, row)`` locations into one block, in the given order."""
+    pieces: dict[str, list[Any]] = {name: [None] * len(locations) for name in ("keys", "texts", "activations", "n_tokens", "n_pooled", "truncated")}
+    by_source: dict[int, list[tuple[int, int]]] = {}
+    for position, (source, row) in enumerate(locations):
+        by_source.setdefault(source, []).append((row, position))
+    for source, pairs in by_source.items():
+        pairs.sort()
+        rows = [r for r, _ in pairs]
+        f = handles[source]
+        for name in pieces:
+            values = f[name][rows]
+            for (_, position), value in zip(pairs, values):
+                pieces[name][position] = value
+    return RowBlock(
+        keys=[_as_str(k) for k in pieces["keys"]],
+        texts=[_as_str(t) for t in pieces["texts"]],
+        activations=np.stack(pieces["activations"]),
+        n_tokens=np.asarray(pieces["n_tokens"], dtype=np.int32),
+        n_pooled=np.asarray(pieces["n_pooled"], dtype=np.int32),
+        truncated=np.asarray(pieces["truncated"], dtype=bool),
+    )
+
+
+def _fsync_and_rename(tmp: Path, target: Path) -> None:
+    with open(tmp, "rb+") as handle:
+        os.fsync(handle.fileno())
+    os.replace(tmp, target)
+    with contextlib.suppress(OSError):
+        dir_fd = os.open(target.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+
+def _acquire_lock(path: Path) -> Any:
+    """Hold an exclusive advisory lock on ``path.lock`` so two runs never write one store."""
+    handle = open(path.with_name(path.name + ".lock"), "a+")
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not POSIX: no locking
+        return handle
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        from .errors import CacheError
+
+        raise CacheError(f"another `lara cache` run is writing {path}; wait for it to finish") from None
+    return handle
+
+
+def _as_str(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def _canonical(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def _short(value: Any) -> str:
+    text = _canonical(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,184 @@
+"""The ``lara`` command line.
+
+Subcommands import their heavy modules only when they run; ``main`` takes ``argv`` so tests
+call it directly. User errors (bad input, config, model, mismatched cache) print one message
+and exit with status 2; ``--debug`` shows the traceback as well.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from cache.backends import BACKENDS
+from cache.config import ExtractionConfig, ModelConfig
+from cache.configio import literal_choices
+from cache.errors import CacheError
+
+logger = logging.getLogger("probes.cli")
+
+CACHE_EXAMPLES = """examples:
+  lara cache texts.jsonl --model ./checkpoints/qwen-rl -o acts.h5
+  lara cache texts.txt --model Qwen/Qwen2.5-Math-1.5B --device cuda --dtype bfloat16 \\
+      --backend hf --layers all,embed -o acts.h5
+  lara cache texts.jsonl --config configs/cache.example.yaml -o acts.h5 --batch-size 64
+"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the process exit status."""
+    parser = build_parser()
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    _configure_logging(args.verbose, args.quiet)
+    try:
+        return int(args.handler(args) or 0)
+    except CacheError as err:
+        if args.debug:
+            logger.exception("failed")
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; finished rows are kept and the next run resumes from them", file=sys.stderr)
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lara",
+        description="LaRA Probes: audit an RL-post-trained language model for benchmark contamination.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    parser.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of user errors")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = sub.add_parser("demo", help="cache activations of built-in questions on the built-in tiny model")
+    demo.add_argument("-o", "--out", type=Path, default=Path("lara-demo"), help="output directory (default: ./lara-demo)")
+    demo.add_argument("--backend", choices=list(BACKENDS), default="hf")
+    demo.add_argument("--no-progress", action="store_true")
+    demo.set_defaults(handler=_run_demo)
+
+    cache = sub.add_parser(
+        "cache",
+        help="pool per-layer activations of texts into an HDF5 store",
+        epilog=CACHE_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    cache.add_argument("texts", type=Path, help="texts: .txt (one per line) or .jsonl ('text' field or JSON strings)")
+    cache.add_argument("-o", "--output", type=Path, required=True, help="HDF5 store to create or append to")
+    cache.add_argument("--config", type=Path, help="YAML config (sections model:, extraction:); flags override it")
+    cache.add_argument("--text-field", default="text", help="JSONL key holding the text (default: text)")
+    cache.add_argument("--no-progress", action="store_true", help="no progress bar")
+    model = cache.add_argument_group("model")
+    model.add_argument("--model", dest="source", help="checkpoint directory or hub id")
+    model.add_argument("--revision", help="hub revision (branch, tag, commit)")
+    model.add_argument("--dtype", choices=literal_choices(ModelConfig, "dtype"), help="compute dtype (default: auto)")
+    model.add_argument("--device", help="auto | cpu | cuda | cuda:N | mps (default: auto)")
+    model.add_argument("--device-map", help="accelerate device map, e.g. auto (instead of --device)")
+    model.add_argument("--trust-remote-code", action="store_true", default=None, help="run code shipped with the checkpoint")
+    model.add_argument("--attn-implementation", help="transformers attention kernel (sdpa, eager, ...)")
+    model.add_argument("--blocks-path", help="dotted path of the decoder block list, e.g. model.layers")
+    model.add_argument("--final-norm-path", help="dotted path of the final norm, e.g. model.norm")
+    ext = cache.add_argument_group("extraction")
+    ext.add_argument("--backend", choices=list(BACKENDS), help="extraction backend (default: hf)")
+    ext.add_argument("--layers", help="all | 0,5,10 | embed,all,final_norm | -1 (default: all)")
+    ext.add_argument("--batch-size", type=int, help="texts per forward pass (default: 32)")
+    ext.add_argument("--max-batch-tokens", type=int, help="padded tokens per forward pass (default: 16384)")
+    ext.add_argument("--max-length", type=int, help="token limit per text (default: the model's context)")
+    ext.add_argument("--on-long", choices=literal_choices(ExtractionConfig, "on_long"), help="texts over the limit (default: truncate)")
+    ext.add_argument("--prompt-format", choices=literal_choices(ExtractionConfig, "prompt_format"), help="raw text or chat template (default: raw)")
+    ext.add_argument("--system-prompt", help="system turn for --prompt-format chat")
+    ext.add_argument("--pool-span", choices=literal_choices(ExtractionConfig, "pool_span"), help="text: the text's tokens only; all: also BOS/template")
+    ext.add_argument("--padding-side", choices=literal_choices(ExtractionConfig, "padding_side"))
+    ext.add_argument("--storage-dtype", choices=literal_choices(ExtractionConfig, "storage_dtype"), help="dtype of stored rows (default: float32)")
+    ext.add_argument("--flush-every", type=int, help="rows buffered before a crash-safe commit (default: 256)")
+    cache.set_defaults(handler=_run_cache)
+
+    info = sub.add_parser("info", help="show what an activation store holds and how it was made")
+    info.add_argument("store", type=Path)
+    info.set_defaults(handler=_run_info)
+    return parser
+
+
+_MODEL_FLAGS = ("source", "revision", "dtype", "device", "device_map", "trust_remote_code", "attn_implementation", "blocks_path", "final_norm_path")
+_EXTRACTION_FLAGS = (
+    "backend", "layers", "batch_size", "max_batch_tokens", "max_length", "on_long", "prompt_format",
+    "system_prompt", "pool_span", "padding_side", "storage_dtype", "flush_every",
+)
+
+
+def cache_config_from_args(args: argparse.Namespace) -> Any:
+    """A CacheConfig from ``--config`` (if any) with the explicitly given flags on top."""
+    from cache.config import CacheConfig, merge_sections
+    from cache.configio import load_yaml
+
+    overrides = {
+        "model": {k: getattr(args, k) for k in _MODEL_FLAGS if getattr(args, k) is not None},
+        "extraction": {k: getattr(args, k) for k in _EXTRACTION_FLAGS if getattr(args, k) is not None},
+    }
+    base = load_yaml(args.config) if args.config else {}
+    merged = merge_sections(base, overrides)
+    if not (merged.get("model") or {}).get("source"):
+        raise _usage("give the model with --model DIR (or model.source in --config)")
+    return CacheConfig.from_dict(merged)
+
+
+def _run_cache(args: argparse.Namespace) -> int:
+    from cache.runner import run_cache
+    from cache.texts import read_texts
+
+    config = cache_config_from_args(args)
+    texts = read_texts(args.texts, field=args.text_field)
+    summary = run_cache(texts, args.output, config, progress=not args.no_progress)
+    print(summary.describe())
+    return 0
+
+
+def _run_info(args: argparse.Namespace) -> int:
+    from cache.store import ActivationStore
+
+    store = ActivationStore(args.store)
+    p = store.provenance
+    model = p.get("model", {})
+    rows = [
+        ("rows", f"{len(store)} texts x {len(store.layer_labels)} layers x d={store.d_model} ({store.storage_dtype})"),
+        ("layers", ", ".join(store.layer_labels)),
+        ("model", f"{model.get('source')} ({model.get('class')}, {model.get('n_blocks')} blocks)"),
+        ("weights", f"{p.get('weights_fingerprint')} ({p.get('fingerprint_method')})"),
+        ("tokenizer", p.get("tokenizer_fingerprint")),
+        ("backend", f"{p.get('backend')} {p.get('backend_flags')}"),
+        ("pooling", f"{p.get('pooling')}; prompt {p.get('prompt')}"),
+        ("dtype", f"compute {p.get('compute_dtype')}, storage {p.get('storage_dtype')}"),
+        ("written", f"{p.get('created_at')} by lara-probes {p.get('toolkit_version')} (schema {p.get('schema_version')})"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        print(f"{key:<{width}}  {value}")
+    return 0
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    print(run_demo(args.out, backend=args.backend, progress=not args.no_progress))
+    return 0
+
+
+def _usage(message: str) -> CacheError:
+    from cache.errors import ConfigError
+
+    return ConfigError(message)
+
+
+def _configure_logging(verbose: bool, quiet: bool) -> None:
+    level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    for noisy in ("httpx", "transformers", "transformer_lens", "nnsight", "filelock", "urllib3"):
+        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
