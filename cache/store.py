@@ -240,25 +240,32 @@ class StoreWriter:
     def __enter__(self) -> "StoreWriter":
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock_file = _acquire_lock(self.path)
-        for stale in self.path.parent.glob(f"{self.path.name}.tmp-*"):
-            stale.unlink()
-        if self.parts.is_dir():
-            for stale in self.parts.glob("*.tmp"):
+        try:
+            for stale in self.path.parent.glob(f"{self.path.name}.tmp-*"):
                 stale.unlink()
-        for source in self._sources():
-            with h5py.File(source, "r") as f:
-                check_compatible(source, read_provenance(f, source), self.provenance)
+            if self.parts.is_dir():
+                for stale in self.parts.glob("*.tmp"):
+                    stale.unlink()
+            for source in self._sources():
+                with h5py.File(source, "r") as f:
+                    check_compatible(source, read_provenance(f, source), self.provenance)
+        except BaseException:
+            self._release_lock()
+            raise
         return self
 
     def __exit__(self, *exc: Any) -> None:
         try:
             self.flush()
         finally:
-            if self._lock_file is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(self._lock_file.name)
-                self._lock_file.close()
-                self._lock_file = None
+            self._release_lock()
+
+    def _release_lock(self) -> None:
+        if self._lock_file is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self._lock_file.name)
+            self._lock_file.close()
+            self._lock_file = None
 
     def existing_keys(self) -> set[str]:
         """Keys committed in the file or in finished shards."""

@@ -45,6 +45,8 @@ class ToyModelSpec:
         max_positions: context length.
         seed: seed of the weights.
         norm_noise: std of the noise added to every norm weight and bias.
+        init_std: std of the random weights (``initializer_range``); larger values give O(1)
+            activations, which makes absolute parity tolerances meaningful.
     """
 
     arch: Arch = "llama"
@@ -56,9 +58,10 @@ class ToyModelSpec:
     max_positions: int = 256
     seed: int = 0
     norm_noise: float = 0.3
+    init_std: float = 0.02
 
     def slug(self) -> str:
-        return f"{self.arch}-L{self.n_layers}-d{self.d_model}-v{self.vocab_size}-p{self.max_positions}-s{self.seed}-f{TOY_FORMAT_VERSION}"
+        return f"{self.arch}-L{self.n_layers}-d{self.d_model}-v{self.vocab_size}-p{self.max_positions}-s{self.seed}-i{self.init_std:g}-f{TOY_FORMAT_VERSION}"
 
 
 def default_home() -> Path:
@@ -181,13 +184,13 @@ def _model_config(spec: ToyModelSpec, tokenizer):
     if spec.arch == "gpt2":
         return GPT2Config(
             vocab_size=spec.vocab_size, n_positions=spec.max_positions, n_embd=spec.d_model,
-            n_layer=spec.n_layers, n_head=spec.n_heads, **ids,
+            n_layer=spec.n_layers, n_head=spec.n_heads, initializer_range=spec.init_std, **ids,
         )
     common = dict(
         vocab_size=spec.vocab_size, hidden_size=spec.d_model, intermediate_size=2 * spec.d_model,
         num_hidden_layers=spec.n_layers, num_attention_heads=spec.n_heads,
         num_key_value_heads=max(1, spec.n_heads // 2), max_position_embeddings=spec.max_positions,
-        tie_word_embeddings=False, **ids,
+        tie_word_embeddings=False, initializer_range=spec.init_std, **ids,
     )
     if spec.arch == "llama":
         return LlamaConfig(**common)
