@@ -84,7 +84,8 @@ class ExtractionConfig:
         system_prompt: system turn for ``chat`` formatting.
         add_generation_prompt: append the assistant header for ``chat`` formatting.
         batch_size: most texts per forward pass.
-        max_batch_tokens: most padded tokens (batch × longest) per forward pass.
+        max_batch_tokens: most padded tokens (batch × longest) per forward pass; ``None`` picks
+            per device (:func:`cache.batching.default_batch_tokens`).
         max_length: token limit per text; ``None`` uses the model's context length.
         on_long: ``truncate`` cuts texts over the limit (counted, flagged per row) or ``error``
             refuses them.
@@ -100,7 +101,7 @@ class ExtractionConfig:
     system_prompt: str | None = None
     add_generation_prompt: bool = True
     batch_size: int = 32
-    max_batch_tokens: int = 16384
+    max_batch_tokens: int | None = None
     max_length: int | None = None
     on_long: OnLong = "truncate"
     padding_side: PaddingSide = "right"
@@ -117,7 +118,7 @@ class ExtractionConfig:
             raise ConfigError("extraction.layers is empty: use 'all' or a list such as '0,5,10'")
         object.__setattr__(self, "layers", tuple(tokens))
         for name in ("batch_size", "max_batch_tokens", "flush_every"):
-            if getattr(self, name) < 1:
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ConfigError(f"extraction.{name} must be >= 1, got {getattr(self, name)}")
         if self.max_length is not None and self.max_length < 1:
             raise ConfigError(f"extraction.max_length must be >= 1, got {self.max_length}")

@@ -18,7 +18,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from .backends import Extractor, create_extractor
-from .batching import collate, plan_batches
+from .batching import collate, default_batch_tokens, plan_batches
 from .config import CacheConfig
 from .errors import ConfigError, InputError
 from .fingerprint import FINGERPRINT_METHOD, text_hash
@@ -134,7 +134,8 @@ def run_cache(
         started = time.perf_counter()
         if todo:
             encoded = encoder.encode(unique)
-            plan = plan_batches([len(e) for e in encoded], keys, ex.batch_size, ex.max_batch_tokens)
+            budget = ex.max_batch_tokens or default_batch_tokens(loaded.device.type)
+            plan = plan_batches([len(e) for e in encoded], keys, ex.batch_size, budget)
             plan = [batch for batch in plan if any(keys[i] not in done for i in batch)]
             bar = _progress_bar(len(todo), progress)
             try:
@@ -168,7 +169,7 @@ def run_cache(
         n_truncated=n_truncated, n_tokens=n_tokens, seconds=seconds, n_rows=n_rows,
         layers=selection.labels, d_model=loaded.layout.d_model, backend=extractor.name,
     )
-    logger.info("%s", summary.describe())
+    logger.debug("%s", summary.describe())
     return summary
 
 

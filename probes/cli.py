@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     ext.add_argument("--backend", choices=list(BACKENDS), help="extraction backend (default: hf)")
     ext.add_argument("--layers", help="all | 0,5,10 | embed,all,final_norm | -1 (default: all)")
     ext.add_argument("--batch-size", type=int, help="texts per forward pass (default: 32)")
-    ext.add_argument("--max-batch-tokens", type=int, help="padded tokens per forward pass (default: 16384)")
+    ext.add_argument("--max-batch-tokens", type=int, help="padded tokens per forward pass (default: 2048 on CPU, 16384 on GPU)")
     ext.add_argument("--max-length", type=int, help="token limit per text (default: the model's context)")
     ext.add_argument("--on-long", choices=literal_choices(ExtractionConfig, "on_long"), help="texts over the limit (default: truncate)")
     ext.add_argument("--prompt-format", choices=literal_choices(ExtractionConfig, "prompt_format"), help="raw text or chat template (default: raw)")
@@ -130,6 +130,7 @@ def _run_cache(args: argparse.Namespace) -> int:
     from cache.runner import run_cache
     from cache.texts import read_texts
 
+    _quiet_library_progress_bars(args.verbose)
     config = cache_config_from_args(args)
     texts = read_texts(args.texts, field=args.text_field)
     summary = run_cache(texts, args.output, config, progress=not args.no_progress)
@@ -163,6 +164,7 @@ def _run_info(args: argparse.Namespace) -> int:
 def _run_demo(args: argparse.Namespace) -> int:
     from .demo import run_demo
 
+    _quiet_library_progress_bars(args.verbose)
     print(run_demo(args.out, backend=args.backend, progress=not args.no_progress))
     return 0
 
@@ -171,6 +173,14 @@ def _usage(message: str) -> CacheError:
     from cache.errors import ConfigError
 
     return ConfigError(message)
+
+
+def _quiet_library_progress_bars(verbose: bool) -> None:
+    """Hide transformers' weight-loading bars (ours shows the extraction) unless verbose."""
+    if not verbose:
+        import transformers.utils.logging
+
+        transformers.utils.logging.disable_progress_bar()
 
 
 def _configure_logging(verbose: bool, quiet: bool) -> None:
