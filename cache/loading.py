@@ -152,10 +152,10 @@ def load_model(config: ModelConfig) -> LoadedModel:
         ModelLoadError: the source cannot be reached or the checkpoint cannot be loaded.
         ArchitectureError: the decoder blocks cannot be located (override with blocks_path).
     """
+    source = resolve_source(config.source, config.revision)  # before the heavy imports: fail fast
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    source = resolve_source(config.source, config.revision)
     common: dict[str, Any] = {
         "trust_remote_code": config.trust_remote_code,
         "local_files_only": source.local_files_only,

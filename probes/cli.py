@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from cache.backends import BACKENDS
 from cache.config import ExtractionConfig, ModelConfig
 from cache.configio import literal_choices
-from cache.errors import CacheError
+from cache.errors import CacheError, ConfigError
 
 logger = logging.getLogger("probes.cli")
 
@@ -122,7 +122,7 @@ def cache_config_from_args(args: argparse.Namespace) -> Any:
     base = load_yaml(args.config) if args.config else {}
     merged = merge_sections(base, overrides)
     if not (merged.get("model") or {}).get("source"):
-        raise _usage("give the model with --model DIR (or model.source in --config)")
+        raise ConfigError("give the model with --model DIR (or model.source in --config)")
     return CacheConfig.from_dict(merged)
 
 
@@ -167,12 +167,6 @@ def _run_demo(args: argparse.Namespace) -> int:
     _quiet_library_progress_bars(args.verbose)
     print(run_demo(args.out, backend=args.backend, progress=not args.no_progress))
     return 0
-
-
-def _usage(message: str) -> CacheError:
-    from cache.errors import ConfigError
-
-    return ConfigError(message)
 
 
 def _quiet_library_progress_bars(verbose: bool) -> None:
