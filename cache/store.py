@@ -28,7 +28,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import h5py
 import numpy as np
@@ -40,6 +40,7 @@ logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 KEY_DTYPE = "S64"
+DATASETS: tuple[str, ...] = ("keys", "texts", "activations", "n_tokens", "n_pooled", "truncated")
 # Provenance entries that decide the numbers: two files (or a file and a run) may only be mixed
 # when all of these agree.
 IDENTITY_KEYS: tuple[str, ...] = (
@@ -174,25 +175,26 @@ class ActivationStore:
         self, keys: Sequence[str], layers: Sequence[str | int] | None = None, texts: Sequence[str] | None = None
     ) -> np.ndarray:
         """Like :meth:`get`, by text hash."""
-        rows = self._rows_of(keys, texts)
         layer_index = self._layer_index(layers)
-        if not rows.size:
+        data = self._read(("activations",), self._rows_of(keys, texts))["activations"]
+        if not len(data):
             return np.zeros((0, len(layer_index), self.d_model), dtype=np.float32)
-        unique, inverse = np.unique(rows, return_inverse=True)
-        with self._open() as f:
-            data = f["activations"][unique]
-        return data[inverse][:, layer_index, :].astype(np.float32, copy=False)
+        return data[:, layer_index, :].astype(np.float32, copy=False)
 
     def metadata(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
         """``n_tokens``, ``n_pooled`` and ``truncated`` of ``texts`` (each ``[n]``)."""
-        rows = self._rows_of([text_hash(t) for t in texts], texts)
-        unique, inverse = np.unique(rows, return_inverse=True)
-        with self._open() as f:
-            return {name: f[name][unique][inverse] for name in ("n_tokens", "n_pooled", "truncated")}
+        return self._read(("n_tokens", "n_pooled", "truncated"), self._rows_of([text_hash(t) for t in texts], texts))
 
     def check_matches(self, current: Mapping[str, Any]) -> None:
         """Refuse (StoreMismatchError) if ``current`` provenance differs on an identity key."""
         check_compatible(self.path, self.provenance, current)
+
+    def _read(self, names: Sequence[str], rows: np.ndarray) -> dict[str, np.ndarray]:
+        """Datasets ``names`` at ``rows`` (any order, repeats allowed); h5py wants increasing
+        unique indices, so read those and reorder."""
+        unique, inverse = np.unique(rows, return_inverse=True)
+        with self._open() as f:
+            return {name: f[name][unique][inverse] for name in names}
 
     def _rows_of(self, keys: Sequence[str], texts: Sequence[str] | None) -> np.ndarray:
         missing = [i for i, k in enumerate(keys) if k not in self._row]
@@ -293,7 +295,7 @@ class StoreWriter:
         self.parts.mkdir(exist_ok=True)
         numbers = [int(p.stem.split("-")[1]) for p in self.parts.glob("part-*.h5")]
         shard = self.parts / f"part-{max(numbers, default=-1) + 1:06d}.h5"
-        _write_atomic(shard, self.provenance, [rows])
+        _write_atomic(shard, self.provenance, rows)
         self._buffer.clear()
         logger.debug("committed %d rows to %s", len(rows), shard)
 
@@ -326,7 +328,7 @@ def parts_dir(path: Path) -> Path:
 
 def read_provenance(f: h5py.File, path: Path) -> dict[str, Any]:
     """Provenance of an open store file, after checking it is a store this version reads."""
-    missing = [name for name in ("keys", "texts", "activations", "n_tokens", "n_pooled", "truncated") if name not in f]
+    missing = [name for name in DATASETS if name not in f]
     if "provenance_json" not in f.attrs or missing:
         raise StoreFormatError(f"{path} is not a LaRA activation store (missing {missing or ['provenance']})")
     version = int(f.attrs.get("schema_version", -1))
@@ -338,18 +340,11 @@ def read_provenance(f: h5py.File, path: Path) -> dict[str, Any]:
     return json.loads(_as_str(f.attrs["provenance_json"]))
 
 
-def _write_atomic(path: Path, provenance: Mapping[str, Any], blocks: Iterable[RowBlock]) -> None:
-    """Write blocks (already key-unique) to ``path`` via a temporary file, fsync, rename."""
-    blocks = list(blocks)
+def _write_atomic(path: Path, provenance: Mapping[str, Any], rows: RowBlock) -> None:
+    """Write key-unique ``rows`` to ``path`` via a temporary file, fsync, rename."""
     tmp = path.with_name(path.name + ".tmp")
-    n = sum(len(b) for b in blocks)
-    first = blocks[0]
     with h5py.File(tmp, "w") as f:
-        datasets = _create_datasets(f, provenance, n, first.activations.shape[1:])
-        start = 0
-        for block in blocks:
-            _write_block(datasets, start, block)
-            start += len(block)
+        _write_block(_create_datasets(f, provenance, len(rows), rows.activations.shape[1:]), 0, rows)
     _fsync_and_rename(tmp, path)
 
 
@@ -384,19 +379,16 @@ def _write_block(datasets: Mapping[str, Any], start: int, block: RowBlock) -> No
 def _merge(sources: Sequence[Path], target: Path, provenance: Mapping[str, Any]) -> int:
     """Write the union of ``sources`` (first occurrence of a key wins) sorted by key to
     ``target``, streaming ``_COPY_ROWS`` rows at a time."""
-    index: dict[str, tuple[int, int]] = {}
-    row_shape: tuple[int, ...] | None = None
-    for s, source in enumerate(sources):
-        with h5py.File(source, "r") as f:
-            row_shape = row_shape or tuple(f["activations"].shape[1:])
-            for row, key in enumerate(f["keys"][:]):
-                index.setdefault(key.decode("ascii"), (s, row))
-    ordered = sorted(index)
     tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
     handles = [h5py.File(source, "r") for source in sources]
     try:
+        index: dict[str, tuple[int, int]] = {}
+        for s, f in enumerate(handles):
+            for row, key in enumerate(f["keys"][:]):
+                index.setdefault(key.decode("ascii"), (s, row))
+        ordered = sorted(index)
         with h5py.File(tmp, "w") as out:
-            datasets = _create_datasets(out, provenance, len(ordered), row_shape or (0, 0))
+            datasets = _create_datasets(out, provenance, len(ordered), tuple(handles[0]["activations"].shape[1:]))
             for start in range(0, len(ordered), _COPY_ROWS):
                 chunk = ordered[start : start + _COPY_ROWS]
                 _write_block(datasets, start, _gather(handles, [index[k] for k in chunk]))
@@ -409,25 +401,25 @@ def _merge(sources: Sequence[Path], target: Path, provenance: Mapping[str, Any])
 
 def _gather(handles: Sequence[h5py.File], locations: Sequence[tuple[int, int]]) -> RowBlock:
     """Read rows at ``(source, row)`` locations into one block, in the given order."""
-    pieces: dict[str, list[Any]] = {name: [None] * len(locations) for name in ("keys", "texts", "activations", "n_tokens", "n_pooled", "truncated")}
     by_source: dict[int, list[tuple[int, int]]] = {}
     for position, (source, row) in enumerate(locations):
         by_source.setdefault(source, []).append((row, position))
+    positions: list[int] = []
+    parts: dict[str, list[np.ndarray]] = {name: [] for name in DATASETS}
     for source, pairs in by_source.items():
-        pairs.sort()
-        rows = [r for r, _ in pairs]
-        f = handles[source]
-        for name in pieces:
-            values = f[name][rows]
-            for (_, position), value in zip(pairs, values):
-                pieces[name][position] = value
+        pairs.sort()  # h5py reads increasing indices
+        positions += [p for _, p in pairs]
+        for name in DATASETS:
+            parts[name].append(handles[source][name][[r for r, _ in pairs]])
+    order = np.argsort(positions)
+    cols = {name: np.concatenate(parts[name])[order] for name in DATASETS}
     return RowBlock(
-        keys=[_as_str(k) for k in pieces["keys"]],
-        texts=[_as_str(t) for t in pieces["texts"]],
-        activations=np.stack(pieces["activations"]),
-        n_tokens=np.asarray(pieces["n_tokens"], dtype=np.int32),
-        n_pooled=np.asarray(pieces["n_pooled"], dtype=np.int32),
-        truncated=np.asarray(pieces["truncated"], dtype=bool),
+        keys=[_as_str(k) for k in cols["keys"]],
+        texts=[_as_str(t) for t in cols["texts"]],
+        activations=cols["activations"],
+        n_tokens=cols["n_tokens"].astype(np.int32),
+        n_pooled=cols["n_pooled"].astype(np.int32),
+        truncated=cols["truncated"].astype(bool),
     )
 
 
