@@ -1,0 +1,235 @@
+"""Settings of a generation job, as validated dataclasses loaded from YAML.
+
+Example (``configs/generation.openrouter.yaml`` reproduces the LaRA paper's setup)::
+
+    backend: openai
+    seed: 0
+    similars: 5          # K
+    paraphrases: 5       # M
+    blanks: 1            # k
+    openai:
+      base_url: https://openrouter.ai/api/v1
+      model: openai/gpt-4o-mini
+      api_key_env: OPENROUTER_API_KEY
+      concurrency: 16
+
+Unknown keys are refused with the valid ones and a close match; values are checked for type and
+range, and the message names the dotted key. The CLI's flags override the file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Mapping, Union, get_args, get_origin, get_type_hints
+
+import yaml
+
+from .errors import ConfigError
+
+Backend = Literal["offline", "openai"]
+STEP_TEMPLATES = ("similars", "key_information", "blanked", "paraphrases", "retry_feedback")
+
+
+def default_prompts_dir() -> Path:
+    """``generation/prompts`` in an installed wheel, else the checkout's ``configs/prompts``."""
+    packaged = Path(__file__).resolve().parent / "prompts"
+    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[1] / "configs" / "prompts"
+
+
+def default_cache_dir() -> Path:
+    """Where LLM responses are cached: ``$LARA_HOME/llm-cache`` or ``~/.cache/lara-probes/llm-cache``."""
+    import os
+
+    home = os.environ.get("LARA_HOME")
+    return (Path(home) if home else Path.home() / ".cache" / "lara-probes") / "llm-cache"
+
+
+@dataclass(frozen=True)
+class Temperatures:
+    """Sampling temperature of each LLM step."""
+
+    similars: float = 0.7
+    key_information: float = 0.0
+    blanked: float = 0.0
+    paraphrases: float = 0.7
+
+    def __post_init__(self) -> None:
+        for name in ("similars", "key_information", "blanked", "paraphrases"):
+            if not 0.0 <= getattr(self, name) <= 2.0:
+                raise ConfigError(f"'openai.temperature.{name}' must be between 0 and 2, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class Templates:
+    """Prompt template file of each step; relative names are looked up in :func:`default_prompts_dir`."""
+
+    similars: str = "similar_questions.v1.txt"
+    key_information: str = "key_information.v1.txt"
+    blanked: str = "blank_information.v1.txt"
+    paraphrases: str = "paraphrases.v1.txt"
+    retry_feedback: str = "retry_feedback.v1.txt"
+
+    def path(self, step: str) -> Path:
+        name = Path(getattr(self, step))
+        return name if name.is_absolute() or name.parent != Path(".") else default_prompts_dir() / name
+
+
+@dataclass(frozen=True)
+class OpenAIConfig:
+    """The LLM backend: any OpenAI-compatible chat-completions endpoint.
+
+    Attributes:
+        base_url: endpoint root (OpenAI, OpenRouter, a vLLM or Ollama server…).
+        model: model name as the endpoint knows it.
+        api_key_env: name of the environment variable holding the key (the key itself never
+            goes in a config); None for servers that need no key.
+        max_tokens: completion token limit per request (None: the server's default).
+        timeout_s: per-request timeout.
+        max_attempts: tries per step when the answer fails validation (each retry tells the
+            model what was wrong).
+        max_http_attempts: tries per request on HTTP 429/5xx, timeouts and connection errors.
+        backoff_s, backoff_max_s: exponential backoff base and cap (a server's Retry-After is
+            honoured up to the cap).
+        concurrency: requests in flight at once (and questions worked on at once).
+        cache_dir: response cache directory (None: :func:`default_cache_dir`).
+    """
+
+    base_url: str = "https://api.openai.com/v1"
+    model: str = "gpt-4o-mini"
+    api_key_env: str | None = "OPENAI_API_KEY"
+    temperature: Temperatures = field(default_factory=Temperatures)
+    templates: Templates = field(default_factory=Templates)
+    max_tokens: int | None = 2048
+    timeout_s: float = 60.0
+    max_attempts: int = 3
+    max_http_attempts: int = 6
+    backoff_s: float = 1.0
+    backoff_max_s: float = 60.0
+    concurrency: int = 8
+    cache_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        _positive(self, "openai", "timeout_s", "max_attempts", "max_http_attempts", "concurrency")
+        if self.max_tokens is not None:
+            _positive(self, "openai", "max_tokens")
+        if self.backoff_s < 0 or self.backoff_max_s < 0:
+            raise ConfigError("'openai.backoff_s' and 'openai.backoff_max_s' must not be negative")
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ConfigError(f"'openai.base_url' must start with http:// or https://, got {self.base_url!r}")
+
+    def resolved_cache_dir(self) -> Path:
+        return Path(self.cache_dir) if self.cache_dir else default_cache_dir()
+
+
+@dataclass(frozen=True)
+class OfflineConfig:
+    """The built-in offline backend.
+
+    Attributes:
+        blank_slot: which quantity of the original is blanked, by order of appearance
+            (0 = first, -1 = last); the same slot is blanked in every similar question. With
+            ``blanks: k > 1`` the k quantities from this one on are blanked.
+        max_tries: draws per set before giving up on distinct similars or paraphrases.
+    """
+
+    blank_slot: int = 0
+    max_tries: int = 50
+
+    def __post_init__(self) -> None:
+        _positive(self, "offline", "max_tries")
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    """A generation job.
+
+    Attributes:
+        backend: ``offline`` (default, deterministic) or ``openai``.
+        seed: seeds the offline draws and the per-request ``seed`` sent to the LLM.
+        similars: K, similar questions per original (≥ 2; SPEC §1).
+        paraphrases: M, paraphrases per blanked variant.
+        blanks: k, ``[BLANK]`` markers per blanked variant.
+        min_changed: share of the original's quantities a similar question must change.
+    """
+
+    backend: Backend = "offline"
+    seed: int = 0
+    similars: int = 5
+    paraphrases: int = 5
+    blanks: int = 1
+    min_changed: float = 1.0
+    offline: OfflineConfig = field(default_factory=OfflineConfig)
+    openai: OpenAIConfig = field(default_factory=OpenAIConfig)
+
+    def __post_init__(self) -> None:
+        if self.similars < 2:
+            raise ConfigError(f"'similars' (K) must be at least 2 (a standard deviation over the similars is taken), got {self.similars}")
+        _positive(self, "", "paraphrases", "blanks")
+        if not 0.0 < self.min_changed <= 1.0:
+            raise ConfigError(f"'min_changed' must be in (0, 1], got {self.min_changed}")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> "GenerationConfig":
+        return _build(cls, data or {}, "")
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> "GenerationConfig":
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file not found: {path}")
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError) as err:
+            raise ConfigError(f"cannot parse config file {path}: {err}") from err
+        if data is not None and not isinstance(data, dict):
+            raise ConfigError(f"config file {path} must hold a mapping at top level")
+        return cls.from_dict(data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _positive(obj: object, section: str, *names: str) -> None:
+    for name in names:
+        value = getattr(obj, name)
+        if value <= 0:
+            key = f"{section}.{name}" if section else name
+            raise ConfigError(f"'{key}' must be positive, got {value}")
+
+
+def _build(cls: Any, data: Mapping[str, Any], where: str) -> Any:
+    """Instantiate dataclass ``cls`` from ``data``, refusing unknown keys and wrong types."""
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"'{where or 'config'}' must be a mapping, got {type(data).__name__}")
+    hints = get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    for key in data:
+        if key not in names:
+            close = difflib.get_close_matches(str(key), names, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise ConfigError(f"unknown config key '{where}{key}'{hint} Valid keys: {', '.join(names)}")
+    values = {key: _value(hints[key], value, f"{where}{key}") for key, value in data.items()}
+    return cls(**values)
+
+
+def _value(hint: Any, value: Any, key: str) -> Any:
+    origin = get_origin(hint)
+    if origin in (Union, types.UnionType):
+        if value is None and type(None) in get_args(hint):
+            return None
+        (inner,) = [a for a in get_args(hint) if a is not type(None)]
+        return _value(inner, value, key)
+    if origin is Literal:
+        if value not in get_args(hint):
+            raise ConfigError(f"'{key}' must be one of {', '.join(map(repr, get_args(hint)))}, got {value!r}")
+        return value
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value if value is not None else {}, f"{key}.")
+    expected = {bool: (bool,), int: (int,), float: (int, float), str: (str,)}[hint]
+    if not isinstance(value, expected) or (hint is not bool and isinstance(value, bool)):
+        raise ConfigError(f"'{key}' must be of type {hint.__name__}, got {value!r}")
+    return float(value) if hint is float else value

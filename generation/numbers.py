@@ -1,0 +1,272 @@
+"""Numeric value slots of a question: where the quantities are, and how to vary them.
+
+A *slot* is one quantity the question states: an integer (``16``, ``1,200``), a decimal
+(``3.50``), a fraction (``3/4``, ``\\frac{2}{5}``) or a number word (``three`` … ``twenty``,
+``thirty`` … ``ninety``). Signs, currency symbols and ``%`` stay in the text around the slot,
+so a varied value keeps them (``-5`` stays negative, ``$3.50`` stays dollars).
+
+Numbers that are *structure*, not quantities, are not slots: exponents and subscripts
+(``x^2``, ``a_1``, ``10^{-3}``), root indices (``\\sqrt[3]``), ordinals (``3rd``), compound
+modifiers (``6-sided``, ``three-digit``), numbers glued to a preceding letter or digit
+(``H2O``, ``x2``) and zero (``= 0``). Changing those would change the problem's type.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Literal
+
+SlotKind = Literal["int", "decimal", "fraction", "latex_fraction", "word"]
+
+UNITS = {
+    2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine",
+    10: "ten", 11: "eleven", 12: "twelve", 13: "thirteen", 14: "fourteen", 15: "fifteen",
+    16: "sixteen", 17: "seventeen", 18: "eighteen", 19: "nineteen", 20: "twenty", 30: "thirty",
+    40: "forty", 50: "fifty", 60: "sixty", 70: "seventy", 80: "eighty", 90: "ninety",
+}
+WORD_VALUES = {word: value for value, word in UNITS.items()}
+
+_LATEX_FRACTION = re.compile(r"\\[dt]?frac\{\s*(\d+)\s*\}\{\s*(\d+)\s*\}")
+_PLAIN_FRACTION = re.compile(r"(?<![\w./])(\d+)/(\d+)(?![\w/]|\.\d)")
+_NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?!\.\d)")
+_WORD = re.compile(r"(?<![\w-])(" + "|".join(sorted(WORD_VALUES, key=len, reverse=True)) + r")(?![\w-])", re.IGNORECASE)
+_ORDINAL_AFTER = re.compile(r"(st|nd|rd|th)\b")
+_STRUCTURAL_BEFORE = re.compile(r"(\^|_|\^\{-?|_\{|\\sqrt\[)$")
+_COMPOUND_AFTER = re.compile(r"-[A-Za-z]")
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One quantity in a text.
+
+    Attributes:
+        start, end: character span of the quantity itself (no sign, symbol or ``%``).
+        text: ``text[start:end]``.
+        kind: ``int``, ``decimal``, ``fraction`` (``a/b``), ``latex_fraction`` (``\\frac{a}{b}``)
+            or ``word``.
+        value: the exact value (a Fraction; words and integers are whole).
+        decimals: digits after the point (decimals only).
+        percent: the quantity is followed by ``%`` or ``percent``.
+    """
+
+    start: int
+    end: int
+    text: str
+    kind: SlotKind
+    value: Fraction
+    decimals: int = 0
+    percent: bool = False
+
+    @property
+    def key(self) -> tuple[str, Fraction, int]:
+        """Two slots with the same key state the same quantity (varied together)."""
+        return (self.kind, self.value, self.decimals)
+
+
+def find_slots(text: str) -> list[Slot]:
+    """The quantities of ``text`` in order of appearance (see the module docstring)."""
+    taken: list[tuple[int, int]] = []
+    slots: list[Slot] = []
+
+    def free(start: int, end: int) -> bool:
+        return all(end <= a or start >= b for a, b in taken)
+
+    def add(slot: Slot, span: tuple[int, int] | None = None) -> None:
+        taken.append(span or (slot.start, slot.end))
+        if slot.value != 0:
+            slots.append(slot)
+
+    for m in _LATEX_FRACTION.finditer(text):
+        num, den = int(m.group(1)), int(m.group(2))
+        if den:
+            add(Slot(m.start(), m.end(), m.group(0), "latex_fraction", Fraction(num, den)))
+        taken.append((m.start(), m.end()))
+    for m in _PLAIN_FRACTION.finditer(text):
+        if not free(m.start(), m.end()) or _is_structural(text, m.start(), m.end()):
+            continue
+        num, den = int(m.group(1)), int(m.group(2))
+        if den:
+            add(Slot(m.start(), m.end(), m.group(0), "fraction", Fraction(num, den), percent=_is_percent(text, m.end())))
+    for m in _NUMBER.finditer(text):
+        if not free(m.start(), m.end()):
+            continue
+        if _is_structural(text, m.start(), m.end()):
+            taken.append((m.start(), m.end()))
+            continue
+        integer = m.group(1).replace(",", "")
+        decimals = m.group(2)
+        if decimals is None:
+            slot = Slot(m.start(), m.end(), m.group(0), "int", Fraction(int(integer)), percent=_is_percent(text, m.end()))
+        else:
+            value = Fraction(int(integer + decimals), 10 ** len(decimals))
+            slot = Slot(m.start(), m.end(), m.group(0), "decimal", value, len(decimals), _is_percent(text, m.end()))
+        add(slot)
+    for m in _WORD.finditer(text):
+        if free(m.start(), m.end()):
+            add(Slot(m.start(), m.end(), m.group(0), "word", Fraction(WORD_VALUES[m.group(0).lower()]), percent=_is_percent(text, m.end())))
+    slots.sort(key=lambda s: s.start)
+    return slots
+
+
+def _is_structural(text: str, start: int, end: int) -> bool:
+    before, after = text[max(0, start - 8) : start], text[end : end + 3]
+    if start > 0 and (text[start - 1].isalnum()):
+        return True
+    if _STRUCTURAL_BEFORE.search(before):
+        return True
+    if _ORDINAL_AFTER.match(after) or _COMPOUND_AFTER.match(after):
+        return True
+    return False
+
+
+def _is_percent(text: str, end: int) -> bool:
+    rest = text[end : end + 9]
+    return rest.startswith("%") or rest.startswith("\\%") or rest.lower().startswith(" percent")
+
+
+_DISPLAY_MATH = re.compile(r"\$\$.+?\$\$|\\\(.+?\\\)|\\\[.+?\\\]", re.DOTALL)
+_INLINE_MATH = re.compile(r"\$([^$]+)\$")
+_PROSE = re.compile(r"[A-Za-z]{2,}\s+[A-Za-z]{2,}")
+
+
+def math_spans(text: str) -> list[tuple[int, int]]:
+    """Character spans of LaTeX maths: ``$$…$$``, ``\\(…\\)``, ``\\[…\\]`` and ``$…$``.
+
+    A ``$…$`` pair whose inside reads as prose (two words in a row) is taken for two currency
+    signs ("costs $4.20 each and pays with a $50 bill"), not maths.
+    """
+    spans = [m.span() for m in _DISPLAY_MATH.finditer(text)]
+    position = 0
+    while (m := _INLINE_MATH.search(text, position)) is not None:
+        inside_display = any(a <= m.start() < b for a, b in spans)
+        if not inside_display and not _PROSE.search(m.group(1)):
+            spans.append(m.span())
+            position = m.end()
+        else:
+            position = m.start() + 1
+    return sorted(spans)
+
+
+def in_math(text: str, position: int) -> bool:
+    """Whether ``position`` lies inside LaTeX maths (see :func:`math_spans`)."""
+    return any(a <= position < b for a, b in math_spans(text))
+
+
+# ----------------------------------------------------------------------------- varying values
+
+
+def vary(slot: Slot, rng: random.Random) -> str:
+    """A new rendering of ``slot``'s quantity of the same kind and comparable magnitude, != old."""
+    for _ in range(100):
+        new = _draw(slot, rng)
+        if new != slot.text and rendered_value(slot, new) != slot.value:
+            return new
+    raise ValueError(f"cannot find another value for {slot.text!r}")
+
+
+def _draw(slot: Slot, rng: random.Random) -> str:
+    if slot.kind == "int":
+        return _draw_int(slot, rng)
+    if slot.kind == "decimal":
+        return _draw_decimal(slot, rng)
+    if slot.kind in ("fraction", "latex_fraction"):
+        old_num, old_den = (int(term) for term in re.findall(r"\d+", slot.text))
+        num, den = _draw_fraction(old_num, old_den, rng)
+        if slot.kind == "fraction":
+            return f"{num}/{den}"
+        command = slot.text[: slot.text.index("{")]
+        return f"{command}{{{num}}}{{{den}}}"
+    return _draw_word(slot, rng)
+
+
+def near_int(n: int, rng: random.Random) -> int:
+    """An integer of comparable magnitude to ``n >= 1``: uniform on [max(1, n/2), max(2n, n+4)], != n."""
+    lo, hi = max(1, n // 2), max(2 * n, n + 4)
+    choice = rng.randint(lo, hi - 1)
+    return choice + 1 if choice >= n else choice
+
+
+def _draw_int(slot: Slot, rng: random.Random) -> str:
+    n = int(slot.value)
+    if len(slot.text) == 4 and 1900 <= n <= 2100:  # a year: stay in a plausible range
+        new = rng.randint(1950, 2029)
+    else:
+        zeros = len(str(n)) - len(str(n).rstrip("0")) if n >= 10 else 0
+        lead = n // 10**zeros
+        if zeros and n >= 30 and lead < 10:  # round numbers stay round, same order of magnitude (40 -> 10…90)
+            new = rng.choice([d for d in range(1, 10) if d != lead]) * 10**zeros
+        else:
+            new = near_int(lead, rng) * 10**zeros if n >= 30 else near_int(n, rng)
+        if slot.percent and n <= 100:
+            new = min(new, 99)
+    return f"{new:,}" if "," in slot.text else str(new)
+
+
+def _draw_decimal(slot: Slot, rng: random.Random) -> str:
+    step = Fraction(1, 10**slot.decimals)
+    if slot.text.endswith(("0", "5")) and slot.decimals:
+        step *= 5
+    value = slot.value
+    lo, hi = max(step, value / 2), max(value * 2, value + 4 * step)
+    new = lo + step * rng.randint(0, int((hi - lo) / step))
+    return f"{float(new):.{slot.decimals}f}"
+
+
+def _draw_fraction(num: int, den: int, rng: random.Random) -> tuple[int, int]:
+    """New terms of comparable size; a proper fraction stays proper, an improper one improper."""
+    new_den = max(2, near_int(den, rng))
+    if num < den:
+        return rng.randint(1, new_den - 1), new_den
+    return max(near_int(num, rng), new_den + 1), new_den
+
+
+def _draw_word(slot: Slot, rng: random.Random) -> str:
+    n = int(slot.value)
+    if n < 20:
+        word = UNITS[min(19, max(2, near_int(n, rng)))]
+    else:
+        word = UNITS[rng.choice([v for v in range(20, 100, 10) if v != n])]
+    if slot.text.isupper():
+        return word.upper()
+    return word.capitalize() if slot.text[0].isupper() else word
+
+
+def rendered_value(slot: Slot, rendered: str) -> Fraction:
+    """The value of ``rendered``, a new rendering of ``slot`` (as made by :func:`vary`)."""
+    if slot.kind == "word":
+        return Fraction(WORD_VALUES[rendered.lower()])
+    if slot.kind == "latex_fraction":
+        m = _LATEX_FRACTION.fullmatch(rendered)
+        assert m is not None
+        return Fraction(int(m.group(1)), int(m.group(2)))
+    if slot.kind == "fraction":
+        num, den = rendered.split("/")
+        return Fraction(int(num), int(den))
+    return Fraction(rendered.replace(",", ""))
+
+
+def signed_span(text: str, slot: Slot) -> tuple[int, int]:
+    """``slot``'s span widened to a unary minus sign ("dropped to -5", "= -1"), not a binary one ("x - 5")."""
+    start = slot.start
+    if start >= 1 and text[start - 1] in "-−" and (start == 1 or text[start - 2] in " \t(=[{,:$"):
+        start -= 1
+    return start, slot.end
+
+
+def replace_spans(text: str, replacements: list[tuple[int, int, str]]) -> str:
+    """``text`` with each ``(start, end, new)`` span replaced (spans must not overlap)."""
+    out, last = [], 0
+    for start, end, new in sorted(replacements):
+        out.append(text[last:start])
+        out.append(new)
+        last = end
+    out.append(text[last:])
+    return "".join(out)
+
+
+def values_of(text: str) -> list[Fraction]:
+    """The quantities of ``text`` in order (see :func:`find_slots`)."""
+    return [slot.value for slot in find_slots(text)]

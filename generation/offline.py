@@ -1,0 +1,236 @@
+"""The built-in offline generator: deterministic perturbation sets without any model.
+
+* **Similar questions**: every quantity of q0 (see :mod:`generation.numbers`) is re-drawn with
+  the same kind and a comparable magnitude (integers stay integers, round numbers round,
+  decimals keep their places, proper fractions stay proper, percentages stay under 100, signs
+  and units stay). A quantity that appears several times gets the same new value each time,
+  and the order between quantities is kept where a draw allows it (so "3 of the 12" stays a
+  part of a whole).
+* **Key information and blanking**: the quantity at ``offline.blank_slot`` (default the first,
+  in order of appearance) is replaced by ``[BLANK]`` in every member; similar questions keep the
+  slot structure, so the same slot is blanked in all of them. The rule is fixed in advance and
+  never looks at the audited model. ``blanks: k`` blanks k consecutive quantities.
+* **Paraphrases**: rule-based rewrites (:mod:`generation.rewrite`) that never touch markers,
+  numbers or LaTeX.
+
+The draws for a question depend only on the seed and the question's id and text, so a set
+does not depend on which other questions are in the job or in what order they run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from typing import Any
+
+from . import records as r
+from .config import GenerationConfig
+from .numbers import Slot, find_slots, in_math, rendered_value, replace_spans, signed_span, vary
+from .records import Failure, PerturbationSet, Question
+from .rewrite import paraphrase_candidates
+from .validate import check_blanked, check_paraphrase, check_similar, removed_spans
+
+ALGORITHM_VERSION = "offline-v1"
+
+_TIME_UNITS = {"second", "seconds", "minute", "minutes", "hour", "hours", "day", "days", "week", "weeks", "month", "months", "year", "years"}
+_DISTANCE_UNITS = {"km", "kilometers", "kilometres", "miles", "mile", "meters", "metres", "m", "cm", "feet", "foot", "inches", "yards"}
+_TEMPERATURE_UNITS = {"degrees", "degree", "celsius", "fahrenheit", "kelvin"}
+_NOT_NOUNS = {"of", "and", "or", "more", "less", "fewer", "times", "is", "are", "was", "were", "to", "in", "on", "at", "for",
+              "each", "per", "than", "the", "a", "an", "by", "with", "from", "as", "if", "then", "so", "it", "that",
+              "has", "have", "had", "every", "cost", "costs", "will", "would", "can", "do", "does", "did", "be", "been", "being"}
+
+
+def question_rng(seed: int, question: Question, purpose: str) -> random.Random:
+    """A generator seeded by (seed, id, text, purpose) only."""
+    digest = hashlib.sha256(f"{seed}\x1f{question.id}\x1f{question.question}\x1f{purpose}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+class OfflineGenerator:
+    """Deterministic perturbation sets (see the module docstring)."""
+
+    name = "offline"
+
+    def __init__(self, config: GenerationConfig, toolkit_version: str) -> None:
+        self.config = config
+        self.toolkit_version = toolkit_version
+
+    def provenance(self) -> dict[str, Any]:
+        c = self.config
+        return {
+            "backend": "offline",
+            "algorithm": ALGORITHM_VERSION,
+            "seed": c.seed,
+            "similars": c.similars,
+            "paraphrases": c.paraphrases,
+            "blanks": c.blanks,
+            "min_changed": c.min_changed,
+            "blank_slot": c.offline.blank_slot,
+            "toolkit_version": self.toolkit_version,
+        }
+
+    def generate(self, question: Question) -> PerturbationSet:
+        c = self.config
+        record = r.empty_set(question, c.similars, c.paraphrases, self.provenance())
+        q0 = question.question
+        slots = find_slots(q0)
+        if not slots:
+            reason = "the question states no quantity to vary or blank (no numbers, fractions or number words)"
+            record.failures += [Failure(step, None, r.NO_NUMBERS, reason) for step in r.STEPS]
+            return record
+        self._fill_similars(record, slots, question_rng(c.seed, question, "similars"))
+        self._fill_blanks(record, slots)
+        for i, blanked in enumerate(record.blanked):
+            if blanked is not None:
+                member_text = q0 if i == 0 else record.similars[i - 1]
+                assert member_text is not None
+                self._fill_paraphrases(record, i, member_text, blanked, question_rng(c.seed, question, f"paraphrases/{i}"))
+        return record
+
+    # -- similars ---------------------------------------------------------------------------
+
+    def _fill_similars(self, record: PerturbationSet, slots: list[Slot], rng: random.Random) -> None:
+        q0 = record.question.question
+        accepted: list[str] = []
+        tries = self.config.offline.max_tries * self.config.similars
+        for _ in range(tries):
+            if len(accepted) == self.config.similars:
+                break
+            candidate = replace_spans(q0, [(s.start, s.end, new) for s, new in zip(slots, draw_values(slots, rng))])
+            if check_similar(q0, candidate, accepted, self.config.min_changed) is None:
+                accepted.append(candidate)
+        record.similars[: len(accepted)] = accepted
+        if len(accepted) < self.config.similars:
+            detail = f"only {len(accepted)} distinct similar questions in {tries} draws (too few quantities or too little room to vary them)"
+            for i in range(len(accepted) + 1, self.config.similars + 1):
+                record.failures.append(Failure("similars", i, r.NOT_ENOUGH_DISTINCT, detail, tries))
+
+    # -- key information and blanking --------------------------------------------------------
+
+    def _fill_blanks(self, record: PerturbationSet, slots: list[Slot]) -> None:
+        k = self.config.blanks
+        q0 = record.question.question
+        first = self.config.offline.blank_slot % len(slots) if -len(slots) <= self.config.offline.blank_slot < len(slots) else None
+        if first is None or first + k > len(slots):
+            detail = f"blanking {k} quantity(ies) from slot {self.config.offline.blank_slot} needs more than the {len(slots)} the question states"
+            record.failures.append(Failure("key_information", None, r.TOO_FEW_VALUES, detail))
+            record.failures.append(Failure("blanked", None, r.TOO_FEW_VALUES, detail))
+            record.failures.append(Failure("paraphrases", None, r.UPSTREAM_MISSING, "no blanked variants"))
+            return
+        record.key_information = describe_slots(q0, slots[first : first + k], first)
+        members: list[str | None] = [q0, *record.similars]
+        for i, member in enumerate(members):
+            if member is None:
+                record.failures.append(Failure("blanked", i, r.UPSTREAM_MISSING, f"similar question {i} is missing"))
+                record.failures.append(Failure("paraphrases", i, r.UPSTREAM_MISSING, f"similar question {i} is missing"))
+                continue
+            member_slots = find_slots(member)
+            if len(member_slots) != len(slots):  # cannot happen for our own similars; guard anyway
+                record.failures.append(Failure("blanked", i, r.TOO_FEW_VALUES, "slot structure differs from the original's"))
+                record.failures.append(Failure("paraphrases", i, r.UPSTREAM_MISSING, "no blanked variant"))
+                continue
+            targets = member_slots[first : first + k]
+            blanked = replace_spans(member, [(*signed_span(member, s), r.BLANK) for s in targets])
+            problem = check_blanked(member, blanked, k)
+            if problem is not None:
+                record.failures.append(Failure("blanked", i, problem.reason, problem.detail))
+                record.failures.append(Failure("paraphrases", i, r.UPSTREAM_MISSING, "no blanked variant"))
+                continue
+            record.blanked[i] = blanked
+
+    # -- paraphrases -------------------------------------------------------------------------
+
+    def _fill_paraphrases(self, record: PerturbationSet, i: int, member: str, blanked: str, rng: random.Random) -> None:
+        m = self.config.paraphrases
+        removed = removed_spans(member, blanked) or []
+        accepted: list[str] = []
+        tries = self.config.offline.max_tries * m
+        last_problem = None
+        for candidate in paraphrase_candidates(blanked, rng, tries):
+            problem = check_paraphrase(blanked, candidate, self.config.blanks, accepted, removed)
+            if problem is None:
+                accepted.append(candidate)
+                if len(accepted) == m:
+                    break
+            else:
+                last_problem = problem
+        record.paraphrases[i][: len(accepted)] = accepted
+        if len(accepted) < m:
+            detail = f"only {len(accepted)} of {m} distinct valid paraphrases in {tries} draws"
+            if last_problem is not None:
+                detail += f" (last rejection: {last_problem.reason})"
+            record.failures.append(Failure("paraphrases", i, r.NOT_ENOUGH_DISTINCT, detail, tries))
+
+
+def draw_values(slots: list[Slot], rng: random.Random, order_tries: int = 20) -> list[str]:
+    """New renderings for ``slots``: equal quantities stay equal, order kept when a draw allows."""
+    distinct: dict[tuple, Slot] = {}
+    for slot in slots:
+        distinct.setdefault(slot.key, slot)
+    keys = list(distinct)
+    new: dict[tuple, str] = {}
+    for _ in range(order_tries):
+        new = {key: vary(distinct[key], rng) for key in keys}
+        if _order_kept(distinct, new):
+            break
+    return [new[slot.key] for slot in slots]
+
+
+def _order_kept(distinct: dict[tuple, Slot], new: dict[tuple, str]) -> bool:
+    values = {key: rendered_value(slot, new[key]) for key, slot in distinct.items()}
+    return all(
+        values[a] < values[b]
+        for a, slot_a in distinct.items()
+        for b, slot_b in distinct.items()
+        if slot_a.value < slot_b.value
+    )
+
+
+def describe_slots(text: str, slots: list[Slot], first_index: int) -> str:
+    """A few words naming the blanked quantity's type, from its surroundings (not its value)."""
+    slot = slots[0]
+    before = text[max(0, slot.start - 2) : slot.start]
+    phrase = _phrase_after(text, slot.end)
+    words = {w.lower() for w in phrase}
+    if any(symbol in before for symbol in "$£€") and not in_math(text, slot.start):
+        kind = "the amount of money"
+    elif slot.percent:
+        kind = "the percentage"
+    elif slot.kind in ("fraction", "latex_fraction"):
+        kind = "the fraction"
+    elif in_math(text, slot.start):
+        kind = f"the {_ordinal(first_index + 1)} constant in the expression"
+    elif "old" in words:
+        kind = "the age"
+    elif words & _TEMPERATURE_UNITS:
+        kind = "the temperature"
+    elif words & _TIME_UNITS:
+        kind = "the time duration"
+    elif words & _DISTANCE_UNITS:
+        kind = "the distance measurement"
+    elif phrase:
+        kind = f"the number of {phrase[-1].lower()}"
+    else:
+        kind = f"the {_ordinal(first_index + 1)} quantity given"
+    return kind if len(slots) == 1 else f"{kind} and the next {len(slots) - 1} quantities"
+
+
+def _phrase_after(text: str, end: int) -> list[str]:
+    """The words of the phrase right after a quantity, up to a function word or punctuation
+    ("16 eggs per day" -> [eggs]; "two fair 6-sided dice are" -> [fair, dice])."""
+    phrase: list[str] = []
+    for token in text[end : end + 60].split()[:4]:
+        word = token.strip(".,;:?!)(")
+        if re.fullmatch(r"\d+-[A-Za-z-]+", word):  # "6-sided": a modifier, read on
+            continue
+        if word.lower() in _NOT_NOUNS or not re.fullmatch(r"[A-Za-z][A-Za-z-]*", word):
+            break
+        phrase.append(word)
+        if word != token:  # punctuation ends the phrase
+            break
+    return phrase
+
+
+def _ordinal(n: int) -> str:
+    return {1: "first", 2: "second", 3: "third", 4: "fourth", 5: "fifth"}.get(n, f"{n}th")

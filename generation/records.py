@@ -1,0 +1,261 @@
+"""Questions in, perturbation sets out: the records and their JSONL formats.
+
+Input (one JSON object per line)::
+
+    {"id": "gsm8k-17", "question": "...", "label": 1, "answer": "18", "source": "gsm8k", "split": "test"}
+
+``id`` (string or integer, unique; stored as a string) and ``question`` are required; ``label``
+(1 = member/contaminated, 0 = clean, or null) and the other fields are optional and copied to the
+output; any further keys are kept under ``extra``.
+
+Output: one :class:`PerturbationSet` per question (see :meth:`PerturbationSet.to_dict`). Member
+``i = 0`` is the original question, ``i = 1 … K`` the similar questions. Every part is either a
+validated string or ``null``; every ``null`` has an entry in ``failures`` naming its step, member
+and reason, so nothing goes missing silently (:func:`unexplained_gaps` checks this).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from .errors import InputError
+
+logger = logging.getLogger(__name__)
+
+BLANK = "[BLANK]"
+STEPS = ("similars", "key_information", "blanked", "paraphrases")
+QUESTION_FIELDS = ("id", "question", "label", "answer", "source", "split")
+
+# Reasons a part can be missing. Per-question problems, never crashes.
+NO_NUMBERS = "no_numbers"  # offline: nothing numeric to vary or blank
+TOO_FEW_VALUES = "too_few_values"  # fewer quantities than [BLANK]s asked for
+NOT_ENOUGH_DISTINCT = "not_enough_distinct"  # could not make enough different texts
+INVALID_JSON = "invalid_json"  # the LLM answer held no usable JSON of the right shape
+WRONG_COUNT = "wrong_count"  # fewer valid items than asked for, after every attempt
+BLANK_COUNT = "blank_count"  # not exactly k [BLANK] markers
+COPY = "copy_of_source"  # identical (up to case and spacing) to the text it rewrites
+DUPLICATE = "duplicate"  # identical to a sibling
+NUMBERS_UNCHANGED = "numbers_unchanged"  # a similar question kept the original's values
+CHANGED_OUTSIDE_BLANKS = "changed_outside_blanks"  # a blanked variant edits text away from its markers
+REVEALS_BLANK = "reveals_blank"  # the removed value reappears
+EMPTY = "empty"
+TOO_LONG = "too_long"
+RATE_LIMITED = "rate_limited"  # HTTP 429 on every attempt
+SERVER_ERROR = "server_error"  # HTTP 5xx on every attempt
+TIMEOUT = "timeout"
+CONNECTION_ERROR = "connection_error"
+BAD_REQUEST = "bad_request"  # HTTP 400/422: the request itself was refused
+UPSTREAM_MISSING = "upstream_missing"  # the part it depends on is missing
+
+
+@dataclass(frozen=True)
+class Question:
+    """One audited question (a line of the questions file)."""
+
+    id: str
+    question: str
+    label: int | None = None
+    answer: Any = None
+    source: str | None = None
+    split: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def fields(self) -> dict[str, Any]:
+        """The input fields as they are copied into the output record."""
+        out = {name: getattr(self, name) for name in QUESTION_FIELDS}
+        if self.extra:
+            out["extra"] = dict(self.extra)
+        return out
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a part of a set is missing.
+
+    Attributes:
+        step: one of :data:`STEPS`.
+        member: the group member concerned (0 = original, 1…K = similars), or None for the
+            whole step.
+        reason: a reason code (module constants), stable for counting.
+        detail: a human-readable explanation (may quote the rejected output, truncated).
+        attempts: how many requests/tries were made before giving up.
+    """
+
+    step: str
+    member: int | None
+    reason: str
+    detail: str = ""
+    attempts: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "member": self.member, "reason": self.reason, "detail": self.detail, "attempts": self.attempts}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Failure":
+        return cls(data["step"], data["member"], data["reason"], data.get("detail", ""), data.get("attempts", 1))
+
+
+@dataclass
+class PerturbationSet:
+    """The perturbation set of one question (SPEC §1).
+
+    Attributes:
+        question: the input question.
+        similars: K similar questions q1…qK (None where invalid).
+        key_information: the removed information, in a few words (None if that step failed).
+        blanked: 1+K blanked variants q_i⁻ (index 0 = the original's).
+        paraphrases: 1+K lists of M paraphrases of q_i⁻ (entries None where missing).
+        failures: one entry per missing part.
+        provenance: backend, model, templates, temperatures, seed, sizes, toolkit version.
+    """
+
+    question: Question
+    similars: list[str | None]
+    key_information: str | None
+    blanked: list[str | None]
+    paraphrases: list[list[str | None]]
+    failures: list[Failure]
+    provenance: dict[str, Any]
+
+    @property
+    def complete(self) -> bool:
+        """True when every part is present and valid."""
+        return (
+            all(s is not None for s in self.similars)
+            and self.key_information is not None
+            and all(b is not None for b in self.blanked)
+            and all(p is not None for row in self.paraphrases for p in row)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **self.question.fields(),
+            "complete": self.complete,
+            "similars": list(self.similars),
+            "key_information": self.key_information,
+            "blanked": list(self.blanked),
+            "paraphrases": [list(row) for row in self.paraphrases],
+            "failures": [f.to_dict() for f in self.failures],
+            "provenance": self.provenance,
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), ensure_ascii=False)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "PerturbationSet":
+        question = Question(**{k: data.get(k) for k in QUESTION_FIELDS}, extra=data.get("extra") or {})
+        return cls(
+            question=question,
+            similars=list(data["similars"]),
+            key_information=data["key_information"],
+            blanked=list(data["blanked"]),
+            paraphrases=[list(row) for row in data["paraphrases"]],
+            failures=[Failure.from_dict(f) for f in data["failures"]],
+            provenance=data["provenance"],
+        )
+
+    def failure_counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for failure in self.failures:
+            counts[failure.reason] = counts.get(failure.reason, 0) + 1
+        return counts
+
+
+def empty_set(question: Question, k_similars: int, m_paraphrases: int, provenance: dict[str, Any]) -> PerturbationSet:
+    """A set with every part missing, to be filled in step by step."""
+    return PerturbationSet(
+        question=question,
+        similars=[None] * k_similars,
+        key_information=None,
+        blanked=[None] * (k_similars + 1),
+        paraphrases=[[None] * m_paraphrases for _ in range(k_similars + 1)],
+        failures=[],
+        provenance=provenance,
+    )
+
+
+def unexplained_gaps(record: PerturbationSet) -> list[str]:
+    """Missing parts that no failure entry explains (should always be empty)."""
+
+    def explained(step: str, member: int | None) -> bool:
+        return any(f.step == step and (f.member is None or f.member == member) for f in record.failures)
+
+    gaps = [f"similars[{i}]" for i, s in enumerate(record.similars, start=1) if s is None and not explained("similars", i)]
+    if record.key_information is None and not explained("key_information", None):
+        gaps.append("key_information")
+    gaps += [f"blanked[{i}]" for i, b in enumerate(record.blanked) if b is None and not explained("blanked", i)]
+    gaps += [
+        f"paraphrases[{i}]"
+        for i, row in enumerate(record.paraphrases)
+        if any(p is None for p in row) and not explained("paraphrases", i)
+    ]
+    return gaps
+
+
+# ----------------------------------------------------------------------------- reading questions
+
+
+def read_questions(path: str | Path) -> list[Question]:
+    """Questions of a JSONL file, in file order; errors name the line and what to fix."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"questions file not found: {path}")
+    questions: list[Question] = []
+    seen: dict[str, int] = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as err:
+        raise InputError(f"{path}: not UTF-8 ({err}); re-encode the file as UTF-8") from err
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        question = parse_question(line, f"{path}:{lineno}")
+        if question.id in seen:
+            raise InputError(f"{path}:{lineno}: duplicate id {question.id!r} (first on line {seen[question.id]}); ids must be unique")
+        seen[question.id] = lineno
+        questions.append(question)
+    if not questions:
+        raise InputError(f"{path}: no questions (expected one JSON object per line with 'id' and 'question')")
+    return questions
+
+
+def parse_question(line: str, where: str) -> Question:
+    """One questions-file line; ``where`` prefixes error messages (``file:line``)."""
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as err:
+        raise InputError(f"{where}: not valid JSON ({err.msg} at column {err.colno})") from err
+    if not isinstance(data, dict):
+        raise InputError(f"{where}: expected a JSON object with 'id' and 'question', got {type(data).__name__}")
+    for key in ("id", "question"):
+        if key not in data:
+            raise InputError(f"{where}: missing required key '{key}'")
+    qid = data["id"]
+    if isinstance(qid, bool) or not isinstance(qid, (str, int)) or str(qid) == "":
+        raise InputError(f"{where}: 'id' must be a non-empty string or an integer, got {qid!r}")
+    text = data["question"]
+    if not isinstance(text, str) or not text.strip():
+        raise InputError(f"{where}: 'question' must be a non-empty string")
+    label = data.get("label")
+    if label is not None and (isinstance(label, bool) or label not in (0, 1)):
+        raise InputError(f"{where}: 'label' must be 1 (member), 0 (clean) or null, got {label!r}")
+    for key in ("source", "split"):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise InputError(f"{where}: '{key}' must be a string, got {data[key]!r}")
+    extra = {k: v for k, v in data.items() if k not in QUESTION_FIELDS}
+    return Question(
+        id=str(qid), question=text, label=label, answer=data.get("answer"),
+        source=data.get("source"), split=data.get("split"), extra=extra,
+    )
+
+
+def write_questions(questions: Iterable[Question], path: str | Path) -> None:
+    """Write questions as JSONL (the input format)."""
+    with open(path, "w", encoding="utf-8") as handle:
+        for q in questions:
+            handle.write(json.dumps({k: v for k, v in q.fields().items() if v is not None}, ensure_ascii=False) + "\n")
