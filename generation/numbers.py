@@ -129,20 +129,23 @@ def _is_percent(text: str, end: int) -> bool:
 
 _DISPLAY_MATH = re.compile(r"\$\$.+?\$\$|\\\(.+?\\\)|\\\[.+?\\\]", re.DOTALL)
 _INLINE_MATH = re.compile(r"\$([^$]+)\$")
-_PROSE = re.compile(r"[A-Za-z]{2,}\s+[A-Za-z]{2,}")
+_WORD_IN_MATH = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}")
 
 
 def math_spans(text: str) -> list[tuple[int, int]]:
     """Character spans of LaTeX maths: ``$$…$$``, ``\\(…\\)``, ``\\[…\\]`` and ``$…$``.
 
-    A ``$…$`` pair whose inside reads as prose (two words in a row) is taken for two currency
-    signs ("costs $4.20 each and pays with a $50 bill"), not maths.
+    A ``$…$`` pair whose inside reads as prose (two words of three letters or more that are not
+    LaTeX commands, or a space before the closing sign) is taken for two currency signs ("costs
+    $4.20 each and pays with a $50 bill"), not maths.
     """
     spans = [m.span() for m in _DISPLAY_MATH.finditer(text)]
     position = 0
     while (m := _INLINE_MATH.search(text, position)) is not None:
         inside_display = any(a <= m.start() < b for a, b in spans)
-        if not inside_display and not _PROSE.search(m.group(1)):
+        inside = m.group(1)
+        prose = len(_WORD_IN_MATH.findall(inside)) >= 2 or inside[-1].isspace()
+        if not inside_display and not prose:
             spans.append(m.span())
             position = m.end()
         else:

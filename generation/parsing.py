@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from .records import INVALID_JSON
 
+T = TypeVar("T")
 _FENCE = re.compile(r"```(?:[A-Za-z0-9_-]+)?\s*\n?(.*?)```", re.DOTALL)
 
 
@@ -18,55 +19,65 @@ class ParseError(ValueError):
     reason = INVALID_JSON
 
 
-def find_json(text: str, kinds: tuple[type, ...]) -> Any:
-    """The first JSON value of one of ``kinds`` in ``text`` (whole text, fenced blocks, then any
-    ``[`` or ``{`` where a value starts)."""
+def find_json(text: str, convert: Callable[[Any], T | None], expected: str) -> T:
+    """The first JSON value in ``text`` that ``convert`` accepts (returns non-None for).
+
+    Looked for in the whole text, then in fenced code blocks, then at every ``[`` or ``{``
+    where a JSON value starts (so chatter before and after is ignored).
+    """
     candidates = [text.strip(), *(m.group(1).strip() for m in _FENCE.finditer(text))]
     for candidate in candidates:
         try:
-            value = json.loads(candidate)
+            converted = convert(json.loads(candidate))
         except json.JSONDecodeError:
             continue
-        if isinstance(value, kinds):
-            return value
+        if converted is not None:
+            return converted
     decoder = json.JSONDecoder()
     for m in re.finditer(r"[\[{]", text):
         try:
             value, _end = decoder.raw_decode(text, m.start())
         except json.JSONDecodeError:
             continue
-        if isinstance(value, kinds):
-            return value
-    names = " or ".join("array" if k is list else "object" for k in kinds)
-    raise ParseError(f"no JSON {names} found in the answer; answer with the JSON only")
+        converted = convert(value)
+        if converted is not None:
+            return converted
+    raise ParseError(f"no {expected} found in the answer; answer with the JSON only")
 
 
-def parse_string_list(text: str) -> list[str]:
-    """A JSON array of strings. Also accepted: ``{"problems": [...]}`` (one list-valued key) and
-    arrays of one-key objects (``[{"problem": "..."}]``)."""
-    value = find_json(text, (list, dict))
+def _string_list(value: Any) -> list[str] | None:
     if isinstance(value, dict):
         lists = [v for v in value.values() if isinstance(v, list)]
         if len(lists) != 1:
-            raise ParseError("expected a JSON array of strings")
+            return None
         value = lists[0]
+    if not isinstance(value, list):
+        return None
     items: list[str] = []
     for item in value:
         if isinstance(item, dict) and len(item) == 1:
             item = next(iter(item.values()))
         if not isinstance(item, str):
-            raise ParseError(f"expected a JSON array of strings, found an element of type {type(item).__name__}")
+            return None
         items.append(item.strip())
     return items
 
 
+def parse_string_list(text: str) -> list[str]:
+    """A JSON array of strings. Also accepted: ``{"problems": [...]}`` (one list-valued key) and
+    arrays of one-key objects (``[{"problem": "..."}]``)."""
+    return find_json(text, _string_list, "JSON array of strings")
+
+
+def _single_string(value: Any) -> str | None:
+    values = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
+    strings = [v for v in values if isinstance(v, str)]
+    return strings[0].strip() if len(strings) == 1 and len(values) == 1 else None
+
+
 def parse_blanked(text: str) -> str:
     """``{"blanked": "..."}`` (any single string value), or a one-string array."""
-    value = find_json(text, (dict, list))
-    strings = [v for v in (value.values() if isinstance(value, dict) else value) if isinstance(v, str)]
-    if len(strings) != 1:
-        raise ParseError('expected a JSON object {"blanked": "..."} holding one string')
-    return strings[0].strip()
+    return find_json(text, _single_string, 'JSON object {"blanked": "..."} holding one string')
 
 
 def parse_description(text: str) -> str:
