@@ -35,8 +35,8 @@ STEP_TEMPLATES = ("similars", "key_information", "blanked", "paraphrases", "retr
 
 
 def default_prompts_dir() -> Path:
-    """``generation/prompts`` in an installed wheel, else the checkout's ``configs/prompts``."""
-    packaged = Path(__file__).resolve().parent / "prompts"
+    """``generation/prompt_templates`` in an installed wheel, else the checkout's ``configs/prompts``."""
+    packaged = Path(__file__).resolve().parent / "prompt_templates"
     return packaged if packaged.is_dir() else Path(__file__).resolve().parents[1] / "configs" / "prompts"
 
 

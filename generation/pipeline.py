@@ -136,6 +136,7 @@ def run_generation(
                     generator.client.cache.close()
     elif generator.name != "offline":
         summary.api_calls, summary.cache_hits = 0, 0
+        generator.client.cache.close()
     _write_output(output, [done[q.id] for q in questions])
     journal.unlink(missing_ok=True)
     for record in done.values():
