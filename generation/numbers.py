@@ -269,7 +269,3 @@ def replace_spans(text: str, replacements: list[tuple[int, int, str]]) -> str:
     out.append(text[last:])
     return "".join(out)
 
-
-def values_of(text: str) -> list[Fraction]:
-    """The quantities of ``text`` in order (see :func:`find_slots`)."""
-    return [slot.value for slot in find_slots(text)]

@@ -67,6 +67,7 @@ class OfflineGenerator:
             "blanks": c.blanks,
             "min_changed": c.min_changed,
             "blank_slot": c.offline.blank_slot,
+            "max_tries": c.offline.max_tries,
             "toolkit_version": self.toolkit_version,
         }
 
