@@ -163,7 +163,7 @@ class ChatClient:
                     reason, detail = r.CONNECTION_ERROR, f"cannot reach {self.config.base_url}: {err}"
                 except openai.APIStatusError as err:
                     reason, detail = self._status_failure(err)
-                    if reason in (r.BAD_REQUEST,):
+                    if reason == r.BAD_REQUEST:
                         self.stats.count_error(reason)
                         raise TransportFailure(reason, detail, attempt) from err
                     retry_after = _retry_after(err.response.headers)

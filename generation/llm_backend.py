@@ -16,7 +16,7 @@ from typing import Any, Callable, Generic, TypeVar
 
 from . import records as r
 from .config import GenerationConfig
-from .llm import ChatClient, TransportFailure, build_request, derive_seed
+from .llm import CallStats, ChatClient, TransportFailure, build_request, derive_seed
 from .parsing import ParseError, parse_blanked, parse_description, parse_string_list
 from .prompts import PromptTemplate
 from .records import Failure, PerturbationSet, Question
@@ -64,6 +64,36 @@ class LLMGenerator:
             "min_changed": c.min_changed,
             "toolkit_version": self.toolkit_version,
         }
+
+    @property
+    def stats(self) -> CallStats:
+        return self.client.stats
+
+    def run(self, questions: list[Question], finish: Callable[[PerturbationSet], None]) -> None:
+        """Generate the questions' sets, ``concurrency`` questions at a time (requests are capped
+        separately by the client), handing each finished set to ``finish``."""
+        asyncio.run(self._run(questions, finish))
+
+    async def _run(self, questions: list[Question], finish: Callable[[PerturbationSet], None]) -> None:
+        slots = asyncio.Semaphore(self.config.openai.concurrency)
+
+        async def one(question: Question) -> None:
+            async with slots:
+                finish(await self.generate(question))
+
+        tasks = [asyncio.ensure_future(one(q)) for q in questions]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        finally:
+            await self.client.aclose()
+
+    def close(self) -> None:
+        self.client.cache.close()
 
     async def generate(self, question: Question) -> PerturbationSet:
         c = self.config

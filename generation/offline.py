@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import random
 import re
-from typing import Any
+from typing import Any, Callable
 
 from . import records as r
 from .config import GenerationConfig
@@ -70,6 +70,16 @@ class OfflineGenerator:
             "max_tries": c.offline.max_tries,
             "toolkit_version": self.toolkit_version,
         }
+
+    stats = None  # no endpoint, nothing to count
+
+    def run(self, questions: list[Question], finish: Callable[[PerturbationSet], None]) -> None:
+        """Generate each question's set in turn, handing each to ``finish``."""
+        for question in questions:
+            finish(self.generate(question))
+
+    def close(self) -> None:
+        pass
 
     def generate(self, question: Question) -> PerturbationSet:
         c = self.config

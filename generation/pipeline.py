@@ -1,5 +1,8 @@
 """Run a generation job: questions in, one perturbation set per question out, resumably.
 
+A backend is an object with ``provenance()``, ``run(questions, finish)`` (calls ``finish`` with
+each finished set), ``close()`` and ``stats`` (request counters, or None offline).
+
 Finished sets are appended to a journal (``SETS.jsonl.partial``, first line: the job's
 settings fingerprint) as soon as they are done, so a killed run loses at most the questions in
 flight, and the LLM's answers to those are in the response cache. At the end the output is
@@ -11,7 +14,6 @@ match, so a finished job costs nothing; sets made with other settings are refuse
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import logging
@@ -103,40 +105,35 @@ def run_generation(
     output = Path(output)
     journal = output.with_name(output.name + JOURNAL_SUFFIX)
     generator = make_generator(config)
-    fingerprint = settings_fingerprint(generator.provenance())
+    provenance = generator.provenance()
     if overwrite:
         for path in (output, journal):
             path.unlink(missing_ok=True)
-    done = _finished_sets(output, journal, generator.provenance(), questions)
-    todo = [q for q in questions if q.id not in done]
-    summary = JobSummary(output=output, questions=len(questions), reused=len(done), generated=len(todo))
-    output.parent.mkdir(parents=True, exist_ok=True)
-    if todo:
-        logger.info("%d questions to generate, %d reused (%s backend)", len(todo), len(done), generator.name)
-        bar = _progress_bar(len(questions), len(done), progress)
-        with _Journal(journal, fingerprint) as sink:
+    try:
+        done = _finished_sets(output, journal, provenance, questions)
+        todo = [q for q in questions if q.id not in done]
+        summary = JobSummary(output=output, questions=len(questions), reused=len(done), generated=len(todo))
+        output.parent.mkdir(parents=True, exist_ok=True)
+        if todo:
+            logger.info("%d questions to generate, %d reused (%s backend)", len(todo), len(done), generator.name)
+            bar = _progress_bar(len(questions), len(done), progress)
+            with _Journal(journal, settings_fingerprint(provenance)) as sink:
 
-            def finish(record: PerturbationSet) -> None:
-                sink.write(record)
-                done[record.question.id] = record
-                bar.update(1)
+                def finish(record: PerturbationSet) -> None:
+                    sink.write(record)
+                    done[record.question.id] = record
+                    bar.update(1)
 
-            try:
-                if generator.name == "offline":
-                    for question in todo:
-                        finish(generator.generate(question))
-                else:
-                    asyncio.run(_run_llm(generator, todo, finish))
-            finally:
-                bar.close()
-                if generator.name != "offline":
-                    stats = generator.client.stats
-                    summary.api_calls, summary.cache_hits, summary.failed_calls = stats.api_calls, stats.cache_hits, stats.failed_calls
-                    summary.prompt_tokens, summary.completion_tokens = stats.prompt_tokens, stats.completion_tokens
-                    generator.client.cache.close()
-    elif generator.name != "offline":
-        summary.api_calls, summary.cache_hits = 0, 0
-        generator.client.cache.close()
+                try:
+                    generator.run(todo, finish)
+                finally:
+                    bar.close()
+    finally:
+        generator.close()
+    if generator.stats is not None:
+        stats = generator.stats
+        summary.api_calls, summary.cache_hits, summary.failed_calls = stats.api_calls, stats.cache_hits, stats.failed_calls
+        summary.prompt_tokens, summary.completion_tokens = stats.prompt_tokens, stats.completion_tokens
     _write_output(output, [done[q.id] for q in questions])
     journal.unlink(missing_ok=True)
     for record in done.values():
@@ -145,27 +142,6 @@ def run_generation(
         summary.failures.update(record.failure_counts())
     summary.seconds = time.perf_counter() - started
     return summary
-
-
-async def _run_llm(generator: Any, questions: list[Question], finish: Any) -> None:
-    """Questions worked on ``concurrency`` at a time (requests are capped separately)."""
-    slots = asyncio.Semaphore(generator.config.openai.concurrency)
-
-    async def one(question: Question) -> None:
-        async with slots:
-            finish(await generator.generate(question))
-
-    try:
-        tasks = [asyncio.ensure_future(one(q)) for q in questions]
-        try:
-            await asyncio.gather(*tasks)
-        except BaseException:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
-    finally:
-        await generator.client.aclose()
 
 
 class _Journal:
