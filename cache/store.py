@@ -179,7 +179,9 @@ class ActivationStore:
         data = self._read(("activations",), self._rows_of(keys, texts))["activations"]
         if not len(data):
             return np.zeros((0, len(layer_index), self.d_model), dtype=np.float32)
-        return data[:, layer_index, :].astype(np.float32, copy=False)
+        if layer_index != list(range(len(self.layer_labels))):
+            data = data[:, layer_index, :]
+        return data.astype(np.float32, copy=False)
 
     def metadata(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
         """``n_tokens``, ``n_pooled`` and ``truncated`` of ``texts`` (each ``[n]``)."""
@@ -193,8 +195,9 @@ class ActivationStore:
         """Datasets ``names`` at ``rows`` (any order, repeats allowed); h5py wants increasing
         unique indices, so read those and reorder."""
         unique, inverse = np.unique(rows, return_inverse=True)
+        in_order = np.array_equal(unique, rows)  # already increasing and unique: no reordering copy
         with self._open() as f:
-            return {name: f[name][unique][inverse] for name in names}
+            return {name: f[name][unique] if in_order else f[name][unique][inverse] for name in names}
 
     def _rows_of(self, keys: Sequence[str], texts: Sequence[str] | None) -> np.ndarray:
         missing = [i for i, k in enumerate(keys) if k not in self._row]

@@ -1,0 +1,211 @@
+"""Evaluation figures against scikit-learn, naive loops and small hand-checked examples (SPEC §7)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from sklearn.metrics import accuracy_score, f1_score, roc_auc_score, roc_curve
+
+from probes.evaluate import compare, evaluate, figures, tpr_key
+from probes.evaluate.delong import delong_test, midranks
+from probes.evaluate.effect import cohens_d, cohens_d_ci, group_means_ci
+
+
+def naive_tpr_at_fpr(y, s, alpha, strict=False):
+    best = 0.0
+    n_pos, n_neg = sum(y), len(y) - sum(y)
+    for t in [math.inf, *sorted(set(s), reverse=True)]:
+        tp = sum(1 for yi, si in zip(y, s) if yi and si >= t)
+        fp = sum(1 for yi, si in zip(y, s) if not yi and si >= t)
+        fpr = fp / n_neg
+        if (fpr < alpha) if strict else (fpr <= alpha):
+            best = max(best, tp / n_pos)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_figures_equal_sklearn(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(20, 300))
+    y = rng.random(n) < rng.uniform(0.2, 0.8)
+    y[:2] = [True, False]
+    s = rng.normal(size=n) + 0.8 * y
+    got = figures(y[None], s[None])
+    assert got["auc"][0] == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+    fpr, tpr, thr = roc_curve(y, s, drop_intermediate=False)
+    best = int(np.argmax(tpr - fpr))
+    assert got["youden_threshold"][0] == thr[best]
+    predicted = s >= thr[best]
+    assert got["f1_youden"][0] == pytest.approx(f1_score(y, predicted), abs=1e-12)
+    assert got["accuracy_youden"][0] == pytest.approx(accuracy_score(y, predicted), abs=1e-12)
+    assert got["tpr_at_fpr"][0] == pytest.approx(naive_tpr_at_fpr(y.tolist(), s.tolist(), 0.05), abs=1e-12)
+
+
+def test_auc_with_ties_equals_sklearn():
+    rng = np.random.default_rng(11)
+    y = rng.random(400) < 0.4
+    s = np.round(rng.normal(size=400) + y, 1)  # many ties
+    got = figures(y[None], s[None])
+    assert got["auc"][0] == pytest.approx(roc_auc_score(y, s), abs=1e-12)
+    for strict in (False, True):
+        assert figures(y[None], s[None], strict=strict)["tpr_at_fpr"][0] == pytest.approx(
+            naive_tpr_at_fpr(y.tolist(), s.tolist(), 0.05, strict), abs=1e-12)
+
+
+def test_tpr_at_5fpr_convention_by_hand():
+    # 10 members, 20 non-members; the 1st false positive makes FPR exactly 0.05
+    pos = [10, 9, 8, 7, 6, 5, 4, 3, 2, 1]
+    neg = [7.5, 5.5] + [-float(i) for i in range(18)]
+    y = np.array([1] * 10 + [0] * 20)
+    s = np.array(pos + neg, dtype=float)
+    assert figures(y[None], s[None])["tpr_at_fpr"][0] == 0.5  # FPR ≤ 5 %: members above the 2nd non-member
+    assert figures(y[None], s[None], strict=True)["tpr_at_fpr"][0] == 0.3  # FPR < 5 %: above the 1st
+
+
+def test_youden_convention_by_hand():
+    # points: (0,1/3) (0,2/3) (1/3,2/3) (1/3,1) ...: TPR − FPR = 2/3 at thresholds 0.8 and 0.4; the higher wins
+    y = np.array([1, 1, 1, 0, 0, 0])
+    s = np.array([0.9, 0.8, 0.4, 0.7, 0.3, 0.2])
+    got = figures(y[None], s[None])
+    assert got["youden_threshold"][0] == 0.8
+    assert got["f1_youden"][0] == pytest.approx(0.8)  # TP 2, FP 0, FN 1
+    assert got["accuracy_youden"][0] == pytest.approx(5 / 6)
+
+
+def test_ties_count_one_half_by_hand():
+    y = np.array([1, 1, 0, 0])
+    s = np.array([1.0, 1.0, 1.0, 0.0])
+    assert figures(y[None], s[None])["auc"][0] == pytest.approx(0.75)
+
+
+def test_evaluate_counts_non_finite_scores_and_uses_the_rest():
+    rng = np.random.default_rng(2)
+    y = np.r_[np.ones(40, int), np.zeros(40, int)]
+    s = rng.normal(size=80) + y
+    s_bad = s.copy()
+    s_bad[[0, 5, 50]] = [np.nan, np.inf, -np.inf]
+    keep = np.isfinite(s_bad)
+    got = evaluate(y, s_bad, n_bootstrap=200)
+    assert got["n"] == 80 and got["n_nonfinite"] == 3 and got["n_used"] == 77
+    assert got["auc"]["value"] == pytest.approx(roc_auc_score(y[keep], s[keep]))
+    assert got["auc"]["n"] == 77
+    lo, hi = got["auc"]["ci"]
+    assert lo < got["auc"]["value"] < hi
+    assert tpr_key(0.05) in got and got[tpr_key(0.05)]["ci"][0] <= got[tpr_key(0.05)]["ci"][1]
+
+
+def test_evaluate_is_seeded_and_refuses_one_class():
+    rng = np.random.default_rng(3)
+    y = rng.random(60) < 0.5
+    s = rng.normal(size=60)
+    assert evaluate(y, s, seed=4) == evaluate(y, s, seed=4)
+    assert evaluate(y, s, seed=4)["auc"]["ci"] != evaluate(y, s, seed=5)["auc"]["ci"]
+    with pytest.raises(ValueError, match="members and non-members"):
+        evaluate(np.ones(5), np.arange(5.0))
+    with pytest.raises(ValueError, match="1 \\(member\\) or 0"):
+        evaluate(np.array([0, 1, 2]), np.arange(3.0))
+
+
+def test_bootstrap_ci_covers_the_true_auc():
+    """Binormal scores (members ~ N(1, 1), non-members ~ N(0, 1)): true AUC = Φ(1/√2).
+    The 95 % CI must cover it in ≥ 90 % of 200 simulated datasets."""
+    true_auc = 0.5 * math.erfc(-(1 / math.sqrt(2)) / math.sqrt(2))
+    rng = np.random.default_rng(2024)
+    covered = 0
+    for trial in range(200):
+        y = np.r_[np.ones(60, bool), np.zeros(80, bool)]
+        s = rng.normal(size=140) + y
+        lo, hi = evaluate(y, s, n_bootstrap=1000, seed=trial)["auc"]["ci"]
+        covered += lo <= true_auc <= hi
+    assert covered / 200 >= 0.90, covered
+
+
+def naive_delong(y, a, b):
+    pos = [i for i, t in enumerate(y) if t]
+    neg = [i for i, t in enumerate(y) if not t]
+
+    def psi(x, z):
+        return 1.0 if x > z else 0.5 if x == z else 0.0
+
+    def components(s):
+        v10 = [sum(psi(s[i], s[j]) for j in neg) / len(neg) for i in pos]
+        v01 = [sum(psi(s[i], s[j]) for i in pos) / len(pos) for j in neg]
+        return sum(v10) / len(v10), v10, v01
+
+    auc_a, v10a, v01a = components(a)
+    auc_b, v10b, v01b = components(b)
+
+    def cov(p, q):
+        mp, mq = sum(p) / len(p), sum(q) / len(q)
+        return sum((x - mp) * (z - mq) for x, z in zip(p, q)) / (len(p) - 1)
+
+    var = (cov(v10a, v10a) + cov(v10b, v10b) - 2 * cov(v10a, v10b)) / len(pos) + (
+        cov(v01a, v01a) + cov(v01b, v01b) - 2 * cov(v01a, v01b)) / len(neg)
+    z = (auc_a - auc_b) / math.sqrt(var)
+    return auc_a, auc_b, z
+
+
+def test_delong_matches_naive_placements():
+    rng = np.random.default_rng(5)
+    y = rng.random(90) < 0.45
+    a = np.round(rng.normal(size=90) + y, 1)
+    b = a + rng.normal(scale=0.8, size=90)
+    got = delong_test(y, a, b)
+    auc_a, auc_b, z = naive_delong(y.tolist(), a.tolist(), b.tolist())
+    assert got["auc_a"] == pytest.approx(auc_a, abs=1e-12) and got["auc_a"] == pytest.approx(roc_auc_score(y, a))
+    assert got["auc_b"] == pytest.approx(auc_b, abs=1e-12)
+    assert got["z"] == pytest.approx(z, rel=1e-9)
+    assert got["p_value"] == pytest.approx(math.erfc(abs(z) / math.sqrt(2)), rel=1e-9)
+
+
+def test_midranks_by_hand():
+    np.testing.assert_array_equal(midranks(np.array([3.0, 1.0, 3.0, 2.0, 3.0])), [4.0, 1.0, 4.0, 2.0, 4.0])
+
+
+def test_compare_paired():
+    rng = np.random.default_rng(6)
+    y = np.r_[np.ones(50, bool), np.zeros(50, bool)]
+    strong = rng.normal(size=100) + 2 * y
+    weak = rng.normal(size=100) + 0.2 * y
+    weak[3] = np.nan
+    got = compare(y, strong, weak, n_bootstrap=300)
+    keep = np.isfinite(weak)
+    assert got["n_left_out"] == 1 and got["delta_auc"]["n"] == 99
+    assert got["delta_auc"]["value"] == pytest.approx(roc_auc_score(y[keep], strong[keep]) - roc_auc_score(y[keep], weak[keep]))
+    lo, hi = got["delta_auc"]["ci"]
+    assert 0 < lo < got["delta_auc"]["value"] < hi
+    assert got["delong"]["p_value"] < 1e-4
+
+
+def test_cohens_d_against_naive():
+    rng = np.random.default_rng(7)
+    y = rng.random(50) < 0.4
+    values = rng.normal(size=(50, 3, 4)) + y[:, None, None]
+    values[2, 1, 3] = np.nan
+    got = cohens_d(values, y)
+    for m in range(3):
+        for layer in range(4):
+            col = values[:, m, layer]
+            a = [v for v, t in zip(col, y) if t and np.isfinite(v)]
+            b = [v for v, t in zip(col, y) if not t and np.isfinite(v)]
+            ma, mb = sum(a) / len(a), sum(b) / len(b)
+            va = sum((v - ma) ** 2 for v in a) / (len(a) - 1)
+            vb = sum((v - mb) ** 2 for v in b) / (len(b) - 1)
+            pooled = math.sqrt(((len(a) - 1) * va + (len(b) - 1) * vb) / (len(a) + len(b) - 2))
+            assert got[m, layer] == pytest.approx((ma - mb) / pooled, rel=1e-12)
+    point, lo, hi = cohens_d_ci(values, y, n_resamples=200)
+    np.testing.assert_array_equal(point, got)
+    assert (lo <= point).all() and (point <= hi).all()
+
+
+def test_group_means_ci():
+    rng = np.random.default_rng(8)
+    y = np.r_[np.ones(30, bool), np.zeros(40, bool)]
+    values = rng.normal(size=(70, 2)) + 3 * y[:, None]
+    got = group_means_ci(values, y, n_resamples=300)
+    np.testing.assert_allclose(got["members"]["mean"], values[y].mean(axis=0))
+    np.testing.assert_allclose(got["non_members"]["mean"], values[~y].mean(axis=0))
+    assert (got["members"]["ci_low"] < got["members"]["mean"]).all()
+    assert (got["members"]["ci_low"] > got["non_members"]["ci_high"]).all()
