@@ -19,9 +19,12 @@ from cache.configio import literal_choices
 from cache.errors import CacheError, ConfigError
 from generation.errors import GenerationError
 
+from .errors import ProbesError
+
 logger = logging.getLogger("probes.cli")
 
 CACHE_EXAMPLES = """examples:
+  lara cache sets.jsonl --model ./checkpoints/qwen-rl -o acts.h5      # every text of the perturbation sets
   lara cache texts.jsonl --model ./checkpoints/qwen-rl -o acts.h5
   lara cache texts.txt --model Qwen/Qwen2.5-Math-1.5B --device cuda --dtype bfloat16 \\
       --backend hf --layers all,embed -o acts.h5
@@ -36,7 +39,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging(args.verbose, args.quiet)
     try:
         return int(args.handler(args) or 0)
-    except (CacheError, GenerationError) as err:
+    except (CacheError, GenerationError, ProbesError) as err:
         if args.debug:
             logger.exception("failed")
         print(f"error: {err}", file=sys.stderr)
@@ -68,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=CACHE_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    cache.add_argument("texts", type=Path, help="texts: .txt (one per line) or .jsonl ('text' field or JSON strings)")
+    cache.add_argument("texts", type=Path, help="texts: .txt (one per line), .jsonl ('text' field or JSON strings), or a perturbation-set file (all its texts)")
     cache.add_argument("-o", "--output", type=Path, required=True, help="HDF5 store to create or append to")
     cache.add_argument("--config", type=Path, help="YAML config (sections model:, extraction:); flags override it")
     cache.add_argument("--text-field", default="text", help="JSONL key holding the text (default: text)")
@@ -120,6 +123,64 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--no-progress", action="store_true", help="no progress bar")
     gen.set_defaults(handler=_run_generate)
 
+    metrics = sub.add_parser(
+        "metrics",
+        help="compute zRSM, DC and zRSI per layer for every perturbation set from its cached activations",
+        epilog=METRICS_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    metrics.add_argument("sets", type=Path, help="perturbation sets JSONL (lara generate)")
+    metrics.add_argument("activations", type=Path, help="activation store holding every text of the sets (lara cache)")
+    metrics.add_argument("-o", "--output", type=Path, required=True, help="metrics file to write (HDF5)")
+    metrics.add_argument("--layers", help="stored layers to use, e.g. 0,1,2 or embed,0 (default: every stored layer)")
+    metrics.add_argument("--eps", type=float, default=1e-8, help="numerical floor of the denominators (default: 1e-8)")
+    metrics.add_argument("--min-paraphrases", type=int, default=2, help="paraphrases a group member needs to be used (default: 2)")
+    metrics.add_argument("--chunk-mib", type=float, default=256, help="float64 working memory per chunk of questions (default: 256)")
+    metrics.add_argument("--no-progress", action="store_true", help="no progress bar")
+    metrics.set_defaults(handler=_run_metrics)
+
+    score = sub.add_parser(
+        "score",
+        help="turn LaRA metrics into one contamination score per question against a clean reference",
+        epilog=SCORE_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    score.add_argument("metrics", type=Path, help="metrics file (lara metrics)")
+    score.add_argument("-o", "--output", type=Path, required=True, help="SCORES.csv to write (a .meta.json with the settings is written beside it)")
+    score.add_argument("--clean-ref", help="split | crossfit | CLEAN_METRICS.h5 | REFERENCE.json (default: split if questions have "
+                       "split clean_ref, else crossfit over labelled non-members)")
+    score.add_argument("--labels", type=Path, help="JSONL with id and label, overriding the labels in the metrics file (crossfit)")
+    score.add_argument("--save-reference", type=Path, help="write the reference fitted on the whole clean pool (JSON) for reuse")
+    score.add_argument("--metric-set", default="zRSM,DC,zRSI", help="metrics to aggregate (default: zRSM,DC,zRSI)")
+    score.add_argument("--layers", default="all", help="all | early | mid | late | 9-17 | 0,5,10 (default: all block layers)")
+    score.add_argument("--dc", choices=["abs", "signed"], default="abs", help="DC alignment: |z| (default) or +z")
+    score.add_argument("--outer-abs", action="store_true", help="wrap every aligned z in |.| (the public code's variant)")
+    score.add_argument("--zero-scale", choices=["eps", "drop"], default="eps", help="cells with MAD = 0: divide by eps (default) or leave out")
+    score.add_argument("--eps", type=float, default=1e-8, help="added to the reference scale (default: 1e-8)")
+    score.add_argument("--folds", type=int, default=5, help="cross-fitting folds (default: 5)")
+    score.add_argument("--seed", type=int, default=0, help="seed of the fold assignment (default: 0)")
+    score.add_argument("--no-variants", action="store_true", help="only the main 'lara' column (no per-metric / per-window columns)")
+    score.set_defaults(handler=_run_score)
+
+    ev = sub.add_parser(
+        "evaluate",
+        help="ROC-AUC, TPR@5%%FPR, F1 with bootstrap CIs, paired comparisons, layer analysis, plots",
+        epilog=EVALUATE_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ev.add_argument("scores", type=Path, help="SCORES.csv (id column + one column per detector, higher = member)")
+    ev.add_argument("-o", "--output", type=Path, required=True, help="report directory (report.json, report.md, PNG plots)")
+    ev.add_argument("--labels", type=Path, help="JSONL with id and label (questions or sets file); without it: an audit of score distributions")
+    ev.add_argument("--metrics", type=Path, help="metrics file, for the per-layer profiles, Cohen's d map and window table")
+    ev.add_argument("--detectors", help="score columns to report, comma-separated (default: all)")
+    ev.add_argument("--baseline", help="column the others are compared with (default: the first)")
+    ev.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples (default: 1000)")
+    ev.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    ev.add_argument("--fpr", type=float, default=0.05, help="FPR of the TPR figure (default: 0.05)")
+    ev.add_argument("--strict", action="store_true", help="TPR among ROC points with FPR < target instead of <=")
+    ev.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    ev.set_defaults(handler=_run_evaluate)
+
     info = sub.add_parser("info", help="show what an activation store holds and how it was made")
     info.add_argument("store", type=Path)
     info.set_defaults(handler=_run_info)
@@ -162,6 +223,93 @@ def _run_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+METRICS_EXAMPLES = """examples:
+  lara metrics sets.jsonl acts.h5 -o metrics.h5
+  lara metrics sets.jsonl acts.h5 -o metrics.h5 --layers 0,1,2,3 --chunk-mib 512
+"""
+
+SCORE_EXAMPLES = """examples:
+  lara score metrics.h5 -o scores.csv                                # clean reference: split clean_ref, else cross-fit
+  lara score metrics.h5 -o scores.csv --clean-ref crossfit --labels questions.jsonl
+  lara score metrics.h5 -o scores.csv --clean-ref clean_metrics.h5 --save-reference ref.json
+  lara score new_metrics.h5 -o scores.csv --clean-ref ref.json --layers late --dc signed
+"""
+
+EVALUATE_EXAMPLES = """examples:
+  lara evaluate scores.csv --labels questions.jsonl -o report/
+  lara evaluate scores.csv --labels questions.jsonl --metrics metrics.h5 -o report/ --bootstrap 2000
+  lara evaluate scores.csv -o audit/                                 # no labels: score distributions only
+"""
+
+
+def _run_metrics(args: argparse.Namespace) -> int:
+    from .lara.metrics_file import compute_metrics
+
+    layers = [x.strip() for x in args.layers.split(",")] if args.layers else None
+    summary = compute_metrics(args.sets, args.activations, args.output, layers=layers, eps=args.eps,
+                              min_paraphrases=args.min_paraphrases, chunk_mib=args.chunk_mib, progress=not args.no_progress)
+    print(summary.describe())
+    return 0
+
+
+def _run_score(args: argparse.Namespace) -> int:
+    from .lara.metrics_file import MetricsFile
+    from .lara.protocol import ScoreOptions
+    from .lara.scoring import score_metrics
+    from .scores import read_labels
+
+    options = ScoreOptions(metric_set=tuple(m.strip() for m in args.metric_set.split(",")), layers=args.layers,
+                           dc=args.dc, outer_abs=args.outer_abs, eps=args.eps, zero_scale=args.zero_scale)
+    metrics = MetricsFile.read(args.metrics)
+    labels = read_labels(args.labels) if args.labels else None
+    result = score_metrics(metrics, args.clean_ref, options, labels=labels, n_folds=args.folds, seed=args.seed,
+                           variants=not args.no_variants)
+    result.table.write_csv(args.output)
+    meta = args.output.with_suffix(".meta.json")
+    result.write_info(meta)
+    if args.save_reference:
+        result.reference.save(args.save_reference)
+    info = result.info
+    print(f"{info['n_questions']} questions scored against a clean reference of {info['n_reference']} "
+          f"({info['clean_ref_mode']}: {info.get('reference_source') or info.get('reference_file')}); "
+          f"{info['n_cross_fitted']} cross-fitted over {info['folds_used']} folds -> {args.output}")
+    if info["n_nan"]:
+        print(f"NaN scores: {info['n_nan']} (" + ", ".join(f"{k} {v}" for k, v in info["nan_reasons"].items()) + ")")
+    if info["zero_scale_cells"]:
+        print(f"zero-scale cells (MAD = 0): {len(info['zero_scale_cells'])}, e.g. {', '.join(info['zero_scale_cells'][:4])}")
+    print(f"columns: {', '.join(info['columns'])}; settings in {meta}")
+    if args.save_reference:
+        print(f"reference saved to {args.save_reference}")
+    return 0
+
+
+def _run_evaluate(args: argparse.Namespace) -> int:
+    from .lara.metrics_file import MetricsFile
+    from .report import build_report, render_markdown, write_report
+    from .report.build import jsonable
+    from .scores import ScoreTable, read_labels
+
+    table = ScoreTable.read_csv(args.scores)
+    metrics = MetricsFile.read(args.metrics) if args.metrics else None
+    labels = read_labels(args.labels) if args.labels else None
+    if labels is None and metrics is not None and (metrics.labels >= 0).any():
+        labels = {i: int(v) for i, v in zip(metrics.ids, metrics.labels) if v >= 0}
+        logger.info("labels: taken from %s", args.metrics)
+    detectors = [d.strip() for d in args.detectors.split(",")] if args.detectors else None
+    try:
+        report = build_report(table, labels, metrics if labels is not None else None, detectors=detectors,
+                              baseline=args.baseline, n_bootstrap=args.bootstrap, seed=args.seed, fpr=args.fpr,
+                              strict=args.strict, inputs={"scores": str(args.scores), "labels": str(args.labels or ""),
+                                                          "metrics": str(args.metrics or "")})
+    except KeyError as err:
+        raise ProbesError(str(err).strip("'\"")) from None
+    files = write_report(report, args.output, table, labels, plots=not args.no_plots)
+    text = render_markdown(jsonable(report))
+    print(text.split("## Paired comparison")[0].split("## Layer analysis")[0].rstrip())
+    print(f"\nreport: {', '.join(str(f) for f in files)}")
+    return 0
+
+
 _MODEL_FLAGS = ("source", "revision", "dtype", "device", "device_map", "trust_remote_code", "attn_implementation", "blocks_path", "final_norm_path")
 _EXTRACTION_FLAGS = (
     "backend", "layers", "batch_size", "max_batch_tokens", "max_length", "on_long", "prompt_format",
@@ -187,14 +335,27 @@ def cache_config_from_args(args: argparse.Namespace) -> Any:
 
 def _run_cache(args: argparse.Namespace) -> int:
     from cache.runner import run_cache
-    from cache.texts import read_texts
 
     _quiet_library_progress_bars(args.verbose)
     config = cache_config_from_args(args)
-    texts = read_texts(args.texts, field=args.text_field)
+    texts = _texts_to_cache(args.texts, args.text_field)
     summary = run_cache(texts, args.output, config, progress=not args.no_progress)
     print(summary.describe())
     return 0
+
+
+def _texts_to_cache(path: Path, field: str) -> list[str]:
+    """The texts of a texts file, or every text of a perturbation-set file (lara generate output)."""
+    from cache.texts import read_texts
+
+    from .lara.sets import all_texts, looks_like_sets, read_sets
+
+    if path.suffix.lower() == ".jsonl" and looks_like_sets(path):
+        sets = read_sets(path)
+        texts = list(dict.fromkeys(t for record in sets for t in all_texts(record)))
+        logger.info("%s: %d perturbation sets, %d distinct texts", path, len(sets), len(texts))
+        return texts
+    return read_texts(path, field=field)
 
 
 def _run_info(args: argparse.Namespace) -> int:
@@ -239,7 +400,7 @@ def _quiet_library_progress_bars(verbose: bool) -> None:
 def _configure_logging(verbose: bool, quiet: bool) -> None:
     level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-    for noisy in ("httpx", "httpx2", "httpcore", "openai", "transformers", "transformer_lens", "nnsight", "filelock", "urllib3"):
+    for noisy in ("httpx", "httpx2", "httpcore", "openai", "transformers", "transformer_lens", "nnsight", "filelock", "urllib3", "matplotlib"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
 
 

@@ -1,0 +1,54 @@
+"""Reports: ``report.json`` (every figure with CI and n), ``report.md`` (the LaRA seed's Table 1
+layout) and PNG plots.
+
+>>> from probes.report import build_report, write_report
+>>> report = build_report(table, labels, metrics)      # dict
+>>> write_report(report, "report/", table, labels, metrics)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..scores import ScoreTable, align_labels
+from .build import build_report, jsonable, layer_analysis
+from .markdown import render_markdown
+
+__all__ = ["build_report", "layer_analysis", "render_markdown", "write_report"]
+
+logger = logging.getLogger(__name__)
+
+
+def write_report(
+    report: dict[str, Any],
+    out_dir: str | Path,
+    table: ScoreTable,
+    labels: Mapping[str, int | None] | None = None,
+    plots: bool = True,
+) -> list[Path]:
+    """Write ``report.json``, the plots and ``report.md`` into ``out_dir``; returns the files written."""
+    from . import plots as draw
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    names = report["detectors_order"]
+    y = align_labels(table.ids, labels)[0] if labels is not None else None
+    drawn: list[str] = []
+    if plots:
+        if y is not None:
+            draw.plot_roc(table, y, names, out / "roc.png")
+            drawn.append("roc.png")
+        draw.plot_score_histograms(table, y, names, out / "scores.png")
+        drawn.append("scores.png")
+        layers = report.get("layers") or {}
+        if "profiles" in layers:
+            draw.plot_profiles(layers, out / "profiles.png")
+            draw.plot_cohens_d(layers, out / "cohens_d.png")
+            drawn += ["profiles.png", "cohens_d.png"]
+    report = {**report, "plots": drawn}
+    (out / "report.json").write_text(json.dumps(jsonable(report), indent=1) + "\n", encoding="utf-8")
+    (out / "report.md").write_text(render_markdown(jsonable(report), drawn), encoding="utf-8")
+    return [out / "report.json", out / "report.md", *(out / name for name in drawn)]

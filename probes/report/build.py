@@ -1,0 +1,156 @@
+"""The report as data: every figure with its CI and n (what ``report.json`` holds)."""
+
+from __future__ import annotations
+
+import logging
+import math
+from datetime import datetime, timezone
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from .. import __version__
+from ..errors import ConfigError
+from ..evaluate import compare, evaluate, tpr_key
+from ..evaluate.effect import cohens_d_ci, group_means_ci, window_means
+from ..lara.geometry import METRIC_NAMES
+from ..lara.layers import WINDOWS, select_layers, window_bounds
+from ..lara.metrics_file import MetricsFile
+from ..lara.protocol import compress
+from ..scores import ScoreTable, align_labels
+
+logger = logging.getLogger(__name__)
+
+QUANTILES = (0.0, 0.05, 0.25, 0.5, 0.75, 0.95, 1.0)
+
+
+def build_report(
+    table: ScoreTable,
+    labels: Mapping[str, int | None] | None = None,
+    metrics: MetricsFile | None = None,
+    *,
+    detectors: Sequence[str] | None = None,
+    baseline: str | None = None,
+    n_bootstrap: int = 1000,
+    seed: int = 0,
+    ci: float = 0.95,
+    fpr: float = 0.05,
+    strict: bool = False,
+    inputs: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Evaluate every detector column of ``table`` against ``labels`` (or, without labels, describe
+    the score distributions only: an audit), plus the layer analysis when ``metrics`` is given."""
+    names = list(detectors) if detectors else list(table.columns)
+    missing = [n for n in names if n not in table.columns]
+    if missing:
+        raise KeyError(f"no score column {', '.join(missing)}; columns: {', '.join(table.columns)}")
+    report: dict[str, Any] = {
+        "kind": "lara-report",
+        "toolkit_version": __version__,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "inputs": dict(inputs or {}),
+        "settings": {"n_bootstrap": n_bootstrap, "seed": seed, "ci": ci, "fpr": fpr, "strict": strict,
+                     "tpr_key": tpr_key(fpr), "bootstrap": "stratified, percentile intervals"},
+        "detectors_order": names,
+        "distributions": {n: _distribution(table.columns[n]) for n in names},
+    }
+    if labels is None:
+        report["mode"] = "audit"
+        report["counts"] = {"n_scored": len(table.ids)}
+        return report
+    y, unmatched = align_labels(table.ids, labels)
+    known = y >= 0
+    report["mode"] = "evaluation"
+    report["counts"] = {"n_scored": len(table.ids), "n_labelled": int(known.sum()), "members": int((y == 1).sum()),
+                        "non_members": int((y == 0).sum()), **unmatched}
+    yk = y[known].astype(bool)
+    results: dict[str, Any] = {}
+    for name in names:
+        try:
+            results[name] = evaluate(yk, table.columns[name][known], n_bootstrap=n_bootstrap, seed=seed, ci=ci, fpr=fpr, strict=strict)
+        except ValueError as err:
+            results[name] = {"error": str(err), "n": int(known.sum()), "n_nonfinite": int((~np.isfinite(table.columns[name][known])).sum())}
+            logger.warning("%s: %s", name, err)
+    report["detectors"] = results
+    base = baseline or names[0]
+    if base not in table.columns:
+        raise KeyError(f"baseline {base!r} is not a score column; columns: {', '.join(table.columns)}")
+    report["comparisons"] = {"baseline": base, "against": {}}
+    for name in names:
+        if name == base:
+            continue
+        try:
+            report["comparisons"]["against"][name] = compare(yk, table.columns[name][known], table.columns[base][known],
+                                                             n_bootstrap=n_bootstrap, seed=seed, ci=ci)
+        except ValueError as err:
+            report["comparisons"]["against"][name] = {"error": str(err)}
+    if metrics is not None:
+        report["layers"] = layer_analysis(metrics, labels, n_bootstrap=n_bootstrap, seed=seed, ci=ci)
+    return report
+
+
+def layer_analysis(
+    metrics: MetricsFile, labels: Mapping[str, int | None], n_bootstrap: int = 1000, seed: int = 0, ci: float = 0.95
+) -> dict[str, Any]:
+    """Per (metric, layer) Cohen's d and class profiles of m̃, and the early/mid/late window table."""
+    y, _ = align_labels(metrics.ids, labels)
+    keep = (y >= 0) & np.isfinite(metrics.metrics).all(axis=(1, 2))
+    values = compress(metrics.metrics[keep])  # [n, 3, L]
+    yk = y[keep].astype(bool)
+    out: dict[str, Any] = {"layer_labels": list(metrics.layer_labels), "metric_names": list(METRIC_NAMES),
+                           "values": "sign(m)·log(1+|m|)", "n": int(keep.sum()), "members": int(yk.sum()),
+                           "non_members": int((~yk).sum())}
+    if yk.sum() < 2 or (~yk).sum() < 2:
+        out["error"] = "layer analysis needs at least 2 members and 2 non-members with finite metrics"
+        return out
+    d, lo, hi = cohens_d_ci(values, yk, n_resamples=n_bootstrap, seed=seed, level=ci)
+    out["cohens_d"] = {m: {"value": d[i].tolist(), "ci_low": lo[i].tolist(), "ci_high": hi[i].tolist()} for i, m in enumerate(METRIC_NAMES)}
+    profiles = group_means_ci(values, yk, n_resamples=n_bootstrap, seed=seed, level=ci)
+    out["profiles"] = {
+        m: {group: {k: np.asarray(v)[i].tolist() for k, v in stats.items()} for group, stats in profiles.items()}
+        for i, m in enumerate(METRIC_NAMES)
+    }
+    windows, layer_sets = {}, []
+    n_blocks = metrics.n_blocks
+    bounds = window_bounds(n_blocks or len(metrics.layer_labels))
+    for window in WINDOWS:
+        try:
+            cols = select_layers(window, metrics.layer_labels, n_blocks)
+        except ConfigError:  # a window without layers (very shallow models)
+            continue
+        windows[window] = {"layers": [metrics.layer_labels[c] for c in cols], "blocks": list(bounds[window])}
+        layer_sets.append(cols)
+    if layer_sets:
+        wd, wlo, whi = cohens_d_ci(window_means(values, layer_sets), yk, n_resamples=n_bootstrap, seed=seed, level=ci)
+        for j, window in enumerate(windows):
+            windows[window]["cohens_d"] = {m: {"value": float(wd[i, j]), "ci": [float(wlo[i, j]), float(whi[i, j])]}
+                                           for i, m in enumerate(METRIC_NAMES)}
+    out["windows"] = windows
+    return out
+
+
+def _distribution(values: np.ndarray) -> dict[str, Any]:
+    finite = values[np.isfinite(values)]
+    out: dict[str, Any] = {"n": len(values), "n_nonfinite": int(len(values) - len(finite))}
+    if len(finite):
+        out["mean"] = float(finite.mean())
+        out["std"] = float(finite.std(ddof=1)) if len(finite) > 1 else None
+        out["quantiles"] = {f"{q:g}": float(v) for q, v in zip(QUANTILES, np.quantile(finite, QUANTILES))}
+    return out
+
+
+def jsonable(value: Any) -> Any:
+    """Replace non-finite floats by None (JSON has no NaN) and numpy scalars/arrays by Python values."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return jsonable(value.tolist())
+    if isinstance(value, (np.floating, float)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value

@@ -1,0 +1,136 @@
+"""``report.md``: the report as Markdown, the detection table in the layout of the LaRA seed's
+Table 1 (rows = detectors; columns ROC-AUC, F1, TPR@FPR=5 %, each with its 95 % CI)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+PLOTS = (
+    ("roc.png", "ROC curves"),
+    ("scores.png", "Score distributions"),
+    ("profiles.png", "Per-layer metric profiles, members vs non-members"),
+    ("cohens_d.png", "Cohen's d per metric and layer"),
+)
+
+
+def render_markdown(report: dict[str, Any], plots: list[str] | tuple[str, ...] = ()) -> str:
+    """Markdown text of a report built by :func:`probes.report.build.build_report`."""
+    s = report["settings"]
+    lines = ["# LaRA Probes report", ""]
+    inputs = report.get("inputs") or {}
+    if inputs:
+        lines += [", ".join(f"{k}: `{v}`" for k, v in inputs.items() if v), ""]
+    if report["mode"] == "audit":
+        lines += _audit(report)
+    else:
+        lines += _detection(report, s)
+        lines += _comparisons(report)
+        if "layers" in report:
+            lines += _layers(report["layers"])
+    shown = [(f, t) for f, t in PLOTS if f in plots]
+    if shown:
+        lines += ["## Plots", ""]
+        lines += [f"![{title}]({name})" for name, title in shown]
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _detection(report: dict[str, Any], s: dict[str, Any]) -> list[str]:
+    c = report["counts"]
+    pct = f"{100 * s['fpr']:g}%"
+    lines = [
+        f"{c['members']} members and {c['non_members']} non-members"
+        + (f"; {c['unlabelled']} scored question(s) without a label left out" if c.get("unlabelled") else "")
+        + (f"; {c['not_scored']} labelled question(s) have no score row" if c.get("not_scored") else "")
+        + ".",
+        "",
+        "## Detection",
+        "",
+        f"| Method | ROC-AUC | F1 | TPR@FPR={pct} | n (non-finite) |",
+        "|---|---|---|---|---|",
+    ]
+    for name in report["detectors_order"]:
+        r = report["detectors"][name]
+        if "error" in r:
+            lines.append(f"| {name} | – | – | – | {r['n']} ({r['n_nonfinite']}): {r['error']} |")
+            continue
+        lines.append(
+            f"| {name} | {_fig(r['auc'])} | {_fig(r['f1_youden'])} | {_fig(r[s['tpr_key']])} | {r['n']} ({r['n_nonfinite']}) |"
+        )
+    op = "<" if s["strict"] else "≤"
+    lines += [
+        "",
+        f"Values with {100 * s['ci']:g}% CIs from a stratified bootstrap ({s['n_bootstrap']} resamples, seed {s['seed']}, "
+        f"percentile intervals). Members are positive and higher scores mean member. TPR@FPR={pct} is the largest TPR "
+        f"among ROC points with FPR {op} {pct}. F1 is taken at the Youden threshold (max TPR − FPR), chosen on these same "
+        "samples, so it is optimistic. Non-finite scores are left out of a detector's figures and counted.",
+        "",
+    ]
+    return lines
+
+
+def _comparisons(report: dict[str, Any]) -> list[str]:
+    comp = report.get("comparisons") or {}
+    against = comp.get("against") or {}
+    if not against:
+        return []
+    lines = [f"## Paired comparison with `{comp['baseline']}`", "",
+             "| Method | ΔAUC (method − baseline) | DeLong z | p | n |", "|---|---|---|---|---|"]
+    for name, r in against.items():
+        if "error" in r:
+            lines.append(f"| {name} | – | – | – | {r['error']} |")
+            continue
+        lines.append(f"| {name} | {_fig(r['delta_auc'], signed=True)} | {_num(r['delong']['z'])} | "
+                     f"{_p(r['delong']['p_value'])} | {r['delta_auc']['n']} |")
+    lines += ["", "ΔAUC CIs by a paired stratified bootstrap; p from DeLong's test (two-sided).", ""]
+    return lines
+
+
+def _layers(layers: dict[str, Any]) -> list[str]:
+    lines = ["## Layer analysis", ""]
+    if "error" in layers:
+        return lines + [layers["error"], ""]
+    windows = layers.get("windows") or {}
+    if windows:
+        names = list(windows)
+        header = " | ".join(f"{w} ({windows[w]['layers'][0]}–{windows[w]['layers'][-1]})" for w in names)
+        lines += [f"Cohen's d (members − non-members) of the window mean of sign(m)·log(1+|m|), {layers['members']} members, "
+                  f"{layers['non_members']} non-members:", "",
+                  f"| Metric | {header} |", "|---|" + "---|" * len(names)]
+        for metric in layers["metric_names"]:
+            cells = [_fig(windows[w]["cohens_d"][metric], signed=True) for w in names]
+            lines.append(f"| {metric} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines
+
+
+def _audit(report: dict[str, Any]) -> list[str]:
+    lines = [f"Audit without labels: {report['counts']['n_scored']} scored questions; score distributions only.", "",
+             "| Score | n (non-finite) | mean | 5% | median | 95% |", "|---|---|---|---|---|---|"]
+    for name in report["detectors_order"]:
+        d = report["distributions"][name]
+        q = d.get("quantiles") or {}
+        lines.append(f"| {name} | {d['n']} ({d['n_nonfinite']}) | {_num(d.get('mean'))} | {_num(q.get('0.05'))} | "
+                     f"{_num(q.get('0.5'))} | {_num(q.get('0.95'))} |")
+    return lines + [""]
+
+
+def _fig(fig: dict[str, Any], signed: bool = False) -> str:
+    value, (lo, hi) = fig["value"], fig["ci"]
+    fmt = "{:+.2f}" if signed else "{:.2f}"
+    if value is None:
+        return "–"
+    text = fmt.format(value)
+    if lo is None or hi is None or lo != lo or hi != hi:
+        return text
+    return f"{text} [{fmt.format(lo)}, {fmt.format(hi)}]"
+
+
+def _num(x: Any) -> str:
+    return "–" if x is None or x != x else f"{x:.3g}"
+
+
+def _p(p: float | None) -> str:
+    if p is None or p != p:
+        return "–"
+    return "< 1e-4" if p < 1e-4 else f"{p:.3f}"

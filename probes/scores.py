@@ -1,0 +1,135 @@
+"""Score tables (SCORES.csv) and membership labels, the currency between detectors, fusion and
+evaluation.
+
+SCORES.csv: a header ``id,<score>,<score>…`` and one row per question; every score column is
+oriented higher = more likely a member; non-finite scores are written ``nan``/``inf``. Numbers
+are written in Python's shortest round-tripping form, so a table survives a round trip bit for
+bit.
+
+Labels come from any JSONL file whose objects carry ``id`` and ``label`` (1 member, 0
+non-member, null unknown): the questions file or the perturbation-set file.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping
+
+import numpy as np
+
+from .errors import InputError
+
+
+@dataclass
+class ScoreTable:
+    """Scores of N questions under several detectors.
+
+    Attributes:
+        ids: ``[N]`` question ids (unique).
+        columns: detector name → ``[N]`` float64 scores (higher = member).
+    """
+
+    ids: list[str]
+    columns: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if len(set(self.ids)) != len(self.ids):
+            dup = next(i for i in self.ids if self.ids.count(i) > 1)
+            raise InputError(f"duplicate question id {dup!r} in a score table")
+        for name, values in self.columns.items():
+            if len(values) != len(self.ids):
+                raise InputError(f"score column {name!r} has {len(values)} values for {len(self.ids)} ids")
+
+    def add(self, name: str, values: np.ndarray) -> None:
+        if "," in name or name == "id" or not name:
+            raise InputError(f"invalid score column name {name!r} (no commas, not 'id')")
+        values = np.asarray(values, dtype=np.float64)
+        if len(values) != len(self.ids):
+            raise InputError(f"score column {name!r} has {len(values)} values for {len(self.ids)} ids")
+        self.columns[name] = values
+
+    def write_csv(self, path: str | Path) -> None:
+        """Write atomically (temporary file, then rename)."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        names = list(self.columns)
+        with open(tmp, "w", encoding="utf-8", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(["id", *names])
+            for i, qid in enumerate(self.ids):
+                writer.writerow([qid, *(_fmt(self.columns[n][i]) for n in names)])
+        os.replace(tmp, path)
+
+    @classmethod
+    def read_csv(cls, path: str | Path) -> "ScoreTable":
+        path = Path(path)
+        if not path.is_file():
+            raise InputError(f"score file not found: {path}")
+        with open(path, encoding="utf-8", newline="") as handle:
+            rows = list(csv.reader(handle))
+        if not rows or not rows[0] or rows[0][0] != "id":
+            raise InputError(f"{path}: expected a header row starting with 'id' (id,<score>,...)")
+        names = rows[0][1:]
+        if not names:
+            raise InputError(f"{path}: no score columns after 'id'")
+        ids: list[str] = []
+        values = [[] for _ in names]
+        for lineno, row in enumerate(rows[1:], start=2):
+            if not row:
+                continue
+            if len(row) != len(names) + 1:
+                raise InputError(f"{path}:{lineno}: {len(row)} fields, expected {len(names) + 1}")
+            ids.append(row[0])
+            for j, text in enumerate(row[1:]):
+                try:
+                    values[j].append(float(text) if text.strip() else math.nan)
+                except ValueError:
+                    raise InputError(f"{path}:{lineno}: column {names[j]!r} holds {text!r}, not a number") from None
+        if not ids:
+            raise InputError(f"{path}: no rows")
+        return cls(ids, {n: np.array(v, dtype=np.float64) for n, v in zip(names, values)})
+
+
+def _fmt(x: float) -> str:
+    return repr(float(x)) if math.isfinite(x) else ("nan" if math.isnan(x) else ("inf" if x > 0 else "-inf"))
+
+
+def read_labels(path: str | Path) -> dict[str, int | None]:
+    """``{id: 1 | 0 | None}`` from a JSONL file of objects with ``id`` and ``label``."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"labels file not found: {path}")
+    labels: dict[str, int | None] = {}
+    with open(path, encoding="utf-8") as handle:
+        for lineno, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise InputError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
+            if not isinstance(data, dict) or "id" not in data:
+                raise InputError(f"{path}:{lineno}: expected an object with 'id' and 'label'")
+            label = data.get("label")
+            if label is not None and (isinstance(label, bool) or label not in (0, 1)):
+                raise InputError(f"{path}:{lineno}: 'label' must be 1 (member), 0 (non-member) or null, got {label!r}")
+            labels[str(data["id"])] = label
+    if not any(v is not None for v in labels.values()):
+        raise InputError(f"{path}: no question has a label (1 member / 0 non-member)")
+    return labels
+
+
+def align_labels(ids: list[str], labels: Mapping[str, int | None]) -> tuple[np.ndarray, dict[str, int]]:
+    """Labels in the order of ``ids`` (−1 where unknown) and counts of what did not match:
+    ``unlabelled`` (scored, no label), ``not_scored`` (labelled, no score row)."""
+    y = np.array([-1 if labels.get(i) is None else labels[i] for i in ids], dtype=np.int8)
+    scored = set(ids)
+    return y, {
+        "unlabelled": int((y < 0).sum()),
+        "not_scored": sum(1 for k, v in labels.items() if v is not None and k not in scored),
+    }
