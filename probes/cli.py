@@ -135,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     metrics.add_argument("--layers", help="stored layers to use, e.g. 0,1,2 or embed,0 (default: every stored layer)")
     metrics.add_argument("--eps", type=float, default=1e-8, help="numerical floor of the denominators (default: 1e-8)")
     metrics.add_argument("--min-paraphrases", type=int, default=2, help="paraphrases a group member needs to be used (default: 2)")
-    metrics.add_argument("--chunk-mib", type=float, default=256, help="float64 working memory per chunk of questions (default: 256)")
+    metrics.add_argument("--chunk-mib", type=float, default=32, help="float32 activations read per chunk of questions, in MiB (default: 32)")
     metrics.add_argument("--no-progress", action="store_true", help="no progress bar")
     metrics.set_defaults(handler=_run_metrics)
 

@@ -123,8 +123,8 @@ def batch_metrics_inplace(
     # Centre on each member's first usable paraphrase before averaging: the same numbers in exact
     # arithmetic, but identical paraphrases then give a spread of exactly 0.
     first = np.argmax(paraphrase_ok, axis=2)  # [N, K+1]
-    anchor = np.take_along_axis(phi, first[:, :, None, None, None], axis=2)  # [N, K+1, 1, L, d]
-    np.subtract(phi, anchor, out=phi)
+    anchor = phi[np.arange(n)[:, None], np.arange(k1)[None, :], first]  # [N, K+1, L, d]
+    np.subtract(phi, anchor[:, :, None], out=phi)
     del anchor
     para_w = paraphrase_ok / np.maximum(n_para, 1)[:, :, None]  # [N, K+1, M]
     phi_bar = np.einsum("nkm,nkmld->nkld", para_w, phi)  # [N, K+1, L, d]

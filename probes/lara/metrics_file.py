@@ -19,11 +19,13 @@ File layout (schema version 1)::
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -44,7 +46,8 @@ logger = logging.getLogger(__name__)
 
 KIND = "lara-metrics"
 SCHEMA_VERSION = 1
-DEFAULT_CHUNK_MIB = 256
+DEFAULT_CHUNK_MIB = 32  # float32 rows read per chunk
+UNIT_BYTES = 8 << 20  # float64 working set of one kernel call
 
 
 @dataclass
@@ -151,6 +154,7 @@ def compute_metrics(
     min_paraphrases: int = 2,
     chunk_mib: float = DEFAULT_CHUNK_MIB,
     progress: bool = False,
+    workers: int | None = None,
 ) -> MetricsSummary:
     """Compute zRSM, DC and zRSI of every set of ``sets_path`` from ``acts_path`` into ``output``.
 
@@ -161,8 +165,10 @@ def compute_metrics(
         layers: stored layer labels to use (default: every stored layer).
         eps: numerical floor of the metrics.
         min_paraphrases: paraphrases a member needs to be used.
-        chunk_mib: float64 working memory per chunk of questions, in MiB.
+        chunk_mib: float32 activations read per chunk of questions, in MiB (peak memory is a
+            small multiple of it).
         progress: show a progress bar.
+        workers: threads computing (default: up to 4, one per CPU core).
     """
     start = time.perf_counter()
     sets_path, output = Path(sets_path), Path(output)
@@ -175,28 +181,27 @@ def compute_metrics(
     k1 = max(lay.k for lay in layouts) + 1
     m = max(lay.m for lay in layouts)
     n_layers, d = len(layer_index), store.d_model
-    per_question = (2 + m) * k1 * n_layers * d * 8
-    chunk = max(1, int(chunk_mib * 2**20 // per_question))
+    row_bytes = n_layers * d * 4
+    chunk = max(1, int(chunk_mib * 2**20 // ((2 + m) * k1 * row_bytes)))
     provenance = _provenance(records, sets_path, store, layer_index, eps, min_paraphrases, k1 - 1, m)
     labels = tuple(store.layer_labels[i] for i in layer_index)
-    logger.info("%d questions, %d layers, d=%d: %d question(s) per chunk", len(layouts), n_layers, d, chunk)
+    logger.info("%d questions, %d layers, d=%d: up to %d question(s) read per chunk", len(layouts), n_layers, d, chunk)
 
     tmp = output.with_name(output.name + ".tmp")
     n_texts = 0
-    with h5py.File(tmp, "w") as f:
+    workers = workers or min(4, os.cpu_count() or 1)
+    with h5py.File(tmp, "w") as f, ThreadPoolExecutor(workers) if workers > 1 else contextlib.nullcontext() as pool:
         ds = _create(f, records, layouts, labels, provenance, k1)
         bar = _bar(len(layouts), progress)
         for lo in range(0, len(layouts), chunk):
             part = layouts[lo : lo + chunk]
-            u, w, phi, member_ok, paraphrase_ok, n_read = _gather(part, store, layer_index, k1, m)
-            n_texts += n_read
-            result = batch_metrics_inplace(u, w, phi, member_ok, paraphrase_ok, eps)
+            rows, index = _read_chunk(part, store, layer_index, k1, m)
+            n_texts += len(rows)
+            result = _metrics_of_chunk(rows, index, eps, pool)
             hi = lo + len(part)
-            ds["metrics"][lo:hi] = result.metrics
-            ds["S"][lo:hi] = result.S
-            ds["R"][lo:hi] = result.R
-            ds["n_similars"][lo:hi] = result.n_similars
-            del u, w, phi, result
+            for name in ("metrics", "S", "R", "n_similars"):
+                ds[name][lo:hi] = result[name]
+            del rows, result
             if bar is not None:
                 bar.update(len(part))
         if bar is not None:
@@ -235,40 +240,73 @@ def _check_cached(layouts: Sequence[SetLayout], store: ActivationStore, sets_pat
         )
 
 
-def _gather(part: Sequence[SetLayout], store: ActivationStore, layer_index: list[int], k1: int, m: int):
-    """Float64 arrays of one chunk: u, w [c, K+1, L, d], phi [c, K+1, M, L, d], masks."""
+@dataclass(frozen=True)
+class _ChunkIndex:
+    """Where each question's texts sit in a chunk's rows; missing parts point at row 0 (masked)."""
+
+    u: np.ndarray  # [c, K+1]
+    w: np.ndarray  # [c, K+1]
+    phi: np.ndarray  # [c, K+1, M]
+    member_ok: np.ndarray  # [c, K+1]
+    paraphrase_ok: np.ndarray  # [c, K+1, M]
+
+
+def _read_chunk(part: Sequence[SetLayout], store: ActivationStore, layer_index: list[int], k1: int, m: int):
+    """The float32 rows ``[n_texts, L, d]`` of one chunk of questions and their index."""
     c = len(part)
     texts = sorted({t for lay in part for t in lay.texts()}, key=text_hash)  # file order: read without reordering
     row = {t: i for i, t in enumerate(texts)}
-    zero = len(texts)  # index of an all-zero row for missing parts
-    u_idx = np.full((c, k1), zero, dtype=np.int64)
-    w_idx = np.full((c, k1), zero, dtype=np.int64)
-    phi_idx = np.full((c, k1, m), zero, dtype=np.int64)
-    member_ok = np.zeros((c, k1), dtype=bool)
-    paraphrase_ok = np.zeros((c, k1, m), dtype=bool)
+    index = _ChunkIndex(
+        u=np.zeros((c, k1), dtype=np.int64), w=np.zeros((c, k1), dtype=np.int64), phi=np.zeros((c, k1, m), dtype=np.int64),
+        member_ok=np.zeros((c, k1), dtype=bool), paraphrase_ok=np.zeros((c, k1, m), dtype=bool),
+    )
     for q, lay in enumerate(part):
         for i, ok in enumerate(lay.member_ok):
             if not ok:
                 continue
-            member_ok[q, i] = True
-            u_idx[q, i] = row[lay.u[i]]
-            w_idx[q, i] = row[lay.w[i]]
+            index.member_ok[q, i] = True
+            index.u[q, i] = row[lay.u[i]]
+            index.w[q, i] = row[lay.w[i]]
             for j, (text, p_ok) in enumerate(zip(lay.phi[i], lay.paraphrase_ok[i])):
                 if p_ok:
-                    paraphrase_ok[q, i, j] = True
-                    phi_idx[q, i, j] = row[text]
-    rows = store.get(texts, layers=[store.layer_labels[i] for i in layer_index]) if texts else None
-    shape = (zero + 1, len(layer_index), store.d_model)
-    table = np.zeros(shape, dtype=np.float32)
-    if rows is not None:
-        table[:zero] = rows
-    del rows
-    u = table[u_idx].astype(np.float64)
-    w = table[w_idx].astype(np.float64)
-    phi = np.empty((c, k1, m, *shape[1:]), dtype=np.float64)
-    for q in range(c):  # per question, so no float32 copy of the whole chunk's paraphrases exists
-        phi[q] = table[phi_idx[q]]
-    return u, w, phi, member_ok, paraphrase_ok, len(texts)
+                    index.paraphrase_ok[q, i, j] = True
+                    index.phi[q, i, j] = row[text]
+    if not texts:  # no usable question in the chunk: one zero row keeps the shapes valid
+        return np.zeros((1, len(layer_index), store.d_model), dtype=np.float32), index
+    return store.get(texts, layers=[store.layer_labels[i] for i in layer_index]), index
+
+
+def _metrics_of_chunk(rows: np.ndarray, index: _ChunkIndex, eps: float, pool: ThreadPoolExecutor | None = None,
+                      unit_bytes: int = UNIT_BYTES) -> dict[str, np.ndarray]:
+    """Metrics of a chunk, computed in work units of a few questions × a few layers whose float64
+    arrays stay in a CPU's cache: the arithmetic then runs from cache instead of streaming the
+    chunk through memory a dozen times. Every unit is one call of the vectorised kernel; units
+    run on ``pool``'s threads (NumPy releases the GIL in its loops)."""
+    c, k1, m = index.phi.shape
+    n_layers, d = rows.shape[1], rows.shape[2]
+    per_layer = (2 + m) * k1 * d * 8  # float64 bytes of one question at one layer
+    layers_per_unit = max(1, min(n_layers, unit_bytes // per_layer))
+    questions_per_unit = max(1, unit_bytes // (per_layer * n_layers)) if layers_per_unit == n_layers else 1
+    out = {
+        "metrics": np.empty((c, 3, n_layers)), "S": np.empty((c, k1, n_layers)), "R": np.empty((c, k1, n_layers)),
+        "n_similars": np.zeros(c, dtype=np.int32),
+    }
+
+    def unit(bounds: tuple[int, int]) -> None:
+        q, layers = slice(bounds[0], bounds[0] + questions_per_unit), slice(bounds[1], bounds[1] + layers_per_unit)
+        u = rows[index.u[q], layers].astype(np.float64)  # [g, K+1, B, d]
+        w = rows[index.w[q], layers].astype(np.float64)
+        phi = rows[index.phi[q], layers].astype(np.float64)  # [g, K+1, M, B, d]
+        result = batch_metrics_inplace(u, w, phi, index.member_ok[q], index.paraphrase_ok[q], eps)
+        out["metrics"][q, :, layers] = result.metrics  # units write disjoint slices
+        out["S"][q, :, layers] = result.S
+        out["R"][q, :, layers] = result.R
+        out["n_similars"][q] = result.n_similars
+
+    units = [(q0, l0) for q0 in range(0, c, questions_per_unit) for l0 in range(0, n_layers, layers_per_unit)]
+    for _ in (pool.map(unit, units) if pool is not None else map(unit, units)):
+        pass
+    return out
 
 
 def _create(f: h5py.File, records, layouts: Sequence[SetLayout], labels: tuple[str, ...], provenance: dict, k1: int) -> dict:
