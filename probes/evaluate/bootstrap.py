@@ -7,7 +7,7 @@ import numpy as np
 
 DEFAULT_RESAMPLES = 1000
 DEFAULT_SEED = 0
-MAX_CELLS = 20_000_000  # resamples × samples handled per block (memory bound)
+MAX_CELLS = 4_000_000  # resamples × samples per block: bounds the int64 work arrays to ~32 MB each
 
 
 def stratified_indices(labels: np.ndarray, n_resamples: int, rng: np.random.Generator) -> np.ndarray:

@@ -92,16 +92,6 @@ class MetricsFile:
     def weights_fingerprint(self) -> str | None:
         return (self.provenance.get("activations") or {}).get("weights_fingerprint")
 
-    def subset(self, rows: np.ndarray) -> "MetricsFile":
-        """The rows ``rows`` (indices or bool mask) as a new in-memory file."""
-        idx = np.arange(len(self))[rows]
-        return MetricsFile(
-            ids=[self.ids[i] for i in idx], question_hashes=[self.question_hashes[i] for i in idx],
-            labels=self.labels[idx], splits=[self.splits[i] for i in idx], metrics=self.metrics[idx],
-            S=self.S[idx], R=self.R[idx], n_similars=self.n_similars[idx], reasons=[self.reasons[i] for i in idx],
-            layer_labels=self.layer_labels, provenance=self.provenance, path=self.path,
-        )
-
     @classmethod
     def read(cls, path: str | Path) -> "MetricsFile":
         path = Path(path)
