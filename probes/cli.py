@@ -348,7 +348,9 @@ def _texts_to_cache(path: Path, field: str) -> list[str]:
     """The texts of a texts file, or every text of a perturbation-set file (lara generate output)."""
     from cache.texts import read_texts
 
-    from .lara.sets import all_texts, looks_like_sets, read_sets
+    from generation.records import read_sets
+
+    from .lara.sets import all_texts, looks_like_sets
 
     if path.suffix.lower() == ".jsonl" and looks_like_sets(path):
         sets = read_sets(path)

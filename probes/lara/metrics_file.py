@@ -36,11 +36,12 @@ import numpy as np
 
 from cache.fingerprint import text_hash
 from cache.store import IDENTITY_KEYS, ActivationStore
+from generation.records import read_sets
 
 from .. import __version__
 from ..errors import InputError, MismatchError
 from .geometry import DEFAULT_EPS, METRIC_NAMES, batch_metrics_inplace
-from .sets import SetLayout, layout, read_sets
+from .sets import SetLayout, layout
 
 logger = logging.getLogger(__name__)
 

@@ -95,35 +95,6 @@ def all_texts(record: PerturbationSet) -> list[str]:
     return [t for t in texts if t is not None]
 
 
-def read_sets(path: str | Path) -> list[PerturbationSet]:
-    """Perturbation sets of a ``lara generate`` output file, in file order."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"perturbation-set file not found: {path}; make it with `lara generate QUESTIONS.jsonl -o {path}`")
-    records: list[PerturbationSet] = []
-    seen: set[str] = set()
-    with open(path, encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = PerturbationSet.from_dict(json.loads(line))
-            except json.JSONDecodeError as err:
-                raise InputError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
-            except (KeyError, TypeError, AttributeError) as err:
-                raise InputError(
-                    f"{path}:{lineno}: not a perturbation set (missing or malformed {err}); "
-                    "expected the output of `lara generate`"
-                ) from None
-            if record.question.id in seen:
-                raise InputError(f"{path}:{lineno}: duplicate question id {record.question.id!r}")
-            seen.add(record.question.id)
-            records.append(record)
-    if not records:
-        raise InputError(f"{path} holds no perturbation sets")
-    return records
-
-
 def looks_like_sets(path: str | Path) -> bool:
     """True when the first record of a JSONL file is a perturbation set."""
     try:

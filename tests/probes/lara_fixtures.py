@@ -28,7 +28,8 @@ def build_audit(root: Path, model_dir: Path, k: int = 3, m: int = 3) -> Audit:
     from cache.config import CacheConfig, ExtractionConfig, ModelConfig
     from cache.runner import run_cache
 
-    from probes.lara.sets import all_texts, read_sets
+    from generation.records import read_sets
+    from probes.lara.sets import all_texts
 
     root.mkdir(parents=True, exist_ok=True)
     bank = sample_questions(N_LABELLED + N_CLEAN, seed=3)

@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from cache.store import ActivationStore
+from generation.records import read_sets
 from probes.cli import main
 from probes.lara.metrics_file import MetricsFile
 from probes.lara.protocol import Reference, ScoreOptions, align, fold_assignment
-from probes.lara.sets import all_texts, read_sets
+from probes.lara.sets import all_texts
 from probes.scores import ScoreTable
 
 from .lara_fixtures import N_CLEAN, N_LABELLED

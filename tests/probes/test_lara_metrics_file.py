@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from cache.store import ActivationStore
+from generation.errors import InputError as GenerationInputError
+from generation.records import read_sets
 from probes import lara
 from probes.errors import InputError
 from probes.lara.metrics_file import MetricsFile, compute_metrics
-from probes.lara.sets import read_sets
 
 from .lara_fixtures import N_CLEAN, N_LABELLED
 
@@ -107,7 +108,7 @@ def test_uncached_texts_are_refused_with_the_fix(audit, tmp_path):
 def test_not_a_sets_file_is_refused(tmp_path, audit):
     bad = tmp_path / "q.jsonl"
     bad.write_text('{"id": "1", "question": "What is 2 + 2?"}\n')
-    with pytest.raises(InputError, match="not a perturbation set"):
+    with pytest.raises(GenerationInputError, match="not a perturbation set"):
         compute_metrics(bad, audit.acts, tmp_path / "m.h5")
     with pytest.raises(InputError, match="not a LaRA metrics file"):
         MetricsFile.read(audit.acts)
