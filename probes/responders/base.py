@@ -1,0 +1,153 @@
+"""What a responder is: the model access the output-level detectors need, behind one interface.
+
+Two implementations: :class:`probes.responders.local.LocalResponder` (a Hugging Face causal LM,
+full logits) and an OpenAI-compatible endpoint (``logprobs``/``top_logprobs``). Each declares the
+:class:`Access` it supplies; each detector declares the access it needs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any, Protocol, Sequence
+
+import numpy as np
+
+
+class Access(str, Enum):
+    """Kinds of model access a detector may need."""
+
+    SAMPLING = "sampling"  # generate text (greedy and sampled)
+    TOKEN_IDS = "token_ids"  # the token ids of generated text
+    CHOSEN_LOGPROBS = "chosen_logprobs"  # log-prob of each generated token
+    ENTROPY_EXACT = "entropy_exact"  # full-vocabulary entropy of each step
+    ENTROPY_TOPK = "entropy_topk"  # entropy from the top-K log-probs (an approximation)
+    TEXT_LOGPROBS = "text_logprobs"  # teacher-forced log-probs of a given text
+    VOCAB_MOMENTS = "vocab_moments"  # full-vocabulary μ, σ of log p at each position (Min-K%++)
+
+
+@dataclass(frozen=True)
+class GenerationParams:
+    """Decoding parameters; part of every cache key.
+
+    Attributes:
+        max_new_tokens: generation budget.
+        temperature: 0 = greedy; otherwise sampling at this temperature.
+        top_p: nucleus sampling mass (1 = off).
+        n: completions per prompt.
+        seed: sampling seed (completion j of a prompt uses a generator seeded from (seed, prompt, j),
+            so it does not depend on what else is in the batch).
+    """
+
+    max_new_tokens: int = 256
+    temperature: float = 0.0
+    top_p: float = 1.0
+    n: int = 1
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.temperature < 0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.n < 1:
+            raise ValueError(f"n must be >= 1, got {self.n}")
+        if self.temperature == 0 and self.n > 1:
+            raise ValueError("greedy decoding (temperature 0) gives one completion; set n = 1 or a temperature")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    def key(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+
+@dataclass
+class Generation:
+    """One completion.
+
+    Attributes:
+        text: the decoded completion (special tokens dropped).
+        token_ids: ``[T]`` generated ids, the end-of-sequence token excluded.
+        logprobs: ``[T]`` log-prob of each generated token under the model's (temperature-1)
+            next-token distribution.
+        entropies: ``[T]`` entropy (nats) of that distribution at each step.
+        entropy_kind: ``"exact"`` (full vocabulary) or ``"top-K"`` (an API's top-K log-probs).
+        finish_reason: ``"stop"`` (end-of-sequence) or ``"length"`` (budget reached).
+    """
+
+    text: str
+    token_ids: list[int]
+    logprobs: np.ndarray
+    entropies: np.ndarray
+    entropy_kind: str = "exact"
+    finish_reason: str = "stop"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "token_ids": list(self.token_ids), "logprobs": self.logprobs.tolist(),
+                "entropies": self.entropies.tolist(), "entropy_kind": self.entropy_kind, "finish_reason": self.finish_reason}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Generation":
+        return cls(data["text"], list(data["token_ids"]), np.array(data["logprobs"], dtype=np.float64),
+                   np.array(data["entropies"], dtype=np.float64), data["entropy_kind"], data["finish_reason"])
+
+
+@dataclass
+class TextScore:
+    """Teacher-forced log-probs of a text given a context.
+
+    Attributes:
+        token_ids: ``[T]`` ids of the scored text.
+        logprobs: ``[T]`` log p(x_t | context, x_<t).
+        mu, sigma: ``[T]`` mean and std of log p over the vocabulary under p at each position
+            (None when the responder cannot supply them).
+    """
+
+    token_ids: list[int]
+    logprobs: np.ndarray
+    mu: np.ndarray | None = None
+    sigma: np.ndarray | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"token_ids": list(self.token_ids), "logprobs": self.logprobs.tolist(),
+                "mu": None if self.mu is None else self.mu.tolist(), "sigma": None if self.sigma is None else self.sigma.tolist()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TextScore":
+        arr = lambda x: None if x is None else np.array(x, dtype=np.float64)  # noqa: E731
+        return cls(list(data["token_ids"]), np.array(data["logprobs"], dtype=np.float64), arr(data["mu"]), arr(data["sigma"]))
+
+
+class Responder(Protocol):
+    """The interface detectors use. ``identity`` names the model for cache keys."""
+
+    access: frozenset[Access]
+    identity: dict[str, Any]
+
+    def generate(self, prompts: Sequence[str], params: GenerationParams) -> list[list[Generation]]:
+        """``params.n`` completions of each prompt (a user message, formatted by the responder)."""
+
+    def score(self, contexts: Sequence[str], texts: Sequence[str]) -> list[TextScore]:
+        """Log-probs of each text continuing its context (an empty context scores the text alone)."""
+
+
+@dataclass
+class CallCounter:
+    """What a responder did: completions generated and texts scored (cache hits excluded)."""
+
+    generated: int = 0
+    scored: int = 0
+    cache_hits: int = 0
+    details: dict[str, int] = field(default_factory=dict)
+
+
+def sample_seed(seed: int, prompt: str, index: int) -> int:
+    """A 63-bit seed for completion ``index`` of ``prompt`` (independent of batch composition)."""
+    digest = hashlib.sha256(f"{seed}\x00{index}\x00{prompt}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)

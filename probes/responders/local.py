@@ -1,0 +1,270 @@
+"""A Hugging Face causal LM as a responder: batched generation with a KV cache and left padding,
+per-step entropy and chosen-token log-prob recorded as it goes, teacher-forced scoring.
+
+Memory: generation keeps one ``[batch, vocab]`` logits row per step (never ``[steps, vocab]``);
+scoring materialises ``[batch, tokens, vocab]`` logits only up to ``score_budget_mib``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+from typing import Any, Literal, Sequence
+
+import numpy as np
+
+from .base import Access, CallCounter, Generation, GenerationParams, TextScore, sample_seed
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PromptFormat:
+    """How a question becomes the model's prompt.
+
+    Attributes:
+        mode: ``chat`` (the tokenizer's chat template, user turn + generation prompt), ``raw``
+            (``template`` filled with the prompt), or ``auto`` (chat when the tokenizer has a
+            template, raw otherwise).
+        template: the raw-mode text; ``{prompt}`` is replaced by the prompt.
+        system: an optional system turn (chat mode).
+    """
+
+    mode: Literal["auto", "chat", "raw"] = "auto"
+    template: str = "{prompt}"
+    system: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("auto", "chat", "raw"):
+            raise ValueError(f"prompt mode {self.mode!r}: choose auto, chat or raw")
+        if "{prompt}" not in self.template:
+            raise ValueError("the raw prompt template must contain {prompt}")
+
+
+class LocalResponder:
+    """Generation and scoring on a loaded model (``cache.loading.load_model``).
+
+    Args:
+        loaded: the model and tokenizer.
+        prompt_format: how prompts are formatted.
+        batch_size: rows (prompt × completion) generated together.
+        score_budget_mib: float32 logits materialised per scoring batch.
+    """
+
+    access = frozenset(Access)
+
+    def __init__(self, loaded: Any, prompt_format: PromptFormat = PromptFormat(), batch_size: int = 16,
+                 score_budget_mib: float = 512) -> None:
+        self.loaded = loaded
+        self.model = loaded.model
+        self.tokenizer = loaded.tokenizer
+        self.prompt_format = prompt_format
+        self.batch_size = batch_size
+        self.score_budget_mib = score_budget_mib
+        self.counter = CallCounter()
+        has_template = bool(getattr(self.tokenizer, "chat_template", None))
+        if prompt_format.mode == "chat" and not has_template:
+            raise ValueError("prompt mode 'chat' was asked for but the tokenizer has no chat template; use raw")
+        self.chat = prompt_format.mode == "chat" or (prompt_format.mode == "auto" and has_template)
+        self.eos_ids = _eos_ids(self.model, self.tokenizer)
+        self.identity = {
+            "kind": "local",
+            "weights": loaded.weights_fingerprint,
+            "tokenizer": loaded.tokenizer_fingerprint,
+            "dtype": str(loaded.dtype),
+            "prompt_format": {**asdict(prompt_format), "chat": self.chat},
+        }
+
+    # ------------------------------------------------------------------ prompts
+
+    def format(self, prompt: str) -> str:
+        """The full prompt text the model sees."""
+        if not self.chat:
+            return self.prompt_format.template.replace("{prompt}", prompt)
+        messages = ([{"role": "system", "content": self.prompt_format.system}] if self.prompt_format.system else [])
+        messages.append({"role": "user", "content": prompt})
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    def _encode_prompt(self, prompt: str) -> list[int]:
+        text = self.format(prompt)
+        # a chat template writes its own special tokens; raw text gets the tokenizer's (BOS)
+        return self.tokenizer(text, add_special_tokens=not self.chat)["input_ids"]
+
+    # ------------------------------------------------------------------ generation
+
+    def generate(self, prompts: Sequence[str], params: GenerationParams) -> list[list[Generation]]:
+        """``params.n`` completions of each prompt, in order."""
+        import torch
+
+        rows = [(p, j) for p in range(len(prompts)) for j in range(params.n)]
+        encoded = [self._encode_prompt(p) for p in prompts]
+        order = sorted(range(len(rows)), key=lambda r: -len(encoded[rows[r][0]]))  # similar lengths together
+        results: list[Generation | None] = [None] * len(rows)
+        with torch.inference_mode():
+            for start in range(0, len(order), self.batch_size):
+                batch = order[start : start + self.batch_size]
+                seeds = [sample_seed(params.seed, self.format(prompts[rows[r][0]]), rows[r][1]) for r in batch]
+                outs = self._generate_batch([encoded[rows[r][0]] for r in batch], params, seeds)
+                for r, out in zip(batch, outs):
+                    results[r] = out
+        self.counter.generated += len(rows)
+        grouped: list[list[Generation]] = [[] for _ in prompts]
+        for (p, _), gen in zip(rows, results):
+            grouped[p].append(gen)  # type: ignore[arg-type]
+        return grouped
+
+    def _generate_batch(self, prompt_ids: list[list[int]], params: GenerationParams, seeds: list[int]) -> list[Generation]:
+        import torch
+
+        device = self.loaded.device
+        pad = self.tokenizer.pad_token_id
+        width = max(len(x) for x in prompt_ids)
+        ids = torch.tensor([[pad] * (width - len(x)) + x for x in prompt_ids], device=device)
+        attention = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in prompt_ids], device=device)
+        positions = (attention.cumsum(-1) - 1).clamp(min=0)
+        generators = [torch.Generator(device=device).manual_seed(s) for s in seeds]
+        b = len(prompt_ids)
+        tokens: list[list[int]] = [[] for _ in range(b)]
+        logprobs: list[list[float]] = [[] for _ in range(b)]
+        entropies: list[list[float]] = [[] for _ in range(b)]
+        finished = [False] * b
+        out = self.model(input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True, logits_to_keep=1)
+        for _ in range(params.max_new_tokens):
+            logits = out.logits[:, -1, :].float()  # [b, V]
+            logp = torch.log_softmax(logits, dim=-1)
+            entropy = torch.special.entr(logp.exp()).sum(-1)  # exact, full vocabulary
+            nxt = self._choose(logits, params, generators)  # [b]
+            chosen = logp.gather(1, nxt[:, None])[:, 0]
+            nxt_list, chosen_list, entropy_list = nxt.tolist(), chosen.tolist(), entropy.tolist()
+            for i in range(b):
+                if finished[i]:
+                    continue
+                if nxt_list[i] in self.eos_ids:
+                    finished[i] = True
+                    continue
+                tokens[i].append(nxt_list[i])
+                logprobs[i].append(chosen_list[i])
+                entropies[i].append(entropy_list[i])
+            if all(finished):
+                break
+            attention = torch.cat([attention, attention.new_ones((b, 1))], dim=1)
+            positions = positions[:, -1:] + 1
+            out = self.model(input_ids=nxt[:, None], attention_mask=attention, position_ids=positions,
+                             past_key_values=out.past_key_values, use_cache=True)
+        return [
+            Generation(
+                text=self.tokenizer.decode(tokens[i], skip_special_tokens=True),
+                token_ids=tokens[i],
+                logprobs=np.array(logprobs[i], dtype=np.float64),
+                entropies=np.array(entropies[i], dtype=np.float64),
+                entropy_kind="exact",
+                finish_reason="stop" if finished[i] else "length",
+            )
+            for i in range(b)
+        ]
+
+    @staticmethod
+    def _choose(logits: Any, params: GenerationParams, generators: list[Any]) -> Any:
+        """Next token per row: argmax, or a draw from the tempered (and top-p-truncated)
+        distribution with the row's own generator."""
+        import torch
+
+        if params.greedy:
+            return logits.argmax(dim=-1)
+        probs = torch.softmax(logits / params.temperature, dim=-1)
+        if params.top_p < 1.0:
+            sorted_p, index = probs.sort(dim=-1, descending=True)
+            keep = sorted_p.cumsum(-1) - sorted_p < params.top_p  # the smallest prefix reaching top_p
+            sorted_p = sorted_p * keep
+            probs = torch.zeros_like(probs).scatter(-1, index, sorted_p)
+        return torch.stack([torch.multinomial(probs[i], 1, generator=g)[0] for i, g in enumerate(generators)])
+
+    # ------------------------------------------------------------------ scoring
+
+    def score(self, contexts: Sequence[str], texts: Sequence[str]) -> list[TextScore]:
+        """Teacher-forced log-probs (and vocabulary μ, σ) of each text after its context.
+
+        The context is tokenized with the tokenizer's special tokens (BOS), the text without,
+        and the two id lists are joined. With an empty context and no BOS, the text's first
+        token has nothing to be predicted from and is not scored.
+        """
+        pairs = []
+        for context, text in zip(contexts, texts, strict=True):
+            context_ids = self.tokenizer(context, add_special_tokens=True)["input_ids"] if context else self._bos()
+            pairs.append((context_ids, self.tokenizer(text, add_special_tokens=False)["input_ids"]))
+        return self.score_ids(pairs)
+
+    def score_ids(self, pairs: Sequence[tuple[list[int], list[int]]]) -> list[TextScore]:
+        """Like :meth:`score` on token ids: ``(context_ids, text_ids)`` pairs."""
+        import torch
+
+        vocab = self.model.get_output_embeddings().weight.shape[0]
+        budget_tokens = max(1, int(self.score_budget_mib * 2**20 // (vocab * 4)))
+        order = sorted(range(len(pairs)), key=lambda i: -(len(pairs[i][0]) + len(pairs[i][1])))
+        results: list[TextScore | None] = [None] * len(pairs)
+        with torch.inference_mode():
+            batch: list[int] = []
+            for i in order + [None]:  # type: ignore[list-item]
+                if i is not None:
+                    width = len(pairs[i][0]) + len(pairs[i][1])
+                    longest = max([width] + [len(pairs[j][0]) + len(pairs[j][1]) for j in batch])
+                    if not batch or longest * (len(batch) + 1) <= budget_tokens:
+                        batch.append(i)
+                        continue
+                for j, result in zip(batch, self._score_batch([pairs[j] for j in batch])):
+                    results[j] = result
+                batch = [i] if i is not None else []
+        self.counter.scored += len(pairs)
+        return results  # type: ignore[return-value]
+
+    def _score_batch(self, pairs: list[tuple[list[int], list[int]]]) -> list[TextScore]:
+        import torch
+
+        device = self.loaded.device
+        pad = self.tokenizer.pad_token_id
+        full = [c + t for c, t in pairs]
+        width = max(len(x) for x in full)
+        ids = torch.tensor([x + [pad] * (width - len(x)) for x in full], device=device)
+        attention = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in full], device=device)
+        logits = self.model(input_ids=ids, attention_mask=attention).logits  # [b, S, V]
+        out = []
+        for row, (context, text) in enumerate(pairs):
+            first = max(len(context), 1)  # the first position with a prediction
+            stop = len(context) + len(text)
+            if stop <= first:
+                out.append(TextScore(token_ids=[], logprobs=np.zeros(0), mu=np.zeros(0), sigma=np.zeros(0)))
+                continue
+            logp = torch.log_softmax(logits[row, first - 1 : stop - 1].float(), dim=-1)  # [T, V] predicts tokens first..stop-1
+            target = ids[row, first:stop]
+            chosen = logp.gather(1, target[:, None])[:, 0]
+            p = logp.exp()
+            mu = (p * logp).sum(-1)
+            second = (p * logp.square()).sum(-1)
+            sigma = (second - mu.square()).clamp(min=0).sqrt()
+            out.append(TextScore(
+                token_ids=target.tolist(),
+                logprobs=chosen.double().cpu().numpy(),
+                mu=mu.double().cpu().numpy(),
+                sigma=sigma.double().cpu().numpy(),
+            ))
+        return out
+
+    def _bos(self) -> list[int]:
+        bos = self.tokenizer.bos_token_id
+        adds_bos = bool(self.tokenizer("x", add_special_tokens=True)["input_ids"][:1] == [bos]) if bos is not None else False
+        return [bos] if adds_bos else []
+
+
+def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
+    ids: set[int] = set()
+    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    for value in (configured if isinstance(configured, list) else [configured]):
+        if value is not None:
+            ids.add(int(value))
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    for token in ("<|im_end|>", "<|eot_id|>", "<|end|>"):
+        tid = tokenizer.convert_tokens_to_ids(token) if token in tokenizer.get_vocab() else None
+        if tid is not None:
+            ids.add(int(tid))
+    return ids

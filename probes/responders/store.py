@@ -1,0 +1,122 @@
+"""A response store shared by the detectors, so nothing is generated or scored twice.
+
+A completion is keyed by the responder's identity (weights and tokenizer fingerprints, prompt
+format; or endpoint and model), the prompt, the decoding parameters except ``n``, the seed and
+its index j: completion j depends only on those, so asking for 50 samples after 32 generates the
+18 missing ones. A scored text is keyed by identity, context and text. Detectors therefore share
+work by construction: PPL on the greedy answer reuses Self-Critique's first answer, CDD and
+Min-kNN reuse each other's samples when their parameters match.
+
+The store is SQLite (WAL mode, one committed row per response), safe to interrupt.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Sequence
+
+from .base import CallCounter, Generation, GenerationParams, TextScore
+
+
+class ResponseStore:
+    """Responses on disk (``path``), or in memory with ``path=None``."""
+
+    def __init__(self, path: str | Path | None) -> None:
+        self.path = Path(path) if path is not None else None
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(self.path) if self.path else ":memory:", check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, kind TEXT, value TEXT)")
+        self._db.commit()
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        found: dict[str, dict[str, Any]] = {}
+        with self._lock:
+            for start in range(0, len(keys), 500):
+                part = list(keys[start : start + 500])
+                marks = ",".join("?" * len(part))
+                for key, value in self._db.execute(f"SELECT key, value FROM responses WHERE key IN ({marks})", part):
+                    found[key] = json.loads(value)
+        return found
+
+    def put_many(self, kind: str, items: dict[str, dict[str, Any]]) -> None:
+        with self._lock:
+            self._db.executemany("INSERT OR REPLACE INTO responses VALUES (?, ?, ?)",
+                                 [(k, kind, json.dumps(v)) for k, v in items.items()])
+            self._db.commit()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def _key(*parts: Any) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+class CachedResponder:
+    """A responder whose generations and scores go through a :class:`ResponseStore`.
+
+    ``counter`` counts what really ran (``generated``, ``scored``) and what came from the store
+    (``cache_hits``).
+    """
+
+    def __init__(self, responder: Any, store: ResponseStore) -> None:
+        self.responder = responder
+        self.store = store
+        self.access = responder.access
+        self.identity = responder.identity
+        self.counter = CallCounter()
+
+    def generate(self, prompts: Sequence[str], params: GenerationParams) -> list[list[Generation]]:
+        decoding = {k: v for k, v in asdict(params).items() if k != "n"}
+        keys = [[_key("generate", self.identity, p, decoding, j) for j in range(params.n)] for p in prompts]
+        found = self.store.get_many([k for row in keys for k in row])
+        self.counter.cache_hits += len(found)
+        missing = sorted({(i, j) for i, row in enumerate(keys) for j, k in enumerate(row) if k not in found})
+        if missing:
+            # completion j of a prompt depends on (seed, prompt, j) only, so regenerating the
+            # prompts that miss anything and keeping the missing indices is exact
+            todo = sorted({i for i, _ in missing})
+            fresh = self.responder.generate([prompts[i] for i in todo], params)
+            new = {}
+            for i, gens in zip(todo, fresh):
+                for j, gen in enumerate(gens):
+                    if (i, j) in missing:
+                        new[keys[i][j]] = gen.to_dict()
+            self.store.put_many("generate", new)
+            self.counter.generated += len(new)
+            found.update(new)
+        return [[Generation.from_dict(found[k]) for k in row] for row in keys]
+
+    def score(self, contexts: Sequence[str], texts: Sequence[str]) -> list[TextScore]:
+        keys = [_key("score", self.identity, c, t) for c, t in zip(contexts, texts, strict=True)]
+        return self._scored(keys, lambda idx: self.responder.score([contexts[i] for i in idx], [texts[i] for i in idx]))
+
+    def score_ids(self, pairs: Sequence[tuple[list[int], list[int]]]) -> list[TextScore]:
+        keys = [_key("score_ids", self.identity, c, t) for c, t in pairs]
+        return self._scored(keys, lambda idx: self.responder.score_ids([pairs[i] for i in idx]))
+
+    def _scored(self, keys: list[str], run: Any) -> list[TextScore]:
+        found = self.store.get_many(keys)
+        self.counter.cache_hits += len(found)
+        todo = [i for i, k in enumerate(keys) if k not in found]
+        if todo:
+            new = {keys[i]: s.to_dict() for i, s in zip(todo, run(todo))}
+            self.store.put_many("score", new)
+            self.counter.scored += len(new)
+            found.update(new)
+        return [TextScore.from_dict(found[k]) for k in keys]
+
+    def format(self, prompt: str) -> str:
+        return self.responder.format(prompt)

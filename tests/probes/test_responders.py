@@ -1,0 +1,124 @@
+"""The local responder on tiny real models: batched generation equals one-at-a-time, the
+recorded log-probs and entropies equal full-vocabulary teacher-forced values, sampling is seeded
+per completion, and the response store makes a re-run generate nothing."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from probes.responders.base import GenerationParams
+from probes.responders.local import LocalResponder, PromptFormat
+from probes.responders.store import CachedResponder, ResponseStore
+
+PROMPTS = [
+    "What is 2 + 3?",
+    "A train travels 60 km in 1.5 hours. What is its average speed in km per hour?",
+    "Hi",
+    "Solve for $x$: $3x - 4 = -10$.",
+]
+
+
+@pytest.fixture(scope="module", params=["gpt2", "llama"])
+def responder(request, loaded_models):
+    return LocalResponder(loaded_models[request.param], PromptFormat(mode="raw", template="Q: {prompt}\nA:"))
+
+
+def test_batched_greedy_equals_one_at_a_time(responder):
+    params = GenerationParams(max_new_tokens=16)
+    together = responder.generate(PROMPTS, params)
+    for prompt, gens in zip(PROMPTS, together):
+        alone = responder.generate([prompt], params)[0][0]
+        assert gens[0].token_ids == alone.token_ids
+        np.testing.assert_allclose(gens[0].logprobs, alone.logprobs, atol=1e-5)
+        np.testing.assert_allclose(gens[0].entropies, alone.entropies, atol=1e-5)
+
+
+def test_recorded_logprobs_and_entropies_are_full_vocabulary_values(responder):
+    gens = responder.generate(PROMPTS, GenerationParams(max_new_tokens=12))
+    model = responder.model
+    for prompt, (gen,) in zip(PROMPTS, gens):
+        prompt_ids = responder._encode_prompt(prompt)
+        ids = torch.tensor([prompt_ids + gen.token_ids])
+        with torch.inference_mode():
+            logits = model(input_ids=ids).logits[0].double()
+        steps = logits[len(prompt_ids) - 1 : len(prompt_ids) - 1 + len(gen.token_ids)]
+        logp = torch.log_softmax(steps, dim=-1)
+        expected_lp = logp[torch.arange(len(gen.token_ids)), torch.tensor(gen.token_ids)].numpy()
+        expected_h = (-(logp.exp() * logp).sum(-1)).numpy()
+        np.testing.assert_allclose(gen.logprobs, expected_lp, atol=1e-5)
+        np.testing.assert_allclose(gen.entropies, expected_h, atol=1e-5)
+        assert gen.entropy_kind == "exact" and len(gen.entropies) == len(gen.token_ids)
+        assert gen.token_ids[:3] == [int(x) for x in logits[len(prompt_ids) - 1 :].argmax(-1)[:3]]  # greedy
+
+
+def test_sampling_is_seeded_per_completion(responder):
+    params = GenerationParams(max_new_tokens=10, temperature=0.8, top_p=0.95, n=4, seed=3)
+    batch = responder.generate(PROMPTS, params)
+    alone = responder.generate(PROMPTS[1:2], params)[0]
+    assert [g.token_ids for g in batch[1]] == [g.token_ids for g in alone]
+    assert len({tuple(g.token_ids) for g in batch[1]}) > 1  # the 4 samples differ
+    other = responder.generate(PROMPTS[1:2], GenerationParams(max_new_tokens=10, temperature=0.8, top_p=0.95, n=4, seed=4))[0]
+    assert [g.token_ids for g in other] != [g.token_ids for g in alone]
+    tiny_nucleus = responder.generate(PROMPTS[:2], GenerationParams(max_new_tokens=8, temperature=1.0, top_p=1e-6, n=2))
+    greedy = responder.generate(PROMPTS[:2], GenerationParams(max_new_tokens=8))
+    for samples, (g,) in zip(tiny_nucleus, greedy):
+        assert all(s.token_ids == g.token_ids for s in samples)  # a nucleus of one token is greedy
+
+
+def test_score_gives_logprobs_and_vocabulary_moments(responder):
+    text = " The answer is 5."
+    (scored,) = responder.score(["Q: What is 2 + 3?\nA:"], [text])
+    context_ids = responder.tokenizer("Q: What is 2 + 3?\nA:", add_special_tokens=True)["input_ids"]
+    text_ids = responder.tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert scored.token_ids == text_ids
+    with torch.inference_mode():
+        logits = responder.model(input_ids=torch.tensor([context_ids + text_ids])).logits[0].double()
+    logp = torch.log_softmax(logits[len(context_ids) - 1 : -1], dim=-1)
+    p = logp.exp()
+    mu = (p * logp).sum(-1)
+    sigma = ((p * logp**2).sum(-1) - mu**2).sqrt()
+    np.testing.assert_allclose(scored.logprobs, logp[torch.arange(len(text_ids)), torch.tensor(text_ids)].numpy(), atol=1e-5)
+    np.testing.assert_allclose(scored.mu, mu.numpy(), atol=1e-5)
+    np.testing.assert_allclose(scored.sigma, sigma.numpy(), atol=1e-4)
+    alone = responder.score([""], [text])[0]
+    adds_bos = responder.tokenizer("x", add_special_tokens=True)["input_ids"][0] == responder.tokenizer.bos_token_id
+    assert len(alone.logprobs) == len(text_ids) - (0 if adds_bos else 1)  # no BOS: the first token is unpredicted
+
+
+def test_prompt_formats(loaded_models):
+    chat = LocalResponder(loaded_models["qwen2"], PromptFormat(mode="auto", system="Be brief."))
+    formatted = chat.format("What is 2 + 3?")
+    assert formatted.startswith("<|im_start|>system\nBe brief.<|im_end|>") and formatted.endswith("<|im_start|>assistant\n")
+    raw = LocalResponder(loaded_models["qwen2"], PromptFormat(mode="raw", template="Question: {prompt}\nAnswer:"))
+    assert raw.format("What is 2 + 3?") == "Question: What is 2 + 3?\nAnswer:"
+    with pytest.raises(ValueError, match="must contain"):
+        PromptFormat(mode="raw", template="no placeholder")
+
+
+def test_store_makes_reruns_free(loaded_models, tmp_path):
+    base = LocalResponder(loaded_models["gpt2"], PromptFormat(mode="raw"))
+    cached = CachedResponder(base, ResponseStore(tmp_path / "responses.sqlite"))
+    params = GenerationParams(max_new_tokens=8, temperature=0.7, n=3, seed=1)
+    first = cached.generate(PROMPTS, params)
+    assert cached.counter.generated == 12 and cached.counter.cache_hits == 0
+    greedy = cached.generate(PROMPTS, GenerationParams(max_new_tokens=8))
+    assert cached.counter.generated == 16
+    # a new process: a new responder object on the same store file
+    again = CachedResponder(LocalResponder(loaded_models["gpt2"], PromptFormat(mode="raw")), ResponseStore(tmp_path / "responses.sqlite"))
+    second = again.generate(PROMPTS, params)
+    assert again.counter.generated == 0 and again.counter.cache_hits == 12
+    assert [[g.token_ids for g in row] for row in second] == [[g.token_ids for g in row] for row in first]
+    np.testing.assert_array_equal(second[0][0].entropies, first[0][0].entropies)
+    more = again.generate(PROMPTS, GenerationParams(max_new_tokens=8, temperature=0.7, n=5, seed=1))
+    assert again.counter.generated == 8  # only samples 3 and 4 of each prompt are new
+    assert [g.token_ids for g in more[2][:3]] == [g.token_ids for g in first[2]]
+    again.generate(PROMPTS, GenerationParams(max_new_tokens=8))
+    assert again.counter.generated == 8  # the greedy answers were stored too
+    scored = again.score([""] * 2, ["one text", "another text"])
+    again.score([""] * 2, ["one text", "another text"])
+    assert again.counter.scored == 2 and math.isfinite(scored[0].logprobs.sum())
+    assert greedy[0][0].token_ids == again.generate(PROMPTS[:1], GenerationParams(max_new_tokens=8))[0][0].token_ids
