@@ -120,9 +120,9 @@ def build_toy_model(out_dir: str | Path, spec: ToyModelSpec = ToyModelSpec()) ->
     return out_dir
 
 
-def train_tokenizer(vocab_size: int = 512, add_bos: bool = False):
-    """A byte-level BPE tokenizer trained on :func:`corpus`, as a transformers fast tokenizer
-    with BOS/EOS/PAD and ChatML turn markers (BOS prepended when ``add_bos``)."""
+def train_tokenizer(vocab_size: int = 512, add_bos: bool = False, texts: list[str] | None = None):
+    """A byte-level BPE tokenizer trained on ``texts`` (default :func:`corpus`), as a transformers
+    fast tokenizer with BOS/EOS/PAD and ChatML turn markers (BOS prepended when ``add_bos``)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -135,7 +135,7 @@ def train_tokenizer(vocab_size: int = 512, add_bos: bool = False):
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    core.train_from_iterator(corpus(), trainer)
+    core.train_from_iterator(corpus() if texts is None else texts, trainer)
     if add_bos:
         core.post_processor = processors.TemplateProcessing(
             single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B", special_tokens=[(BOS, core.token_to_id(BOS))]

@@ -5,11 +5,16 @@ The pure statistics are public, for use on any model's generations::
     from probes.detectors import penalized_cosine, min_knn_statistic, cdd_peak, min_k_prob, \\
         min_k_plus_plus, logprober_safe_score
 
-Each returns the raw statistic in its natural direction (see its docstring).
+Each returns the raw statistic in its natural direction (see its docstring). The detector
+classes (``REGISTRY``, :func:`get_detector`) run them through a responder and orient every score
+higher = member.
 """
 
 from __future__ import annotations
 
+from .base import REGISTRY, Detector, DetectorResult, check_access, get_detector
+from .likelihood import PPL, LogProber, MinK, MinKPlusPlus, ReCaLL  # importing registers them
+from .sampling import CDD, EntropyNoise, EntropyTemp, MinKNN, SelfCritique
 from .stats import (
     cdd_peak,
     entropy_from_logprobs,
@@ -23,8 +28,23 @@ from .stats import (
 )
 
 __all__ = [
+    "CDD",
+    "PPL",
+    "REGISTRY",
+    "EntropyNoise",
+    "EntropyTemp",
+    "LogProber",
+    "MinK",
+    "MinKNN",
+    "MinKPlusPlus",
+    "ReCaLL",
+    "SelfCritique",
+    "Detector",
+    "DetectorResult",
     "cdd_peak",
+    "check_access",
     "entropy_from_logprobs",
+    "get_detector",
     "logprober_safe_score",
     "min_k_plus_plus",
     "min_k_prob",

@@ -79,6 +79,8 @@ class Generation:
         entropies: ``[T]`` entropy (nats) of that distribution at each step.
         entropy_kind: ``"exact"`` (full vocabulary) or ``"top-K"`` (an API's top-K log-probs).
         finish_reason: ``"stop"`` (end-of-sequence) or ``"length"`` (budget reached).
+        mu, sigma: ``[T]`` mean and std of log p over the vocabulary under p at each step
+            (Min-K%++; None when the responder only sees top-K log-probs).
     """
 
     text: str
@@ -87,15 +89,19 @@ class Generation:
     entropies: np.ndarray
     entropy_kind: str = "exact"
     finish_reason: str = "stop"
+    mu: np.ndarray | None = None
+    sigma: np.ndarray | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"text": self.text, "token_ids": list(self.token_ids), "logprobs": self.logprobs.tolist(),
-                "entropies": self.entropies.tolist(), "entropy_kind": self.entropy_kind, "finish_reason": self.finish_reason}
+                "entropies": self.entropies.tolist(), "entropy_kind": self.entropy_kind, "finish_reason": self.finish_reason,
+                "mu": _list(self.mu), "sigma": _list(self.sigma)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Generation":
         return cls(data["text"], list(data["token_ids"]), np.array(data["logprobs"], dtype=np.float64),
-                   np.array(data["entropies"], dtype=np.float64), data["entropy_kind"], data["finish_reason"])
+                   np.array(data["entropies"], dtype=np.float64), data["entropy_kind"], data["finish_reason"],
+                   _array(data.get("mu")), _array(data.get("sigma")))
 
 
 @dataclass
@@ -115,13 +121,19 @@ class TextScore:
     sigma: np.ndarray | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"token_ids": list(self.token_ids), "logprobs": self.logprobs.tolist(),
-                "mu": None if self.mu is None else self.mu.tolist(), "sigma": None if self.sigma is None else self.sigma.tolist()}
+        return {"token_ids": list(self.token_ids), "logprobs": self.logprobs.tolist(), "mu": _list(self.mu), "sigma": _list(self.sigma)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TextScore":
-        arr = lambda x: None if x is None else np.array(x, dtype=np.float64)  # noqa: E731
-        return cls(list(data["token_ids"]), np.array(data["logprobs"], dtype=np.float64), arr(data["mu"]), arr(data["sigma"]))
+        return cls(list(data["token_ids"]), np.array(data["logprobs"], dtype=np.float64), _array(data["mu"]), _array(data["sigma"]))
+
+
+def _list(x: np.ndarray | None) -> list[float] | None:
+    return None if x is None else x.tolist()
+
+
+def _array(x: list[float] | None) -> np.ndarray | None:
+    return None if x is None else np.array(x, dtype=np.float64)
 
 
 class Responder(Protocol):

@@ -85,7 +85,7 @@ class LocalResponder:
         messages.append({"role": "user", "content": prompt})
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
-    def _encode_prompt(self, prompt: str) -> list[int]:
+    def encode_prompt(self, prompt: str) -> list[int]:
         text = self.format(prompt)
         # a chat template writes its own special tokens; raw text gets the tokenizer's (BOS)
         return self.tokenizer(text, add_special_tokens=not self.chat)["input_ids"]
@@ -97,7 +97,7 @@ class LocalResponder:
         import torch
 
         rows = [(p, j) for p in range(len(prompts)) for j in range(params.n)]
-        encoded = [self._encode_prompt(p) for p in prompts]
+        encoded = [self._fit_prompt(self.encode_prompt(p)) for p in prompts]
         order = sorted(range(len(rows)), key=lambda r: -len(encoded[rows[r][0]]))  # similar lengths together
         results: list[Generation | None] = [None] * len(rows)
         with torch.inference_mode():
@@ -113,6 +113,16 @@ class LocalResponder:
             grouped[p].append(gen)  # type: ignore[arg-type]
         return grouped
 
+    def _fit_prompt(self, ids: list[int]) -> list[int]:
+        """Keep the last ``context − 1`` tokens of a prompt longer than the model's context
+        (so at least one token can be generated), with a warning."""
+        limit = self.loaded.max_positions
+        if limit is not None and len(ids) >= limit:
+            logger.warning("a prompt of %d tokens exceeds the model's context of %d; its first %d tokens are dropped",
+                           len(ids), limit, len(ids) - limit + 1)
+            return ids[len(ids) - limit + 1 :]
+        return ids
+
     def _generate_batch(self, prompt_ids: list[list[int]], params: GenerationParams, seeds: list[int]) -> list[Generation]:
         import torch
 
@@ -127,15 +137,21 @@ class LocalResponder:
         tokens: list[list[int]] = [[] for _ in range(b)]
         logprobs: list[list[float]] = [[] for _ in range(b)]
         entropies: list[list[float]] = [[] for _ in range(b)]
+        mus: list[list[float]] = [[] for _ in range(b)]
+        sigmas: list[list[float]] = [[] for _ in range(b)]
         finished = [False] * b
         out = self.model(input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True, logits_to_keep=1)
-        for _ in range(params.max_new_tokens):
+        limit = self.loaded.max_positions
+        steps = params.max_new_tokens if limit is None else min(params.max_new_tokens, limit - width)
+        for step in range(steps):
             logits = out.logits[:, -1, :].float()  # [b, V]
             logp = torch.log_softmax(logits, dim=-1)
-            entropy = torch.special.entr(logp.exp()).sum(-1)  # exact, full vocabulary
+            mu, sigma = _moments(logp)
+            entropy = -mu  # exact, full vocabulary: H = −Σ p log p
             nxt = self._choose(logits, params, generators)  # [b]
             chosen = logp.gather(1, nxt[:, None])[:, 0]
             nxt_list, chosen_list, entropy_list = nxt.tolist(), chosen.tolist(), entropy.tolist()
+            mu_list, sigma_list = mu.tolist(), sigma.tolist()
             for i in range(b):
                 if finished[i]:
                     continue
@@ -145,7 +161,9 @@ class LocalResponder:
                 tokens[i].append(nxt_list[i])
                 logprobs[i].append(chosen_list[i])
                 entropies[i].append(entropy_list[i])
-            if all(finished):
+                mus[i].append(mu_list[i])
+                sigmas[i].append(sigma_list[i])
+            if all(finished) or step == steps - 1:
                 break
             attention = torch.cat([attention, attention.new_ones((b, 1))], dim=1)
             positions = positions[:, -1:] + 1
@@ -159,6 +177,8 @@ class LocalResponder:
                 entropies=np.array(entropies[i], dtype=np.float64),
                 entropy_kind="exact",
                 finish_reason="stop" if finished[i] else "length",
+                mu=np.array(mus[i], dtype=np.float64),
+                sigma=np.array(sigmas[i], dtype=np.float64),
             )
             for i in range(b)
         ]
@@ -184,20 +204,42 @@ class LocalResponder:
     def score(self, contexts: Sequence[str], texts: Sequence[str]) -> list[TextScore]:
         """Teacher-forced log-probs (and vocabulary μ, σ) of each text after its context.
 
-        The context is tokenized with the tokenizer's special tokens (BOS), the text without,
-        and the two id lists are joined. With an empty context and no BOS, the text's first
-        token has nothing to be predicted from and is not scored.
+        Context and text are tokenized *together* (with the tokenizer's special tokens when
+        there is a context), so the tokens at their boundary are the ones the model sees; the
+        text's tokens are those ending after the context's last character. With an empty
+        context the text's first token has nothing to be predicted from and is not scored (as
+        an API's prompt log-probs).
         """
         pairs = []
         for context, text in zip(contexts, texts, strict=True):
-            context_ids = self.tokenizer(context, add_special_tokens=True)["input_ids"] if context else self._bos()
-            pairs.append((context_ids, self.tokenizer(text, add_special_tokens=False)["input_ids"]))
+            enc = self.tokenizer(context + text, add_special_tokens=bool(context), return_offsets_mapping=True)
+            ids, offsets = enc["input_ids"], enc["offset_mapping"]
+            split = next((i for i, (_, end) in enumerate(offsets) if end > len(context) and end > 0), len(ids))
+            pairs.append((ids[:split], ids[split:]))
         return self.score_ids(pairs)
+
+    def question_context(self, question: str) -> str:
+        """The formatted prompt's text before the question (e.g. ``"Q: "`` or a chat header), so a
+        question is scored the way the model reads it."""
+        sentinel = "\u2063\u2063"  # invisible separators that no template contains
+        formatted = self.format(sentinel)
+        return formatted[: formatted.index(sentinel)] if sentinel in formatted else ""
+
+    def _fit_pair(self, context: list[int], text: list[int]) -> tuple[list[int], list[int]]:
+        """Drop context tokens from the left (then text tokens from the right) to fit the model."""
+        limit = self.loaded.max_positions
+        if limit is None or len(context) + len(text) <= limit:
+            return context, text
+        keep = max(0, limit - len(text))
+        logger.warning("context + text of %d tokens exceed the model's context of %d; the context keeps its last %d tokens%s",
+                       len(context) + len(text), limit, keep, "" if keep else " and the text is cut")
+        return (context[len(context) - keep :] if keep else []), text[:limit]
 
     def score_ids(self, pairs: Sequence[tuple[list[int], list[int]]]) -> list[TextScore]:
         """Like :meth:`score` on token ids: ``(context_ids, text_ids)`` pairs."""
         import torch
 
+        pairs = [self._fit_pair(list(c), list(t)) for c, t in pairs]
         vocab = self.model.get_output_embeddings().weight.shape[0]
         budget_tokens = max(1, int(self.score_budget_mib * 2**20 // (vocab * 4)))
         order = sorted(range(len(pairs)), key=lambda i: -(len(pairs[i][0]) + len(pairs[i][1])))
@@ -237,10 +279,7 @@ class LocalResponder:
             logp = torch.log_softmax(logits[row, first - 1 : stop - 1].float(), dim=-1)  # [T, V] predicts tokens first..stop-1
             target = ids[row, first:stop]
             chosen = logp.gather(1, target[:, None])[:, 0]
-            p = logp.exp()
-            mu = (p * logp).sum(-1)
-            second = (p * logp.square()).sum(-1)
-            sigma = (second - mu.square()).clamp(min=0).sqrt()
+            mu, sigma = _moments(logp)
             out.append(TextScore(
                 token_ids=target.tolist(),
                 logprobs=chosen.double().cpu().numpy(),
@@ -249,10 +288,17 @@ class LocalResponder:
             ))
         return out
 
-    def _bos(self) -> list[int]:
-        bos = self.tokenizer.bos_token_id
-        adds_bos = bool(self.tokenizer("x", add_special_tokens=True)["input_ids"][:1] == [bos]) if bos is not None else False
-        return [bos] if adds_bos else []
+
+def _moments(logp: Any) -> tuple[Any, Any]:
+    """μ = Σ p log p and σ = sqrt(Σ p (log p)² − μ²) over the last axis of log-probs (p = 0 terms
+    count 0, never 0·(−inf))."""
+    import torch
+
+    p = logp.exp()
+    finite = torch.where(p > 0, logp, torch.zeros_like(logp))
+    mu = (p * finite).sum(-1)
+    sigma = ((p * finite.square()).sum(-1) - mu.square()).clamp(min=0).sqrt()
+    return mu, sigma
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> set[int]:

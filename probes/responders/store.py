@@ -120,3 +120,6 @@ class CachedResponder:
 
     def format(self, prompt: str) -> str:
         return self.responder.format(prompt)
+
+    def question_context(self, question: str) -> str:
+        return self.responder.question_context(question)

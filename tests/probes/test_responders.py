@@ -41,7 +41,7 @@ def test_recorded_logprobs_and_entropies_are_full_vocabulary_values(responder):
     gens = responder.generate(PROMPTS, GenerationParams(max_new_tokens=12))
     model = responder.model
     for prompt, (gen,) in zip(PROMPTS, gens):
-        prompt_ids = responder._encode_prompt(prompt)
+        prompt_ids = responder.encode_prompt(prompt)
         ids = torch.tensor([prompt_ids + gen.token_ids])
         with torch.inference_mode():
             logits = model(input_ids=ids).logits[0].double()
@@ -51,6 +51,9 @@ def test_recorded_logprobs_and_entropies_are_full_vocabulary_values(responder):
         expected_h = (-(logp.exp() * logp).sum(-1)).numpy()
         np.testing.assert_allclose(gen.logprobs, expected_lp, atol=1e-5)
         np.testing.assert_allclose(gen.entropies, expected_h, atol=1e-5)
+        mu = (logp.exp() * logp).sum(-1)
+        np.testing.assert_allclose(gen.mu, mu.numpy(), atol=1e-5)
+        np.testing.assert_allclose(gen.sigma, ((logp.exp() * logp**2).sum(-1) - mu**2).sqrt().numpy(), atol=1e-4)
         assert gen.entropy_kind == "exact" and len(gen.entropies) == len(gen.token_ids)
         assert gen.token_ids[:3] == [int(x) for x in logits[len(prompt_ids) - 1 :].argmax(-1)[:3]]  # greedy
 
@@ -85,8 +88,10 @@ def test_score_gives_logprobs_and_vocabulary_moments(responder):
     np.testing.assert_allclose(scored.mu, mu.numpy(), atol=1e-5)
     np.testing.assert_allclose(scored.sigma, sigma.numpy(), atol=1e-4)
     alone = responder.score([""], [text])[0]
-    adds_bos = responder.tokenizer("x", add_special_tokens=True)["input_ids"][0] == responder.tokenizer.bos_token_id
-    assert len(alone.logprobs) == len(text_ids) - (0 if adds_bos else 1)  # no BOS: the first token is unpredicted
+    assert alone.token_ids == text_ids[1:]  # no context: the first token is not predicted
+    with torch.inference_mode():
+        own = torch.log_softmax(responder.model(input_ids=torch.tensor([text_ids])).logits[0, :-1].double(), dim=-1)
+    np.testing.assert_allclose(alone.logprobs, own[torch.arange(len(text_ids) - 1), torch.tensor(text_ids[1:])].numpy(), atol=1e-5)
 
 
 def test_prompt_formats(loaded_models):

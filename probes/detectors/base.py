@@ -1,0 +1,127 @@
+"""Detector classes and their registry (the single source of truth for names, directions, access
+needs and defaults; the CLI's choices and the README table come from it).
+
+Estimator style: hyperparameters are stored unchanged by ``__init__``; ``fit`` (optional, e.g.
+ReCaLL's prefix from clean questions) returns ``self``; ``score`` returns one value per question,
+oriented higher = member, plus the raw statistic under its own name.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Sequence
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..responders.base import Access
+
+
+@dataclass
+class DetectorResult:
+    """Scores of one detector.
+
+    Attributes:
+        name: the detector (score column name).
+        scores: ``[N]`` higher = member.
+        raw: ``[N]`` the natural statistic (``raw_name``), in its own direction.
+        raw_name: e.g. ``ppl``, ``min_knn_distance``.
+        extra: further per-question values (e.g. a decision rule's verdicts).
+        notes: approximations used, counts.
+    """
+
+    name: str
+    scores: np.ndarray
+    raw: np.ndarray
+    raw_name: str
+    extra: dict[str, np.ndarray] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+class Detector:
+    """Base class. Subclasses set the class attributes and implement :meth:`score`."""
+
+    name: ClassVar[str]
+    raw_name: ClassVar[str]
+    raw_direction: ClassVar[str]  # "higher = member" or "lower = member"
+    needs: ClassVar[frozenset[Access]]
+    summary: ClassVar[str]
+
+    def fit(self, clean_questions: Sequence[str] = ()) -> "Detector":
+        return self
+
+    def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def get_params(self) -> dict[str, Any]:
+        """Hyperparameters as given (the ``__init__`` arguments)."""
+        return {name: getattr(self, name) for name in inspect.signature(type(self).__init__).parameters if name != "self"}
+
+    def _result(self, raw: Sequence[float], **extra: Any) -> DetectorResult:
+        raw_arr = np.asarray(raw, dtype=np.float64)
+        scores = raw_arr if self.raw_direction == "higher = member" else -raw_arr
+        notes = extra.pop("notes", [])
+        return DetectorResult(self.name, scores, raw_arr, self.raw_name, {k: np.asarray(v) for k, v in extra.items()}, list(notes))
+
+
+REGISTRY: dict[str, type[Detector]] = {}
+
+
+def register(cls: type[Detector]) -> type[Detector]:
+    if cls.raw_direction not in ("higher = member", "lower = member"):
+        raise ValueError(f"{cls.__name__}: raw_direction must be 'higher = member' or 'lower = member'")
+    REGISTRY[cls.name] = cls
+    return cls
+
+
+def get_detector(name: str, **params: Any) -> Detector:
+    """A detector by registry name, with ``params`` as its hyperparameters."""
+    if name not in REGISTRY:
+        close = difflib.get_close_matches(name, list(REGISTRY), n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"unknown detector {name!r}.{hint} Available: {', '.join(sorted(REGISTRY))}")
+    cls = REGISTRY[name]
+    allowed = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    unknown = [p for p in params if p not in allowed]
+    if unknown:
+        raise ConfigError(f"detector {name!r} has no parameter {', '.join(unknown)}; its parameters: {', '.join(allowed)}")
+    return cls(**params)
+
+
+def check_access(detector: Detector, responder: Any) -> list[str]:
+    """Refuse a responder that lacks what the detector needs; returns notes on approximations used.
+
+    A top-K entropy (API log-probs) stands in for the exact entropy, recorded as an approximation.
+    """
+    missing = set(detector.needs) - set(responder.access)
+    notes = []
+    if Access.ENTROPY_EXACT in missing and Access.ENTROPY_TOPK in responder.access:
+        missing.discard(Access.ENTROPY_EXACT)
+        notes.append(f"{detector.name}: entropies from the endpoint's top-K log-probs (a lower bound of the exact entropy)")
+    if missing:
+        raise ConfigError(
+            f"detector {detector.name!r} needs {', '.join(sorted(m.value for m in missing))}, which this responder "
+            f"({responder.identity.get('kind')}) cannot supply; run it on a local model (--model DIR)"
+        )
+    return notes
+
+
+def builtin_text(name: str) -> str:
+    """A text shipped with the toolkit's prompt templates (``configs/prompts``)."""
+    from generation.config import default_prompts_dir
+
+    return (default_prompts_dir() / name).read_text(encoding="utf-8")
+
+
+def template_text(spec: str) -> str:
+    """A built-in template file name, or a path to the user's own."""
+    path = Path(spec)
+    if path.is_file():
+        return path.read_text(encoding="utf-8")
+    try:
+        return builtin_text(spec)
+    except FileNotFoundError:
+        raise ConfigError(f"template {spec!r} is neither a file nor a built-in template") from None

@@ -1,0 +1,140 @@
+"""Generation-based detectors: CDD, Min-kNN, Self-Critique and the entropy baselines
+(Entropy-Temp, Entropy-Noise) of the Self-Critique paper."""
+
+from __future__ import annotations
+
+import string
+from typing import Any, Literal, Sequence
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..responders.base import Access, GenerationParams
+from . import stats
+from .base import Detector, DetectorResult, builtin_text, register, template_text
+from .likelihood import GREEDY_TOKENS, greedy_params
+
+
+@register
+class CDD(Detector):
+    name = "cdd"
+    raw_name = "cdd_peak"
+    raw_direction = "higher = member"
+    summary = "CDD: share of samples within α·ℓ_max token edits of the greedy output (N = 50, T = 0.8)"
+    needs = frozenset({Access.SAMPLING, Access.TOKEN_IDS})
+
+    def __init__(self, n: int = 50, temperature: float = 0.8, alpha: float = 0.05, xi: float = 0.01,
+                 max_tokens: int = 100, seed: int = 0) -> None:
+        self.n = n
+        self.temperature = temperature
+        self.alpha = alpha
+        self.xi = xi
+        self.max_tokens = max_tokens
+        self.seed = seed
+
+    def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
+        greedy = responder.generate(questions, greedy_params(self.max_tokens))
+        samples = responder.generate(questions, GenerationParams(max_new_tokens=self.max_tokens, temperature=self.temperature,
+                                                                 n=self.n, seed=self.seed))
+        peaks = np.array([stats.cdd_peak(g[0].token_ids, [s.token_ids for s in row], self.alpha, self.max_tokens)
+                          for g, row in zip(greedy, samples)])
+        return self._result(peaks, contaminated=peaks > self.xi)
+
+
+@register
+class MinKNN(Detector):
+    name = "min_knn"
+    raw_name = "min_knn_distance"
+    raw_direction = "lower = member"
+    summary = "Min-kNN distance: mean of the k smallest nearest-neighbour edit distances among 32 samples"
+    needs = frozenset({Access.SAMPLING, Access.TOKEN_IDS})
+
+    def __init__(self, n: int = 32, k: int = 10, temperature: float = 0.7, top_p: float = 0.95,
+                 max_new_tokens: int = 1024, unit: Literal["tokens", "characters"] = "tokens", seed: int = 0) -> None:
+        self.n = n
+        self.k = k
+        self.temperature = temperature
+        self.top_p = top_p
+        self.max_new_tokens = max_new_tokens
+        self.unit = unit
+        self.seed = seed
+
+    def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
+        if self.unit not in ("tokens", "characters"):
+            raise ConfigError(f"unit {self.unit!r}: choose tokens or characters")
+        samples = responder.generate(questions, GenerationParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+                                                                 top_p=self.top_p, n=self.n, seed=self.seed))
+        raw = [stats.min_knn_statistic([s.token_ids if self.unit == "tokens" else s.text for s in row], self.k) for row in samples]
+        return self._result(raw)
+
+
+def _entropy_notes(gens: Sequence[Any], name: str) -> list[str]:
+    kinds = {g.entropy_kind for g in gens}
+    return [f"{name}: entropies are {', '.join(sorted(kinds))}"] if kinds - {"exact"} else []
+
+
+@register
+class SelfCritique(Detector):
+    name = "self_critique"
+    raw_name = "self_critique_similarity"
+    raw_direction = "higher = member"
+    summary = "Self-Critique: penalized cosine of the entropy sequences of the answer and of a 'solve it differently' answer"
+    needs = frozenset({Access.SAMPLING, Access.ENTROPY_EXACT})
+
+    def __init__(self, template: str = "self_critique.v1.txt", max_new_tokens: int = GREEDY_TOKENS) -> None:
+        self.template = template
+        self.max_new_tokens = max_new_tokens
+
+    def critique_prompt(self, question: str, response: str) -> str:
+        """The second prompt: the question, the first answer quoted, and the instruction."""
+        return string.Template(template_text(self.template)).substitute(question=question, response=response)
+
+    def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
+        params = greedy_params(self.max_new_tokens)
+        first = [g[0] for g in responder.generate(questions, params)]
+        second = [g[0] for g in responder.generate([self.critique_prompt(q, r.text) for q, r in zip(questions, first)], params)]
+        raw = [stats.penalized_cosine(a.entropies, b.entropies) for a, b in zip(first, second)]
+        return self._result(raw, notes=_entropy_notes(first + second, self.name))
+
+
+@register
+class EntropyTemp(Detector):
+    name = "entropy_temp"
+    raw_name = "entropy_temp_similarity"
+    raw_direction = "higher = member"
+    summary = "Entropy-Temp: penalized cosine of the greedy answer's entropies and sampled answers' (mean over samples)"
+    needs = frozenset({Access.SAMPLING, Access.ENTROPY_EXACT})
+
+    def __init__(self, n: int = 5, temperature: float = 1.0, max_new_tokens: int = GREEDY_TOKENS, seed: int = 0) -> None:
+        self.n = n
+        self.temperature = temperature
+        self.max_new_tokens = max_new_tokens
+        self.seed = seed
+
+    def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
+        greedy = [g[0] for g in responder.generate(questions, greedy_params(self.max_new_tokens))]
+        samples = responder.generate(questions, GenerationParams(max_new_tokens=self.max_new_tokens,
+                                                                 temperature=self.temperature, n=self.n, seed=self.seed))
+        raw = [float(np.mean([stats.penalized_cosine(g.entropies, s.entropies) for s in row])) for g, row in zip(greedy, samples)]
+        return self._result(raw, notes=_entropy_notes(greedy + [s for row in samples for s in row], self.name))
+
+
+@register
+class EntropyNoise(Detector):
+    name = "entropy_noise"
+    raw_name = "entropy_noise_similarity"
+    raw_direction = "higher = member"
+    summary = "Entropy-Noise: penalized cosine of the greedy answer's entropies with and without an unrelated prefix"
+    needs = frozenset({Access.SAMPLING, Access.ENTROPY_EXACT})
+
+    def __init__(self, prefix: str | None = None, max_new_tokens: int = GREEDY_TOKENS) -> None:
+        self.prefix = prefix
+        self.max_new_tokens = max_new_tokens
+
+    def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
+        prefix = self.prefix if self.prefix is not None else builtin_text("noise_prefix.v1.txt")
+        params = greedy_params(self.max_new_tokens)
+        plain = [g[0] for g in responder.generate(questions, params)]
+        noisy = [g[0] for g in responder.generate([prefix + q for q in questions], params)]
+        raw = [stats.penalized_cosine(a.entropies, b.entropies) for a, b in zip(plain, noisy)]
+        return self._result(raw, notes=_entropy_notes(plain + noisy, self.name))
