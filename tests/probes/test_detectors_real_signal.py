@@ -1,0 +1,70 @@
+"""Real signal on a real model: a tiny GPT-2 trained (CPU, seconds, seeded) to memorise 24 short
+Q→A texts with arbitrary answers, scored against 24 unseen texts of the same form. Every detector
+runs with its defaults through the local responder and the response store."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+
+from cache.config import ModelConfig
+from cache.loading import load_model
+from probes.detectors import REGISTRY, get_detector
+from probes.responders.local import LocalResponder, PromptFormat
+from probes.responders.store import CachedResponder, ResponseStore
+
+from .memorised import TEMPLATE, build_memorised_model
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def audit(tmp_path_factory):
+    root = tmp_path_factory.mktemp("memorised")
+    model = build_memorised_model(root / "model", seed=0)
+    loaded = load_model(ModelConfig(source=str(model.path), device="cpu"))
+    responder = CachedResponder(LocalResponder(loaded, PromptFormat(mode="raw", template=TEMPLATE), batch_size=64),
+                                ResponseStore(root / "responses.sqlite"))
+    questions = [q for q, _ in model.members] + [q for q, _ in model.non_members]
+    labels = [1] * len(model.members) + [0] * len(model.non_members)
+    results = {name: get_detector(name).score(questions, responder) for name in REGISTRY}
+    results["min_k_plus_plus@question"] = get_detector("min_k_plus_plus", target="question").score(questions, responder)
+    return responder, questions, labels, results
+
+
+@pytest.mark.parametrize("name", ["ppl", "min_k", "min_k_plus_plus@question", "recall", "logprober", "min_knn", "cdd"])
+def test_detector_separates_memorised_from_unseen(audit, name):
+    _, _, labels, results = audit
+    assert roc_auc_score(labels, results[name].scores) >= 0.9
+
+
+def test_logprober_decision_rule_flags_members(audit):
+    _, _, _, results = audit
+    flagged = results["logprober"].extra["contaminated"]
+    assert flagged[:24].mean() > 0.9 > flagged[24:].mean()  # the seed's rule: safe score < 1
+
+
+def test_min_k_plus_plus_on_greedy_responses_points_the_other_way(audit):
+    """Pinned finding: on the model's own greedy answer every token is the argmax, so
+    (log p − μ)/σ is largest where the distribution is flat, i.e. for non-members (the LaRA
+    seed's Table 1 shows Min-K++ at AUC 0.20–0.29 on RL checkpoints for the same reason)."""
+    _, _, labels, results = audit
+    assert roc_auc_score(labels, results["min_k_plus_plus"].scores) < 0.5
+
+
+@pytest.mark.xfail(strict=True, reason="a memorising 2-layer model does not follow the 'solve it differently' "
+                   "instruction and has no RL policy collapse, which is what Self-Critique measures")
+def test_self_critique_separates_memorised_from_unseen(audit):
+    _, _, labels, results = audit
+    assert roc_auc_score(labels, results["self_critique"].scores) >= 0.9
+
+
+def test_a_rerun_generates_nothing(audit):
+    responder, questions, _, results = audit
+    generated, scored = responder.counter.generated, responder.counter.scored
+    for name in REGISTRY:
+        again = get_detector(name).score(questions, responder)
+        np.testing.assert_array_equal(again.raw, results[name].raw)
+    assert responder.counter.generated == generated and responder.counter.scored == scored
+    assert responder.counter.cache_hits > 0
