@@ -1,0 +1,113 @@
+"""Fusion of several detectors' scores into one (SPEC §6); every input and output is oriented
+higher = member.
+
+* ``robust_z``: each detector standardised by a clean reference's median and 1.4826·MAD, then a
+  (weighted) mean. A sample in the reference is standardised by a reference without its fold,
+  as in the LaRA protocol.
+* ``rank_mix``: Σ w_j · pct-rank(score_j), ranks over the scored samples (β·A + (1−β)·B for two).
+* ``stacking``: logistic regression on the detectors' scores, cross-validated so no sample is
+  scored by a model that saw its label.
+
+A sample with a non-finite score in any fused column gets NaN.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import ConfigError, InputError
+from .lara.protocol import fold_assignment, robust_center_scale
+
+METHODS = ("robust_z", "rank_mix", "stacking")
+
+
+def robust_z_mean(
+    scores: np.ndarray,
+    reference: np.ndarray,
+    keys: list[str] | None = None,
+    weights: np.ndarray | None = None,
+    n_folds: int = 5,
+    seed: int = 0,
+    eps: float = 1e-8,
+) -> np.ndarray:
+    """Weighted mean over detectors of (s − median) / (1.4826·MAD + ε).
+
+    Args:
+        scores: ``[N, D]`` scores of N samples under D detectors.
+        reference: ``[N]`` bool, the clean samples whose medians/MADs standardise.
+        keys: ``[N]`` sample identities for the fold assignment (default: row numbers).
+        weights: ``[D]`` non-negative weights (default: equal).
+        n_folds: reference samples are standardised by the reference without their fold.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    reference = np.asarray(reference, dtype=bool)
+    n, d = scores.shape
+    w = _weights(weights, d)
+    pool = np.flatnonzero(reference & np.isfinite(scores).all(axis=1))
+    if len(pool) < 3:
+        raise InputError(f"robust-z fusion needs at least 3 clean reference samples with finite scores; have {len(pool)}")
+    keys = keys if keys is not None else [str(i) for i in range(n)]
+    folds = fold_assignment([keys[i] for i in pool], n_folds, seed)
+    z = np.empty_like(scores)
+    fold_of = np.array([folds.get(keys[i], -1) if reference[i] else -1 for i in range(n)])
+    pool_fold = np.array([folds[keys[i]] for i in pool])
+    for fold in np.unique(fold_of):
+        rows = fold_of == fold
+        ref_rows = pool if fold < 0 else pool[pool_fold != fold]
+        center, scale = robust_center_scale(scores[ref_rows])
+        z[rows] = (scores[rows] - center) / (scale + eps)
+    return z @ w
+
+
+def rank_mix(scores: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """Σ w_j · pct-rank(score_j) with w summing to 1; pct-rank = average rank / n among the
+    samples with finite scores in every column (ties share their mean rank)."""
+    from scipy.stats import rankdata
+
+    scores = np.asarray(scores, dtype=np.float64)
+    w = _weights(weights, scores.shape[1])
+    ok = np.isfinite(scores).all(axis=1)
+    out = np.full(len(scores), np.nan)
+    if ok.any():
+        ranks = np.column_stack([rankdata(scores[ok, j]) / ok.sum() for j in range(scores.shape[1])])
+        out[ok] = ranks @ w
+    return out
+
+
+def stacking(scores: np.ndarray, labels: np.ndarray, n_folds: int = 5, seed: int = 0) -> np.ndarray:
+    """Out-of-fold P(member) of a logistic regression on standardised scores (stratified k-fold):
+    every sample is scored by a model fitted without it. Unlabelled samples (label −1) are
+    scored by the model fitted on all labelled ones."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import StratifiedKFold
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    scores = np.asarray(scores, dtype=np.float64)
+    labels = np.asarray(labels)
+    ok = np.isfinite(scores).all(axis=1)
+    known = ok & (labels >= 0)
+    y = labels[known].astype(int)
+    if min((y == 1).sum(), (y == 0).sum()) < n_folds:
+        raise InputError(f"stacking with {n_folds} folds needs at least {n_folds} members and {n_folds} non-members with finite scores")
+    out = np.full(len(scores), np.nan)
+    x = scores[known]
+    oof = np.empty(len(y))
+    for train, test in StratifiedKFold(n_folds, shuffle=True, random_state=seed).split(x, y):
+        model = make_pipeline(StandardScaler(), LogisticRegression()).fit(x[train], y[train])
+        oof[test] = model.predict_proba(x[test])[:, 1]
+    out[known] = oof
+    unlabelled = ok & (labels < 0)
+    if unlabelled.any():
+        model = make_pipeline(StandardScaler(), LogisticRegression()).fit(x, y)
+        out[unlabelled] = model.predict_proba(scores[unlabelled])[:, 1]
+    return out
+
+
+def _weights(weights: np.ndarray | None, d: int) -> np.ndarray:
+    if weights is None:
+        return np.full(d, 1.0 / d)
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != (d,) or (w < 0).any() or w.sum() <= 0:
+        raise ConfigError(f"weights must be {d} non-negative numbers, not all 0; got {list(w)}")
+    return w / w.sum()
