@@ -181,6 +181,49 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     ev.set_defaults(handler=_run_evaluate)
 
+    detect = sub.add_parser(
+        "detect",
+        help="score questions with output-level detectors (Self-Critique, Min-kNN, CDD, PPL, Min-K%%, ...)",
+        epilog=_detect_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    detect.add_argument("detectors", help="comma-separated detector names, or 'all' (see the list below)")
+    detect.add_argument("questions", type=Path, help="questions JSONL (id, question[, label, split])")
+    detect.add_argument("-o", "--output", type=Path, required=True, help="SCORES.csv (plus .raw.csv with raw statistics and .meta.json)")
+    detect.add_argument("--model", dest="source", help="checkpoint directory or hub id of the audited model")
+    detect.add_argument("--endpoint", help="OpenAI-compatible base URL of a served model (not available yet: use --model)")
+    detect.add_argument("--device", help="auto | cpu | cuda | cuda:N (default: auto)")
+    detect.add_argument("--dtype", choices=literal_choices(ModelConfig, "dtype"), help="compute dtype (default: auto)")
+    detect.add_argument("--trust-remote-code", action="store_true", default=None, help="run code shipped with the checkpoint")
+    detect.add_argument("--prompt-format", choices=["auto", "chat", "raw"], default="auto", help="chat template or raw text (default: auto)")
+    detect.add_argument("--template", default="{prompt}", help="raw-format prompt text with {prompt} (default: {prompt})")
+    detect.add_argument("--system-prompt", help="system turn for the chat format")
+    detect.add_argument("--batch-size", type=int, default=16, help="completions generated together (default: 16)")
+    detect.add_argument("--param", action="append", default=[], metavar="DETECTOR.NAME=VALUE",
+                        help="detector hyperparameter, repeatable, e.g. --param min_knn.k=5 --param cdd.n=20")
+    detect.add_argument("--store", type=Path, help="response store (default: ~/.cache/lara-probes/responses.sqlite)")
+    detect.add_argument("--no-progress", action="store_true", help="no progress bar")
+    detect.set_defaults(handler=_run_detect)
+
+    fuse = sub.add_parser(
+        "fuse",
+        help="fuse detector scores (robust-z mean, rank mix, cross-validated stacking) into one column",
+        epilog=FUSE_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    fuse.add_argument("scores", type=Path, nargs="+", help="one or more score CSVs, joined on id")
+    fuse.add_argument("-o", "--output", type=Path, required=True, help="CSV: the joined columns plus the fused one")
+    fuse.add_argument("--detectors", required=True, help="comma-separated columns to fuse, e.g. self_critique,lara")
+    fuse.add_argument("--method", choices=["robust-z", "rank-mix", "stacking"], default="robust-z", help="(default: robust-z)")
+    fuse.add_argument("--weights", help="comma-separated weights (robust-z, rank-mix); rank-mix of two: β,1−β e.g. 0.65,0.35")
+    fuse.add_argument("--labels", type=Path, help="questions JSONL with label (stacking, crossfit) and split (split)")
+    fuse.add_argument("--clean-ref", choices=["split", "crossfit", "all"], help="robust-z reference: split clean_ref, labelled "
+                      "non-members (cross-fitted), or all rows (an unsupervised audit); default: split, else crossfit")
+    fuse.add_argument("--folds", type=int, default=5, help="cross-fitting / stacking folds (default: 5)")
+    fuse.add_argument("--seed", type=int, default=0)
+    fuse.add_argument("--name", help="name of the fused column (default: the detectors joined by '+')")
+    fuse.set_defaults(handler=_run_fuse)
+
     info = sub.add_parser("info", help="show what an activation store holds and how it was made")
     info.add_argument("store", type=Path)
     info.set_defaults(handler=_run_info)
@@ -307,6 +350,100 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     text = render_markdown(jsonable(report))
     print(text.split("## Paired comparison")[0].split("## Layer analysis")[0].rstrip())
     print(f"\nreport: {', '.join(str(f) for f in files)}")
+    return 0
+
+
+DETECT_EXAMPLES = """examples:
+  lara detect self_critique,min_knn,ppl questions.jsonl --model ./checkpoints/rl -o scores.csv
+  lara detect all questions.jsonl --model ./checkpoints/rl --prompt-format raw --template "Q: {prompt}\\nA:" -o scores.csv
+  lara detect cdd,min_knn questions.jsonl --model ./checkpoints/rl --param cdd.n=20 --param min_knn.k=5 -o s.csv
+"""
+
+
+def _detect_epilog() -> str:
+    """The examples and the detector list, from the registry."""
+    from .detectors import REGISTRY
+
+    lines = [f"  {n:<16} {c.summary} [{c.raw_name}: {c.raw_direction}]" for n, c in REGISTRY.items()]
+    return DETECT_EXAMPLES + "\ndetectors (raw statistic, its direction; every score column is oriented higher = member):\n" + "\n".join(lines)
+
+FUSE_EXAMPLES = """examples:
+  lara fuse scores.csv lara_scores.csv --detectors self_critique,lara --labels questions.jsonl -o fused.csv
+  lara fuse scores.csv --detectors self_critique,lara --method rank-mix --weights 0.65,0.35 -o fused.csv
+  lara fuse scores.csv --detectors ppl,cdd,min_knn --method stacking --labels questions.jsonl -o fused.csv
+"""
+
+
+def _run_detect(args: argparse.Namespace) -> int:
+    from cache.loading import load_model
+    from generation.config import default_cache_dir
+    from generation.records import read_questions
+
+    from .detect import parse_params, run_detectors
+    from .detectors import REGISTRY
+    from .responders.local import LocalResponder, PromptFormat
+    from .responders.store import CachedResponder, ResponseStore
+
+    names = list(REGISTRY) if args.detectors == "all" else [n.strip() for n in args.detectors.split(",") if n.strip()]
+    params = parse_params(args.param, names)
+    if args.endpoint:
+        raise ConfigError("--endpoint (an OpenAI-compatible server) is not available yet; run the detectors on --model DIR")
+    if not args.source:
+        raise ConfigError("give the audited model with --model DIR")
+    questions = read_questions(args.questions)
+    _quiet_library_progress_bars(args.verbose)
+    overrides = {k: v for k, v in {"device": args.device, "dtype": args.dtype, "trust_remote_code": args.trust_remote_code}.items() if v is not None}
+    loaded = load_model(ModelConfig(source=args.source, **overrides))
+    local = LocalResponder(loaded, PromptFormat(mode=args.prompt_format, template=args.template, system=args.system_prompt),
+                           batch_size=args.batch_size)
+    store = ResponseStore(args.store or default_cache_dir().parent / "responses.sqlite")
+    responder = CachedResponder(local, store)
+    clean = [q.question for q in questions if q.split == "clean_ref"]
+    summary = run_detectors(names, [q.id for q in questions], [q.question for q in questions], responder, params,
+                            clean_questions=clean, progress=not args.no_progress)
+    files = summary.write(args.output)
+    print(summary.describe())
+    print(f"wrote {', '.join(str(f) for f in files)}")
+    return 0
+
+
+def _run_fuse(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from . import fusion
+    from .scores import ScoreTable, join_tables, read_labels, read_splits
+
+    table = join_tables([ScoreTable.read_csv(p) for p in args.scores])
+    names = [n.strip() for n in args.detectors.split(",") if n.strip()]
+    missing = [n for n in names if n not in table.columns]
+    if missing:
+        raise ProbesError(f"no score column {', '.join(missing)}; columns: {', '.join(table.columns)}")
+    x = np.column_stack([table.columns[n] for n in names])
+    weights = np.array([float(w) for w in args.weights.split(",")]) if args.weights else None
+    labels = read_labels(args.labels) if args.labels else None
+    y = np.array([-1 if labels is None or labels.get(i) is None else labels[i] for i in table.ids])
+    if args.method == "robust-z":
+        splits = read_splits(args.labels) if args.labels else {}
+        mode = args.clean_ref or ("split" if "clean_ref" in splits.values() else "crossfit" if (y == 0).any() else None)
+        if mode is None:
+            raise ConfigError("robust-z needs a clean reference: --labels QUESTIONS.jsonl (split clean_ref or label 0), "
+                              "or --clean-ref all to standardise by every row (an unsupervised audit)")
+        reference = {"split": np.array([splits.get(i) == "clean_ref" for i in table.ids]), "crossfit": y == 0,
+                     "all": np.ones(len(y), bool)}[mode]
+        fused = fusion.robust_z_mean(x, reference, list(table.ids), weights, n_folds=args.folds, seed=args.seed)
+        how = f"robust-z over a clean reference of {int(reference.sum())} ({mode})"
+    elif args.method == "rank-mix":
+        fused = fusion.rank_mix(x, weights)
+        how = "rank mix"
+    else:
+        if labels is None:
+            raise ConfigError("stacking learns from labels: give --labels QUESTIONS.jsonl")
+        fused = fusion.stacking(x, y, n_folds=args.folds, seed=args.seed)
+        how = f"stacking, {args.folds}-fold out-of-fold"
+    name = args.name or "+".join(names)
+    table.add(name, fused)
+    table.write_csv(args.output)
+    print(f"{name}: {how}; {int(np.isfinite(fused).sum())} of {len(fused)} questions fused -> {args.output}")
     return 0
 
 

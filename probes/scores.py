@@ -124,6 +124,31 @@ def read_labels(path: str | Path) -> dict[str, int | None]:
     return labels
 
 
+def read_splits(path: str | Path) -> dict[str, str | None]:
+    """``{id: split}`` from a questions JSONL file (``None`` where a question has no split)."""
+    out: dict[str, str | None] = {}
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                data = json.loads(line)
+                if isinstance(data, dict) and "id" in data:
+                    out[str(data["id"])] = data.get("split")
+    return out
+
+
+def join_tables(tables: list[ScoreTable]) -> ScoreTable:
+    """Columns of several tables side by side, on the first table's ids (a missing row is NaN;
+    a column name present twice is an error)."""
+    out = ScoreTable(list(tables[0].ids), dict(tables[0].columns))
+    for table in tables[1:]:
+        row = {i: k for k, i in enumerate(table.ids)}
+        for name, values in table.columns.items():
+            if name in out.columns:
+                raise InputError(f"score column {name!r} appears in more than one input; rename one")
+            out.add(name, np.array([values[row[i]] if i in row else np.nan for i in out.ids]))
+    return out
+
+
 def align_labels(ids: list[str], labels: Mapping[str, int | None]) -> tuple[np.ndarray, dict[str, int]]:
     """Labels in the order of ``ids`` (−1 where unknown) and counts of what did not match:
     ``unlabelled`` (scored, no label), ``not_scored`` (labelled, no score row)."""

@@ -1,0 +1,77 @@
+"""``lara detect`` and ``lara fuse`` through the CLI on a tiny real model and real files."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from probes.cli import main
+from probes.scores import ScoreTable
+
+from .lara_fixtures import N_CLEAN, N_LABELLED
+
+
+@pytest.fixture(scope="module")
+def detected(audit, tmp_path_factory):
+    root = tmp_path_factory.mktemp("detect")
+    out = root / "scores.csv"
+    argv = ["detect", "ppl,min_k,logprober,cdd,self_critique", str(audit.questions), "--model", str(audit.model_dir),
+            "--device", "cpu", "--prompt-format", "raw", "--template", "Q: {prompt}\nA:", "--param", "cdd.n=4",
+            "--param", "ppl.max_new_tokens=12", "--param", "min_k.max_new_tokens=12", "--param", "cdd.max_tokens=12",
+            "--param", "self_critique.max_new_tokens=12", "--store", str(root / "store.sqlite"), "-o", str(out), "--no-progress"]
+    return root, out, argv
+
+
+def test_detect_writes_scores_raw_and_meta(detected, capsys):
+    root, out, argv = detected
+    assert main(argv) == 0
+    shown = capsys.readouterr().out
+    table, raw = ScoreTable.read_csv(out), ScoreTable.read_csv(out.with_suffix(".raw.csv"))
+    assert list(table.columns) == ["ppl", "min_k", "logprober", "cdd", "self_critique"]
+    assert len(table.ids) == N_LABELLED + N_CLEAN
+    np.testing.assert_array_equal(table.columns["ppl"], -raw.columns["perplexity"])
+    np.testing.assert_array_equal(table.columns["logprober"], -raw.columns["logprober_safe_score"])
+    assert "logprober_contaminated" in raw.columns and "cdd_contaminated" in raw.columns
+    meta = json.loads(out.with_suffix(".meta.json").read_text())
+    assert meta["detectors"]["cdd"]["params"]["n"] == 4 and meta["responder"]["kind"] == "local"
+    assert meta["counts"]["generated"] > 0 and "completions generated" in shown
+    # the second run is served from the store
+    assert main(argv) == 0
+    assert "0 completions generated, 0 texts scored" in capsys.readouterr().out
+    np.testing.assert_array_equal(ScoreTable.read_csv(out).columns["cdd"], table.columns["cdd"])
+
+
+def test_fuse_methods(detected, audit, capsys):
+    root, out, argv = detected
+    if not out.exists():
+        assert main(argv) == 0
+    fused = root / "fused.csv"
+    assert main(["fuse", str(out), "--detectors", "ppl,logprober", "--labels", str(audit.questions), "-o", str(fused)]) == 0
+    assert f"robust-z over a clean reference of {N_CLEAN} (split)" in capsys.readouterr().out
+    table = ScoreTable.read_csv(fused)
+    inputs_finite = np.isfinite(table.columns["ppl"]) & np.isfinite(table.columns["logprober"])
+    np.testing.assert_array_equal(np.isfinite(table.columns["ppl+logprober"]), inputs_finite)  # e.g. an empty answer has no PPL
+    assert inputs_finite.sum() > 20
+    assert main(["fuse", str(out), "--detectors", "ppl,cdd", "--method", "rank-mix", "--weights", "0.65,0.35",
+                 "--name", "mix", "-o", str(fused)]) == 0
+    assert "mix" in ScoreTable.read_csv(fused).columns
+    assert main(["fuse", str(out), "--detectors", "ppl,min_k", "--method", "stacking", "--labels", str(audit.questions),
+                 "-o", str(fused)]) == 0
+    capsys.readouterr()
+    assert main(["fuse", str(out), "--detectors", "ppl,lara", "-o", str(fused)]) == 2
+    assert "no score column lara" in capsys.readouterr().err
+    assert main(["fuse", str(out), "--detectors", "ppl,cdd", "-o", str(fused)]) == 2
+    assert "needs a clean reference" in capsys.readouterr().err
+
+
+def test_detect_errors_are_one_line(audit, tmp_path, capsys):
+    assert main(["detect", "min_kn", str(audit.questions), "--model", str(audit.model_dir), "-o", str(tmp_path / "s.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "Did you mean 'min_knn'" in err and len(err.strip().splitlines()) == 1
+    assert main(["detect", "cdd", str(audit.questions), "--model", str(audit.model_dir), "--param", "cdd.q=1",
+                 "-o", str(tmp_path / "s.csv")]) == 2
+    assert "has no parameter q" in capsys.readouterr().err
+    assert main(["detect", "cdd", str(audit.questions), "-o", str(tmp_path / "s.csv")]) == 2
+    assert "--model DIR" in capsys.readouterr().err
