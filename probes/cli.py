@@ -191,7 +191,11 @@ def build_parser() -> argparse.ArgumentParser:
     detect.add_argument("questions", type=Path, help="questions JSONL (id, question[, label, split])")
     detect.add_argument("-o", "--output", type=Path, required=True, help="SCORES.csv (plus .raw.csv with raw statistics and .meta.json)")
     detect.add_argument("--model", dest="source", help="checkpoint directory or hub id of the audited model")
-    detect.add_argument("--endpoint", help="OpenAI-compatible base URL of a served model (not available yet: use --model)")
+    detect.add_argument("--endpoint", help="OpenAI-compatible base URL of the served audited model, e.g. http://localhost:8000/v1")
+    detect.add_argument("--api-model", help="the served model's name (with --endpoint)")
+    detect.add_argument("--api-key-env", help="environment variable holding the API key (with --endpoint; omit for a keyless server)")
+    detect.add_argument("--top-logprobs", type=int, default=20, help="top-K log-probs per token requested (with --endpoint; default: 20)")
+    detect.add_argument("--concurrency", type=int, default=8, help="requests in flight (with --endpoint; default: 8)")
     detect.add_argument("--device", help="auto | cpu | cuda | cuda:N (default: auto)")
     detect.add_argument("--dtype", choices=literal_choices(ModelConfig, "dtype"), help="compute dtype (default: auto)")
     detect.add_argument("--trust-remote-code", action="store_true", default=None, help="run code shipped with the checkpoint")
@@ -357,6 +361,8 @@ DETECT_EXAMPLES = """examples:
   lara detect self_critique,min_knn,ppl questions.jsonl --model ./checkpoints/rl -o scores.csv
   lara detect all questions.jsonl --model ./checkpoints/rl --prompt-format raw --template "Q: {prompt}\\nA:" -o scores.csv
   lara detect cdd,min_knn questions.jsonl --model ./checkpoints/rl --param cdd.n=20 --param min_knn.k=5 -o s.csv
+  lara detect cdd,min_knn,self_critique questions.jsonl --endpoint http://localhost:8000/v1 \\
+      --api-model my-rl-model -o scores.csv        # a vLLM server: entropies from top-20 log-probs (recorded)
 """
 
 
@@ -386,18 +392,25 @@ def _run_detect(args: argparse.Namespace) -> int:
 
     names = list(REGISTRY) if args.detectors == "all" else [n.strip() for n in args.detectors.split(",") if n.strip()]
     params = parse_params(args.param, names)
-    if args.endpoint:
-        raise ConfigError("--endpoint (an OpenAI-compatible server) is not available yet; run the detectors on --model DIR")
-    if not args.source:
-        raise ConfigError("give the audited model with --model DIR")
+    if bool(args.endpoint) == bool(args.source):
+        raise ConfigError("give the audited model with --model DIR, or a served one with --endpoint URL --api-model NAME")
     questions = read_questions(args.questions)
-    _quiet_library_progress_bars(args.verbose)
-    overrides = {k: v for k, v in {"device": args.device, "dtype": args.dtype, "trust_remote_code": args.trust_remote_code}.items() if v is not None}
-    loaded = load_model(ModelConfig(source=args.source, **overrides))
-    local = LocalResponder(loaded, PromptFormat(mode=args.prompt_format, template=args.template, system=args.system_prompt),
-                           batch_size=args.batch_size)
+    if args.endpoint:
+        from .responders.openai_api import OpenAIResponder
+
+        if not args.api_model:
+            raise ConfigError("--endpoint needs --api-model NAME (the served model's name)")
+        backend: Any = OpenAIResponder(args.endpoint, args.api_model, api_key_env=args.api_key_env,
+                                       top_logprobs=args.top_logprobs, concurrency=args.concurrency)
+    else:
+        _quiet_library_progress_bars(args.verbose)
+        overrides = {k: v for k, v in {"device": args.device, "dtype": args.dtype, "trust_remote_code": args.trust_remote_code}.items()
+                     if v is not None}
+        loaded = load_model(ModelConfig(source=args.source, **overrides))
+        backend = LocalResponder(loaded, PromptFormat(mode=args.prompt_format, template=args.template, system=args.system_prompt),
+                                 batch_size=args.batch_size)
     store = ResponseStore(args.store or default_cache_dir().parent / "responses.sqlite")
-    responder = CachedResponder(local, store)
+    responder = CachedResponder(backend, store)
     clean = [q.question for q in questions if q.split == "clean_ref"]
     summary = run_detectors(names, [q.id for q in questions], [q.question for q in questions], responder, params,
                             clean_questions=clean, progress=not args.no_progress)

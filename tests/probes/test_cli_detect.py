@@ -74,4 +74,6 @@ def test_detect_errors_are_one_line(audit, tmp_path, capsys):
                  "-o", str(tmp_path / "s.csv")]) == 2
     assert "has no parameter q" in capsys.readouterr().err
     assert main(["detect", "cdd", str(audit.questions), "-o", str(tmp_path / "s.csv")]) == 2
-    assert "--model DIR" in capsys.readouterr().err
+    assert "--model DIR, or a served one with --endpoint" in capsys.readouterr().err
+    assert main(["detect", "cdd", str(audit.questions), "--endpoint", "http://127.0.0.1:9/v1", "-o", str(tmp_path / "s.csv")]) == 2
+    assert "--api-model" in capsys.readouterr().err

@@ -1,0 +1,128 @@
+"""A served model behind an OpenAI-compatible API (vLLM, SGLang, hosted APIs) as a responder.
+
+* Generation: ``/v1/chat/completions`` with ``logprobs`` and ``top_logprobs`` (K = 20 by
+  default, the most most APIs allow). One request per completion, with a seed derived from
+  (seed, prompt, j) as the local responder does, so completion j is reproducible where the
+  server honours seeds and the response store can cache it alone.
+* Entropy comes from the top-K log-probs only: −Σ_{top K} p log p, a lower bound of the exact
+  entropy that misses the tail's terms; every such generation says ``entropy_kind = "top-K"``
+  and detectors record the approximation.
+* Teacher-forced log-probs of a text: ``/v1/completions`` with ``echo`` and ``max_tokens = 0``
+  (vLLM's prompt log-probs). Full-vocabulary μ/σ (Min-K%++) are not available.
+* Token units: the API returns token strings; each maps to a stable integer (a hash of the
+  string, the same in every run, so cached completions stay comparable) and the edit-distance
+  detectors (CDD, Min-kNN) work on those.
+
+The key comes from the environment variable named by ``api_key_env`` and is never stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Sequence
+
+import numpy as np
+
+from ..detectors.stats import entropy_from_logprobs
+from ..errors import ConfigError
+from .base import Access, CallCounter, Generation, GenerationParams, TextScore, sample_seed
+
+logger = logging.getLogger(__name__)
+
+
+class OpenAIResponder:
+    """Generation and scoring through an OpenAI-compatible server.
+
+    Args:
+        base_url: e.g. ``http://localhost:8000/v1``.
+        model: the served model's name.
+        api_key_env: environment variable holding the key (None: a keyless server).
+        top_logprobs: K of the top-K log-probs requested per token.
+        concurrency: requests in flight.
+        timeout_s / max_retries: passed to the ``openai`` client (which retries 429/5xx).
+    """
+
+    access = frozenset({Access.SAMPLING, Access.TOKEN_IDS, Access.CHOSEN_LOGPROBS, Access.ENTROPY_TOPK, Access.TEXT_LOGPROBS})
+
+    def __init__(self, base_url: str, model: str, api_key_env: str | None = None, top_logprobs: int = 20,
+                 concurrency: int = 8, timeout_s: float = 120.0, max_retries: int = 4) -> None:
+        from openai import OpenAI
+
+        key = "not-needed"
+        if api_key_env is not None:
+            key = os.environ.get(api_key_env, "")
+            if not key:
+                raise ConfigError(f"the API key variable {api_key_env} is not set; export it, or pass no key variable for a keyless server")
+        self.client = OpenAI(base_url=base_url, api_key=key, timeout=timeout_s, max_retries=max_retries)
+        self.model = model
+        self.top_logprobs = top_logprobs
+        self.concurrency = concurrency
+        self.counter = CallCounter()
+        self.identity = {"kind": "openai", "base_url": base_url.rstrip("/"), "model": model, "top_logprobs": top_logprobs}
+
+    def format(self, prompt: str) -> str:
+        """The server applies its own chat template; the client sends the prompt as the user message."""
+        return prompt
+
+    def question_context(self, question: str) -> str:
+        """Questions are scored as plain text (the server's chat template is not visible here)."""
+        return ""
+
+    def generate(self, prompts: Sequence[str], params: GenerationParams) -> list[list[Generation]]:
+        jobs = [(i, j) for i in range(len(prompts)) for j in range(params.n)]
+        with ThreadPoolExecutor(self.concurrency) as pool:
+            done = list(pool.map(lambda job: self._complete(prompts[job[0]], params, job[1]), jobs))
+        self.counter.generated += len(jobs)
+        out: list[list[Generation]] = [[] for _ in prompts]
+        for (i, _), gen in zip(jobs, done):
+            out[i].append(gen)
+        return out
+
+    def _complete(self, prompt: str, params: GenerationParams, index: int) -> Generation:
+        response = self.client.chat.completions.create(
+            model=self.model,
+            messages=[{"role": "user", "content": prompt}],
+            temperature=params.temperature,
+            top_p=params.top_p,
+            max_tokens=params.max_new_tokens,
+            seed=sample_seed(params.seed, prompt, index) & 0x7FFFFFFF,
+            logprobs=True,
+            top_logprobs=self.top_logprobs,
+            n=1,
+        )
+        choice = response.choices[0]
+        items = list(choice.logprobs.content or []) if choice.logprobs is not None else []
+        tops = [[t.logprob for t in (item.top_logprobs or [])] for item in items]
+        width = max((len(t) for t in tops), default=0)
+        padded = np.array([t + [-np.inf] * (width - len(t)) for t in tops], dtype=np.float64).reshape(len(tops), width)
+        return Generation(
+            text=choice.message.content or "",
+            token_ids=[self._unit(item.token) for item in items],
+            logprobs=np.array([item.logprob for item in items], dtype=np.float64),
+            entropies=entropy_from_logprobs(padded) if len(items) else np.zeros(0),
+            entropy_kind=f"top-{self.top_logprobs}",
+            finish_reason="length" if choice.finish_reason == "length" else "stop",
+        )
+
+    def score(self, contexts: Sequence[str], texts: Sequence[str]) -> list[TextScore]:
+        pairs = list(zip(contexts, texts, strict=True))
+        with ThreadPoolExecutor(self.concurrency) as pool:
+            out = list(pool.map(lambda pair: self._prompt_logprobs(*pair), pairs))
+        self.counter.scored += len(pairs)
+        return out
+
+    def _prompt_logprobs(self, context: str, text: str) -> TextScore:
+        response = self.client.completions.create(model=self.model, prompt=context + text, max_tokens=0, echo=True, logprobs=1)
+        lp = response.choices[0].logprobs
+        tokens, values, offsets = list(lp.tokens), list(lp.token_logprobs), list(lp.text_offset)
+        ends = offsets[1:] + [len(context + text)]
+        keep = [i for i, end in enumerate(ends) if end > len(context) and values[i] is not None]
+        return TextScore(token_ids=[self._unit(tokens[i]) for i in keep],
+                         logprobs=np.array([values[i] for i in keep], dtype=np.float64))
+
+    @staticmethod
+    def _unit(token: str) -> int:
+        return int.from_bytes(hashlib.sha256(token.encode("utf-8")).digest()[:8], "little") & ((1 << 62) - 1)

@@ -1,0 +1,130 @@
+"""An OpenAI-compatible server on 127.0.0.1 whose answers come from a real (tiny) Hugging Face
+model, like a vLLM server: ``/v1/chat/completions`` with ``logprobs``/``top_logprobs`` and
+``/v1/completions`` with ``echo`` (prompt log-probs). It decodes step by step with full forward
+passes (no KV cache, no batching) — an implementation independent of the local responder's —
+and keeps every token log-prob it sent, for exact comparison."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+class FakeOpenAIModelServer:
+    def __init__(self, model: Any, tokenizer: Any, api_key: str | None = None) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.api_key = api_key
+        self.sent_logprobs: list[list[float]] = []
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> "FakeOpenAIModelServer":
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server API)
+                outer._handle(self)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        body = json.loads(handler.rfile.read(int(handler.headers["Content-Length"])))
+        if self.api_key is not None and handler.headers.get("Authorization") != f"Bearer {self.api_key}":
+            return self._send(handler, 401, {"error": {"message": "bad key", "type": "invalid_request_error"}})
+        with self._lock:  # one forward at a time: the model is shared
+            self.requests.append(body)
+            if handler.path.endswith("/chat/completions"):
+                payload = self._chat(body)
+            elif handler.path.endswith("/completions"):
+                payload = self._echo(body)
+            else:
+                return self._send(handler, 404, {"error": {"message": "unknown path"}})
+        self._send(handler, 200, payload)
+
+    @staticmethod
+    def _send(handler: BaseHTTPRequestHandler, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(data)))
+        handler.end_headers()
+        handler.wfile.write(data)
+
+    def _token(self, tid: int, logprob: float) -> dict[str, Any]:
+        text = self.tokenizer.decode([tid])
+        return {"token": text, "logprob": logprob, "bytes": list(text.encode("utf-8"))}
+
+    def _chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        import torch
+
+        text = self.tokenizer.apply_chat_template(body["messages"], tokenize=False, add_generation_prompt=True)
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        generator = torch.Generator().manual_seed(int(body.get("seed") or 0))
+        k = int(body.get("top_logprobs") or 0)
+        eos = self.tokenizer.eos_token_id
+        out, content, finish = [], [], "length"
+        limit = getattr(self.model.config, "n_positions", None) or self.model.config.max_position_embeddings
+        for _ in range(min(int(body["max_tokens"]), limit - len(ids))):
+            with torch.inference_mode():
+                logits = self.model(input_ids=torch.tensor([ids + out])).logits[0, -1].float()
+            logp = torch.log_softmax(logits, dim=-1)
+            if body["temperature"] == 0:
+                nxt = int(logits.argmax())
+            else:
+                probs = torch.softmax(logits / body["temperature"], dim=-1)
+                top_p = body.get("top_p", 1.0)
+                if top_p < 1.0:
+                    sorted_p, index = probs.sort(descending=True)
+                    sorted_p = sorted_p * (sorted_p.cumsum(0) - sorted_p < top_p)
+                    probs = torch.zeros_like(probs).scatter(0, index, sorted_p)
+                nxt = int(torch.multinomial(probs, 1, generator=generator))
+            if nxt == eos:
+                finish = "stop"
+                break
+            out.append(nxt)
+            top = torch.topk(logp, k) if k else None
+            item = self._token(nxt, float(logp[nxt]))
+            item["top_logprobs"] = [self._token(int(i), float(v)) for v, i in zip(top.values, top.indices)] if top is not None else []
+            content.append(item)
+        self.sent_logprobs.append([c["logprob"] for c in content])
+        return {
+            "id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": self.tokenizer.decode(out, skip_special_tokens=True)},
+                         "logprobs": {"content": content}, "finish_reason": finish}],
+            "usage": {"prompt_tokens": len(ids), "completion_tokens": len(out), "total_tokens": len(ids) + len(out)},
+        }
+
+    def _echo(self, body: dict[str, Any]) -> dict[str, Any]:
+        import torch
+
+        prompt = body["prompt"]
+        enc = self.tokenizer(prompt, add_special_tokens=True, return_offsets_mapping=True)
+        ids, offsets = enc["input_ids"], enc["offset_mapping"]
+        with torch.inference_mode():
+            logp = torch.log_softmax(self.model(input_ids=torch.tensor([ids])).logits[0].float(), dim=-1)
+        values = [None] + [float(logp[i - 1, ids[i]]) for i in range(1, len(ids))]
+        return {
+            "id": f"cmpl-{len(self.requests)}", "object": "text_completion", "created": int(time.time()), "model": body["model"],
+            "choices": [{"index": 0, "text": prompt, "finish_reason": "length", "logprobs": {
+                "tokens": [self.tokenizer.decode([i]) for i in ids], "token_logprobs": values,
+                "text_offset": [start for start, _ in offsets], "top_logprobs": None}}],
+            "usage": {"prompt_tokens": len(ids), "completion_tokens": 0, "total_tokens": len(ids)},
+        }

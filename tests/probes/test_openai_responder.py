@@ -1,0 +1,123 @@
+"""The OpenAI-compatible responder with the real ``openai`` client against a loopback server whose
+log-probs come from the same tiny model: the API path equals the local path (chosen-token
+log-probs passed through exactly; entropy within the top-K truncation, recorded), detectors run
+on it or are refused, and the key is never stored."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from probes.cli import main
+from probes.detectors import check_access, get_detector
+from probes.errors import ConfigError
+from probes.responders.base import GenerationParams
+from probes.responders.local import LocalResponder, PromptFormat
+from probes.responders.openai_api import OpenAIResponder
+from probes.responders.store import CachedResponder, ResponseStore
+from probes.scores import ScoreTable
+
+from .fake_openai_lm import FakeOpenAIModelServer
+
+PROMPTS = ["What is 2 + 3?", "A train travels 60 km in 1.5 hours. What is its average speed?", "Solve for $x$: $3x - 4 = -10$."]
+K = 5
+
+
+@pytest.fixture(scope="module")
+def served(loaded_models):
+    loaded = loaded_models["qwen2"]
+    with FakeOpenAIModelServer(loaded.model, loaded.tokenizer, api_key="sk-test-123") as server:
+        yield server, loaded
+
+
+@pytest.fixture()
+def api(served, monkeypatch):
+    server, _ = served
+    monkeypatch.setenv("LARA_TEST_KEY", "sk-test-123")
+    return OpenAIResponder(server.base_url, "toy-qwen2", api_key_env="LARA_TEST_KEY", top_logprobs=K)
+
+
+def test_greedy_answers_equal_the_local_path(served, api):
+    server, loaded = served
+    local = LocalResponder(loaded, PromptFormat(mode="chat"))
+    params = GenerationParams(max_new_tokens=16)
+    remote = api.generate(PROMPTS, params)
+    here = local.generate(PROMPTS, params)
+    for prompt, (r,), (h,) in zip(PROMPTS, remote, here):
+        assert r.text == h.text
+        assert r.logprobs.tolist() in server.sent_logprobs  # passed through exactly as the server computed them
+        np.testing.assert_allclose(r.logprobs, h.logprobs, atol=1e-5)  # and equal to the local path's
+        assert r.entropy_kind == f"top-{K}" and h.entropy_kind == "exact"
+        assert (r.entropies <= h.entropies + 1e-6).all()  # the top-K part is a lower bound
+        # ... and it is exactly −Σ_{top K} p log p of the model's distribution at each step
+        ids = local.encode_prompt(prompt) + h.token_ids
+        with torch.inference_mode():
+            logp = torch.log_softmax(loaded.model(input_ids=torch.tensor([ids])).logits[0].double(), dim=-1)
+        steps = logp[len(ids) - len(h.token_ids) - 1 : len(ids) - 1]
+        top = steps.topk(K, dim=-1).values
+        np.testing.assert_allclose(r.entropies, (-(top.exp() * top).sum(-1)).numpy(), atol=1e-5)
+
+
+def test_sampling_is_seeded_per_completion(api):
+    params = GenerationParams(max_new_tokens=10, temperature=0.9, top_p=0.95, n=3, seed=7)
+    first = api.generate(PROMPTS[:1], params)[0]
+    again = api.generate(PROMPTS[:1], params)[0]
+    assert [g.text for g in first] == [g.text for g in again]
+    assert len({tuple(g.token_ids) for g in first}) > 1
+
+
+def test_prompt_logprobs_equal_the_local_path(served, api):
+    _, loaded = served
+    local = LocalResponder(loaded, PromptFormat(mode="chat"))
+    contexts = ["", "Question: "]
+    texts = ["What is 2 + 3?", "A train travels 60 km in 1.5 hours."]
+    for r, h in zip(api.score(contexts, texts), local.score(contexts, texts)):
+        assert len(r.logprobs) == len(h.logprobs)
+        np.testing.assert_allclose(r.logprobs, h.logprobs, atol=1e-5)
+        assert r.mu is None  # full-vocabulary moments are not available from an API
+
+
+def test_detectors_run_through_the_api_or_are_refused(api, tmp_path):
+    cached = CachedResponder(api, ResponseStore(tmp_path / "store.sqlite"))
+    for name, params in (("cdd", {"n": 3, "max_tokens": 8}), ("min_knn", {"n": 4, "k": 2, "max_new_tokens": 8}),
+                         ("ppl", {"max_new_tokens": 8}), ("logprober", {}), ("self_critique", {"max_new_tokens": 8})):
+        detector = get_detector(name, **params)
+        notes = check_access(detector, cached)
+        result = detector.score(PROMPTS, cached)
+        assert result.scores.shape == (3,)
+        if name == "self_critique":
+            assert "top-K" in notes[0] and "top-5" in result.notes[0]
+    generated = cached.counter.generated
+    get_detector("cdd", n=3, max_tokens=8).score(PROMPTS, cached)
+    assert cached.counter.generated == generated  # served from the store
+    with pytest.raises(ConfigError, match="vocab_moments"):
+        check_access(get_detector("min_k_plus_plus"), cached)
+    assert b"sk-test-123" not in (tmp_path / "store.sqlite").read_bytes()
+
+
+def test_missing_key_is_a_clear_error(served, monkeypatch):
+    server, _ = served
+    monkeypatch.delenv("LARA_NO_SUCH_KEY", raising=False)
+    with pytest.raises(ConfigError, match="LARA_NO_SUCH_KEY is not set"):
+        OpenAIResponder(server.base_url, "toy", api_key_env="LARA_NO_SUCH_KEY")
+
+
+def test_cli_detect_against_an_endpoint(served, tmp_path, monkeypatch, capsys):
+    server, _ = served
+    monkeypatch.setenv("LARA_TEST_KEY", "sk-test-123")
+    questions = tmp_path / "q.jsonl"
+    questions.write_text("".join(json.dumps({"id": f"q{i}", "question": p}) + "\n" for i, p in enumerate(PROMPTS)))
+    out = tmp_path / "scores.csv"
+    assert main(["detect", "ppl,logprober,self_critique", str(questions), "--endpoint", server.base_url, "--api-model", "toy",
+                 "--api-key-env", "LARA_TEST_KEY", "--top-logprobs", "5", "--param", "ppl.max_new_tokens=8",
+                 "--param", "self_critique.max_new_tokens=8", "--store", str(tmp_path / "store.sqlite"), "-o", str(out),
+                 "--no-progress"]) == 0
+    shown = capsys.readouterr().out
+    assert "note: self_critique: entropies from the endpoint's top-K log-probs" in shown
+    meta = json.loads(out.with_suffix(".meta.json").read_text())
+    assert meta["responder"] == {"kind": "openai", "base_url": server.base_url, "model": "toy", "top_logprobs": 5}
+    assert list(ScoreTable.read_csv(out).columns) == ["ppl", "logprober", "self_critique"]
+    assert "sk-test-123" not in out.with_suffix(".meta.json").read_text()
