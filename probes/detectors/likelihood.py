@@ -81,15 +81,11 @@ class MinK(_LikelihoodDetector):
 
 
 @register
-class MinKPlusPlus(_LikelihoodDetector):
+class MinKPlusPlus(MinK):
     name = "min_k_plus_plus"
     raw_name = "min_k_plus_plus_z"
     raw_direction = "higher = member"
     summary = "Min-K%++: lowest k of (log p − μ)/σ over the full vocabulary (k = 0.2)"
-
-    def __init__(self, k: float = 0.2, target: Target = "response", max_new_tokens: int = GREEDY_TOKENS) -> None:
-        super().__init__(target, max_new_tokens)
-        self.k = k
 
     @property
     def needs(self) -> frozenset[Access]:  # type: ignore[override]
