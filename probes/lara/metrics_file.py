@@ -166,16 +166,15 @@ def compute_metrics(
     records = read_sets(sets_path)
     layouts = [layout(r, min_paraphrases) for r in records]
     store = ActivationStore(acts_path)
-    layer_index = _layer_index(store, layers)
+    labels = _layer_labels(store, layers)
     _check_cached(layouts, store, sets_path)
 
     k1 = max(lay.k for lay in layouts) + 1
     m = max(lay.m for lay in layouts)
-    n_layers, d = len(layer_index), store.d_model
+    n_layers, d = len(labels), store.d_model
     row_bytes = n_layers * d * 4
     chunk = max(1, int(chunk_mib * 2**20 // ((2 + m) * k1 * row_bytes)))
-    provenance = _provenance(records, sets_path, store, layer_index, eps, min_paraphrases, k1 - 1, m)
-    labels = tuple(store.layer_labels[i] for i in layer_index)
+    provenance = _provenance(records, sets_path, store, labels, eps, min_paraphrases, k1 - 1, m)
     logger.info("%d questions, %d layers, d=%d: up to %d question(s) read per chunk", len(layouts), n_layers, d, chunk)
 
     tmp = output.with_name(output.name + ".tmp")
@@ -186,7 +185,7 @@ def compute_metrics(
         bar = _bar(len(layouts), progress)
         for lo in range(0, len(layouts), chunk):
             part = layouts[lo : lo + chunk]
-            rows, index = _read_chunk(part, store, layer_index, k1, m)
+            rows, index = _read_chunk(part, store, labels, k1, m)
             n_texts += len(rows)
             result = _metrics_of_chunk(rows, index, eps, pool)
             hi = lo + len(part)
@@ -209,15 +208,14 @@ def compute_metrics(
     )
 
 
-def _layer_index(store: ActivationStore, layers: Sequence[str | int] | None) -> list[int]:
+def _layer_labels(store: ActivationStore, layers: Sequence[str | int] | None) -> tuple[str, ...]:
+    """The stored layer labels to use (all by default), checked against the store."""
     if layers is None:
-        return list(range(len(store.layer_labels)))
-    index = []
-    for layer in layers:
-        if str(layer) not in store.layer_labels:
-            raise InputError(f"layer {layer!r} is not in {store.path}; stored layers: {', '.join(store.layer_labels)}")
-        index.append(store.layer_labels.index(str(layer)))
-    return index
+        return store.layer_labels
+    missing = [str(x) for x in layers if str(x) not in store.layer_labels]
+    if missing:
+        raise InputError(f"layer {missing[0]!r} is not in {store.path}; stored layers: {', '.join(store.layer_labels)}")
+    return tuple(str(x) for x in layers)
 
 
 def _check_cached(layouts: Sequence[SetLayout], store: ActivationStore, sets_path: Path) -> None:
@@ -242,7 +240,7 @@ class _ChunkIndex:
     paraphrase_ok: np.ndarray  # [c, K+1, M]
 
 
-def _read_chunk(part: Sequence[SetLayout], store: ActivationStore, layer_index: list[int], k1: int, m: int):
+def _read_chunk(part: Sequence[SetLayout], store: ActivationStore, labels: tuple[str, ...], k1: int, m: int):
     """The float32 rows ``[n_texts, L, d]`` of one chunk of questions and their index."""
     c = len(part)
     texts = sorted({t for lay in part for t in lay.texts()}, key=text_hash)  # file order: read without reordering
@@ -263,8 +261,8 @@ def _read_chunk(part: Sequence[SetLayout], store: ActivationStore, layer_index: 
                     index.paraphrase_ok[q, i, j] = True
                     index.phi[q, i, j] = row[text]
     if not texts:  # no usable question in the chunk: one zero row keeps the shapes valid
-        return np.zeros((1, len(layer_index), store.d_model), dtype=np.float32), index
-    return store.get(texts, layers=[store.layer_labels[i] for i in layer_index]), index
+        return np.zeros((1, len(labels), store.d_model), dtype=np.float32), index
+    return store.get(texts, layers=labels), index
 
 
 def _metrics_of_chunk(rows: np.ndarray, index: _ChunkIndex, eps: float, pool: ThreadPoolExecutor | None = None,
@@ -321,7 +319,7 @@ def _create(f: h5py.File, records, layouts: Sequence[SetLayout], labels: tuple[s
     }
 
 
-def _provenance(records, sets_path: Path, store: ActivationStore, layer_index: list[int], eps: float,
+def _provenance(records, sets_path: Path, store: ActivationStore, labels: tuple[str, ...], eps: float,
                 min_paraphrases: int, k: int, m: int) -> dict[str, Any]:
     p = store.provenance
     model = p.get("model") or {}
@@ -340,7 +338,7 @@ def _provenance(records, sets_path: Path, store: ActivationStore, layer_index: l
             "rows": len(store),
             "model_source": model.get("source"),
             "n_blocks": model.get("n_blocks"),
-            "layers_used": [store.layer_labels[i] for i in layer_index],
+            "layers_used": list(labels),
             **{key: p.get(key) for key in IDENTITY_KEYS},
         },
         "sets": {

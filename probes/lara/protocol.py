@@ -84,6 +84,7 @@ class ScoreOptions:
     zero_scale: ZeroScaleMode = "eps"
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "metric_set", tuple(self.metric_set))  # a list from YAML or a caller
         unknown = [m for m in self.metric_set if m not in METRIC_NAMES]
         if unknown or not self.metric_set:
             raise ConfigError(f"metric set {list(self.metric_set)}: choose from {', '.join(METRIC_NAMES)}")
@@ -245,6 +246,13 @@ class PoolScoring:
         return aggregate(self.zhat, options.metric_index(), options.layer_index(layer_labels, n_blocks), drop)
 
 
+def against_reference(metrics: np.ndarray, reference: Reference, options: ScoreOptions = ScoreOptions()) -> PoolScoring:
+    """Aligned z-scores of ``metrics`` [N, 3, L] against one fitted reference (no cross-fitting)."""
+    zhat = align(reference.zscores(metrics, options.eps), options.dc, options.outer_abs)
+    zero = np.broadcast_to(reference.zero_scale(options.eps), zhat.shape).copy()
+    return PoolScoring(zhat=zhat, zero_scale=zero, folds=np.full(len(zhat), -1), reference=reference, n_folds=0)
+
+
 def fold_assignment(keys: Sequence[str], n_folds: int | None, seed: int = 0) -> dict[str, int]:
     """Fold of each distinct key: keys ordered by sha256(seed:key) and dealt round-robin, so the
     assignment does not depend on the order of the samples. ``n_folds=None``: one fold per key."""
@@ -290,12 +298,9 @@ def score_against_pool(
             folds[i] = assignment[key]
     for fold in np.unique(folds):
         rows = folds == fold
-        if fold < 0:
-            ref = full
-        else:
-            ref = Reference.fit(pool[pool_fold != fold], labels)
-        zhat[rows] = align(ref.zscores(metrics[rows], options.eps), options.dc, options.outer_abs)
-        zero[rows] = ref.zero_scale(options.eps)
+        ref = full if fold < 0 else Reference.fit(pool[pool_fold != fold], labels)
+        part = against_reference(metrics[rows], ref, options)
+        zhat[rows], zero[rows] = part.zhat, part.zero_scale
     n_used = len(set(assignment.values())) if assignment else 0
     return PoolScoring(zhat=zhat, zero_scale=zero, folds=folds, reference=full, n_folds=n_used)
 
@@ -314,15 +319,10 @@ def score(metrics: np.ndarray, reference: "np.ndarray | Reference", **options: A
     Returns:
         ``[N]`` float64, higher = more likely a member.
     """
-    if "metric_set" in options:
-        options["metric_set"] = tuple(options["metric_set"])
     opts = ScoreOptions(**options)
     metrics = _check_metrics(metrics, "metrics")
     if isinstance(reference, Reference):
-        labels = reference.layer_labels
-        z = align(reference.zscores(metrics, opts.eps), opts.dc, opts.outer_abs)
-        drop = np.broadcast_to(reference.zero_scale(opts.eps), z.shape) if opts.zero_scale == "drop" else None
-        return aggregate(z, opts.metric_index(), opts.layer_index(labels), drop)
+        return against_reference(metrics, reference, opts).scores(opts, reference.layer_labels)
     pool = _check_metrics(reference, "reference")
     keys = [_row_key(row) for row in metrics]
     pool_keys = [_row_key(row) for row in pool]

@@ -26,7 +26,7 @@ from ..errors import ConfigError, InputError, MismatchError
 from ..scores import ScoreTable
 from .layers import WINDOWS, select_layers
 from .metrics_file import MetricsFile, check_same_model
-from .protocol import PoolScoring, Reference, ScoreOptions, align, reference_provenance, score_against_pool
+from .protocol import PoolScoring, Reference, ScoreOptions, against_reference, reference_provenance, score_against_pool
 
 logger = logging.getLogger(__name__)
 
@@ -182,7 +182,7 @@ def _against_saved(metrics: MetricsFile, reference: Reference, options: ScoreOpt
             f"{path} was fitted on another model's activations (weights {fitted_on[:12]}…, these metrics "
             f"{metrics.weights_fingerprint[:12]}…); fit a reference on the audited model"
         )
-    zhat = align(reference.zscores(metrics.metrics, options.eps), options.dc, options.outer_abs)
+    scoring = against_reference(metrics.metrics, reference, options)
     fitted = set(reference.question_hashes)
     inside = np.array([h in fitted for h in metrics.question_hashes])
     if inside.any():
@@ -191,9 +191,8 @@ def _against_saved(metrics: MetricsFile, reference: Reference, options: ScoreOpt
             "scored by a reference that contains it; score them with --clean-ref split/crossfit/FILE.h5 to cross-fit",
             int(inside.sum()), path,
         )
-        zhat[inside] = np.nan
-    zero = np.broadcast_to(reference.zero_scale(options.eps), zhat.shape).copy()
-    return PoolScoring(zhat=zhat, zero_scale=zero, folds=np.full(len(metrics), -1), reference=reference, n_folds=0)
+        scoring.zhat[inside] = np.nan
+    return scoring
 
 
 def _variants(options: ScoreOptions, layer_labels, n_blocks: int | None) -> dict[str, ScoreOptions]:
