@@ -65,3 +65,15 @@ def select_layers(spec: str | Sequence[str | int] | None, labels: Sequence[str],
     if not chosen:
         raise ConfigError(f"layer selection {spec!r} picks no layer of {', '.join(labels)} (model of {n_blocks} blocks)")
     return sorted(chosen)
+
+
+def available_windows(labels: Sequence[str], n_blocks: int | None = None) -> dict[str, list[int]]:
+    """``{window: column indices}`` of the early/mid/late windows that hold at least one layer
+    (a very shallow model, or a sparse layer set, can leave a window empty)."""
+    out = {}
+    for window in WINDOWS:
+        try:
+            out[window] = select_layers(window, labels, n_blocks)
+        except ConfigError:
+            continue
+    return out

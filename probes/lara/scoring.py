@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import ConfigError, InputError, MismatchError
 from ..scores import ScoreTable
-from .layers import WINDOWS, select_layers
+from .layers import available_windows
 from .metrics_file import MetricsFile, check_same_model
 from .protocol import PoolScoring, Reference, ScoreOptions, against_reference, reference_provenance, score_against_pool
 
@@ -200,11 +200,7 @@ def _variants(options: ScoreOptions, layer_labels, n_blocks: int | None) -> dict
     out: dict[str, ScoreOptions] = {}
     for metric in options.metric_set:
         out[f"{MAIN_COLUMN}_{metric.lower()}"] = ScoreOptions(**{**asdict(options), "metric_set": (metric,)})
-    for window in WINDOWS:
-        try:
-            select_layers(window, layer_labels, n_blocks)
-        except ConfigError:  # a window with no layer (tiny models): no column
-            continue
+    for window in available_windows(layer_labels, n_blocks):
         out[f"{MAIN_COLUMN}_{window}"] = ScoreOptions(**{**asdict(options), "layers": window})
     return out
 

@@ -10,11 +10,10 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .. import __version__
-from ..errors import ConfigError
 from ..evaluate import compare, evaluate, tpr_key
 from ..evaluate.effect import cohens_d_ci, group_means_ci, window_means
 from ..lara.geometry import METRIC_NAMES
-from ..lara.layers import WINDOWS, select_layers, window_bounds
+from ..lara.layers import available_windows
 from ..lara.metrics_file import MetricsFile
 from ..lara.protocol import compress
 from ..scores import ScoreTable, align_labels
@@ -110,18 +109,10 @@ def layer_analysis(
         m: {group: {k: np.asarray(v)[i].tolist() for k, v in stats.items()} for group, stats in profiles.items()}
         for i, m in enumerate(METRIC_NAMES)
     }
-    windows, layer_sets = {}, []
-    n_blocks = metrics.n_blocks
-    bounds = window_bounds(n_blocks or len(metrics.layer_labels))
-    for window in WINDOWS:
-        try:
-            cols = select_layers(window, metrics.layer_labels, n_blocks)
-        except ConfigError:  # a window without layers (very shallow models)
-            continue
-        windows[window] = {"layers": [metrics.layer_labels[c] for c in cols], "blocks": list(bounds[window])}
-        layer_sets.append(cols)
-    if layer_sets:
-        wd, wlo, whi = cohens_d_ci(window_means(values, layer_sets), yk, n_resamples=n_bootstrap, seed=seed, level=ci)
+    columns = available_windows(metrics.layer_labels, metrics.n_blocks)
+    windows = {w: {"layers": [metrics.layer_labels[c] for c in cols]} for w, cols in columns.items()}
+    if columns:
+        wd, wlo, whi = cohens_d_ci(window_means(values, list(columns.values())), yk, n_resamples=n_bootstrap, seed=seed, level=ci)
         for j, window in enumerate(windows):
             windows[window]["cohens_d"] = {m: {"value": float(wd[i, j]), "ci": [float(wlo[i, j]), float(whi[i, j])]}
                                            for i, m in enumerate(METRIC_NAMES)}
