@@ -3,6 +3,8 @@ the observed class counts (and both classes)."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 DEFAULT_RESAMPLES = 1000
@@ -27,11 +29,17 @@ def blocks(n_resamples: int, n: int) -> list[int]:
     return [min(per, n_resamples - start) for start in range(0, n_resamples, per)]
 
 
-def percentile_ci(values: np.ndarray, level: float = 0.95) -> tuple[float, float]:
-    """Percentile interval of bootstrap values (non-finite values ignored)."""
-    finite = values[np.isfinite(values)]
-    if not len(finite):
-        return (float("nan"), float("nan"))
+def percentile_interval(draws: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile interval over axis 0 of bootstrap draws ``[B, ...]``; non-finite draws are
+    ignored, and a cell without finite draws gets NaN bounds."""
     tail = 100.0 * (1.0 - level) / 2.0
-    lo, hi = np.percentile(finite, [tail, 100.0 - tail])
+    draws = np.where(np.isfinite(draws), draws, np.nan)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN cells
+        return np.nanpercentile(draws, tail, axis=0), np.nanpercentile(draws, 100.0 - tail, axis=0)
+
+
+def percentile_ci(values: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """Percentile interval of one figure's bootstrap values ``[B]``."""
+    lo, hi = percentile_interval(np.asarray(values, dtype=np.float64), level)
     return (float(lo), float(hi))

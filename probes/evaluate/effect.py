@@ -6,12 +6,11 @@ heavy-tailed samples do not dominate the means.
 
 from __future__ import annotations
 
-import warnings
 from typing import Sequence
 
 import numpy as np
 
-from .bootstrap import stratified_indices
+from .bootstrap import percentile_interval, stratified_indices
 
 
 def cohens_d(values: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -51,7 +50,7 @@ def cohens_d_ci(
     point = cohens_d(values, labels)
     rng = np.random.default_rng(seed)
     draws = np.array([cohens_d(values[idx], labels[idx]) for idx in stratified_indices(labels, n_resamples, rng)])
-    lo, hi = _percentiles(draws, level)
+    lo, hi = percentile_interval(draws, level)
     return point, lo, hi
 
 
@@ -69,20 +68,11 @@ def group_means_ci(
         _, mean, _ = _moments(group)
         if len(group):
             idx = rng.integers(0, len(group), size=(n_resamples, len(group)))
-            lo, hi = _percentiles(np.array([_moments(group[row])[1] for row in idx]), level)
+            lo, hi = percentile_interval(np.array([_moments(group[row])[1] for row in idx]), level)
         else:
             lo = hi = np.full(mean.shape, np.nan)
         out[name] = {"mean": mean, "ci_low": lo, "ci_high": hi, "n": np.isfinite(group).sum(axis=0)}
     return out
-
-
-def _percentiles(draws: np.ndarray, level: float) -> tuple[np.ndarray, np.ndarray]:
-    """Percentile interval over axis 0 of bootstrap draws [B, ...], non-finite draws ignored."""
-    tail = 100.0 * (1.0 - level) / 2.0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN cells give NaN bounds
-        draws = np.where(np.isfinite(draws), draws, np.nan)
-        return np.nanpercentile(draws, tail, axis=0), np.nanpercentile(draws, 100.0 - tail, axis=0)
 
 
 def window_means(values: np.ndarray, layer_sets: Sequence[Sequence[int]]) -> np.ndarray:
