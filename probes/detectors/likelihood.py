@@ -27,7 +27,8 @@ def _check_target(target: str) -> None:
 
 def target_logprobs(questions: Sequence[str], responder: Any, target: str, max_new_tokens: int):
     """Per question: (log-probs, μ, σ) of the target text — the greedy response (its recorded
-    generation log-probs) or the question itself (teacher-forced, first token unpredicted)."""
+    generation log-probs) or the question itself (teacher-forced inside its prompt format)."""
+    _check_target(target)
     if target == "response":
         gens = [g[0] for g in responder.generate(questions, greedy_params(max_new_tokens))]
         return [(g.logprobs, g.mu, g.sigma) for g in gens]
@@ -59,7 +60,6 @@ class PPL(_LikelihoodDetector):
     summary = "perplexity of the greedy response (or the question): exp(−mean token log-prob)"
 
     def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
-        _check_target(self.target)
         return self._result([stats.perplexity(lp) for lp, _, _ in target_logprobs(questions, responder, self.target, self.max_new_tokens)])
 
 
@@ -75,7 +75,6 @@ class MinK(_LikelihoodDetector):
         self.k = k
 
     def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
-        _check_target(self.target)
         rows = target_logprobs(questions, responder, self.target, self.max_new_tokens)
         return self._result([stats.min_k_prob(lp, self.k) for lp, _, _ in rows])
 
@@ -92,7 +91,6 @@ class MinKPlusPlus(MinK):
         return super().needs | {Access.VOCAB_MOMENTS}
 
     def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
-        _check_target(self.target)
         rows = target_logprobs(questions, responder, self.target, self.max_new_tokens)
         if any(mu is None for _, mu, _ in rows):
             raise ConfigError("min_k_plus_plus needs full-vocabulary μ/σ, which this responder did not return")

@@ -8,8 +8,7 @@ full logits) and an OpenAI-compatible endpoint (``logprobs``/``top_logprobs``). 
 from __future__ import annotations
 
 import hashlib
-import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol, Sequence
 
@@ -62,9 +61,6 @@ class GenerationParams:
     @property
     def greedy(self) -> bool:
         return self.temperature == 0
-
-    def key(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
 
 
 @dataclass
@@ -148,6 +144,12 @@ class Responder(Protocol):
     def score(self, contexts: Sequence[str], texts: Sequence[str]) -> list[TextScore]:
         """Log-probs of each text continuing its context (an empty context scores the text alone)."""
 
+    def format(self, prompt: str) -> str:
+        """The prompt text the model sees (chat template or raw template applied)."""
+
+    def question_context(self, question: str) -> str:
+        """The formatted prompt's text before the question, to score a question in place."""
+
 
 @dataclass
 class CallCounter:
@@ -156,7 +158,6 @@ class CallCounter:
     generated: int = 0
     scored: int = 0
     cache_hits: int = 0
-    details: dict[str, int] = field(default_factory=dict)
 
 
 def sample_seed(seed: int, prompt: str, index: int) -> int:

@@ -103,7 +103,7 @@ class LocalResponder:
         with torch.inference_mode():
             for start in range(0, len(order), self.batch_size):
                 batch = order[start : start + self.batch_size]
-                seeds = [sample_seed(params.seed, self.format(prompts[rows[r][0]]), rows[r][1]) for r in batch]
+                seeds = [sample_seed(params.seed, prompts[rows[r][0]], rows[r][1]) for r in batch]
                 outs = self._generate_batch([encoded[rows[r][0]] for r in batch], params, seeds)
                 for r, out in zip(batch, outs):
                     results[r] = out
