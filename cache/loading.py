@@ -168,6 +168,7 @@ def load_model(config: ModelConfig) -> LoadedModel:
         raise ModelLoadError(f"cannot load the tokenizer of {config.source!r}: {type(err).__name__}: {err}") from err
     _ensure_pad_token(tokenizer, config.source)
 
+    _check_causal_lm(source, config, common)
     device = _resolve_device(config.device) if config.device_map is None else None
     model_kwargs: dict[str, Any] = dict(common)
     model_kwargs["dtype"] = _resolve_dtype(config.dtype, device)
@@ -193,6 +194,25 @@ def load_model(config: ModelConfig) -> LoadedModel:
         config.source, type(model).__name__, layout.n_blocks, layout.d_model, input_device(model), next(model.parameters()).dtype,
     )
     return LoadedModel(model=model, tokenizer=tokenizer, layout=layout, source=source, config=config)
+
+
+def _check_causal_lm(source: "ModelSource", config: ModelConfig, common: dict[str, Any]) -> None:
+    """Refuse, in one line, a checkpoint whose architecture is not a causal (decoder) LM."""
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+    try:
+        model_config = AutoConfig.from_pretrained(source.location, **common)
+    except Exception as err:  # noqa: BLE001
+        raise ModelLoadError(f"cannot read the config of {config.source!r}: {type(err).__name__}: {str(err).splitlines()[0]}") from err
+    model_type = getattr(model_config, "model_type", None)
+    # encoders (BERT, RoBERTa…) have a causal-LM head class too, for use as decoders: refuse them unless so configured
+    encoder = model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES and not getattr(model_config, "is_decoder", False)
+    unknown = model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and not getattr(model_config, "auto_map", None)
+    if unknown or encoder or getattr(model_config, "is_encoder_decoder", False):
+        kind = ", ".join(getattr(model_config, "architectures", None) or []) or model_type
+        raise ModelLoadError(f"{config.source!r} is a {kind} checkpoint, not a causal language model: LaRA Probes "
+                             "audits decoder-only LMs (GPT-2, Llama, Qwen, ...) loadable with AutoModelForCausalLM")
 
 
 def _looks_like_path(spec: str) -> bool:

@@ -120,14 +120,18 @@ def build_toy_model(out_dir: str | Path, spec: ToyModelSpec = ToyModelSpec()) ->
     return out_dir
 
 
-def train_tokenizer(vocab_size: int = 512, add_bos: bool = False, texts: list[str] | None = None):
+def train_tokenizer(vocab_size: int = 512, add_bos: bool = False, texts: list[str] | None = None, split_digits: bool = False):
     """A byte-level BPE tokenizer trained on ``texts`` (default :func:`corpus`), as a transformers
-    fast tokenizer with BOS/EOS/PAD and ChatML turn markers (BOS prepended when ``add_bos``)."""
+    fast tokenizer with BOS/EOS/PAD and ChatML turn markers (BOS prepended when ``add_bos``).
+    ``split_digits`` makes every digit its own token (as Llama 3 and Qwen do)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
     core = Tokenizer(models.BPE())
-    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.pre_tokenizer = (
+        pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level]) if split_digits else byte_level
+    )
     core.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,

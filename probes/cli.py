@@ -23,6 +23,32 @@ from .errors import ProbesError
 
 logger = logging.getLogger("probes.cli")
 
+MAIN_EXAMPLES = """examples:
+  lara demo                                             # the testbed's RL checkpoint and its SFT control, end to end
+  lara run configs/demo.yaml --set generation.similars=3
+  lara run configs/eurus-2-7b-prime.yaml                # the LaRA paper's setup (GPU, OpenRouter key)
+  lara testbed build --out testbed/ --preset cpu --seed 0
+  lara detect ppl,cdd questions.jsonl --model ./checkpoints/rl -o scores.csv
+  lara COMMAND --help                                   # each command's options and examples
+"""
+
+RUN_EXAMPLES = """examples:
+  lara run configs/demo.yaml                                     # stages already done are skipped
+  lara run configs/demo.yaml --set generation.similars=3         # redoes generate and what depends on it
+  lara run configs/demo.yaml --set detect.names=[ppl,cdd] --set run_dir=runs/quick
+  lara run audit.yaml --set model.source=/models/my-rl-ckpt --set model.dtype=bfloat16
+
+A run directory holds config.resolved.yaml, run.log, ledger/ (stage records), sets.jsonl and, per
+model, acts.h5, metrics.h5, lara.csv, detectors.csv, scores.csv and report/. Kill it at any point
+and run the same command again: finished stages are skipped, the stage in flight resumes.
+"""
+
+TESTBED_EXAMPLES = """examples:
+  lara testbed build --out testbed-smoke --preset smoke            # under a minute; plumbing only
+  lara testbed build --out testbed-cpu --preset cpu --seed 0       # rebuilds the shipped demo checkpoints
+  lara testbed build --out testbed-gpu --preset gpu --device cuda
+"""
+
 CACHE_EXAMPLES = """examples:
   lara cache sets.jsonl --model ./checkpoints/qwen-rl -o acts.h5      # every text of the perturbation sets
   lara cache texts.jsonl --model ./checkpoints/qwen-rl -o acts.h5
@@ -53,17 +79,45 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lara",
         description="LaRA Probes: audit an RL-post-trained language model for benchmark contamination.",
+        epilog=MAIN_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     parser.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of user errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    demo = sub.add_parser("demo", help="cache activations of built-in questions on the built-in tiny model")
-    demo.add_argument("-o", "--out", type=Path, default=Path("lara-demo"), help="output directory (default: ./lara-demo)")
-    demo.add_argument("--backend", choices=list(BACKENDS), default="hf")
-    demo.add_argument("--no-progress", action="store_true")
+    run = sub.add_parser(
+        "run",
+        help="the whole audit from one YAML config: generate, cache, LaRA, detectors, fusion, report",
+        epilog=RUN_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("config", type=Path, help="run config (YAML; see configs/demo.yaml)")
+    run.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                     help="override a config key by its dotted path, repeatable (value read as YAML)")
+    run.add_argument("--no-progress", action="store_true", help="no progress bars")
+    run.set_defaults(handler=_run_run)
+
+    demo = sub.add_parser("demo", help="the main job on the built-in default: lara run configs/demo.yaml",
+                          epilog="examples:\n  lara demo\n  lara demo --set detect.names=[ppl,cdd] --set run_dir=runs/quick\n",
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    demo.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help="as for lara run")
+    demo.add_argument("--no-progress", action="store_true", help="no progress bars")
     demo.set_defaults(handler=_run_demo)
+
+    testbed = sub.add_parser("testbed", help="build a small causal LM with a known RL (GRPO) training set",
+                             epilog=TESTBED_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    testbed_sub = testbed.add_subparsers(dest="testbed_command", required=True, metavar="ACTION")
+    build = testbed_sub.add_parser("build", help="draw the problems, train the tokenizer, SFT, then GRPO on the members",
+                                   epilog=TESTBED_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    build.add_argument("--out", type=Path, required=True, help="directory to create (sft/, rl/, questions.jsonl, testbed.json, logs)")
+    build.add_argument("--preset", choices=["smoke", "cpu", "gpu"], default="cpu",
+                       help="smoke: seconds, plumbing only; cpu: the shipped demo checkpoints (~15 min on 2 cores); gpu: larger")
+    build.add_argument("--seed", type=int, default=0, help="seed of the problems, the weights and the training (default: 0)")
+    build.add_argument("--device", help="torch device (default: the preset's: cpu, or cuda for gpu)")
+    build.add_argument("--overwrite", action="store_true", help="replace an existing --out directory")
+    build.set_defaults(handler=_run_testbed_build)
 
     cache = sub.add_parser(
         "cache",
@@ -228,7 +282,9 @@ def build_parser() -> argparse.ArgumentParser:
     fuse.add_argument("--name", help="name of the fused column (default: the detectors joined by '+')")
     fuse.set_defaults(handler=_run_fuse)
 
-    info = sub.add_parser("info", help="show what an activation store holds and how it was made")
+    info = sub.add_parser("info", help="show what an activation store holds and how it was made",
+                          epilog="examples:\n  lara info acts.h5\n  lara info runs/demo/rl/acts.h5\n",
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
     info.add_argument("store", type=Path)
     info.set_defaults(handler=_run_info)
     return parser
@@ -428,31 +484,10 @@ def _run_fuse(args: argparse.Namespace) -> int:
 
     table = join_tables([ScoreTable.read_csv(p) for p in args.scores])
     names = [n.strip() for n in args.detectors.split(",") if n.strip()]
-    missing = [n for n in names if n not in table.columns]
-    if missing:
-        raise ProbesError(f"no score column {', '.join(missing)}; columns: {', '.join(table.columns)}")
-    x = np.column_stack([table.columns[n] for n in names])
     weights = np.array([float(w) for w in args.weights.split(",")]) if args.weights else None
     labels = read_labels(args.labels) if args.labels else None
-    y = np.array([-1 if labels is None or labels.get(i) is None else labels[i] for i in table.ids])
-    if args.method == "robust-z":
-        splits = read_splits(args.labels) if args.labels else {}
-        mode = args.clean_ref or ("split" if "clean_ref" in splits.values() else "crossfit" if (y == 0).any() else None)
-        if mode is None:
-            raise ConfigError("robust-z needs a clean reference: --labels QUESTIONS.jsonl (split clean_ref or label 0), "
-                              "or --clean-ref all to standardise by every row (an unsupervised audit)")
-        reference = {"split": np.array([splits.get(i) == "clean_ref" for i in table.ids]), "crossfit": y == 0,
-                     "all": np.ones(len(y), bool)}[mode]
-        fused = fusion.robust_z_mean(x, reference, list(table.ids), weights, n_folds=args.folds, seed=args.seed)
-        how = f"robust-z over a clean reference of {int(reference.sum())} ({mode})"
-    elif args.method == "rank-mix":
-        fused = fusion.rank_mix(x, weights)
-        how = "rank mix"
-    else:
-        if labels is None:
-            raise ConfigError("stacking learns from labels: give --labels QUESTIONS.jsonl")
-        fused = fusion.stacking(x, y, n_folds=args.folds, seed=args.seed)
-        how = f"stacking, {args.folds}-fold out-of-fold"
+    splits = read_splits(args.labels) if args.labels else {}
+    fused, how = fusion.fuse(table, names, args.method, weights, labels, splits, args.clean_ref, args.folds, args.seed)
     name = args.name or "+".join(names)
     table.add(name, fused)
     table.write_csv(args.output)
@@ -533,11 +568,36 @@ def _run_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
+def _run_run(args: argparse.Namespace) -> int:
+    from .pipeline import load_run_config, run_pipeline
 
     _quiet_library_progress_bars(args.verbose)
-    print(run_demo(args.out, backend=args.backend, progress=not args.no_progress))
+    config = load_run_config(args.config, args.sets)
+    result = run_pipeline(config, progress=not args.no_progress)
+    print(result.summary)
+    print(f"\nstages run: {len(result.ran)}, up to date: {len(result.skipped)}; run directory: {result.run_dir} "
+          f"(reports: {', '.join(str(p / 'report.md') for p in result.reports.values())})")
+    return 0
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from .pipeline.demo import demo_config_path
+
+    args.config = demo_config_path()
+    return _run_run(args)
+
+
+def _run_testbed_build(args: argparse.Namespace) -> int:
+    from .testbed import build_testbed
+
+    command = f"lara testbed build --out {args.out} --preset {args.preset} --seed {args.seed}"
+    manifest = build_testbed(args.out, args.preset, args.seed, device=args.device, overwrite=args.overwrite, command=command)
+    acc = manifest["accuracy"]
+    print(f"testbed {args.out} ({args.preset}, seed {args.seed}) built in {manifest['seconds']['total']:.0f} s")
+    for stage in ("sft", "rl"):
+        print(f"  accuracy after {stage.upper():<4} members {acc[stage]['members']:.1%}, non-members "
+              f"{acc[stage]['non_members']:.1%}, held-out test {acc[stage]['test']:.1%}")
+    print(f"  checkpoints: {args.out / 'sft'}, {args.out / 'rl'}; questions: {args.out / 'questions.jsonl'}")
     return 0
 
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from .errors import ConfigError, InputError
 from .lara.protocol import fold_assignment, robust_center_scale
+from .scores import ScoreTable
 
 METHODS = ("robust_z", "rank_mix", "stacking")
 
@@ -111,3 +112,47 @@ def _weights(weights: np.ndarray | None, d: int) -> np.ndarray:
     if w.shape != (d,) or (w < 0).any() or w.sum() <= 0:
         raise ConfigError(f"weights must be {d} non-negative numbers, not all 0; got {list(w)}")
     return w / w.sum()
+
+
+def fuse(
+    table: ScoreTable,
+    names: list[str],
+    method: str = "robust-z",
+    weights: np.ndarray | None = None,
+    labels: dict[str, int | None] | None = None,
+    splits: dict[str, str | None] | None = None,
+    clean_ref: str | None = None,
+    n_folds: int = 5,
+    seed: int = 0,
+) -> tuple[np.ndarray, str]:
+    """Fuse the columns ``names`` of ``table`` with ``method`` (robust-z | rank-mix | stacking).
+
+    robust-z standardises by a clean reference: ``clean_ref`` is ``split`` (rows whose split is
+    clean_ref), ``crossfit`` (labelled non-members, cross-fitted) or ``all`` (every row, an
+    unsupervised audit); by default split if any row has it, else crossfit if labels exist.
+    Returns the fused ``[N]`` scores and a one-line description of how.
+    """
+    missing = [n for n in names if n not in table.columns]
+    if missing:
+        raise InputError(f"no score column {', '.join(missing)}; columns: {', '.join(table.columns)}")
+    x = np.column_stack([table.columns[n] for n in names])
+    y = np.array([-1 if labels is None or labels.get(i) is None else labels[i] for i in table.ids])
+    if method == "robust-z":
+        splits = splits or {}
+        mode = clean_ref or ("split" if "clean_ref" in splits.values() else "crossfit" if (y == 0).any() else None)
+        if mode is None:
+            raise ConfigError("robust-z needs a clean reference: labels (split clean_ref or label 0), "
+                              "or clean_ref 'all' to standardise by every row (an unsupervised audit)")
+        if mode not in ("split", "crossfit", "all"):
+            raise ConfigError(f"fusion clean_ref must be split, crossfit or all, got {mode!r}")
+        reference = {"split": np.array([splits.get(i) == "clean_ref" for i in table.ids]), "crossfit": y == 0,
+                     "all": np.ones(len(y), bool)}[mode]
+        fused = robust_z_mean(x, reference, list(table.ids), weights, n_folds=n_folds, seed=seed)
+        return fused, f"robust-z over a clean reference of {int(reference.sum())} ({mode})"
+    if method == "rank-mix":
+        return rank_mix(x, weights), "rank mix"
+    if method == "stacking":
+        if labels is None or not (y >= 0).any():
+            raise ConfigError("stacking learns from labels: give labelled questions")
+        return stacking(x, y, n_folds=n_folds, seed=seed), f"stacking, {n_folds}-fold out-of-fold"
+    raise ConfigError(f"unknown fusion method {method!r}; use robust-z, rank-mix or stacking")

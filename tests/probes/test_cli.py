@@ -114,9 +114,18 @@ def test_sigkill_then_rerun_equals_uninterrupted(tmp_path, toy_dirs):
     assert not parts_dir(killed).exists()
 
 
-def test_demo_runs_on_the_builtin_model(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("LARA_HOME", str(tmp_path / "home"))
-    assert main(["demo", "-o", str(tmp_path / "demo"), "--no-progress"]) == 0
-    out = capsys.readouterr().out
-    assert "20 rows [6 layers (embed, 0, 1, 2, 3, final_norm) x d=64] via hf" in out
-    assert len(ActivationStore(tmp_path / "demo" / "acts.h5")) == 20
+def test_demo_is_the_demo_config_and_every_help_shows_examples(capsys):
+    from pathlib import Path
+
+    from probes.cli import build_parser
+    from probes.pipeline.demo import demo_config_path
+
+    assert demo_config_path() == Path(__file__).resolve().parents[2] / "configs" / "demo.yaml"
+    parser = build_parser()
+    assert "examples:" in parser.format_help() and "lara run configs/demo.yaml" in parser.format_help()
+    subparsers = next(a for a in parser._actions if a.dest == "command").choices
+    for name, sub in subparsers.items():
+        text = sub.format_help()
+        if name == "testbed":
+            text = next(a for a in sub._actions if a.dest == "testbed_command").choices["build"].format_help()
+        assert "examples:" in text and "lara " in text.split("examples:")[1], name

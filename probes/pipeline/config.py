@@ -1,0 +1,289 @@
+"""The ``lara run`` configuration: one validated dataclass tree loaded from YAML.
+
+Every section is optional except ``questions`` and ``model.source``; an unknown or misspelled
+key is an error naming it, a close match and the valid keys. ``--set key=value`` overrides any
+key by its dotted path (the value is read as YAML: ``--set generation.similars=3``,
+``--set detect.names=[ppl,cdd]``). Relative paths in a config file are relative to the file's
+directory; relative paths given with ``--set`` are relative to the current directory.
+
+See ``configs/demo.yaml`` for a complete, commented example.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Mapping, Sequence
+
+import yaml
+
+from cache.config import ExtractionConfig, ModelConfig
+from cache.configio import from_mapping, load_yaml
+from generation.config import GenerationConfig
+
+from ..errors import ConfigError
+
+# keys holding file-system paths, resolved against the config file's directory
+PATH_KEYS = ("questions", "run_dir", "model.source", "score.clean_ref", "detect.store")
+SCORE_MODES = ("split", "crossfit")
+
+
+@dataclass(frozen=True)
+class ControlModel:
+    """A further model audited with the same sets and settings (e.g. the pre-RL checkpoint, where
+    no detector should separate members from non-members). Model settings other than the source
+    are those of ``model``."""
+
+    name: str
+    source: str
+
+
+@dataclass(frozen=True)
+class MetricsSettings:
+    """``lara metrics``: layers used (None = every stored one), ε, paraphrases a member needs."""
+
+    layers: tuple[str, ...] | None = None
+    eps: float = 1e-8
+    min_paraphrases: int = 2
+
+
+@dataclass(frozen=True)
+class ScoreSettings:
+    """``lara score``: the clean reference and the aggregation (SPEC §4)."""
+
+    clean_ref: str | None = None
+    metric_set: tuple[str, ...] = ("zRSM", "DC", "zRSI")
+    layers: str = "all"
+    dc: Literal["abs", "signed"] = "abs"
+    outer_abs: bool = False
+    zero_scale: Literal["eps", "drop"] = "eps"
+    eps: float = 1e-8
+    folds: int = 5
+    seed: int = 0
+    variants: bool = True
+
+
+@dataclass(frozen=True)
+class EndpointSettings:
+    """An OpenAI-compatible server of the audited model (vLLM, SGLang…), for the detectors."""
+
+    base_url: str
+    model: str
+    api_key_env: str | None = None
+    top_logprobs: int = 20
+    concurrency: int = 8
+
+
+@dataclass(frozen=True)
+class DetectSettings:
+    """Output-level detectors (``lara detect``).
+
+    Attributes:
+        names: registry names, or ``[all]``; empty runs none.
+        prompt_format / template / system_prompt: how a question becomes a prompt.
+        batch_size: completions generated together (local model).
+        params: ``{detector: {parameter: value}}``.
+        endpoint: serve the audited model instead of loading it (controls are always local).
+        store: response store (SQLite); default ``RUN_DIR/<model>/responses.sqlite``.
+    """
+
+    names: tuple[str, ...] = ()
+    prompt_format: Literal["auto", "chat", "raw"] = "auto"
+    template: str = "{prompt}"
+    system_prompt: str | None = None
+    batch_size: int = 16
+    params: Any = None
+    endpoint: EndpointSettings | None = None
+    store: str | None = None
+
+    def __post_init__(self) -> None:
+        params = self.params or {}
+        if not isinstance(params, Mapping) or not all(isinstance(v, Mapping) for v in params.values()):
+            raise ConfigError("'detect.params' must map detector names to {parameter: value} mappings, "
+                              "e.g. {cdd: {n: 20}}")
+        object.__setattr__(self, "params", {str(k): dict(v) for k, v in params.items()})
+
+
+@dataclass(frozen=True)
+class FusionSpec:
+    """One fused score column (``lara fuse``)."""
+
+    detectors: tuple[str, ...]
+    name: str | None = None
+    method: Literal["robust-z", "rank-mix", "stacking"] = "robust-z"
+    weights: tuple[float, ...] = ()
+    clean_ref: Literal["split", "crossfit", "all"] | None = None
+    folds: int = 5
+    seed: int = 0
+
+    def column(self) -> str:
+        return self.name or "+".join(self.detectors)
+
+
+@dataclass(frozen=True)
+class EvaluateSettings:
+    """``lara evaluate``."""
+
+    bootstrap: int = 1000
+    seed: int = 0
+    fpr: float = 0.05
+    strict: bool = False
+    plots: bool = True
+    baseline: str | None = None
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A whole audit: questions → sets → activations → LaRA → detectors → fusion → report.
+
+    Attributes:
+        questions: questions JSONL (id, question[, label, split]); labels turn the audit into an
+            evaluation.
+        model: the audited model (``cache.ModelConfig``).
+        name: the audited model's name in the run directory and the report.
+        controls: further models audited the same way.
+        run_dir: where everything goes (default ``runs/<config file stem>``).
+        lara: compute the LaRA metrics and score.
+    """
+
+    questions: str
+    model: ModelConfig
+    name: str = "model"
+    controls: tuple[ControlModel, ...] = ()
+    run_dir: str | None = None
+    lara: bool = True
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
+    extraction: ExtractionConfig = field(default_factory=ExtractionConfig)
+    metrics: MetricsSettings = field(default_factory=MetricsSettings)
+    score: ScoreSettings = field(default_factory=ScoreSettings)
+    detect: DetectSettings = field(default_factory=DetectSettings)
+    fusion: tuple[FusionSpec, ...] = ()
+    evaluate: EvaluateSettings = field(default_factory=EvaluateSettings)
+
+    def __post_init__(self) -> None:
+        names = [self.name] + [c.name for c in self.controls]
+        for n in names:
+            if not n or "/" in n or n.startswith("."):
+                raise ConfigError(f"model name {n!r} must be a plain directory name")
+        if len(set(names)) != len(names):
+            raise ConfigError(f"model names must be distinct, got {', '.join(names)}")
+        if not self.lara and not self.detect.names:
+            raise ConfigError("nothing to run: set lara: true or give detect.names")
+
+    def models(self) -> list[tuple[str, ModelConfig]]:
+        """(name, model config) of the audited model, then of each control."""
+        out = [(self.name, self.model)]
+        out += [(c.name, dataclasses.replace(self.model, source=c.source)) for c in self.controls]
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def parse_set(items: Sequence[str]) -> list[tuple[list[str], Any]]:
+    """``["a.b=1", …]`` → ``[(["a", "b"], 1), …]``; values parsed as YAML."""
+    out = []
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set generation.similars=3")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as err:
+            raise ConfigError(f"--set {item!r}: the value is not valid YAML ({err})") from err
+        out.append((key.strip().split("."), value))
+    return out
+
+
+def apply_sets(data: dict[str, Any], sets: Sequence[tuple[list[str], Any]]) -> dict[str, Any]:
+    """``data`` with every (dotted path, value) set, creating sections on the way."""
+    data = copy.deepcopy(data)
+    for path, value in sets:
+        node = data
+        for depth, key in enumerate(path[:-1]):
+            child = node.get(key)
+            if child is None:
+                child = node[key] = {}
+            if not isinstance(child, dict):
+                raise ConfigError(f"--set {'.'.join(path)}: '{'.'.join(path[:depth + 1])}' is not a section")
+            node = child
+        node[path[-1]] = value
+    return data
+
+
+def load_run_config(path: str | Path, sets: Sequence[str] = ()) -> RunConfig:
+    """Read a run config, apply ``--set`` overrides, resolve relative paths, validate."""
+    path = Path(path)
+    data = load_yaml(path)
+    data = _resolve_paths(data, path.resolve().parent)
+    overrides = [(keys, _absolute_if_path(keys, value)) for keys, value in parse_set(sets)]
+    data = apply_sets(data, overrides)
+    if data.get("run_dir") is None:
+        data["run_dir"] = str(Path("runs") / path.stem)
+    return config_from_dict(data)
+
+
+def config_from_dict(data: Mapping[str, Any]) -> RunConfig:
+    for key in ("questions", "model"):
+        if key not in data:
+            raise ConfigError(f"missing required config key '{key}'")
+    return from_mapping(RunConfig, data)
+
+
+def _resolve_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
+    data = copy.deepcopy(data)
+    for dotted in PATH_KEYS:
+        _resolve_one(data, dotted.split("."), base)
+    for control in data.get("controls") or []:
+        if isinstance(control, dict):
+            _resolve_one(control, ["source"], base, model_source=True)
+    return data
+
+
+def _resolve_one(node: Any, keys: list[str], base: Path, model_source: bool = False) -> None:
+    for key in keys[:-1]:
+        node = node.get(key) if isinstance(node, dict) else None
+    if not isinstance(node, dict):
+        return
+    value = node.get(keys[-1])
+    resolved = _resolve_value(".".join(keys), value, base, model_source)
+    if resolved is not None:
+        node[keys[-1]] = resolved
+
+
+def _resolve_value(dotted: str, value: Any, base: Path, model_source: bool = False) -> str | None:
+    """``value`` made absolute against ``base`` if it is a relative path, else None.
+
+    A model source is a path only if it starts with ``.`` or exists under ``base`` (otherwise it
+    may be a hub id such as ``org/name``); a clean reference ``split``/``crossfit`` is a mode.
+    """
+    if not isinstance(value, str) or not value or Path(value).is_absolute() or value.startswith("~"):
+        return None
+    if dotted == "score.clean_ref" and value in SCORE_MODES:
+        return None
+    if (model_source or dotted == "model.source") and not (value.startswith(".") or (base / value).exists()):
+        return None
+    return str((base / value).resolve())
+
+
+def _absolute_if_path(keys: list[str], value: Any) -> Any:
+    dotted = ".".join(keys)
+    if dotted in PATH_KEYS:
+        resolved = _resolve_value(dotted, value, Path.cwd())
+        return value if resolved is None else resolved
+    return value
+
+
+def dump_config(config: RunConfig) -> str:
+    """The resolved config as YAML (what the run used)."""
+    return yaml.safe_dump(_plain(config.to_dict()), sort_keys=False, allow_unicode=True)
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value

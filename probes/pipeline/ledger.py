@@ -1,0 +1,131 @@
+"""Stage bookkeeping of a run directory: skip a stage whose outputs are complete and were made
+from the same inputs, redo it otherwise.
+
+A stage's *key* is the sha256 of its inputs: its settings and the content digests of the files
+it reads (upstream outputs included), so a changed setting or file redoes exactly the stages
+downstream of it. After a stage finishes, ``ledger/<stage>.json`` records the key and the
+sha256 of every output; a stage is done when that record exists, its key matches, and every
+output still has the recorded digest. Records are written last and atomically, so a stage
+killed half-way is redone on the next run (its own resume machinery — the generation journal,
+the cache store, the response store — keeps the work already done).
+
+File digests are content hashes; a memo keyed by (path, size, mtime) avoids re-reading a large
+unchanged file on every run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+logger = logging.getLogger(__name__)
+
+_CHUNK = 1 << 22
+
+
+class Ledger:
+    """The stage records of one run directory."""
+
+    def __init__(self, run_dir: str | Path) -> None:
+        self.run_dir = Path(run_dir)
+        self.dir = self.run_dir / "ledger"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self._memo_path = self.dir / "digests.json"
+        self._memo: dict[str, Any] = _read_json(self._memo_path) or {}
+        self.ran: list[str] = []
+        self.skipped: list[str] = []
+
+    def digest(self, path: str | Path) -> str:
+        """sha256 of a file, or of a directory's files (names and contents, sorted)."""
+        path = Path(path)
+        if path.is_dir():
+            h = hashlib.sha256()
+            for f in sorted(p for p in path.rglob("*") if p.is_file()):
+                h.update(f"{f.relative_to(path)}\0{self.digest(f)}\n".encode())
+            return h.hexdigest()
+        stat = path.stat()
+        key = str(path.resolve())
+        memo = self._memo.get(key)
+        if memo and memo["size"] == stat.st_size and memo["mtime_ns"] == stat.st_mtime_ns:
+            return memo["sha256"]
+        h = hashlib.sha256()
+        with path.open("rb") as f:
+            while chunk := f.read(_CHUNK):
+                h.update(chunk)
+        self._memo[key] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": h.hexdigest()}
+        _write_json(self._memo_path, self._memo)
+        return h.hexdigest()
+
+    def record(self, stage: str) -> dict[str, Any] | None:
+        return _read_json(self.dir / f"{_safe(stage)}.json")
+
+    def is_done(self, stage: str, key: str) -> bool:
+        rec = self.record(stage)
+        if rec is None or rec.get("key") != key:
+            return False
+        for rel, digest in rec["outputs"].items():
+            path = self.run_dir / rel
+            if not path.exists() or self.digest(path) != digest:
+                logger.info("%s: output %s changed or is missing; redoing the stage", stage, rel)
+                return False
+        return True
+
+    def run(self, stage: str, inputs: dict[str, Any], outputs: Iterable[str | Path], work: Callable[[], Any]) -> dict[str, str]:
+        """Run ``work`` unless ``stage`` is done for ``inputs``; returns the outputs' digests.
+
+        Args:
+            stage: stage name (unique in the run).
+            inputs: JSON-able settings and upstream digests that decide the outputs.
+            outputs: paths (relative to the run directory or absolute inside it) ``work`` writes.
+            work: does the stage.
+        """
+        key = stage_key(inputs)
+        rels = [self._relative(p) for p in outputs]
+        if self.is_done(stage, key):
+            logger.info("%s: up to date, skipped", stage)
+            self.skipped.append(stage)
+            return dict(self.record(stage)["outputs"])  # type: ignore[index]
+        started = time.perf_counter()
+        logger.info("%s: running", stage)
+        work()
+        missing = [r for r in rels if not (self.run_dir / r).exists()]
+        if missing:
+            raise RuntimeError(f"stage {stage} did not write {', '.join(missing)}")
+        digests = {r: self.digest(self.run_dir / r) for r in rels}
+        _write_json(self.dir / f"{_safe(stage)}.json", {"stage": stage, "key": key, "inputs": inputs, "outputs": digests,
+                                                         "seconds": round(time.perf_counter() - started, 3)})
+        self.ran.append(stage)
+        logger.info("%s: done in %.1f s", stage, time.perf_counter() - started)
+        return digests
+
+    def _relative(self, path: str | Path) -> str:
+        p = Path(path)
+        if p.is_absolute():
+            p = p.relative_to(self.run_dir.resolve()) if p.is_relative_to(self.run_dir.resolve()) else p.relative_to(self.run_dir)
+        return p.as_posix()
+
+
+def stage_key(inputs: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _safe(stage: str) -> str:
+    return stage.replace("/", "__")
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True, default=str), encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,206 @@
+"""``lara testbed build``: a small causal LM whose RL training set is known.
+
+Steps: draw the splits (:mod:`.problems`), train a byte-level BPE tokenizer with one digit per
+token on the SFT pool, initialise a GPT-2, SFT it on the pool, then GRPO it on the RL members
+only. Written to the output directory:
+
+* ``sft/``, ``rl/``: the two checkpoints (``from_pretrained``-loadable, safetensors);
+* ``questions.jsonl``: members (label 1), template-matched non-members (label 0), and the
+  held-out test problems as ``split: clean_ref`` (unlabelled; a clean reference for LaRA);
+* ``sft_pool.jsonl``: the SFT problems, to check that no audited problem was in it;
+* ``train_log.jsonl``: SFT and GRPO step logs;
+* ``testbed.json``: preset, seed, command, split sizes, the problems GRPO trained on, accuracy of
+  both checkpoints on members / non-members / test, timings, checkpoint file hashes.
+
+The build goes to a temporary sibling directory renamed into place at the end, so a killed
+build leaves no half-written testbed.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from .problems import PROMPT_TEMPLATE, TEMPLATES, Problem, hash_key, make_splits
+from .training import GRPOSettings, SFTSettings, accuracy, grpo, supervised_finetune
+
+logger = logging.getLogger(__name__)
+
+MANIFEST = "testbed.json"
+BUILD_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Preset:
+    """Sizes of a testbed build (model, splits, training)."""
+
+    n_layer: int
+    d_model: int
+    n_head: int
+    vocab_size: int
+    n_sft: int
+    n_members: int
+    n_test: int
+    sft: SFTSettings
+    grpo: GRPOSettings
+    device: str = "cpu"
+
+
+PRESETS: dict[str, Preset] = {
+    # seconds on 2 CPU cores: checks the plumbing, not the contamination signal
+    "smoke": Preset(n_layer=2, d_model=48, n_head=2, vocab_size=360, n_sft=1500, n_members=24, n_test=16,
+                    sft=SFTSettings(steps=120, batch_size=32, lr=3e-3, warmup=20),
+                    grpo=GRPOSettings(epochs=2, group_size=4, questions_per_step=12, lr=3e-4, max_new_tokens=40)),
+    # the shipped demo checkpoints: about 15 minutes on 2 CPU cores
+    "cpu": Preset(n_layer=4, d_model=128, n_head=4, vocab_size=512, n_sft=12000, n_members=150, n_test=100,
+                  sft=SFTSettings(steps=1200, batch_size=32, lr=2e-3, warmup=100),
+                  grpo=GRPOSettings(epochs=16, group_size=8, questions_per_step=16, lr=2e-4, max_new_tokens=48)),
+    # a larger model and more problems, for a GPU
+    "gpu": Preset(n_layer=8, d_model=384, n_head=6, vocab_size=1024, n_sft=60000, n_members=500, n_test=300,
+                  sft=SFTSettings(steps=6000, batch_size=128, lr=1e-3, warmup=300),
+                  grpo=GRPOSettings(epochs=15, group_size=16, questions_per_step=32, lr=5e-5, max_new_tokens=48),
+                  device="cuda"),
+}
+
+
+def problem_id(problem: Problem) -> str:
+    """A stable id that does not reveal the split."""
+    return f"tb{hash_key(problem.template, problem.numbers):016x}"[:14]
+
+
+def build_testbed(out_dir: str | Path, preset: str = "cpu", seed: int = 0, device: str | None = None,
+                  overwrite: bool = False, command: str | None = None) -> dict[str, Any]:
+    """Build a testbed into ``out_dir``; returns the manifest (also written as ``testbed.json``)."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from cache.toymodels import train_tokenizer
+
+    if preset not in PRESETS:
+        raise InputError(f"unknown testbed preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    out_dir = Path(out_dir)
+    if out_dir.exists() and any(out_dir.iterdir()) and not overwrite:
+        raise InputError(f"{out_dir} exists and is not empty; pass --overwrite to replace it, or another --out")
+    p = PRESETS[preset]
+    device = device or p.device
+    started = time.perf_counter()
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
+    log_file = (tmp / "train_log.jsonl").open("w", encoding="utf-8")
+
+    def log(record: dict[str, Any]) -> None:
+        log_file.write(json.dumps(record) + "\n")
+        if record.get("stage") == "sft" and record["step"] % 200 == 0:
+            logger.info("SFT step %d/%d: loss %.4f", record["step"], p.sft.steps, record["loss"])
+
+    try:
+        splits = make_splits(p.n_sft, p.n_members, p.n_test, seed)
+        tokenizer = train_tokenizer(p.vocab_size, texts=[x.text() for x in splits.sft], split_digits=True)
+        tokenizer.chat_template = None
+        config = GPT2Config(vocab_size=len(tokenizer), n_positions=256, n_embd=p.d_model, n_layer=p.n_layer,
+                            n_head=p.n_head, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                            pad_token_id=tokenizer.pad_token_id)
+        torch.manual_seed(seed)
+        model = GPT2LMHeadModel(config).to(device)
+        logger.info("testbed %s (seed %d): %d SFT problems, %d members, %d non-members, %d test; GPT-2 %d x %d (%.2fM parameters)",
+                    preset, seed, len(splits.sft), len(splits.members), len(splits.non_members), len(splits.test),
+                    p.n_layer, p.d_model, sum(x.numel() for x in model.parameters()) / 1e6)
+        t0 = time.perf_counter()
+        supervised_finetune(model, tokenizer, splits.sft, p.sft, seed, log=log)
+        sft_seconds = time.perf_counter() - t0
+        evaluation = {"sft": _accuracies(model, tokenizer, splits, p.grpo.max_new_tokens)}
+        logger.info("after SFT: accuracy %s", _describe(evaluation["sft"]))
+        model.save_pretrained(tmp / "sft")
+        tokenizer.save_pretrained(tmp / "sft")
+
+        reference = copy.deepcopy(model).requires_grad_(False)
+        trained_on: set[str] = set()
+
+        def log_rl(record: dict[str, Any]) -> None:
+            trained_on.update(problem_id(x) for x in record.pop("problems"))
+            log(record)
+
+        t0 = time.perf_counter()
+        grpo(model, reference, tokenizer, splits.members, p.grpo, seed, log=log_rl)
+        rl_seconds = time.perf_counter() - t0
+        evaluation["rl"] = _accuracies(model, tokenizer, splits, p.grpo.max_new_tokens)
+        logger.info("after GRPO: accuracy %s", _describe(evaluation["rl"]))
+        model.save_pretrained(tmp / "rl")
+        tokenizer.save_pretrained(tmp / "rl")
+        log_file.close()
+
+        _write_jsonl(tmp / "questions.jsonl", _question_rows(splits))
+        _write_jsonl(tmp / "sft_pool.jsonl", [{"id": problem_id(x), "template": x.template, "numbers": dict(x.numbers)}
+                                              for x in splits.sft])
+        manifest = {
+            "format": BUILD_FORMAT,
+            "preset": preset,
+            "seed": seed,
+            "command": command or f"lara testbed build --out {out_dir} --preset {preset} --seed {seed}",
+            "settings": asdict(p) | {"device": device},
+            "prompt_template": PROMPT_TEMPLATE,
+            "n_templates": len(TEMPLATES),
+            "splits": {"sft": len(splits.sft), "members": len(splits.members), "non_members": len(splits.non_members),
+                       "test": len(splits.test)},
+            "rl_trained_on": sorted(trained_on),
+            "accuracy": evaluation,
+            "seconds": {"sft": round(sft_seconds, 1), "grpo": round(rl_seconds, 1), "total": round(time.perf_counter() - started, 1)},
+            "files": {str(f.relative_to(tmp)): _sha256(f) for f in sorted(tmp.rglob("*.safetensors"))},
+            "torch": torch.__version__,
+        }
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        tmp.chmod(0o755)  # mkdtemp makes it private; a testbed is meant to be shared
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    finally:
+        if not log_file.closed:
+            log_file.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return manifest
+
+
+def _accuracies(model: Any, tokenizer: Any, splits: Any, max_new_tokens: int) -> dict[str, float]:
+    return {name: round(accuracy(model, tokenizer, getattr(splits, name), max_new_tokens), 4)
+            for name in ("members", "non_members", "test")}
+
+
+def _describe(acc: dict[str, float]) -> str:
+    return ", ".join(f"{k} {v:.1%}" for k, v in acc.items())
+
+
+def _question_rows(splits: Any) -> list[dict[str, Any]]:
+    rows = []
+    for split, label, problems in (("member", 1, splits.members), ("non_member", 0, splits.non_members),
+                                   ("clean_ref", None, splits.test)):
+        for x in problems:
+            rows.append({"id": problem_id(x), "question": x.question, "label": label, "answer": x.answer,
+                         "source": "testbed", "split": split,
+                         "extra": {"template": x.template, "numbers": dict(x.numbers), "solution": x.solution}})
+    return rows
+
+
+def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def read_manifest(testbed_dir: str | Path) -> dict[str, Any]:
+    """The ``testbed.json`` of a built testbed."""
+    path = Path(testbed_dir) / MANIFEST
+    if not path.is_file():
+        raise InputError(f"{testbed_dir} is not a testbed (no {MANIFEST}); build one with: lara testbed build --out DIR")
+    return json.loads(path.read_text(encoding="utf-8"))

@@ -1,0 +1,131 @@
+"""Every shipped config loads and validates; config errors name the bad key in one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+import yaml
+
+from cache.config import CacheConfig
+from generation.config import GenerationConfig
+from probes.cli import main
+from probes.errors import ConfigError
+from probes.pipeline import load_run_config
+from probes.pipeline.config import RunConfig
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+RUN_CONFIGS = ["demo.yaml", "eurus-2-7b-prime.yaml", "eurus-2-7b-prime.vllm.yaml"]
+
+
+def test_every_shipped_config_is_covered():
+    shipped = {p.name for p in CONFIGS.glob("*.yaml")}
+    covered = set(RUN_CONFIGS) | {"cache.example.yaml", "generation.local-vllm.yaml", "generation.openrouter.yaml",
+                                  "vllm-serve.eurus-2-7b-prime.yaml"}
+    assert shipped == covered
+
+
+@pytest.mark.parametrize("name", RUN_CONFIGS)
+def test_run_configs_validate(name):
+    config = load_run_config(CONFIGS / name)
+    assert isinstance(config, RunConfig)
+    assert Path(config.run_dir).is_absolute()
+    assert Path(config.questions).is_absolute()
+
+
+def test_the_demo_config_points_at_the_shipped_checkpoints():
+    config = load_run_config(CONFIGS / "demo.yaml")
+    for _, model in config.models():
+        assert (Path(model.source) / "model.safetensors").is_file(), model.source
+    assert Path(config.questions).is_file()
+    assert [n for n, _ in config.models()] == ["rl", "sft_control"]
+    assert config.generation.backend == "offline"
+
+
+def test_the_paper_config_reproduces_the_papers_setup():
+    config = load_run_config(CONFIGS / "eurus-2-7b-prime.yaml")
+    g = config.generation
+    assert (g.similars, g.paraphrases, g.blanks) == (5, 5, 1)
+    assert g.openai.model == "openai/gpt-4o-mini" and "openrouter.ai" in g.openai.base_url
+    assert config.model.dtype == "bfloat16" and config.extraction.layers == ("all",)
+    assert config.score.metric_set == ("zRSM", "DC", "zRSI") and config.score.layers == "all"
+    assert "self_critique" in config.detect.names
+    assert config.fusion[0].detectors == ("self_critique", "lara")
+    assert config.model.source.count("/") == 1  # a hub id is left alone, not made a path
+
+
+def test_the_vllm_server_config_matches_the_run_config_that_uses_it():
+    serve = yaml.safe_load((CONFIGS / "vllm-serve.eurus-2-7b-prime.yaml").read_text())
+    run = load_run_config(CONFIGS / "eurus-2-7b-prime.vllm.yaml")
+    endpoint = run.detect.endpoint
+    assert endpoint is not None
+    assert serve["served-model-name"] == endpoint.model
+    url = urlparse(endpoint.base_url)
+    assert url.port == serve["port"] and url.hostname == serve["host"]
+    assert serve["max-logprobs"] >= endpoint.top_logprobs
+    assert serve["model"] == run.model.source
+
+
+def test_other_shipped_configs_validate():
+    CacheConfig.from_yaml(CONFIGS / "cache.example.yaml")
+    for name in ("generation.local-vllm.yaml", "generation.openrouter.yaml"):
+        GenerationConfig.from_yaml(CONFIGS / name)
+
+
+def test_a_misspelled_key_is_named_with_the_valid_ones(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("questions: q.jsonl\nmodel: {source: m}\nscore: {clean_reff: split}\n")
+    with pytest.raises(Exception, match=r"unknown config key 'score.clean_reff'; did you mean 'clean_ref'\?.*Valid keys:"):
+        load_run_config(path)
+    with pytest.raises(Exception, match="unknown config key 'generation.similar'"):
+        load_run_config(CONFIGS / "demo.yaml", ["generation.similar=3"])
+
+
+def test_set_overrides_and_paths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = load_run_config(CONFIGS / "demo.yaml", ["generation.similars=3", "detect.names=[ppl, cdd]",
+                                                     "run_dir=here", "score.clean_ref=crossfit"])
+    assert config.generation.similars == 3 and config.detect.names == ("ppl", "cdd")
+    assert Path(config.run_dir) == tmp_path / "here"  # --set paths are relative to the current directory
+    assert config.score.clean_ref == "crossfit"
+    with pytest.raises(ConfigError, match="KEY=VALUE"):
+        load_run_config(CONFIGS / "demo.yaml", ["generation.similars"])
+
+
+def _one_line_error(capsys, argv) -> str:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("error: ")
+    return err
+
+
+def test_cli_errors_are_one_line(tmp_path, capsys):
+    err = _one_line_error(capsys, ["run", str(tmp_path / "missing.yaml")])
+    assert "not found" in err and "missing.yaml" in err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("questions: q.jsonl\nmodel: {source: m}\ndetcet: {}\n")
+    err = _one_line_error(capsys, ["run", str(bad)])
+    assert "'detcet'" in err and "did you mean 'detect'" in err
+    err = _one_line_error(capsys, ["run", str(CONFIGS / "demo.yaml"), "--set", f"questions={tmp_path / 'none.jsonl'}",
+                                   "--set", f"run_dir={tmp_path / 'run'}"])
+    assert "questions file not found" in err
+
+
+def test_a_model_that_is_not_a_causal_lm_is_one_line(tmp_path, capsys):
+    from transformers import BertConfig, BertModel
+
+    from cache.toymodels import train_tokenizer
+
+    bert = tmp_path / "bert"
+    BertModel(BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                         vocab_size=128)).save_pretrained(bert)
+    train_tokenizer(128).save_pretrained(bert)
+    q = tmp_path / "q.jsonl"
+    q.write_text('{"id": "a", "question": "What is 12 + 7?", "label": 1}\n{"id": "b", "question": "What is 3 + 4?", "label": 0}\n')
+    err = _one_line_error(capsys, ["run", str(CONFIGS / "demo.yaml"), "--set", f"model.source={bert}", "--set", "controls=[]",
+                                   "--set", f"questions={q}", "--set", f"run_dir={tmp_path / 'run'}", "--no-progress"])
+    assert "not a causal language model" in err
+    err = _one_line_error(capsys, ["detect", "ppl", str(q), "--model", str(bert), "-o", str(tmp_path / "s.csv")])
+    assert "not a causal language model" in err

@@ -1,0 +1,137 @@
+"""``lara run`` end to end on the smoke testbed: stages, skipping, resuming, exact redo sets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from probes.cli import main
+from probes.pipeline import load_run_config, run_pipeline
+from probes.pipeline import run as run_module
+
+ALL_STAGES = {"generate", "cache/rl", "metrics/rl", "score/rl", "detect/rl", "fuse/rl", "evaluate/rl",
+              "cache/sft", "metrics/sft", "score/sft", "detect/sft", "fuse/sft", "evaluate/sft"}
+
+
+def write_config(tmp_path: Path, testbed: Path, **changes) -> Path:
+    config = {
+        "questions": str(testbed / "questions.jsonl"),
+        "run_dir": "run",  # relative to the config file
+        "name": "rl",
+        "model": {"source": str(testbed / "rl"), "device": "cpu", "dtype": "float32"},
+        "controls": [{"name": "sft", "source": str(testbed / "sft")}],
+        "generation": {"similars": 2, "paraphrases": 2},
+        "extraction": {"layers": "all", "batch_size": 64},
+        "score": {"clean_ref": "split"},
+        "detect": {"names": ["ppl", "cdd"], "prompt_format": "raw", "template": "Q: {prompt}\nA:", "batch_size": 64,
+                   "params": {"ppl": {"max_new_tokens": 24}, "cdd": {"n": 4, "max_tokens": 24}}},
+        "fusion": [{"detectors": ["ppl", "lara"], "method": "robust-z"}],
+        "evaluate": {"bootstrap": 50, "plots": False},
+    }
+    config.update(changes)
+    path = tmp_path / "audit.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.fixture(scope="module")
+def first_run(smoke_testbed, tmp_path_factory):
+    testbed, _ = smoke_testbed
+    tmp = tmp_path_factory.mktemp("run")
+    path = write_config(tmp, testbed)
+    result = run_pipeline(load_run_config(path), progress=False)
+    return path, result
+
+
+def test_a_run_does_every_stage_and_writes_the_report(first_run):
+    path, result = first_run
+    assert set(result.ran) == ALL_STAGES and not result.skipped
+    run_dir = path.parent / "run"
+    assert result.run_dir.resolve() == run_dir.resolve()
+    for name in ("config.resolved.yaml", "run.log", "sets.jsonl", "report.md", "rl/acts.h5", "rl/metrics.h5", "rl/lara.csv",
+                 "rl/detectors.csv", "rl/scores.csv", "rl/report/report.json", "sft/report/report.md"):
+        assert (run_dir / name).exists(), name
+    report = json.loads((run_dir / "rl" / "report" / "report.json").read_text())
+    assert report["mode"] == "evaluation"
+    assert {"lara", "ppl", "cdd", "ppl+lara"} <= set(report["detectors"])
+    assert "# rl (audited model" in result.summary and "# sft (control" in result.summary
+    assert "| ppl+lara |" in result.summary
+    resolved = yaml.safe_load((run_dir / "config.resolved.yaml").read_text())
+    assert resolved["generation"]["similars"] == 2
+
+
+def test_a_rerun_skips_every_finished_stage(first_run):
+    path, _ = first_run
+    again = run_pipeline(load_run_config(path), progress=False)
+    assert again.ran == [] and set(again.skipped) == ALL_STAGES
+
+
+def test_changing_k_redoes_exactly_the_stages_that_depend_on_it(first_run):
+    path, _ = first_run
+    changed = run_pipeline(load_run_config(path, ["generation.similars=3"]), progress=False)
+    assert set(changed.skipped) == {"detect/rl", "detect/sft"}
+    assert set(changed.ran) == ALL_STAGES - {"detect/rl", "detect/sft"}
+    # and back: the sets come out as before, the stores already hold their texts
+    back = run_pipeline(load_run_config(path), progress=False)
+    assert set(back.skipped) == {"detect/rl", "detect/sft"}
+
+
+def test_changing_a_detector_setting_redoes_detection_and_what_follows(first_run):
+    path, _ = first_run
+    run_pipeline(load_run_config(path), progress=False)
+    changed = run_pipeline(load_run_config(path, ["detect.params.ppl.max_new_tokens=12"]), progress=False)
+    assert set(changed.ran) == {"detect/rl", "fuse/rl", "evaluate/rl", "detect/sft", "fuse/sft", "evaluate/sft"}
+    run_pipeline(load_run_config(path), progress=False)
+
+
+def test_a_killed_run_finishes_without_redoing_finished_stages(smoke_testbed, tmp_path, monkeypatch):
+    testbed, _ = smoke_testbed
+    path = write_config(tmp_path, testbed, controls=[])
+    real_metrics = run_module._metrics
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_module, "_metrics", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run_pipeline(load_run_config(path), progress=False)
+    monkeypatch.setattr(run_module, "_metrics", real_metrics)
+    resumed = run_pipeline(load_run_config(path), progress=False)
+    assert resumed.skipped == ["generate", "cache/rl"]
+    assert resumed.ran == ["metrics/rl", "score/rl", "detect/rl", "fuse/rl", "evaluate/rl"]
+
+
+def test_an_output_changed_on_disk_is_redone(smoke_testbed, tmp_path):
+    testbed, _ = smoke_testbed
+    path = write_config(tmp_path, testbed, controls=[], detect={"names": []}, fusion=[])
+    run_pipeline(load_run_config(path), progress=False)
+    scores = tmp_path / "run" / "rl" / "lara.csv"
+    scores.write_text(scores.read_text() + "\n")  # edited by hand
+    again = run_pipeline(load_run_config(path), progress=False)
+    # the score is redone; it comes out as before, so (content hashes) what reads it is not
+    assert again.ran == ["score/rl"]
+    assert again.skipped == ["generate", "cache/rl", "metrics/rl", "fuse/rl", "evaluate/rl"]
+
+
+def test_without_labels_the_run_is_an_audit(smoke_testbed, tmp_path):
+    testbed, _ = smoke_testbed
+    rows = [json.loads(line) for line in (testbed / "questions.jsonl").read_text().splitlines()]
+    unlabelled = tmp_path / "q.jsonl"
+    unlabelled.write_text("".join(json.dumps({**r, "label": None}) + "\n" for r in rows))
+    path = write_config(tmp_path, testbed, questions=str(unlabelled), controls=[],
+                        fusion=[{"detectors": ["ppl", "lara"], "clean_ref": "split"}])
+    result = run_pipeline(load_run_config(path), progress=False)
+    report = json.loads((tmp_path / "run" / "rl" / "report" / "report.json").read_text())
+    assert report["mode"] == "audit"
+    assert "lara" in (tmp_path / "run" / "rl" / "scores.csv").read_text().splitlines()[0]
+    assert "rl" in result.summary
+
+
+def test_lara_run_cli_prints_the_tables(first_run, capsys):
+    path, _ = first_run
+    assert main(["run", str(path), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "## Detection" in out and "| lara |" in out and "up to date: 13" in out
