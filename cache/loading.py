@@ -203,8 +203,8 @@ def _check_causal_lm(source: "ModelSource", config: ModelConfig, common: dict[st
 
     try:
         model_config = AutoConfig.from_pretrained(source.location, **common)
-    except Exception as err:  # noqa: BLE001
-        raise ModelLoadError(f"cannot read the config of {config.source!r}: {type(err).__name__}: {str(err).splitlines()[0]}") from err
+    except Exception:  # noqa: BLE001 - loading the model below reports it, with what to do
+        return
     model_type = getattr(model_config, "model_type", None)
     # encoders (BERT, RoBERTa…) have a causal-LM head class too, for use as decoders: refuse them unless so configured
     encoder = model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES and not getattr(model_config, "is_decoder", False)

@@ -535,11 +535,11 @@ def _texts_to_cache(path: Path, field: str) -> list[str]:
 
     from generation.records import read_sets
 
-    from .lara.sets import all_texts, looks_like_sets
+    from .lara.sets import distinct_texts, looks_like_sets
 
     if path.suffix.lower() == ".jsonl" and looks_like_sets(path):
         sets = read_sets(path)
-        texts = list(dict.fromkeys(t for record in sets for t in all_texts(record)))
+        texts = distinct_texts(sets)
         logger.info("%s: %d perturbation sets, %d distinct texts", path, len(sets), len(texts))
         return texts
     return read_texts(path, field=field)

@@ -11,6 +11,7 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 from generation.records import PerturbationSet
 
@@ -93,6 +94,11 @@ def all_texts(record: PerturbationSet) -> list[str]:
     texts = [record.question.question, *record.similars, *record.blanked]
     texts += [p for row in record.paraphrases for p in row]
     return [t for t in texts if t is not None]
+
+
+def distinct_texts(records: Sequence[PerturbationSet]) -> list[str]:
+    """Every text of every set, each once, in first-seen order (what an activation store must hold)."""
+    return list(dict.fromkeys(t for record in records for t in all_texts(record)))
 
 
 def looks_like_sets(path: str | Path) -> bool:

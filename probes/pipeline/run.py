@@ -179,10 +179,9 @@ def _cache(run_dir: Path, name: str, config: RunConfig, model: _LazyModel, progr
     from cache.runner import run_cache
     from generation.records import read_sets
 
-    from ..lara.sets import all_texts
+    from ..lara.sets import distinct_texts
 
-    sets = read_sets(run_dir / "sets.jsonl")
-    texts = list(dict.fromkeys(t for record in sets for t in all_texts(record)))
+    texts = distinct_texts(read_sets(run_dir / "sets.jsonl"))
     (run_dir / name).mkdir(parents=True, exist_ok=True)
     loaded = model.get()
     summary = run_cache(texts, run_dir / name / "acts.h5", CacheConfig(model=loaded.config, extraction=config.extraction),
