@@ -31,6 +31,8 @@ LogFn = Callable[[dict[str, Any]], None]
 
 @dataclass(frozen=True)
 class SFTSettings:
+    """SFT: optimiser steps, problems per step, peak learning rate, warm-up steps, AdamW decay."""
+
     steps: int
     batch_size: int
     lr: float
@@ -40,6 +42,9 @@ class SFTSettings:
 
 @dataclass(frozen=True)
 class GRPOSettings:
+    """GRPO: passes over the members, samples per question, questions per step, learning rate,
+    KL weight β, sampling temperature, completion length limit."""
+
     epochs: int
     group_size: int
     questions_per_step: int
