@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    epilog=TESTBED_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     build.add_argument("--out", type=Path, required=True, help="directory to create (sft/, rl/, questions.jsonl, testbed.json, logs)")
     build.add_argument("--preset", choices=["smoke", "cpu", "gpu"], default="cpu",
-                       help="smoke: seconds, plumbing only; cpu: the shipped demo checkpoints (~15 min on 2 cores); gpu: larger")
+                       help="smoke: seconds, plumbing only; cpu: the shipped demo checkpoints (~12 min on 2 cores); gpu: larger")
     build.add_argument("--seed", type=int, default=0, help="seed of the problems, the weights and the training (default: 0)")
     build.add_argument("--device", help="torch device (default: the preset's: cpu, or cuda for gpu)")
     build.add_argument("--overwrite", action="store_true", help="replace an existing --out directory")

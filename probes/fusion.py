@@ -17,9 +17,9 @@ import numpy as np
 
 from .errors import ConfigError, InputError
 from .lara.protocol import fold_assignment, robust_center_scale
-from .scores import ScoreTable
+from .scores import ScoreTable, align_labels
 
-METHODS = ("robust_z", "rank_mix", "stacking")
+METHODS = ("robust-z", "rank-mix", "stacking")
 
 
 def robust_z_mean(
@@ -136,7 +136,7 @@ def fuse(
     if missing:
         raise InputError(f"no score column {', '.join(missing)}; columns: {', '.join(table.columns)}")
     x = np.column_stack([table.columns[n] for n in names])
-    y = np.array([-1 if labels is None or labels.get(i) is None else labels[i] for i in table.ids])
+    y = align_labels(table.ids, labels or {})[0]
     if method == "robust-z":
         splits = splits or {}
         mode = clean_ref or ("split" if "clean_ref" in splits.values() else "crossfit" if (y == 0).any() else None)
@@ -155,4 +155,4 @@ def fuse(
         if labels is None or not (y >= 0).any():
             raise ConfigError("stacking learns from labels: give labelled questions")
         return stacking(x, y, n_folds=n_folds, seed=seed), f"stacking, {n_folds}-fold out-of-fold"
-    raise ConfigError(f"unknown fusion method {method!r}; use robust-z, rank-mix or stacking")
+    raise ConfigError(f"unknown fusion method {method!r}; use one of {', '.join(METHODS)}")

@@ -37,6 +37,7 @@ class Ledger:
         self.dir.mkdir(parents=True, exist_ok=True)
         self._memo_path = self.dir / "digests.json"
         self._memo: dict[str, Any] = _read_json(self._memo_path) or {}
+        self._memo_changed = False
         self.ran: list[str] = []
         self.skipped: list[str] = []
 
@@ -58,22 +59,29 @@ class Ledger:
             while chunk := f.read(_CHUNK):
                 h.update(chunk)
         self._memo[key] = {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": h.hexdigest()}
-        _write_json(self._memo_path, self._memo)
+        self._memo_changed = True
         return h.hexdigest()
+
+    def save_memo(self) -> None:
+        """Persist the digest memo (once per stage, not once per file hashed)."""
+        if self._memo_changed:
+            _write_json(self._memo_path, self._memo)
+            self._memo_changed = False
 
     def record(self, stage: str) -> dict[str, Any] | None:
         return _read_json(self.dir / f"{_safe(stage)}.json")
 
-    def is_done(self, stage: str, key: str) -> bool:
+    def done_record(self, stage: str, key: str) -> dict[str, Any] | None:
+        """The stage's record if it was made for ``key`` and its outputs are unchanged, else None."""
         rec = self.record(stage)
         if rec is None or rec.get("key") != key:
-            return False
+            return None
         for rel, digest in rec["outputs"].items():
             path = self.run_dir / rel
             if not path.exists() or self.digest(path) != digest:
                 logger.info("%s: output %s changed or is missing; redoing the stage", stage, rel)
-                return False
-        return True
+                return None
+        return rec
 
     def run(self, stage: str, inputs: dict[str, Any], outputs: Iterable[str | Path], work: Callable[[], Any]) -> dict[str, str]:
         """Run ``work`` unless ``stage`` is done for ``inputs``; returns the outputs' digests.
@@ -81,15 +89,17 @@ class Ledger:
         Args:
             stage: stage name (unique in the run).
             inputs: JSON-able settings and upstream digests that decide the outputs.
-            outputs: paths (relative to the run directory or absolute inside it) ``work`` writes.
+            outputs: paths, relative to the run directory, that ``work`` writes.
             work: does the stage.
         """
         key = stage_key(inputs)
-        rels = [self._relative(p) for p in outputs]
-        if self.is_done(stage, key):
+        rels = [Path(p).as_posix() for p in outputs]
+        done = self.done_record(stage, key)
+        if done is not None:
             logger.info("%s: up to date, skipped", stage)
             self.skipped.append(stage)
-            return dict(self.record(stage)["outputs"])  # type: ignore[index]
+            self.save_memo()
+            return dict(done["outputs"])
         started = time.perf_counter()
         logger.info("%s: running", stage)
         work()
@@ -97,17 +107,12 @@ class Ledger:
         if missing:
             raise RuntimeError(f"stage {stage} did not write {', '.join(missing)}")
         digests = {r: self.digest(self.run_dir / r) for r in rels}
+        self.save_memo()
         _write_json(self.dir / f"{_safe(stage)}.json", {"stage": stage, "key": key, "inputs": inputs, "outputs": digests,
                                                          "seconds": round(time.perf_counter() - started, 3)})
         self.ran.append(stage)
         logger.info("%s: done in %.1f s", stage, time.perf_counter() - started)
         return digests
-
-    def _relative(self, path: str | Path) -> str:
-        p = Path(path)
-        if p.is_absolute():
-            p = p.relative_to(self.run_dir.resolve()) if p.is_relative_to(self.run_dir.resolve()) else p.relative_to(self.run_dir)
-        return p.as_posix()
 
 
 def stage_key(inputs: dict[str, Any]) -> str:

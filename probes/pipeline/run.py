@@ -87,9 +87,13 @@ def _run(config: RunConfig, run_dir: Path, progress: bool) -> RunResult:
         raise InputError(f"questions file not found: {questions_path} (config key 'questions')")
     questions = read_questions(questions_path)
     q_digest = ledger.digest(questions_path)
-    labels = {q.id: q.label for q in questions}
-    logger.info("run %s: %d questions (%d labelled) from %s; models: %s", run_dir, len(questions),
-                sum(v is not None for v in labels.values()), questions_path, ", ".join(n for n, _ in config.models()))
+    labels: dict[str, int | None] | None = {q.id: q.label for q in questions}
+    n_labelled = sum(v is not None for v in labels.values())
+    if not n_labelled:
+        labels = None  # an audit: scores and their distributions, no evaluation
+    splits = {q.id: q.split for q in questions}
+    logger.info("run %s: %d questions (%d labelled) from %s; models: %s", run_dir, len(questions), n_labelled,
+                questions_path, ", ".join(n for n, _ in config.models()))
 
     sets_digest = None
     if config.lara:
@@ -133,7 +137,7 @@ def _run(config: RunConfig, run_dir: Path, progress: bool) -> RunResult:
         scores = ledger.run(
             f"fuse/{name}", {"tables": score_tables, "questions": q_digest,
                              "fusion": [dataclasses.asdict(f) for f in config.fusion]},
-            [f"{name}/scores.csv"], lambda: _fuse(run_dir, name, config, list(score_tables), questions),
+            [f"{name}/scores.csv"], lambda: _fuse(run_dir, name, config, list(score_tables), labels, splits),
         )[f"{name}/scores.csv"]
         ledger.run(
             f"evaluate/{name}", {"scores": scores, "questions": q_digest, "metrics": metrics,
@@ -199,7 +203,7 @@ def _metrics(run_dir: Path, name: str, config: RunConfig, progress: bool) -> Non
     logger.info("%s", summary.describe())
 
 
-def _score(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int | None]) -> None:
+def _score(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int | None] | None) -> None:
     from ..lara.metrics_file import MetricsFile
     from ..lara.protocol import ScoreOptions
     from ..lara.scoring import score_metrics
@@ -208,8 +212,7 @@ def _score(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int | 
     options = ScoreOptions(metric_set=s.metric_set, layers=s.layers, dc=s.dc, outer_abs=s.outer_abs, eps=s.eps,
                            zero_scale=s.zero_scale)
     metrics = MetricsFile.read(run_dir / name / "metrics.h5")
-    has_labels = any(v is not None for v in labels.values())
-    result = score_metrics(metrics, s.clean_ref, options, labels=labels if has_labels else None, n_folds=s.folds,
+    result = score_metrics(metrics, s.clean_ref, options, labels=labels, n_folds=s.folds,
                            seed=s.seed, variants=s.variants)
     result.table.write_csv(run_dir / name / "lara.csv")
     result.write_info(run_dir / name / "lara.meta.json")
@@ -249,15 +252,14 @@ def _detect(run_dir: Path, name: str, config: RunConfig, model: _LazyModel, ques
     logger.info("%s", summary.describe())
 
 
-def _fuse(run_dir: Path, name: str, config: RunConfig, tables: list[str], questions: list) -> None:
+def _fuse(run_dir: Path, name: str, config: RunConfig, tables: list[str], labels: dict[str, int | None] | None,
+          splits: dict[str, str | None]) -> None:
     import numpy as np
 
     from ..fusion import fuse
     from ..scores import ScoreTable, join_tables
 
     table = join_tables([ScoreTable.read_csv(run_dir / t) for t in tables])
-    labels = {q.id: q.label for q in questions}
-    splits = {q.id: q.split for q in questions}
     for spec in config.fusion:
         weights = np.array(spec.weights) if spec.weights else None
         fused, how = fuse(table, list(spec.detectors), spec.method, weights, labels, splits, spec.clean_ref, spec.folds, spec.seed)
@@ -266,19 +268,19 @@ def _fuse(run_dir: Path, name: str, config: RunConfig, tables: list[str], questi
     table.write_csv(run_dir / name / "scores.csv")
 
 
-def _evaluate(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int | None], metrics_rel: str | None) -> None:
+def _evaluate(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int | None] | None,
+              metrics_rel: str | None) -> None:
     from ..lara.metrics_file import MetricsFile
     from ..report import build_report, write_report
     from ..scores import ScoreTable
 
     e = config.evaluate
     table = ScoreTable.read_csv(run_dir / name / "scores.csv")
-    has_labels = any(v is not None for v in labels.values())
-    metrics = MetricsFile.read(run_dir / metrics_rel) if metrics_rel and has_labels else None
-    report = build_report(table, labels if has_labels else None, metrics, baseline=e.baseline, n_bootstrap=e.bootstrap,
+    metrics = MetricsFile.read(run_dir / metrics_rel) if metrics_rel and labels is not None else None
+    report = build_report(table, labels, metrics, baseline=e.baseline, n_bootstrap=e.bootstrap,
                           seed=e.seed, fpr=e.fpr, strict=e.strict,
                           inputs={"model": name, "scores": f"{name}/scores.csv", "questions": str(config.questions)})
-    write_report(report, run_dir / name / "report", table, labels if has_labels else None, plots=e.plots)
+    write_report(report, run_dir / name / "report", table, labels, plots=e.plots)
 
 
 def _section(run_dir: Path, name: str, config: RunConfig) -> str:

@@ -54,23 +54,15 @@ class GRPOSettings:
     max_new_tokens: int = 48
 
 
-def _pad_right(rows: Sequence[Sequence[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _pad(rows: Sequence[Sequence[int]], pad: int, left: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """[B, T] ids and attention mask of ``rows`` padded to the longest (on the left for generation)."""
     width = max(len(r) for r in rows)
     ids = torch.full((len(rows), width), pad, dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     for i, row in enumerate(rows):
-        ids[i, : len(row)] = torch.tensor(row)
-        mask[i, : len(row)] = 1
-    return ids, mask
-
-
-def _pad_left(rows: Sequence[Sequence[int]], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(r) for r in rows)
-    ids = torch.full((len(rows), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, row in enumerate(rows):
-        ids[i, width - len(row):] = torch.tensor(row)
-        mask[i, width - len(row):] = 1
+        span = slice(width - len(row), width) if left else slice(0, len(row))
+        ids[i, span] = torch.tensor(row)
+        mask[i, span] = 1
     return ids, mask
 
 
@@ -90,7 +82,7 @@ def supervised_finetune(model: Any, tokenizer: Any, problems: Sequence[Problem],
         if len(order) < settings.batch_size:
             order += rng.sample(range(len(encoded)), len(encoded))
         batch, order = order[: settings.batch_size], order[settings.batch_size:]
-        ids, mask = _pad_right([encoded[i] for i in batch], pad)
+        ids, mask = _pad([encoded[i] for i in batch], pad)
         loss = model(input_ids=ids, attention_mask=mask, labels=ids.masked_fill(mask == 0, -100)).loss
         optimiser.zero_grad(set_to_none=True)
         loss.backward()
@@ -116,22 +108,18 @@ def generate(model: Any, tokenizer: Any, prompts: Sequence[str], max_new_tokens:
     """Complete ``prompts`` (greedy when ``temperature`` is 0).
 
     Returns:
-        prompt_ids [B, P] (left-padded), prompt_mask [B, P], completion_ids [B, T] where every
-        token after the first EOS is the pad id.
+        prompt_ids [B, P] (left-padded), prompt_mask [B, P], completion_ids [B, T ≤ max_new_tokens]
+        where every token after the first EOS is the pad id.
     """
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
-    ids, mask = _pad_left([tokenizer(p)["input_ids"] for p in prompts], pad)
+    ids, mask = _pad([tokenizer(p)["input_ids"] for p in prompts], pad, left=True)
     if seed is not None:
         torch.manual_seed(seed)
     sampling = dict(do_sample=True, temperature=temperature, top_k=0, top_p=1.0) if temperature > 0 else dict(do_sample=False)
     out = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, eos_token_id=eos,
                          pad_token_id=pad, **sampling)
     completion = out[:, ids.shape[1]:]
-    if completion.shape[1] < max_new_tokens:  # every row stopped early
-        completion = torch.nn.functional.pad(completion, (0, max_new_tokens - completion.shape[1]), value=pad)
-    ended = (completion == eos).long().cumsum(1)
-    after_eos = (ended - (completion == eos).long()) > 0
-    return ids, mask, completion.masked_fill(after_eos, pad)
+    return ids, mask, completion.masked_fill(completion_mask(completion, eos) == 0, pad)
 
 
 def completion_mask(completion: torch.Tensor, eos: int) -> torch.Tensor:
