@@ -8,6 +8,7 @@ and exit with status 2; ``--debug`` shows the traceback as well.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 from pathlib import Path
@@ -487,11 +488,15 @@ def _run_fuse(args: argparse.Namespace) -> int:
     weights = np.array([float(w) for w in args.weights.split(",")]) if args.weights else None
     labels = read_labels(args.labels) if args.labels else None
     splits = read_splits(args.labels) if args.labels else {}
-    fused, how = fusion.fuse(table, names, args.method, weights, labels, splits, args.clean_ref, args.folds, args.seed)
+    fused = fusion.fuse(table, names, args.method, weights, labels, splits, args.clean_ref, args.folds, args.seed)
     name = args.name or "+".join(names)
-    table.add(name, fused)
+    table.add(name, fused.values)
     table.write_csv(args.output)
-    print(f"{name}: {how}; {int(np.isfinite(fused).sum())} of {len(fused)} questions fused -> {args.output}")
+    meta = args.output.with_suffix(".meta.json")
+    meta.write_text(json.dumps({"fusion": {name: {"method": args.method, "detectors": names, **fused.to_dict()}}}, indent=1) + "\n",
+                    encoding="utf-8")
+    print(f"{name}: {fused.describe()}; {int(np.isfinite(fused.values).sum())} of {len(fused.values)} questions fused "
+          f"-> {args.output} (settings in {meta})")
     return 0
 
 

@@ -3,7 +3,8 @@ higher = member.
 
 * ``robust_z``: each detector standardised by a clean reference's median and 1.4826·MAD, then a
   (weighted) mean. A sample in the reference is standardised by a reference without its fold,
-  as in the LaRA protocol.
+  as in the LaRA protocol. A zero MAD falls back to √(π/2)·mean |x − median| and a column
+  constant on the reference is left out (SPEC §6, :mod:`probes.robust`); both are recorded.
 * ``rank_mix``: Σ w_j · pct-rank(score_j), ranks over the scored samples (β·A + (1−β)·B for two).
 * ``stacking``: logistic regression on the detectors' scores, cross-validated so no sample is
   scored by a model that saw its label.
@@ -13,16 +14,20 @@ A sample with a non-finite score in any fused column gets NaN.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
 import numpy as np
 
 from .errors import ConfigError, InputError
-from .lara.protocol import fold_assignment, robust_center_scale
+from .lara.protocol import fold_assignment
+from .robust import ZeroScaleRecord, robust_scale
 from .scores import ScoreTable, align_labels
 
 METHODS = ("robust-z", "rank-mix", "stacking")
 
 
-def robust_z_mean(
+def robust_z_fusion(
     scores: np.ndarray,
     reference: np.ndarray,
     keys: list[str] | None = None,
@@ -30,34 +35,54 @@ def robust_z_mean(
     n_folds: int = 5,
     seed: int = 0,
     eps: float = 1e-8,
-) -> np.ndarray:
-    """Weighted mean over detectors of (s − median) / (1.4826·MAD + ε).
+    names: Sequence[str] | None = None,
+) -> tuple[np.ndarray, ZeroScaleRecord]:
+    """Weighted mean over detectors of (s − median) / (scale + ε), with SPEC §6's zero-scale rule.
 
     Args:
         scores: ``[N, D]`` scores of N samples under D detectors.
-        reference: ``[N]`` bool, the clean samples whose medians/MADs standardise.
+        reference: ``[N]`` bool, the clean samples whose medians and scales standardise.
         keys: ``[N]`` sample identities for the fold assignment (default: row numbers).
         weights: ``[D]`` non-negative weights (default: equal).
         n_folds: reference samples are standardised by the reference without their fold.
+        names: ``[D]`` column names for the record (default: ``"0"``, ``"1"``…).
+
+    Returns:
+        ``[N]`` fused scores and the record of fallback scales and constant (left-out) columns.
+        scale = 1.4826·MAD, or √(π/2)·mean |x − median| where the MAD is 0; a column constant
+        on a sample's reference is left out of that sample's mean (weights renormalised).
     """
     scores = np.asarray(scores, dtype=np.float64)
     reference = np.asarray(reference, dtype=bool)
     n, d = scores.shape
     w = _weights(weights, d)
+    names = list(names) if names is not None else [str(j) for j in range(d)]
     pool = np.flatnonzero(reference & np.isfinite(scores).all(axis=1))
     if len(pool) < 3:
         raise InputError(f"robust-z fusion needs at least 3 clean reference samples with finite scores; have {len(pool)}")
     keys = keys if keys is not None else [str(i) for i in range(n)]
     folds = fold_assignment([keys[i] for i in pool], n_folds, seed)
     z = np.empty_like(scores)
+    used = np.empty(scores.shape, dtype=bool)
+    record = ZeroScaleRecord()
     fold_of = np.array([folds.get(keys[i], -1) if reference[i] else -1 for i in range(n)])
     pool_fold = np.array([folds[keys[i]] for i in pool])
     for fold in np.unique(fold_of):
         rows = fold_of == fold
-        ref_rows = pool if fold < 0 else pool[pool_fold != fold]
-        center, scale = robust_center_scale(scores[ref_rows])
-        z[rows] = (scores[rows] - center) / (scale + eps)
-    return z @ w
+        fitted = robust_scale(scores[pool if fold < 0 else pool[pool_fold != fold]], tol=eps)
+        record.add(names, fitted)
+        z[rows] = (scores[rows] - fitted.center) / (fitted.scale + eps)
+        used[rows] = ~fitted.constant
+    total = used @ w
+    if not (total > 0).all():
+        raise InputError(f"robust-z fusion: every column is constant on the clean reference ({', '.join(names)}); "
+                         "nothing is left to fuse")
+    return (np.where(used, z, 0.0) * w).sum(axis=1) / total, record
+
+
+def robust_z_mean(*args: Any, **kwargs: Any) -> np.ndarray:
+    """The fused ``[N]`` scores of :func:`robust_z_fusion` (same arguments), without the record."""
+    return robust_z_fusion(*args, **kwargs)[0]
 
 
 def rank_mix(scores: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
@@ -114,6 +139,28 @@ def _weights(weights: np.ndarray | None, d: int) -> np.ndarray:
     return w / w.sum()
 
 
+@dataclass
+class Fused:
+    """A fused column.
+
+    Attributes:
+        values: ``[N]`` fused scores (higher = member).
+        how: one line saying how they were fused.
+        zero_scale: what SPEC §6's zero-scale rule did (robust-z only).
+    """
+
+    values: np.ndarray
+    how: str
+    zero_scale: ZeroScaleRecord = field(default_factory=ZeroScaleRecord)
+
+    def describe(self) -> str:
+        """``how``, plus the zero-scale rule's fallbacks and left-out columns when it was needed."""
+        return self.how + (f"; {self.zero_scale.describe()}" if self.zero_scale else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"how": self.how, "n_finite": int(np.isfinite(self.values).sum()), "zero_scale": self.zero_scale.to_dict()}
+
+
 def fuse(
     table: ScoreTable,
     names: list[str],
@@ -124,13 +171,14 @@ def fuse(
     clean_ref: str | None = None,
     n_folds: int = 5,
     seed: int = 0,
-) -> tuple[np.ndarray, str]:
+) -> "Fused":
     """Fuse the columns ``names`` of ``table`` with ``method`` (robust-z | rank-mix | stacking).
 
     robust-z standardises by a clean reference: ``clean_ref`` is ``split`` (rows whose split is
     clean_ref), ``crossfit`` (labelled non-members, cross-fitted) or ``all`` (every row, an
     unsupervised audit); by default split if any row has it, else crossfit if labels exist.
-    Returns the fused ``[N]`` scores and a one-line description of how.
+    Returns the fused ``[N]`` scores, a one-line description of how, and (robust-z) the record of
+    the zero-scale rule.
     """
     missing = [n for n in names if n not in table.columns]
     if missing:
@@ -147,12 +195,12 @@ def fuse(
             raise ConfigError(f"fusion clean_ref must be split, crossfit or all, got {mode!r}")
         reference = {"split": np.array([splits.get(i) == "clean_ref" for i in table.ids]), "crossfit": y == 0,
                      "all": np.ones(len(y), bool)}[mode]
-        fused = robust_z_mean(x, reference, list(table.ids), weights, n_folds=n_folds, seed=seed)
-        return fused, f"robust-z over a clean reference of {int(reference.sum())} ({mode})"
+        fused, record = robust_z_fusion(x, reference, list(table.ids), weights, n_folds=n_folds, seed=seed, names=names)
+        return Fused(fused, f"robust-z over a clean reference of {int(reference.sum())} ({mode})", record)
     if method == "rank-mix":
-        return rank_mix(x, weights), "rank mix"
+        return Fused(rank_mix(x, weights), "rank mix")
     if method == "stacking":
         if labels is None or not (y >= 0).any():
             raise ConfigError("stacking learns from labels: give labelled questions")
-        return stacking(x, y, n_folds=n_folds, seed=seed), f"stacking, {n_folds}-fold out-of-fold"
+        return Fused(stacking(x, y, n_folds=n_folds, seed=seed), f"stacking, {n_folds}-fold out-of-fold")
     raise ConfigError(f"unknown fusion method {method!r}; use one of {', '.join(METHODS)}")

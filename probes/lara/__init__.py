@@ -17,7 +17,6 @@ from .protocol import (
     aggregate,
     align,
     compress,
-    robust_center_scale,
     score,
     score_against_pool,
 )
@@ -36,7 +35,6 @@ __all__ = [
     "compress",
     "compute_metrics",
     "metrics",
-    "robust_center_scale",
     "score",
     "score_against_pool",
     "select_layers",

@@ -2,8 +2,10 @@
 alignment and aggregation, with the clean reference never containing the sample it scores.
 
 1. m̃ = sign(m)·log(1 + |m|).
-2. Per (metric, layer): centre = median, scale = 1.4826·MAD (statsmodels' normalised MAD) over
-   a clean reference; z = (m̃ − centre) / (scale + ε).
+2. Per (metric, layer): centre = median, scale = 1.4826·MAD (the normalised MAD, by the
+   toolkit's one robust standardisation, :mod:`probes.robust`) over a clean reference;
+   z = (m̃ − centre) / (scale + ε). A zero MAD is divided by ε as SPEC §4 says (or dropped),
+   and reported.
 3. ẑ = +z for zRSM, |z| for DC (``dc="signed"``: +z), −z for zRSI; ``outer_abs`` wraps all in |·|.
 4. S_LaRA = mean of ẑ over the chosen metrics × layers.
 
@@ -24,6 +26,7 @@ from typing import Any, Literal, Sequence
 import numpy as np
 
 from ..errors import ConfigError, InputError, MismatchError
+from ..robust import robust_scale, zero_mad
 from .geometry import DEFAULT_EPS, METRIC_NAMES
 from .layers import select_layers
 
@@ -40,26 +43,6 @@ def compress(m: np.ndarray) -> np.ndarray:
     """Signed log compression sign(m)·log(1 + |m|) (elementwise, NaN kept)."""
     m = np.asarray(m, dtype=np.float64)
     return np.sign(m) * np.log1p(np.abs(m))
-
-
-def robust_center_scale(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Median and 1.4826·MAD over axis 0 of ``values`` [C, ...], ignoring non-finite entries."""
-    from statsmodels.robust.scale import mad
-
-    values = np.asarray(values, dtype=np.float64)
-    finite = np.isfinite(values)
-    if finite.all():
-        return np.median(values, axis=0), np.asarray(mad(values, axis=0, center=np.median))
-    flat = values.reshape(len(values), -1)
-    ok = finite.reshape(len(values), -1)
-    center = np.full(flat.shape[1], np.nan)
-    scale = np.full(flat.shape[1], np.nan)
-    for j in range(flat.shape[1]):
-        column = flat[ok[:, j], j]
-        if len(column):
-            center[j] = np.median(column)
-            scale[j] = float(mad(column, center=np.median))
-    return center.reshape(values.shape[1:]), scale.reshape(values.shape[1:])
 
 
 @dataclass(frozen=True)
@@ -142,7 +125,8 @@ class Reference:
                 f"the clean reference has {int(usable.sum())} usable sample(s) (of {len(metrics)}); "
                 f"at least {MIN_REFERENCE} are needed and 20+ are advisable"
             )
-        center, scale = robust_center_scale(compress(metrics[usable]))
+        fitted = robust_scale(compress(metrics[usable]), tol=DEFAULT_EPS)
+        center, scale = fitted.center, fitted.mad  # SPEC §4: 1.4826·MAD (+ ε when dividing), no fallback
         labels = tuple(str(x) for x in (layer_labels if layer_labels is not None else range(metrics.shape[2])))
         hashes = tuple(h for h, ok in zip(question_hashes, usable) if ok) if len(question_hashes) else ()
         return cls(center=center, scale=scale, n=int(usable.sum()), layer_labels=labels,
@@ -156,8 +140,9 @@ class Reference:
         return (compress(metrics) - self.center) / (self.scale + eps)
 
     def zero_scale(self, eps: float = DEFAULT_EPS) -> np.ndarray:
-        """``[3, L]`` bool: cells whose scale is ≤ ε (MAD = 0: over half the reference shares one value)."""
-        return self.scale <= eps
+        """``[3, L]`` bool: cells whose scale is ≤ ε (MAD = 0: over half the reference shares one value),
+        by the toolkit's one zero-scale test (:func:`probes.robust.zero_mad`)."""
+        return zero_mad(self.scale, eps)
 
     def zero_scale_cells(self, eps: float = DEFAULT_EPS) -> list[str]:
         """``"metric@layer"`` names of the zero-scale cells."""

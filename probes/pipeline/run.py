@@ -12,7 +12,7 @@ Run directory::
     RUN_DIR/<model>/lara.csv       LaRA scores (+ .meta.json)
     RUN_DIR/<model>/detectors.csv  output-level detector scores (+ .raw.csv, .meta.json)
     RUN_DIR/<model>/responses.sqlite  the audited model's completions and scores, reused on a rerun
-    RUN_DIR/<model>/scores.csv     every score column, fused columns included
+    RUN_DIR/<model>/scores.csv     every score column, fused columns included (+ .meta.json: how each was fused)
     RUN_DIR/<model>/report/        report.json, report.md, plots
     RUN_DIR/report.md              the detection tables of every model side by side
 """
@@ -20,6 +20,7 @@ Run directory::
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -137,7 +138,7 @@ def _run(config: RunConfig, run_dir: Path, progress: bool) -> RunResult:
         scores = ledger.run(
             f"fuse/{name}", {"tables": score_tables, "questions": q_digest,
                              "fusion": [dataclasses.asdict(f) for f in config.fusion]},
-            [f"{name}/scores.csv"], lambda: _fuse(run_dir, name, config, list(score_tables), labels, splits),
+            [f"{name}/scores.csv", f"{name}/scores.meta.json"], lambda: _fuse(run_dir, name, config, list(score_tables), labels, splits),
         )[f"{name}/scores.csv"]
         ledger.run(
             f"evaluate/{name}", {"scores": scores, "questions": q_digest, "metrics": metrics,
@@ -260,12 +261,15 @@ def _fuse(run_dir: Path, name: str, config: RunConfig, tables: list[str], labels
     from ..scores import ScoreTable, join_tables
 
     table = join_tables([ScoreTable.read_csv(run_dir / t) for t in tables])
+    meta: dict[str, Any] = {}
     for spec in config.fusion:
         weights = np.array(spec.weights) if spec.weights else None
-        fused, how = fuse(table, list(spec.detectors), spec.method, weights, labels, splits, spec.clean_ref, spec.folds, spec.seed)
-        table.add(spec.column(), fused)
-        logger.info("fusion %s: %s", spec.column(), how)
+        fused = fuse(table, list(spec.detectors), spec.method, weights, labels, splits, spec.clean_ref, spec.folds, spec.seed)
+        table.add(spec.column(), fused.values)
+        meta[spec.column()] = {"method": spec.method, "detectors": list(spec.detectors), **fused.to_dict()}
+        logger.info("fusion %s: %s", spec.column(), fused.describe())
     table.write_csv(run_dir / name / "scores.csv")
+    (run_dir / name / "scores.meta.json").write_text(json.dumps({"fusion": meta}, indent=1) + "\n", encoding="utf-8")
 
 
 def _evaluate(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int | None] | None,

@@ -52,8 +52,10 @@ def test_a_run_does_every_stage_and_writes_the_report(first_run):
     run_dir = path.parent / "run"
     assert result.run_dir.resolve() == run_dir.resolve()
     for name in ("config.resolved.yaml", "run.log", "sets.jsonl", "report.md", "rl/acts.h5", "rl/metrics.h5", "rl/lara.csv",
-                 "rl/detectors.csv", "rl/scores.csv", "rl/report/report.json", "sft/report/report.md"):
+                 "rl/detectors.csv", "rl/scores.csv", "rl/scores.meta.json", "rl/report/report.json", "sft/report/report.md"):
         assert (run_dir / name).exists(), name
+    fusion_meta = json.loads((run_dir / "rl" / "scores.meta.json").read_text())["fusion"]["ppl+lara"]
+    assert fusion_meta["how"].startswith("robust-z") and set(fusion_meta["zero_scale"]) >= {"fallback", "constant"}
     report = json.loads((run_dir / "rl" / "report" / "report.json").read_text())
     assert report["mode"] == "evaluation"
     assert {"lara", "ppl", "cdd", "ppl+lara"} <= set(report["detectors"])

@@ -77,3 +77,25 @@ def test_detect_errors_are_one_line(audit, tmp_path, capsys):
     assert "--model DIR, or a served one with --endpoint" in capsys.readouterr().err
     assert main(["detect", "cdd", str(audit.questions), "--endpoint", "http://127.0.0.1:9/v1", "-o", str(tmp_path / "s.csv")]) == 2
     assert "--api-model" in capsys.readouterr().err
+
+
+def test_fuse_summary_and_meta_show_the_zero_scale_rule(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    n = 120
+    ids = [f"q{i}" for i in range(n)]
+    table = ScoreTable(ids)
+    table.add("cdd", np.where(rng.random(n) < 0.8, 0.0, rng.random(n)))  # MAD 0 on the reference
+    table.add("lara", rng.normal(size=n))
+    table.add("flat", np.ones(n))  # constant
+    table.write_csv(tmp_path / "s.csv")
+    (tmp_path / "q.jsonl").write_text("".join(json.dumps({"id": i, "question": "x", "label": None if k < 60 else 0,
+                                                          "split": "clean_ref" if k >= 60 else None}) + "\n"
+                                              for k, i in enumerate(ids)))
+    out = tmp_path / "fused.csv"
+    assert main(["fuse", str(tmp_path / "s.csv"), "--detectors", "cdd,lara,flat", "--labels", str(tmp_path / "q.jsonl"),
+                 "-o", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "fallback scale" in shown and "cdd (" in shown and "left out: flat" in shown
+    meta = json.loads(out.with_suffix(".meta.json").read_text())["fusion"]["cdd+lara+flat"]
+    assert list(meta["zero_scale"]["fallback"]) == ["cdd"] and meta["zero_scale"]["constant"] == ["flat"]
+    assert np.abs(ScoreTable.read_csv(out).columns["cdd+lara+flat"]).max() < 50
