@@ -86,9 +86,13 @@ class LocalResponder:
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
     def encode_prompt(self, prompt: str) -> list[int]:
-        text = self.format(prompt)
-        # a chat template writes its own special tokens; raw text gets the tokenizer's (BOS)
-        return self.tokenizer(text, add_special_tokens=not self.chat)["input_ids"]
+        return self._encode(self.format(prompt))["input_ids"]
+
+    def _encode(self, text: str, offsets: bool = False) -> Any:
+        """Token ids (and character offsets) of text as the model reads it: a chat template writes
+        its own special tokens (BOS included), raw text gets the tokenizer's (e.g. BOS) — the one
+        rule for generation and scoring, so a text is scored exactly as it is read when generating."""
+        return self.tokenizer(text, add_special_tokens=not self.chat, return_offsets_mapping=offsets)
 
     # ------------------------------------------------------------------ generation
 
@@ -204,15 +208,15 @@ class LocalResponder:
     def score(self, contexts: Sequence[str], texts: Sequence[str]) -> list[TextScore]:
         """Teacher-forced log-probs (and vocabulary μ, σ) of each text after its context.
 
-        Context and text are tokenized *together* (with the tokenizer's special tokens when
-        there is a context), so the tokens at their boundary are the ones the model sees; the
-        text's tokens are those ending after the context's last character. With an empty
-        context the text's first token has nothing to be predicted from and is not scored (as
-        an API's prompt log-probs).
+        Context and text are tokenized *together*, by the rule generation uses (raw text gets the
+        tokenizer's BOS, a chat context carries the template's own), so the tokens at their
+        boundary are the ones the model sees; the text's tokens are those ending after the
+        context's last character. A text whose first token follows nothing (an empty context and
+        no BOS) leaves that token unscored, as an API's prompt log-probs do.
         """
         pairs = []
         for context, text in zip(contexts, texts, strict=True):
-            enc = self.tokenizer(context + text, add_special_tokens=bool(context), return_offsets_mapping=True)
+            enc = self._encode(context + text, offsets=True)
             ids, offsets = enc["input_ids"], enc["offset_mapping"]
             split = next((i for i, (_, end) in enumerate(offsets) if end > len(context) and end > 0), len(ids))
             pairs.append((ids[:split], ids[split:]))

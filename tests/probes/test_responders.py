@@ -88,10 +88,11 @@ def test_score_gives_logprobs_and_vocabulary_moments(responder):
     np.testing.assert_allclose(scored.mu, mu.numpy(), atol=1e-5)
     np.testing.assert_allclose(scored.sigma, sigma.numpy(), atol=1e-4)
     alone = responder.score([""], [text])[0]
-    assert alone.token_ids == text_ids[1:]  # no context: the first token is not predicted
-    with torch.inference_mode():
-        own = torch.log_softmax(responder.model(input_ids=torch.tensor([text_ids])).logits[0, :-1].double(), dim=-1)
-    np.testing.assert_allclose(alone.logprobs, own[torch.arange(len(text_ids) - 1), torch.tensor(text_ids[1:])].numpy(), atol=1e-5)
+    read = responder.tokenizer(text)["input_ids"]  # as generation reads raw text: after BOS where the tokenizer adds one
+    start = len(read) - len(text_ids)
+    # no context: the first token is predicted only after a BOS (Llama toy), not from nothing (GPT-2 toy)
+    assert alone.token_ids == text_ids[1 - start :] and start == (responder.tokenizer.bos_token_id in read)
+    np.testing.assert_allclose(alone.logprobs, _teacher_forced(responder.model, read, max(start, 1)), atol=1e-5)
 
 
 def test_prompt_formats(loaded_models):
@@ -127,3 +128,27 @@ def test_store_makes_reruns_free(loaded_models, tmp_path):
     again.score([""] * 2, ["one text", "another text"])
     assert again.counter.scored == 2 and math.isfinite(scored[0].logprobs.sum())
     assert greedy[0][0].token_ids == again.generate(PROMPTS[:1], GenerationParams(max_new_tokens=8))[0][0].token_ids
+
+
+def _teacher_forced(model, ids: list[int], start: int) -> np.ndarray:
+    """log p(ids[t] | ids[:t]) for t = start … len(ids) − 1, by one plain forward pass."""
+    with torch.inference_mode():
+        logp = torch.log_softmax(model(input_ids=torch.tensor([ids])).logits[0].double(), dim=-1)
+    return np.array([float(logp[t - 1, ids[t]]) for t in range(start, len(ids))])
+
+
+@pytest.mark.parametrize("mode", ["chat", "raw"])
+def test_a_question_is_scored_exactly_as_the_model_reads_it_when_it_generates(loaded_models, mode):
+    """The Llama toy's tokenizer adds BOS and its chat template writes BOS itself: scoring must add
+    it once (not twice in chat mode, and also in raw mode with an empty context)."""
+    responder = LocalResponder(loaded_models["llama"], PromptFormat(mode=mode))
+    tokenizer = responder.tokenizer
+    for question in PROMPTS:
+        prompt_ids = responder.encode_prompt(question)  # what generation feeds the model
+        assert prompt_ids.count(tokenizer.bos_token_id) == 1
+        question_ids = tokenizer(question, add_special_tokens=False)["input_ids"]
+        start = next(i for i in range(len(prompt_ids)) if prompt_ids[i : i + len(question_ids)] == question_ids)
+        (scored,) = responder.score([responder.question_context(question)], [question])
+        assert scored.token_ids == question_ids  # every token has a prediction (after BOS at least)
+        np.testing.assert_allclose(scored.logprobs, _teacher_forced(responder.model, prompt_ids[: start + len(question_ids)], start),
+                                   atol=1e-5)
