@@ -36,10 +36,24 @@ def target_logprobs(questions: Sequence[str], responder: Any, target: str, max_n
     return [(s.logprobs, s.mu, s.sigma) for s in scored]
 
 
-def score_questions(questions: Sequence[str], responder: Any) -> list[Any]:
+def score_questions(questions: Sequence[str], responder: Any, lead: str | Sequence[str] = "") -> list[Any]:
     """Teacher-forced scores of the questions as the model reads them: after the prompt format's
-    text that precedes the question (``"Q: "``, a chat header), which is not scored itself."""
-    return responder.score([responder.question_context(q) for q in questions], list(questions))
+    text that precedes the question (``"Q: "``, a chat header) and ``lead`` (one for all, or one
+    per question), which are not scored themselves."""
+    leads = [lead] * len(questions) if isinstance(lead, str) else list(lead)
+    return responder.score([responder.question_context(x) for x in leads], list(questions))
+
+
+def same_tokens(a: Any, b: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """The log-probs of two scores of one text over exactly the same tokens: the longest common
+    run of token ids at the end of both. A text read after nothing has no prediction for its
+    first token while the same text after a prefix has one, and a first token that absorbs the
+    preceding character (``": What"`` vs ``"\n\nWhat"``) differs; those are left out of both.
+    None when no token is common."""
+    n = 0
+    while n < min(len(a.token_ids), len(b.token_ids)) and a.token_ids[-1 - n] == b.token_ids[-1 - n]:
+        n += 1
+    return (a.logprobs[len(a.logprobs) - n :], b.logprobs[len(b.logprobs) - n :]) if n else None
 
 
 class _LikelihoodDetector(Detector):
@@ -102,9 +116,9 @@ class ReCaLL(_LikelihoodDetector):
     name = "recall"
     raw_name = "recall_ratio"
     raw_direction = "higher = member"
-    summary = "ReCaLL: LL(x | non-member prefix) / LL(x)"
+    summary = "ReCaLL: LL(x | non-member prefix) / LL(x) over the same tokens of x"
 
-    def __init__(self, prefix: str | None = None, n_prefix: int = 5, target: Target = "question",
+    def __init__(self, prefix: str | None = None, n_prefix: int = 5, target: Target = "response",
                  max_new_tokens: int = GREEDY_TOKENS) -> None:
         super().__init__(target, max_new_tokens)
         self.prefix = prefix
@@ -116,34 +130,48 @@ class ReCaLL(_LikelihoodDetector):
         return frozenset({Access.TEXT_LOGPROBS} | extra)
 
     def fit(self, clean_questions: Sequence[str] = ()) -> "ReCaLL":
-        """The prefix: ``prefix`` if given, else the first ``n_prefix`` known-clean questions, else a
-        built-in text that no benchmark contains."""
-        if self.prefix is not None:
-            self.prefix_ = self.prefix
-        elif clean_questions:
-            self.prefix_ = "\n\n".join(list(clean_questions)[: self.n_prefix])
-        else:
-            self.prefix_ = builtin_text("noise_prefix.v1.txt").strip()
+        """The prefix pool: ``prefix`` if given, else known-clean questions (the first
+        ``n_prefix`` that are not the scored question), else a built-in text no benchmark holds."""
+        self.clean_ = list(clean_questions)
         return self
+
+    def prefix_for(self, question: str) -> str | None:
+        """The non-member prefix of ``question``: never one that contains it (None then)."""
+        if self.prefix is not None:
+            prefix = self.prefix
+        elif getattr(self, "clean_", None):
+            prefix = "\n\n".join([c for c in self.clean_ if question not in c][: self.n_prefix])
+        else:
+            prefix = builtin_text("noise_prefix.v1.txt").strip()
+        return prefix if prefix and question not in prefix else None
 
     def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
         _check_target(self.target)
-        prefix = getattr(self, "prefix_", None)
-        if prefix is None:
-            prefix = self.fit().prefix_
+        prefixes = [self.prefix_for(q) for q in questions]
+        usable = [i for i, p in enumerate(prefixes) if p is not None]
+        leads = [prefixes[i] + "\n\n" for i in usable]
         if self.target == "question":
-            contexts = [responder.question_context(q) for q in questions]
-            plain = responder.score(contexts, list(questions))
-            conditioned = responder.score([prefix + "\n\n" + c for c in contexts], list(questions))
-            pairs = [(c.logprobs, p.logprobs) for c, p in zip(conditioned, plain)]
+            texts = [questions[i] for i in usable]
+            plain = score_questions(texts, responder)
+            conditioned = score_questions(texts, responder, leads)
         else:
-            gens = [g[0] for g in responder.generate(questions, greedy_params(self.max_new_tokens))]
-            contexts = [responder.format(q) for q in questions]
-            prefixed = [responder.format(prefix + "\n\n" + q) for q in questions]
-            plain = responder.score(contexts, [g.text for g in gens])
-            conditioned = responder.score(prefixed, [g.text for g in gens])
-            pairs = [(c.logprobs, p.logprobs) for c, p in zip(conditioned, plain)]
-        return self._result([stats.recall_ratio(c, p) for c, p in pairs])
+            gens = [g[0] for g in responder.generate([questions[i] for i in usable], greedy_params(self.max_new_tokens))]
+            texts = [g.text for g in gens]
+            plain = responder.score([responder.format(questions[i]) for i in usable], texts)
+            conditioned = responder.score([responder.format(lead + questions[i]) for lead, i in zip(leads, usable)], texts)
+        raw = np.full(len(questions), np.nan)
+        mismatched = 0
+        for i, c, p in zip(usable, conditioned, plain):
+            pair = same_tokens(c, p)
+            mismatched += pair is None
+            if pair is not None:
+                raw[i] = stats.recall_ratio(*pair)
+        notes = []
+        if len(usable) < len(questions):
+            notes.append(f"recall: {len(questions) - len(usable)} question(s) left unscored (NaN): the given prefix contains them")
+        if mismatched:
+            notes.append(f"recall: {mismatched} text(s) share no token with and without the prefix; left unscored (NaN)")
+        return self._result(raw, notes=notes)
 
 
 @register
@@ -158,7 +186,7 @@ class LogProber(Detector):
         self.threshold = threshold
 
     def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
-        # the question as the model reads it; its first token is left out (SPEC §5, seed §2.2)
+        # the question as the model reads it: every token that has a prediction (SPEC §5)
         scored = score_questions(questions, responder)
-        safe = np.array([stats.logprober_safe_score(s.logprobs[1:]) for s in scored])
+        safe = np.array([stats.logprober_safe_score(s.logprobs) for s in scored])
         return self._result(safe, contaminated=safe < self.threshold)

@@ -147,8 +147,9 @@ class Responder(Protocol):
     def format(self, prompt: str) -> str:
         """The prompt text the model sees (chat template or raw template applied)."""
 
-    def question_context(self, question: str) -> str:
-        """The formatted prompt's text before the question, to score a question in place."""
+    def question_context(self, lead: str = "") -> str:
+        """The formatted prompt's text before the question when the user message is ``lead``
+        followed by the question, to score a question in place."""
 
 
 @dataclass

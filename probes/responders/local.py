@@ -222,11 +222,11 @@ class LocalResponder:
             pairs.append((ids[:split], ids[split:]))
         return self.score_ids(pairs)
 
-    def question_context(self, question: str) -> str:
-        """The formatted prompt's text before the question (e.g. ``"Q: "`` or a chat header), so a
-        question is scored the way the model reads it."""
+    def question_context(self, lead: str = "") -> str:
+        """The formatted prompt's text before the question (e.g. ``"Q: "`` or a chat header, then
+        ``lead``), so a question is scored the way the model reads it."""
         sentinel = "\u2063\u2063"  # invisible separators that no template contains
-        formatted = self.format(sentinel)
+        formatted = self.format(lead + sentinel)
         return formatted[: formatted.index(sentinel)] if sentinel in formatted else ""
 
     def _fit_pair(self, context: list[int], text: list[int]) -> tuple[list[int], list[int]]:

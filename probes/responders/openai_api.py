@@ -67,9 +67,9 @@ class OpenAIResponder:
         """The server applies its own chat template; the client sends the prompt as the user message."""
         return prompt
 
-    def question_context(self, question: str) -> str:
-        """Questions are scored as plain text (the server's chat template is not visible here)."""
-        return ""
+    def question_context(self, lead: str = "") -> str:
+        """Questions are scored as plain text after ``lead`` (the server's chat template is not visible here)."""
+        return lead
 
     def generate(self, prompts: Sequence[str], params: GenerationParams) -> list[list[Generation]]:
         jobs = [(i, j) for i in range(len(prompts)) for j in range(params.n)]

@@ -121,5 +121,5 @@ class CachedResponder:
     def format(self, prompt: str) -> str:
         return self.responder.format(prompt)
 
-    def question_context(self, question: str) -> str:
-        return self.responder.question_context(question)
+    def question_context(self, lead: str = "") -> str:
+        return self.responder.question_context(lead)

@@ -40,9 +40,14 @@ def test_detector_separates_memorised_from_unseen(audit, name):
 
 
 def test_logprober_decision_rule_flags_members(audit):
+    """The seed's rule (safe score < 1) flags every member. Its absolute threshold was set on
+    7B-class models: on this tiny memoriser it flags most unseen questions too (pinned finding;
+    the score's AUC is what transfers). Until every question token with a prediction was used,
+    one token fewer kept 0.9 > the non-members' rate by chance of length."""
     _, _, _, results = audit
     flagged = results["logprober"].extra["contaminated"]
-    assert flagged[:24].mean() > 0.9 > flagged[24:].mean()  # the seed's rule: safe score < 1
+    np.testing.assert_array_equal(flagged, results["logprober"].raw < 1.0)
+    assert flagged[:24].all() and flagged[24:].mean() > 0.5
 
 
 def test_min_k_plus_plus_on_greedy_responses_points_the_other_way(audit):

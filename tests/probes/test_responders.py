@@ -148,7 +148,7 @@ def test_a_question_is_scored_exactly_as_the_model_reads_it_when_it_generates(lo
         assert prompt_ids.count(tokenizer.bos_token_id) == 1
         question_ids = tokenizer(question, add_special_tokens=False)["input_ids"]
         start = next(i for i in range(len(prompt_ids)) if prompt_ids[i : i + len(question_ids)] == question_ids)
-        (scored,) = responder.score([responder.question_context(question)], [question])
+        (scored,) = responder.score([responder.question_context()], [question])
         assert scored.token_ids == question_ids  # every token has a prediction (after BOS at least)
         np.testing.assert_allclose(scored.logprobs, _teacher_forced(responder.model, prompt_ids[: start + len(question_ids)], start),
                                    atol=1e-5)
