@@ -69,6 +69,19 @@ def parse_params(items: Sequence[str], names: Sequence[str]) -> dict[str, dict[s
     return out
 
 
+def capped_notes(detector: Any, result: Any) -> list[str]:
+    """SPEC §5: responses that stop at the token budget are counted; a detector whose responses
+    mostly did says so (not CDD, which compares the first ``max_tokens`` tokens by design)."""
+    if not result.n_capped:
+        return []
+    params = detector.get_params()
+    budget = params.get("max_new_tokens", params.get("max_tokens"))
+    text = f"{detector.name}: {result.n_capped} of {result.n_responses} responses stopped at the token budget ({budget})"
+    if result.n_capped * 2 > result.n_responses and not detector.capped_by_design:
+        text += "; most answers are truncated, so their statistics compare prefixes: raise max_new_tokens"
+    return [text]
+
+
 def run_detectors(
     names: Sequence[str],
     ids: Sequence[str],
@@ -101,9 +114,10 @@ def run_detectors(
         raw.add(result.raw_name, result.raw)
         for key, values in result.extra.items():
             raw.add(f"{result.name}_{key}", np.asarray(values, dtype=np.float64))
-        notes += result.notes
+        notes += result.notes + capped_notes(detector, result)
         described[detector.name] = {"params": detector.get_params(), "raw": result.raw_name,
-                                    "raw_direction": detector.raw_direction, "n_nonfinite": int((~np.isfinite(result.scores)).sum())}
+                                    "raw_direction": detector.raw_direction, "n_nonfinite": int((~np.isfinite(result.scores)).sum()),
+                                    "responses": result.responses_summary()}
         if bar is not None:
             bar.update(1)
     if bar is not None:

@@ -31,6 +31,8 @@ class DetectorResult:
         raw_name: e.g. ``ppl``, ``min_knn_distance``.
         extra: further per-question values (e.g. a decision rule's verdicts).
         notes: approximations used, counts.
+        n_responses / n_capped: generated responses the statistic read, and those that hit the
+            token budget (SPEC §5 records them: a capped answer is a truncated one).
     """
 
     name: str
@@ -39,6 +41,12 @@ class DetectorResult:
     raw_name: str
     extra: dict[str, np.ndarray] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    n_responses: int = 0
+    n_capped: int = 0
+
+    def responses_summary(self) -> dict[str, int]:
+        """Generated responses read, and how many stopped at the token budget (``finish_reason`` length)."""
+        return {"n": self.n_responses, "capped": self.n_capped}
 
 
 class Detector:
@@ -49,6 +57,7 @@ class Detector:
     raw_direction: ClassVar[str]  # "higher = member" or "lower = member"
     needs: ClassVar[frozenset[Access]]
     summary: ClassVar[str]
+    capped_by_design: ClassVar[bool] = False  # its responses stop at the budget on purpose (CDD's 100 tokens)
 
     def fit(self, clean_questions: Sequence[str] = ()) -> "Detector":
         return self
@@ -60,11 +69,14 @@ class Detector:
         """Hyperparameters as given (the ``__init__`` arguments)."""
         return {name: getattr(self, name) for name in inspect.signature(type(self).__init__).parameters if name != "self"}
 
-    def _result(self, raw: Sequence[float], **extra: Any) -> DetectorResult:
+    def _result(self, raw: Sequence[float], *, notes: Sequence[str] = (), responses: Sequence[Any] = (),
+                **extra: Any) -> DetectorResult:
+        """Orient ``raw``; ``responses`` are the generations read (counted, and those capped)."""
         raw_arr = np.asarray(raw, dtype=np.float64)
         scores = raw_arr if self.raw_direction == "higher = member" else -raw_arr
-        notes = extra.pop("notes", [])
-        return DetectorResult(self.name, scores, raw_arr, self.raw_name, {k: np.asarray(v) for k, v in extra.items()}, list(notes))
+        capped = sum(g.finish_reason == "length" for g in responses)
+        return DetectorResult(self.name, scores, raw_arr, self.raw_name, {k: np.asarray(v) for k, v in extra.items()},
+                              list(notes), n_responses=len(responses), n_capped=capped)
 
 
 REGISTRY: dict[str, type[Detector]] = {}

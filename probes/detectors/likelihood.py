@@ -3,6 +3,7 @@ or on the question) and LogProber (on the question)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
 import numpy as np
@@ -13,7 +14,7 @@ from . import stats
 from .base import Detector, DetectorResult, builtin_text, register
 
 Target = Literal["response", "question"]
-GREEDY_TOKENS = 256  # shared by every detector that reads the greedy answer, so they share it
+GREEDY_TOKENS = 1024  # SPEC §5 (the Self-Critique seed's budget); shared by every detector that reads the greedy answer
 
 
 def greedy_params(max_new_tokens: int) -> GenerationParams:
@@ -25,15 +26,25 @@ def _check_target(target: str) -> None:
         raise ConfigError(f"target {target!r}: choose response or question")
 
 
-def target_logprobs(questions: Sequence[str], responder: Any, target: str, max_new_tokens: int):
-    """Per question: (log-probs, μ, σ) of the target text — the greedy response (its recorded
-    generation log-probs) or the question itself (teacher-forced inside its prompt format)."""
+@dataclass
+class TargetText:
+    """The text a likelihood detector reads and its token log-probs (``[T]``; μ, σ ``[T]`` or None)."""
+
+    text: str
+    logprobs: np.ndarray
+    mu: np.ndarray | None = None
+    sigma: np.ndarray | None = None
+
+
+def read_targets(questions: Sequence[str], responder: Any, target: str, max_new_tokens: int) -> tuple[list[TargetText], list[Any]]:
+    """Per question the target text — the greedy response (its recorded generation log-probs) or
+    the question itself (teacher-forced inside its prompt format) — and the responses generated."""
     _check_target(target)
     if target == "response":
         gens = [g[0] for g in responder.generate(questions, greedy_params(max_new_tokens))]
-        return [(g.logprobs, g.mu, g.sigma) for g in gens]
+        return [TargetText(g.text, g.logprobs, g.mu, g.sigma) for g in gens], gens
     scored = score_questions(questions, responder)
-    return [(s.logprobs, s.mu, s.sigma) for s in scored]
+    return [TargetText(q, s.logprobs, s.mu, s.sigma) for q, s in zip(questions, scored)], []
 
 
 def score_questions(questions: Sequence[str], responder: Any, lead: str | Sequence[str] = "") -> list[Any]:
@@ -65,6 +76,9 @@ class _LikelihoodDetector(Detector):
     def needs(self) -> frozenset[Access]:  # type: ignore[override]
         return frozenset({Access.SAMPLING, Access.CHOSEN_LOGPROBS} if self.target == "response" else {Access.TEXT_LOGPROBS})
 
+    def _targets(self, questions: Sequence[str], responder: Any) -> tuple[list[TargetText], list[Any]]:
+        return read_targets(questions, responder, self.target, self.max_new_tokens)
+
 
 @register
 class PPL(_LikelihoodDetector):
@@ -74,7 +88,8 @@ class PPL(_LikelihoodDetector):
     summary = "perplexity of the greedy response (or the question): exp(−mean token log-prob)"
 
     def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
-        return self._result([stats.perplexity(lp) for lp, _, _ in target_logprobs(questions, responder, self.target, self.max_new_tokens)])
+        rows, gens = self._targets(questions, responder)
+        return self._result([stats.perplexity(r.logprobs) for r in rows], responses=gens)
 
 
 @register
@@ -89,8 +104,8 @@ class MinK(_LikelihoodDetector):
         self.k = k
 
     def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
-        rows = target_logprobs(questions, responder, self.target, self.max_new_tokens)
-        return self._result([stats.min_k_prob(lp, self.k) for lp, _, _ in rows])
+        rows, gens = self._targets(questions, responder)
+        return self._result([stats.min_k_prob(r.logprobs, self.k) for r in rows], responses=gens)
 
 
 @register
@@ -105,10 +120,10 @@ class MinKPlusPlus(MinK):
         return super().needs | {Access.VOCAB_MOMENTS}
 
     def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
-        rows = target_logprobs(questions, responder, self.target, self.max_new_tokens)
-        if any(mu is None for _, mu, _ in rows):
-            raise ConfigError("min_k_plus_plus needs full-vocabulary μ/σ, which this responder did not return")
-        return self._result([stats.min_k_plus_plus(lp, mu, sigma, self.k) for lp, mu, sigma in rows])
+        rows, gens = self._targets(questions, responder)
+        if any(r.mu is None for r in rows):
+            raise ConfigError("min_k_plus_plus needs the vocabulary's μ/σ, which this responder did not return")
+        return self._result([stats.min_k_plus_plus(r.logprobs, r.mu, r.sigma, self.k) for r in rows], responses=gens)
 
 
 @register
@@ -150,12 +165,14 @@ class ReCaLL(_LikelihoodDetector):
         prefixes = [self.prefix_for(q) for q in questions]
         usable = [i for i, p in enumerate(prefixes) if p is not None]
         leads = [prefixes[i] + "\n\n" for i in usable]
+        responses: list[Any] = []
         if self.target == "question":
             texts = [questions[i] for i in usable]
             plain = score_questions(texts, responder)
             conditioned = score_questions(texts, responder, leads)
         else:
             gens = [g[0] for g in responder.generate([questions[i] for i in usable], greedy_params(self.max_new_tokens))]
+            responses = gens
             texts = [g.text for g in gens]
             plain = responder.score([responder.format(questions[i]) for i in usable], texts)
             conditioned = responder.score([responder.format(lead + questions[i]) for lead, i in zip(leads, usable)], texts)
@@ -171,7 +188,7 @@ class ReCaLL(_LikelihoodDetector):
             notes.append(f"recall: {len(questions) - len(usable)} question(s) left unscored (NaN): the given prefix contains them")
         if mismatched:
             notes.append(f"recall: {mismatched} text(s) share no token with and without the prefix; left unscored (NaN)")
-        return self._result(raw, notes=notes)
+        return self._result(raw, notes=notes, responses=responses)
 
 
 @register

@@ -57,3 +57,32 @@ def test_access_is_checked_and_approximations_recorded():
         check_access(get_detector("logprober"), responder)
     with pytest.raises(ConfigError, match="vocab_moments"):
         check_access(get_detector("min_k_plus_plus"), responder)
+
+
+RESPONSE_DETECTORS = ("ppl", "min_k", "min_k_plus_plus", "recall", "self_critique", "entropy_temp", "entropy_noise", "min_knn")
+
+
+def test_responses_default_to_1024_new_tokens():
+    for name in RESPONSE_DETECTORS:
+        assert get_detector(name).get_params()["max_new_tokens"] == 1024, name  # SPEC §5 (it was 256)
+
+
+def test_capped_responses_are_counted_and_reported(loaded_models):
+    from probes.detect import run_detectors
+    from probes.responders.base import GenerationParams
+    from probes.responders.local import LocalResponder, PromptFormat
+
+    responder = LocalResponder(loaded_models["gpt2"], PromptFormat(mode="raw", template="Q: {prompt}\nA:"))
+    questions = ["What is 2 + 3?", "Hi", "Solve for $x$: $3x - 4 = -10$."]
+    summary = run_detectors(["ppl", "self_critique", "cdd"], ["a", "b", "c"], questions, responder,
+                            {"ppl": {"max_new_tokens": 3}, "self_critique": {"max_new_tokens": 3}, "cdd": {"n": 2, "max_tokens": 3}})
+    answers = [g[0] for g in responder.generate(questions, GenerationParams(max_new_tokens=3))]
+    capped = sum(len(g.token_ids) == 3 and g.finish_reason == "length" for g in answers)
+    assert capped >= 2  # a random toy rarely stops within 3 tokens
+    assert summary.info["detectors"]["ppl"]["responses"] == {"n": 3, "capped": capped}
+    assert summary.info["detectors"]["self_critique"]["responses"]["n"] == 6
+    assert summary.info["detectors"]["cdd"]["responses"]["n"] == 9
+    notes = "\n".join(summary.info["notes"])
+    assert f"ppl: {capped} of 3 responses stopped at the token budget (3); most answers are truncated" in notes
+    cdd_note = next(n for n in summary.info["notes"] if n.startswith("cdd: "))
+    assert "raise max_new_tokens" not in cdd_note  # CDD compares its first max_tokens tokens by design
