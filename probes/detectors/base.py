@@ -106,13 +106,19 @@ def get_detector(name: str, **params: Any) -> Detector:
 def check_access(detector: Detector, responder: Any) -> list[str]:
     """Refuse a responder that lacks what the detector needs; returns notes on approximations used.
 
-    A top-K entropy (API log-probs) stands in for the exact entropy, recorded as an approximation.
+    Top-K quantities (API log-probs) stand in for the full-vocabulary ones, each recorded as an
+    approximation: the entropy (the top-K part of −Σ p log p, a lower bound) and Min-K%++'s μ/σ
+    (moments of log p under p renormalised over the top K; SPEC §5 allows it on API backends).
     """
     missing = set(detector.needs) - set(responder.access)
     notes = []
     if Access.ENTROPY_EXACT in missing and Access.ENTROPY_TOPK in responder.access:
         missing.discard(Access.ENTROPY_EXACT)
         notes.append(f"{detector.name}: entropies from the endpoint's top-K log-probs (a lower bound of the exact entropy)")
+    if Access.VOCAB_MOMENTS in missing and Access.VOCAB_MOMENTS_TOPK in responder.access:
+        missing.discard(Access.VOCAB_MOMENTS)
+        notes.append(f"{detector.name}: μ/σ of log p from the endpoint's top-K log-probs renormalised over the top K "
+                     "(an approximation of the full-vocabulary moments)")
     if missing:
         raise ConfigError(
             f"detector {detector.name!r} needs {', '.join(sorted(m.value for m in missing))}, which this responder "

@@ -25,6 +25,7 @@ class Access(str, Enum):
     ENTROPY_TOPK = "entropy_topk"  # entropy from the top-K log-probs (an approximation)
     TEXT_LOGPROBS = "text_logprobs"  # teacher-forced log-probs of a given text
     VOCAB_MOMENTS = "vocab_moments"  # full-vocabulary μ, σ of log p at each position (Min-K%++)
+    VOCAB_MOMENTS_TOPK = "vocab_moments_topk"  # μ, σ from the top-K log-probs (an approximation)
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,7 @@ class Generation:
         entropy_kind: ``"exact"`` (full vocabulary) or ``"top-K"`` (an API's top-K log-probs).
         finish_reason: ``"stop"`` (end-of-sequence) or ``"length"`` (budget reached).
         mu, sigma: ``[T]`` mean and std of log p over the vocabulary under p at each step
-            (Min-K%++; None when the responder only sees top-K log-probs).
+            (Min-K%++; from an API, over the top-K log-probs renormalised: an approximation).
     """
 
     text: str
@@ -108,7 +109,7 @@ class TextScore:
         token_ids: ``[T]`` ids of the scored text.
         logprobs: ``[T]`` log p(x_t | context, x_<t).
         mu, sigma: ``[T]`` mean and std of log p over the vocabulary under p at each position
-            (None when the responder cannot supply them).
+            (from an API, over the top-K renormalised; None when the responder cannot supply them).
     """
 
     token_ids: list[int]

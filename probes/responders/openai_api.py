@@ -8,7 +8,9 @@
   entropy that misses the tail's terms; every such generation says ``entropy_kind = "top-K"``
   and detectors record the approximation.
 * Teacher-forced log-probs of a text: ``/v1/completions`` with ``echo`` and ``max_tokens = 0``
-  (vLLM's prompt log-probs). Full-vocabulary μ/σ (Min-K%++) are not available.
+  (vLLM's prompt log-probs, with the top-K at each position).
+* Min-K%++'s μ/σ: moments of log p under p renormalised over the top K (:func:`topk_moments`), an
+  approximation SPEC §5 allows on API backends; detectors record it.
 * Token units: the API returns token strings; each maps to a stable integer (a hash of the
   string, the same in every run, so cached completions stay comparable) and the edit-distance
   detectors (CDD, Min-kNN) work on those.
@@ -45,7 +47,8 @@ class OpenAIResponder:
         timeout_s / max_retries: passed to the ``openai`` client (which retries 429/5xx).
     """
 
-    access = frozenset({Access.SAMPLING, Access.TOKEN_IDS, Access.CHOSEN_LOGPROBS, Access.ENTROPY_TOPK, Access.TEXT_LOGPROBS})
+    access = frozenset({Access.SAMPLING, Access.TOKEN_IDS, Access.CHOSEN_LOGPROBS, Access.ENTROPY_TOPK, Access.TEXT_LOGPROBS,
+                        Access.VOCAB_MOMENTS_TOPK})
 
     def __init__(self, base_url: str, model: str, api_key_env: str | None = None, top_logprobs: int = 20,
                  concurrency: int = 8, timeout_s: float = 120.0, max_retries: int = 4) -> None:
@@ -95,9 +98,8 @@ class OpenAIResponder:
         )
         choice = response.choices[0]
         items = list(choice.logprobs.content or []) if choice.logprobs is not None else []
-        tops = [[t.logprob for t in (item.top_logprobs or [])] for item in items]
-        width = max((len(t) for t in tops), default=0)
-        padded = np.array([t + [-np.inf] * (width - len(t)) for t in tops], dtype=np.float64).reshape(len(tops), width)
+        padded = _padded([[t.logprob for t in (item.top_logprobs or [])] for item in items])
+        mu, sigma = topk_moments(padded)
         return Generation(
             text=choice.message.content or "",
             token_ids=[self._unit(item.token) for item in items],
@@ -105,6 +107,8 @@ class OpenAIResponder:
             entropies=entropy_from_logprobs(padded) if len(items) else np.zeros(0),
             entropy_kind=f"top-{self.top_logprobs}",
             finish_reason="length" if choice.finish_reason == "length" else "stop",
+            mu=mu,
+            sigma=sigma,
         )
 
     def score(self, contexts: Sequence[str], texts: Sequence[str]) -> list[TextScore]:
@@ -115,14 +119,38 @@ class OpenAIResponder:
         return out
 
     def _prompt_logprobs(self, context: str, text: str) -> TextScore:
-        response = self.client.completions.create(model=self.model, prompt=context + text, max_tokens=0, echo=True, logprobs=1)
+        response = self.client.completions.create(model=self.model, prompt=context + text, max_tokens=0, echo=True,
+                                                  logprobs=self.top_logprobs)
         lp = response.choices[0].logprobs
         tokens, values, offsets = list(lp.tokens), list(lp.token_logprobs), list(lp.text_offset)
+        tops = list(lp.top_logprobs or [None] * len(tokens))
         ends = offsets[1:] + [len(context + text)]
         keep = [i for i, end in enumerate(ends) if end > len(context) and values[i] is not None]
+        mu, sigma = (topk_moments(_padded([list(tops[i].values()) for i in keep])) if all(tops[i] for i in keep)
+                     else (None, None))
         return TextScore(token_ids=[self._unit(tokens[i]) for i in keep],
-                         logprobs=np.array([values[i] for i in keep], dtype=np.float64))
+                         logprobs=np.array([values[i] for i in keep], dtype=np.float64), mu=mu, sigma=sigma)
 
     @staticmethod
     def _unit(token: str) -> int:
         return int.from_bytes(hashlib.sha256(token.encode("utf-8")).digest()[:8], "little") & ((1 << 62) - 1)
+
+
+def _padded(rows: list[list[float]]) -> np.ndarray:
+    """``[T, K]`` log-probs, short rows padded with −inf (p = 0)."""
+    width = max((len(r) for r in rows), default=0)
+    return np.array([r + [-np.inf] * (width - len(r)) for r in rows], dtype=np.float64).reshape(len(rows), width)
+
+
+def topk_moments(top: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Min-K%++'s μ and σ of log p at each position from its top-K log-probs ``[T, K]`` (−inf =
+    absent): the mean and std of log p under p renormalised over the top K — the approximation
+    SPEC §5 allows on API backends (the full vocabulary is not visible). Returns two ``[T]``."""
+    top = np.asarray(top, dtype=np.float64)
+    p = np.exp(top)
+    finite = np.where(p > 0, top, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        q = p / p.sum(axis=-1, keepdims=True)
+    mu = (q * finite).sum(axis=-1)
+    sigma = np.sqrt(np.clip((q * finite**2).sum(axis=-1) - mu**2, 0.0, None))
+    return mu, sigma

@@ -19,6 +19,7 @@ class FakeOpenAIModelServer:
         self.tokenizer = tokenizer
         self.api_key = api_key
         self.sent_logprobs: list[list[float]] = []
+        self.sent_tops: list[list[dict[str, float] | None]] = []
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
 
@@ -121,10 +122,18 @@ class FakeOpenAIModelServer:
         with torch.inference_mode():
             logp = torch.log_softmax(self.model(input_ids=torch.tensor([ids])).logits[0].float(), dim=-1)
         values = [None] + [float(logp[i - 1, ids[i]]) for i in range(1, len(ids))]
+        k = int(body.get("logprobs") or 0)
+        tops = None
+        if k > 1:  # vLLM: per position a {token: log-prob} map of the top k (None for the first token)
+            tops = [None]
+            for i in range(1, len(ids)):
+                top = torch.topk(logp[i - 1], k)
+                tops.append({self.tokenizer.convert_ids_to_tokens(int(t)): float(v) for v, t in zip(top.values, top.indices)})
+            self.sent_tops.append(tops)
         return {
             "id": f"cmpl-{len(self.requests)}", "object": "text_completion", "created": int(time.time()), "model": body["model"],
             "choices": [{"index": 0, "text": prompt, "finish_reason": "length", "logprobs": {
                 "tokens": [self.tokenizer.decode([i]) for i in ids], "token_logprobs": values,
-                "text_offset": [start for start, _ in offsets], "top_logprobs": None}}],
+                "text_offset": [start for start, _ in offsets], "top_logprobs": tops}}],
             "usage": {"prompt_tokens": len(ids), "completion_tokens": 0, "total_tokens": len(ids)},
         }

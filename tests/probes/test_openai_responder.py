@@ -6,6 +6,7 @@ on it or are refused, and the key is never stored."""
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from probes.detectors import check_access, get_detector
 from probes.errors import ConfigError
 from probes.responders.base import GenerationParams
 from probes.responders.local import LocalResponder, PromptFormat
-from probes.responders.openai_api import OpenAIResponder
+from probes.responders.openai_api import OpenAIResponder, topk_moments
 from probes.responders.store import CachedResponder, ResponseStore
 from probes.scores import ScoreTable
 
@@ -77,7 +78,7 @@ def test_prompt_logprobs_equal_the_local_path(served, api):
     for r, h in zip(api.score(contexts, texts), local.score(contexts, texts)):
         assert len(r.logprobs) == len(h.logprobs)
         np.testing.assert_allclose(r.logprobs, h.logprobs, atol=1e-5)
-        assert r.mu is None  # full-vocabulary moments are not available from an API
+        assert len(r.mu) == len(r.logprobs)  # top-K moments (tested below), not the full vocabulary's
 
 
 def test_detectors_run_through_the_api_or_are_refused(api, tmp_path):
@@ -93,8 +94,6 @@ def test_detectors_run_through_the_api_or_are_refused(api, tmp_path):
     generated = cached.counter.generated
     get_detector("cdd", n=3, max_tokens=8).score(PROMPTS, cached)
     assert cached.counter.generated == generated  # served from the store
-    with pytest.raises(ConfigError, match="vocab_moments"):
-        check_access(get_detector("min_k_plus_plus"), cached)
     assert b"sk-test-123" not in (tmp_path / "store.sqlite").read_bytes()
 
 
@@ -121,3 +120,46 @@ def test_cli_detect_against_an_endpoint(served, tmp_path, monkeypatch, capsys):
     assert meta["responder"] == {"kind": "openai", "base_url": server.base_url, "model": "toy", "top_logprobs": 5}
     assert list(ScoreTable.read_csv(out).columns) == ["ppl", "logprober", "self_critique"]
     assert "sk-test-123" not in out.with_suffix(".meta.json").read_text()
+
+
+def naive_topk_moments(logp_row: torch.Tensor, k: int) -> tuple[float, float]:
+    """μ, σ of log p under p renormalised over the k likeliest tokens, by a plain loop."""
+    top = sorted((float(v) for v in logp_row), reverse=True)[:k]
+    weights = [math.exp(v) for v in top]
+    total = sum(weights)
+    mu = sum(w / total * v for w, v in zip(weights, top))
+    return mu, math.sqrt(max(sum(w / total * v * v for w, v in zip(weights, top)) - mu * mu, 0.0))
+
+
+def test_topk_moments_by_hand():
+    mu, sigma = topk_moments(np.array([[math.log(0.5), math.log(0.25), -np.inf]]))
+    assert mu[0] == pytest.approx(-4 / 3 * math.log(2)) and sigma[0] == pytest.approx(math.sqrt(2) / 3 * math.log(2))
+
+
+def test_min_k_plus_plus_runs_on_the_endpoint_with_top_k_moments_flagged(served, api):
+    """SPEC §5 allows Min-K%++'s μ/σ from top-K log-probs on API backends, flagged as an approximation."""
+    server, loaded = served
+    detector = get_detector("min_k_plus_plus", max_new_tokens=8)
+    notes = check_access(detector, api)
+    assert any("top-K log-probs renormalised" in n for n in notes)
+    (gen,), = api.generate(PROMPTS[:1], GenerationParams(max_new_tokens=8))
+    local = LocalResponder(loaded, PromptFormat(mode="chat"))
+    ids = local.encode_prompt(PROMPTS[0]) + local.generate(PROMPTS[:1], GenerationParams(max_new_tokens=8))[0][0].token_ids
+    with torch.inference_mode():
+        logp = torch.log_softmax(loaded.model(input_ids=torch.tensor([ids])).logits[0].double(), dim=-1)
+    steps = logp[len(ids) - len(gen.token_ids) - 1 : len(ids) - 1]
+    for t, row in enumerate(steps):
+        mu, sigma = naive_topk_moments(row, K)
+        assert gen.mu[t] == pytest.approx(mu, abs=1e-5) and gen.sigma[t] == pytest.approx(sigma, abs=1e-4)
+    result = detector.score(PROMPTS, api)
+    assert np.isfinite(result.raw).all()
+    (scored,) = api.score(["Question: "], [PROMPTS[1]])
+    tops = server.sent_tops[-1]
+    kept = tops[len(tops) - len(scored.logprobs) :]
+    for t, top in enumerate(kept):
+        values = sorted(top.values(), reverse=True)
+        weights = [math.exp(v) / sum(math.exp(u) for u in values) for v in values]
+        mu = sum(w * v for w, v in zip(weights, values))
+        assert scored.mu[t] == pytest.approx(mu, abs=1e-9)
+    on_question = get_detector("min_k_plus_plus", target="question").score(PROMPTS, api)
+    assert np.isfinite(on_question.raw).all()
