@@ -93,12 +93,15 @@ def layer_analysis(
 ) -> dict[str, Any]:
     """Per (metric, layer) Cohen's d and class profiles of m̃, and the early/mid/late window table."""
     y, _ = align_labels(metrics.ids, labels)
-    keep = (y >= 0) & np.isfinite(metrics.metrics).all(axis=(1, 2))
+    finite = np.isfinite(metrics.metrics).all(axis=(1, 2))
+    keep = (y >= 0) & finite
     values = compress(metrics.metrics[keep])  # [n, 3, L]
     yk = y[keep].astype(bool)
     out: dict[str, Any] = {"layer_labels": list(metrics.layer_labels), "metric_names": list(METRIC_NAMES),
                            "values": "sign(m)·log(1+|m|)", "n": int(keep.sum()), "members": int(yk.sum()),
-                           "non_members": int((~yk).sum())}
+                           "non_members": int((~yk).sum()),
+                           # SPEC §7: labelled questions with a non-finite metric are left out, and counted
+                           "n_nonfinite": {"members": int(((y == 1) & ~finite).sum()), "non_members": int(((y == 0) & ~finite).sum())}}
     if yk.sum() < 2 or (~yk).sum() < 2:
         out["error"] = "layer analysis needs at least 2 members and 2 non-members with finite metrics"
         return out

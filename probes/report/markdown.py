@@ -88,6 +88,10 @@ def _comparisons(report: dict[str, Any]) -> list[str]:
 
 def _layers(layers: dict[str, Any]) -> list[str]:
     lines = ["## Layer analysis", ""]
+    left_out = layers.get("n_nonfinite") or {}
+    if sum(left_out.values()):
+        lines += [f"Left out: {left_out['members']} member(s) and {left_out['non_members']} non-member(s) whose metrics "
+                  "are not finite (see the metrics file's reasons).", ""]
     if "error" in layers:
         return lines + [layers["error"], ""]
     windows = layers.get("windows") or {}

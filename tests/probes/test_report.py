@@ -79,3 +79,14 @@ def test_written_report(tmp_path):
 
 def test_json_has_no_nan():
     assert jsonable({"a": [np.nan, np.float64(1.5), np.inf], "b": np.int64(3)}) == {"a": [None, 1.5, None], "b": 3}
+
+
+def test_layer_analysis_counts_the_rows_it_leaves_out():
+    mf, table, labels, y = synthetic()
+    mf.metrics[[0, 1], 2, 4] = np.nan  # two members
+    mf.metrics[45, 0, 0] = np.inf  # one non-member
+    report = build_report(table, labels, mf, n_bootstrap=50, seed=3)
+    layers = report["layers"]
+    assert layers["n_nonfinite"] == {"members": 2, "non_members": 1}
+    assert (layers["members"], layers["non_members"]) == (38, 39)
+    assert "Left out: 2 member(s) and 1 non-member(s)" in render_markdown(jsonable(report))
