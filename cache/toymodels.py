@@ -61,7 +61,8 @@ class ToyModelSpec:
     init_std: float = 0.02
 
     def slug(self) -> str:
-        return f"{self.arch}-L{self.n_layers}-d{self.d_model}-v{self.vocab_size}-p{self.max_positions}-s{self.seed}-i{self.init_std:g}-f{TOY_FORMAT_VERSION}"
+        return (f"{self.arch}-L{self.n_layers}-d{self.d_model}-v{self.vocab_size}-t{self.tokenizer_vocab}-p{self.max_positions}"
+                f"-s{self.seed}-i{self.init_std:g}-f{TOY_FORMAT_VERSION}")
 
 
 def default_home() -> Path:

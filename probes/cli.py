@@ -246,6 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
     detect.add_argument("questions", type=Path, help="questions JSONL (id, question[, label, split])")
     detect.add_argument("-o", "--output", type=Path, required=True, help="SCORES.csv (plus .raw.csv with raw statistics and .meta.json)")
     detect.add_argument("--model", dest="source", help="checkpoint directory or hub id of the audited model")
+    detect.add_argument("--reference", help="checkpoint of a reference model with the same tokenizer (e.g. the pre-RL base), "
+                        "for the detectors that compare with one (ref); with 'all', ref runs only when this is given")
     detect.add_argument("--endpoint", help="OpenAI-compatible base URL of the served audited model, e.g. http://localhost:8000/v1")
     detect.add_argument("--api-model", help="the served model's name (with --endpoint)")
     detect.add_argument("--api-key-env", help="environment variable holding the API key (with --endpoint; omit for a keyless server)")
@@ -260,6 +262,9 @@ def build_parser() -> argparse.ArgumentParser:
     detect.add_argument("--batch-size", type=int, default=16, help="completions generated together (default: 16)")
     detect.add_argument("--param", action="append", default=[], metavar="DETECTOR.NAME=VALUE",
                         help="detector hyperparameter, repeatable, e.g. --param min_knn.k=5 --param cdd.n=20")
+    detect.add_argument("--sampling-temperature", type=float, metavar="T",
+                        help="temperature of every sampling detector (cdd, min_knn, entropy_temp) unless a --param sets it; "
+                        "use the RL rollouts' temperature when it is known (SPEC §5; often 1.0)")
     detect.add_argument("--store", type=Path, help="response store (default: ~/.cache/lara-probes/responses.sqlite)")
     detect.add_argument("--no-progress", action="store_true", help="no progress bar")
     detect.set_defaults(handler=_run_detect)
@@ -418,6 +423,8 @@ DETECT_EXAMPLES = """examples:
   lara detect self_critique,min_knn,ppl questions.jsonl --model ./checkpoints/rl -o scores.csv
   lara detect all questions.jsonl --model ./checkpoints/rl --prompt-format raw --template "Q: {prompt}\\nA:" -o scores.csv
   lara detect cdd,min_knn questions.jsonl --model ./checkpoints/rl --param cdd.n=20 --param min_knn.k=5 -o s.csv
+  lara detect min_knn,cdd questions.jsonl --model ./checkpoints/rl --sampling-temperature 1.0 -o s.csv   # the RL rollouts' T
+  lara detect ref,zlib,partial_completion questions.jsonl --model ./checkpoints/rl --reference ./checkpoints/base -o s.csv
   lara detect cdd,min_knn,self_critique questions.jsonl --endpoint http://localhost:8000/v1 \\
       --api-model my-rl-model -o scores.csv        # a vLLM server: entropies from top-20 log-probs (recorded)
 """
@@ -442,16 +449,18 @@ def _run_detect(args: argparse.Namespace) -> int:
     from generation.config import default_cache_dir
     from generation.records import read_questions
 
-    from .detect import parse_params, run_detectors
-    from .detectors import REGISTRY
+    from .detect import detector_names, parse_params, run_detectors
     from .responders.local import LocalResponder, PromptFormat
     from .responders.store import CachedResponder, ResponseStore
 
-    names = list(REGISTRY) if args.detectors == "all" else [n.strip() for n in args.detectors.split(",") if n.strip()]
+    names = detector_names(args.detectors, reference=bool(args.reference))
     params = parse_params(args.param, names)
     if bool(args.endpoint) == bool(args.source):
         raise ConfigError("give the audited model with --model DIR, or a served one with --endpoint URL --api-model NAME")
     questions = read_questions(args.questions)
+    overrides = {k: v for k, v in {"device": args.device, "dtype": args.dtype, "trust_remote_code": args.trust_remote_code}.items()
+                 if v is not None}
+    prompt_format = PromptFormat(mode=args.prompt_format, template=args.template, system=args.system_prompt)
     if args.endpoint:
         from .responders.openai_api import OpenAIResponder
 
@@ -461,16 +470,18 @@ def _run_detect(args: argparse.Namespace) -> int:
                                        top_logprobs=args.top_logprobs, concurrency=args.concurrency)
     else:
         _quiet_library_progress_bars(args.verbose)
-        overrides = {k: v for k, v in {"device": args.device, "dtype": args.dtype, "trust_remote_code": args.trust_remote_code}.items()
-                     if v is not None}
-        loaded = load_model(ModelConfig(source=args.source, **overrides))
-        backend = LocalResponder(loaded, PromptFormat(mode=args.prompt_format, template=args.template, system=args.system_prompt),
-                                 batch_size=args.batch_size)
+        backend = LocalResponder(load_model(ModelConfig(source=args.source, **overrides)), prompt_format, batch_size=args.batch_size)
     store = ResponseStore(args.store or default_cache_dir().parent / "responses.sqlite")
     responder = CachedResponder(backend, store)
+    reference = None
+    if args.reference:
+        _quiet_library_progress_bars(args.verbose)
+        loaded = load_model(ModelConfig(source=args.reference, **overrides))
+        reference = CachedResponder(LocalResponder(loaded, prompt_format, batch_size=args.batch_size), store)
     clean = [q.question for q in questions if q.split == "clean_ref"]
     summary = run_detectors(names, [q.id for q in questions], [q.question for q in questions], responder, params,
-                            clean_questions=clean, progress=not args.no_progress)
+                            clean_questions=clean, progress=not args.no_progress, reference=reference,
+                            sampling_temperature=args.sampling_temperature)
     files = summary.write(args.output)
     print(summary.describe())
     print(f"wrote {', '.join(str(f) for f in files)}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import time
@@ -11,7 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .detectors import check_access, get_detector
+from .detectors import check_access, check_reference, get_detector
 from .errors import ConfigError
 from .scores import ScoreTable
 
@@ -82,6 +83,34 @@ def capped_notes(detector: Any, result: Any) -> list[str]:
     return [text]
 
 
+def detector_names(spec: str | Sequence[str], reference: bool = False) -> list[str]:
+    """Registry names from ``"a,b"`` / ``["a", "b"]``; ``all`` is every detector whose needs can be
+    met (those comparing with a reference model only when one is given)."""
+    from .detectors import REGISTRY
+
+    items = [n.strip() for n in spec.split(",")] if isinstance(spec, str) else [str(n).strip() for n in spec]
+    items = [n for n in items if n]
+    if items == ["all"]:
+        return [n for n, cls in REGISTRY.items() if reference or not cls.requires_reference]
+    return items
+
+
+def with_sampling_temperature(params: dict[str, dict[str, Any]], names: Sequence[str],
+                              temperature: float | None) -> dict[str, dict[str, Any]]:
+    """``params`` with ``temperature`` given to every named detector that samples at a temperature
+    (CDD, Min-kNN, Entropy-Temp), unless its own parameters set one (SPEC §5: audit at the RL
+    rollouts' temperature when it is known)."""
+    from .detectors import REGISTRY
+
+    out = {n: dict(params.get(n, {})) for n in names}
+    if temperature is None:
+        return out
+    for n in names:
+        if n in REGISTRY and "temperature" in inspect.signature(REGISTRY[n].__init__).parameters:
+            out[n].setdefault("temperature", temperature)
+    return out
+
+
 def run_detectors(
     names: Sequence[str],
     ids: Sequence[str],
@@ -90,14 +119,19 @@ def run_detectors(
     params: dict[str, dict[str, Any]] | None = None,
     clean_questions: Sequence[str] = (),
     progress: bool = False,
+    reference: Any = None,
+    sampling_temperature: float | None = None,
 ) -> DetectSummary:
-    """Score ``questions`` with each named detector (registry names) through ``responder``."""
+    """Score ``questions`` with each named detector (registry names) through ``responder``;
+    ``reference`` is a reference model's responder for the detectors that compare with one;
+    ``sampling_temperature`` the temperature of the sampling detectors whose params set none."""
     start = time.perf_counter()
-    params = params or {}
+    params = with_sampling_temperature(params or {}, names, sampling_temperature)
     detectors = [get_detector(n, **params.get(n, {})) for n in names]
     notes: list[str] = []
     for detector in detectors:  # refuse before any work
         notes += check_access(detector, responder)
+        check_reference(detector, responder, reference)
     table, raw = ScoreTable(list(ids)), ScoreTable(list(ids))
     bar = None
     if progress:
@@ -108,7 +142,7 @@ def run_detectors(
     for detector in detectors:
         if bar is not None:
             bar.set_postfix_str(detector.name)
-        detector.fit(clean_questions)
+        detector.fit(clean_questions, reference=reference)
         result = detector.score(questions, responder)
         table.add(result.name, result.scores)
         raw.add(result.raw_name, result.raw)
@@ -126,6 +160,8 @@ def run_detectors(
     info = {
         "detectors": described,
         "responder": responder.identity,
+        "reference": reference.identity if reference is not None and any(d.requires_reference for d in detectors) else None,
+        "sampling_temperature": sampling_temperature,
         "notes": notes,
         "counts": {"generated": counter.generated, "scored": counter.scored, "cache_hits": counter.cache_hits},
         "seconds": time.perf_counter() - start,

@@ -3,7 +3,7 @@
 The pure statistics are public, for use on any model's generations::
 
     from probes.detectors import penalized_cosine, min_knn_statistic, cdd_peak, min_k_prob, \\
-        min_k_plus_plus, logprober_safe_score
+        min_k_plus_plus, logprober_safe_score, zlib_ratio, rouge_l_f1
 
 Each returns the raw statistic in its natural direction (see its docstring). The detector
 classes (``REGISTRY``, :func:`get_detector`) run them through a responder and orient every score
@@ -12,11 +12,14 @@ higher = member.
 
 from __future__ import annotations
 
-from .base import REGISTRY, Detector, DetectorResult, check_access, get_detector
-from .likelihood import PPL, LogProber, MinK, MinKPlusPlus, ReCaLL  # importing registers them
+from .base import REGISTRY, Detector, DetectorResult, check_access, check_reference, get_detector
+from .likelihood import PPL, LogProber, MinK, MinKPlusPlus, ReCaLL, Zlib  # importing registers them
+from .reference import Ref
 from .sampling import CDD, EntropyNoise, EntropyTemp, MinKNN, SelfCritique
+from .completion import PartialCompletion
 from .stats import (
     cdd_peak,
+    cut_point,
     entropy_from_logprobs,
     logprober_safe_score,
     min_k_plus_plus,
@@ -25,6 +28,8 @@ from .stats import (
     penalized_cosine,
     perplexity,
     recall_ratio,
+    rouge_l_f1,
+    zlib_ratio,
 )
 
 __all__ = [
@@ -37,12 +42,17 @@ __all__ = [
     "MinK",
     "MinKNN",
     "MinKPlusPlus",
+    "PartialCompletion",
     "ReCaLL",
+    "Ref",
     "SelfCritique",
+    "Zlib",
     "Detector",
     "DetectorResult",
     "cdd_peak",
     "check_access",
+    "check_reference",
+    "cut_point",
     "entropy_from_logprobs",
     "get_detector",
     "logprober_safe_score",
@@ -52,4 +62,6 @@ __all__ = [
     "penalized_cosine",
     "perplexity",
     "recall_ratio",
+    "rouge_l_f1",
+    "zlib_ratio",
 ]

@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Sequence
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, MismatchError
 from ..responders.base import Access
 
 
@@ -58,8 +58,11 @@ class Detector:
     needs: ClassVar[frozenset[Access]]
     summary: ClassVar[str]
     capped_by_design: ClassVar[bool] = False  # its responses stop at the budget on purpose (CDD's 100 tokens)
+    requires_reference: ClassVar[bool] = False  # compares with a reference model (``ref``)
 
-    def fit(self, clean_questions: Sequence[str] = ()) -> "Detector":
+    def fit(self, clean_questions: Sequence[str] = (), reference: Any = None) -> "Detector":
+        """Learn what the detector needs before scoring: known-clean questions, a reference model's
+        responder. Returns ``self``; detectors that need neither ignore them."""
         return self
 
     def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:  # pragma: no cover - abstract
@@ -125,6 +128,26 @@ def check_access(detector: Detector, responder: Any) -> list[str]:
             f"({responder.identity.get('kind')}) cannot supply; run it on a local model (--model DIR)"
         )
     return notes
+
+
+def check_reference(detector: Detector, responder: Any, reference: Any) -> None:
+    """Refuse, before any work, a detector that compares with a reference model when there is none,
+    when it cannot be compared token for token, or when the reference cannot score text."""
+    if not detector.requires_reference:
+        return
+    if reference is None:
+        raise ConfigError(f"detector {detector.name!r} needs a reference model (e.g. the checkpoint before RL): "
+                          "lara detect ... --reference DIR, or in lara run a controls: entry with reference: true")
+    if Access.TEXT_LOGPROBS not in reference.access:
+        raise ConfigError(f"detector {detector.name!r}: the reference model cannot score text; give a local checkpoint")
+    ours, theirs = getattr(responder, "vocabulary_fingerprint", None), getattr(reference, "vocabulary_fingerprint", None)
+    if ours is None or theirs is None:
+        raise ConfigError(f"detector {detector.name!r} compares log-probs of the same tokens under two models, so both "
+                          "must be local checkpoints whose tokenizers can be compared (--model DIR --reference DIR)")
+    if ours != theirs:
+        raise MismatchError(f"the reference model's tokenizer differs from the audited model's (vocabulary {theirs[:12]}… "
+                            f"vs {ours[:12]}…); {detector.name!r} compares the same tokens, so use a reference of the same "
+                            "family (e.g. the audited model's pre-RL base)")
 
 
 def builtin_text(name: str) -> str:

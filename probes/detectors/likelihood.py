@@ -1,5 +1,5 @@
-"""Likelihood detectors: PPL, Min-K%, Min-K%++, ReCaLL (on the model's greedy response by default,
-or on the question) and LogProber (on the question)."""
+"""Likelihood detectors: PPL, Min-K%, Min-K%++, zlib, ReCaLL (on the model's greedy response by
+default, or on the question) and LogProber (on the question)."""
 
 from __future__ import annotations
 
@@ -127,6 +127,18 @@ class MinKPlusPlus(MinK):
 
 
 @register
+class Zlib(_LikelihoodDetector):
+    name = "zlib"
+    raw_name = "zlib_ratio"
+    raw_direction = "lower = member"
+    summary = "zlib: mean token NLL of the greedy response (or the question) / its zlib-compressed length in bytes"
+
+    def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
+        rows, gens = self._targets(questions, responder)
+        return self._result([stats.zlib_ratio(r.logprobs, r.text) for r in rows], responses=gens)
+
+
+@register
 class ReCaLL(_LikelihoodDetector):
     name = "recall"
     raw_name = "recall_ratio"
@@ -144,7 +156,7 @@ class ReCaLL(_LikelihoodDetector):
         extra = {Access.SAMPLING} if self.target == "response" else set()
         return frozenset({Access.TEXT_LOGPROBS} | extra)
 
-    def fit(self, clean_questions: Sequence[str] = ()) -> "ReCaLL":
+    def fit(self, clean_questions: Sequence[str] = (), reference: Any = None) -> "ReCaLL":
         """The prefix pool: ``prefix`` if given, else known-clean questions (the first
         ``n_prefix`` that are not the scored question), else a built-in text no benchmark holds."""
         self.clean_ = list(clean_questions)

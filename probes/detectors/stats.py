@@ -9,6 +9,7 @@ Levenshtein on token-id sequences (or strings), never a Python double loop.
 from __future__ import annotations
 
 import math
+import zlib
 from typing import Sequence
 
 import numpy as np
@@ -120,6 +121,48 @@ def logprober_safe_score(logprobs: Sequence[float]) -> float:
     curve = np.cumsum(np.sort(lp)[::-1] / lp.size)
     integral = float(curve.sum())
     return math.log(-integral) if integral < 0 else -math.inf
+
+
+def zlib_ratio(logprobs: Sequence[float], text: str) -> float:
+    """zlib (Carlini et al. 2021): mean token NLL of a text divided by the length in bytes of its
+    zlib-compressed UTF-8 (``zlib.compress``, default level) — lower = member. NaN without tokens."""
+    lp = np.asarray(logprobs, dtype=np.float64)
+    if not lp.size:
+        return math.nan
+    return float(-lp.mean() / len(zlib.compress(text.encode("utf-8"))))
+
+
+def rouge_l_f1(candidate: Sequence[int], reference: Sequence[int]) -> float:
+    """ROUGE-L F1 of two token sequences: P = LCS/|candidate|, R = LCS/|reference|, F1 = 2PR/(P+R)
+    (0 when either is empty or nothing is shared); the LCS by rapidfuzz's compiled LCSseq —
+    higher = member."""
+    from rapidfuzz.distance import LCSseq
+
+    if not len(candidate) or not len(reference):
+        return 0.0
+    lcs = LCSseq.similarity(list(candidate), list(reference))
+    if lcs == 0:
+        return 0.0
+    precision, recall = lcs / len(candidate), lcs / len(reference)
+    return 2 * precision * recall / (precision + recall)
+
+
+def cut_point(text: str, spans: Sequence[tuple[int, int, int]], ratio: float = 0.6) -> int | None:
+    """Where partial-prompt completion cuts a question: after ⌊ratio·n⌋ of its n tokens (at least
+    1, at most n − 1; ``spans`` are (unit, start, end) per token), moved back to a word boundary —
+    the start of the whitespace before the word that token ends in. None when no boundary leaves
+    text on both sides."""
+    if not 0 < ratio < 1:
+        raise ValueError(f"ratio must be in (0, 1), got {ratio}")
+    n = len(spans)
+    if n < 2:
+        return None
+    p = spans[min(max(int(math.floor(ratio * n)), 1), n - 1) - 1][2]
+    while p > 0 and (p >= len(text) or not text[p].isspace()):
+        p -= 1
+    while p > 0 and text[p - 1].isspace():
+        p -= 1
+    return p if text[:p].strip() and text[p:].strip() else None
 
 
 def entropy_from_logprobs(logprobs: np.ndarray) -> np.ndarray:

@@ -34,10 +34,12 @@ SCORE_MODES = ("split", "crossfit")
 class ControlModel:
     """A further model audited with the same sets and settings (e.g. the pre-RL checkpoint, where
     no detector should separate members from non-members). Model settings other than the source
-    are those of ``model``."""
+    are those of ``model``. ``reference: true`` (at most one) makes it the reference model of the
+    detectors that compare with one (``ref``): it must share the audited model's tokenizer."""
 
     name: str
     source: str
+    reference: bool = False
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,9 @@ class DetectSettings:
         prompt_format / template / system_prompt: how a question becomes a prompt.
         batch_size: completions generated together (local model).
         params: ``{detector: {parameter: value}}``.
+        sampling_temperature: the temperature of every sampling detector (CDD, Min-kNN,
+            Entropy-Temp) whose ``params`` set none — the RL rollouts' temperature when known
+            (SPEC §5); None keeps each detector's default.
         endpoint: serve the audited model instead of loading it (controls are always local).
         store: response store (SQLite); default ``RUN_DIR/<model>/responses.sqlite``.
     """
@@ -95,6 +100,7 @@ class DetectSettings:
     system_prompt: str | None = None
     batch_size: int = 16
     params: Any = None
+    sampling_temperature: float | None = None
     endpoint: EndpointSettings | None = None
     store: str | None = None
 
@@ -104,6 +110,8 @@ class DetectSettings:
             raise ConfigError("'detect.params' must map detector names to {parameter: value} mappings, "
                               "e.g. {cdd: {n: 20}}")
         object.__setattr__(self, "params", {str(k): dict(v) for k, v in params.items()})
+        if self.sampling_temperature is not None and not self.sampling_temperature > 0:
+            raise ConfigError(f"'detect.sampling_temperature' must be > 0, got {self.sampling_temperature}")
 
 
 @dataclass(frozen=True)
@@ -171,6 +179,19 @@ class RunConfig:
             raise ConfigError(f"model names must be distinct, got {', '.join(names)}")
         if not self.lara and not self.detect.names:
             raise ConfigError("nothing to run: set lara: true or give detect.names")
+        references = [c.name for c in self.controls if c.reference]
+        if len(references) > 1:
+            raise ConfigError(f"at most one control can be the reference model; {', '.join(references)} all say reference: true")
+        from ..detectors import REGISTRY
+
+        needing = [n for n in self.detect.names if n in REGISTRY and REGISTRY[n].requires_reference]
+        if needing and not references:
+            raise ConfigError(f"detector(s) {', '.join(needing)} in 'detect.names' compare with a reference model: add a "
+                              "controls: entry with reference: true (e.g. the checkpoint before RL)")
+
+    def reference_name(self) -> str | None:
+        """The control marked ``reference: true``, if any."""
+        return next((c.name for c in self.controls if c.reference), None)
 
     def models(self) -> list[tuple[str, ModelConfig]]:
         """(name, model config) of the audited model, then of each control."""

@@ -28,6 +28,8 @@ from typing import Any
 
 from cache.config import CacheConfig, ModelConfig
 
+from ..detect import detector_names
+from ..detectors import REGISTRY
 from ..errors import InputError
 from .config import RunConfig, dump_config
 from .ledger import Ledger
@@ -61,6 +63,9 @@ class _LazyModel:
 
             self._loaded = load_model(self.config)
         return self._loaded
+
+    def release(self) -> None:
+        self._loaded = None
 
 
 def run_pipeline(config: RunConfig, progress: bool = True) -> RunResult:
@@ -105,8 +110,10 @@ def _run(config: RunConfig, run_dir: Path, progress: bool) -> RunResult:
 
     result = RunResult(run_dir)
     sections = []
+    models = {name: _LazyModel(model_config) for name, model_config in config.models()}
+    reference = config.reference_name()
     for name, model_config in config.models():
-        model = _LazyModel(model_config)
+        model = models[name]
         identity = _model_identity(model_config, ledger)
         tables: dict[str, str] = {}
         metrics_rel = metrics = None
@@ -129,10 +136,15 @@ def _run(config: RunConfig, run_dir: Path, progress: bool) -> RunResult:
             detect.pop("store")
             if name != config.name:
                 detect["endpoint"] = None  # controls are always run locally
+            names = detector_names(config.detect.names, reference=reference is not None)
+            uses_reference = reference is not None and any(REGISTRY[n].requires_reference for n in names if n in REGISTRY)
+            key = {"questions": q_digest, "model": identity, "detect": detect,
+                   "reference": _model_identity(dict(config.models())[reference], ledger) if uses_reference else None}
             tables.update(ledger.run(
-                f"detect/{name}", {"questions": q_digest, "model": identity, "detect": detect},
+                f"detect/{name}", key,
                 [f"{name}/detectors.csv", f"{name}/detectors.raw.csv", f"{name}/detectors.meta.json"],
-                lambda: _detect(run_dir, name, config, model, questions, progress),
+                lambda: _detect(run_dir, name, config, model, questions, progress, names,
+                                (reference, models[reference]) if uses_reference else None),
             ))
         score_tables = {k: v for k, v in tables.items() if k.endswith(".csv") and not k.endswith(".raw.csv")}
         scores = ledger.run(
@@ -147,6 +159,8 @@ def _run(config: RunConfig, run_dir: Path, progress: bool) -> RunResult:
         )
         result.reports[name] = run_dir / name / "report"
         sections.append(_section(run_dir, name, config))
+        if name != reference:
+            model.release()  # the reference model stays loaded for the models after it
     result.summary = "\n\n".join(sections)
     (run_dir / "report.md").write_text(result.summary + "\n", encoding="utf-8")
     result.ran, result.skipped = list(ledger.ran), list(ledger.skipped)
@@ -222,16 +236,19 @@ def _score(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int | 
                 info["n_reference"], info["clean_ref_mode"])
 
 
-def _detect(run_dir: Path, name: str, config: RunConfig, model: _LazyModel, questions: list, progress: bool) -> None:
+def _detect(run_dir: Path, name: str, config: RunConfig, model: _LazyModel, questions: list, progress: bool,
+            names: list[str], reference: tuple[str, _LazyModel] | None) -> None:
+    """Score the questions with the detectors ``names`` on model ``name`` (``reference``: the
+    reference model's name and lazy model, for the detectors that compare with one)."""
     from ..detect import run_detectors
-    from ..detectors import REGISTRY
+    from ..responders.local import LocalResponder, PromptFormat
     from ..responders.store import CachedResponder, ResponseStore
 
     d = config.detect
-    names = list(REGISTRY) if list(d.names) == ["all"] else list(d.names)
     unknown = [n for n in names if n not in REGISTRY]
     if unknown:
         raise InputError(f"unknown detector {', '.join(unknown)} in 'detect.names'; known: {', '.join(REGISTRY)}")
+    prompt_format = PromptFormat(mode=d.prompt_format, template=d.template, system=d.system_prompt)
     if d.endpoint is not None and name == config.name:
         from ..responders.openai_api import OpenAIResponder
 
@@ -239,18 +256,26 @@ def _detect(run_dir: Path, name: str, config: RunConfig, model: _LazyModel, ques
         backend: Any = OpenAIResponder(e.base_url, e.model, api_key_env=e.api_key_env, top_logprobs=e.top_logprobs,
                                        concurrency=e.concurrency)
     else:
-        from ..responders.local import LocalResponder, PromptFormat
-
-        backend = LocalResponder(model.get(), PromptFormat(mode=d.prompt_format, template=d.template, system=d.system_prompt),
-                                 batch_size=d.batch_size)
-    store_path = Path(d.store) / f"{name}.sqlite" if d.store else run_dir / name / "responses.sqlite"
-    store_path.parent.mkdir(parents=True, exist_ok=True)
-    responder = CachedResponder(backend, ResponseStore(store_path))
+        backend = LocalResponder(model.get(), prompt_format, batch_size=d.batch_size)
+    responder = CachedResponder(backend, ResponseStore(_store_path(run_dir, name, d.store)))
+    reference_responder = None
+    if reference is not None:
+        ref_name, ref_model = reference
+        reference_responder = CachedResponder(LocalResponder(ref_model.get(), prompt_format, batch_size=d.batch_size),
+                                              ResponseStore(_store_path(run_dir, ref_name, d.store)))
     clean = [q.question for q in questions if q.split == "clean_ref"]
     summary = run_detectors(names, [q.id for q in questions], [q.question for q in questions], responder, d.params,
-                            clean_questions=clean, progress=progress)
+                            clean_questions=clean, progress=progress, reference=reference_responder,
+                            sampling_temperature=d.sampling_temperature)
     summary.write(run_dir / name / "detectors.csv")
     logger.info("%s", summary.describe())
+
+
+def _store_path(run_dir: Path, name: str, store: str | None) -> Path:
+    """The response store of model ``name``: ``STORE/<name>.sqlite`` or ``RUN_DIR/<name>/responses.sqlite``."""
+    path = Path(store) / f"{name}.sqlite" if store else run_dir / name / "responses.sqlite"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def _fuse(run_dir: Path, name: str, config: RunConfig, tables: list[str], labels: dict[str, int | None] | None,

@@ -142,6 +142,12 @@ class Responder(Protocol):
     def generate(self, prompts: Sequence[str], params: GenerationParams) -> list[list[Generation]]:
         """``params.n`` completions of each prompt (a user message, formatted by the responder)."""
 
+    def complete(self, texts: Sequence[str], params: GenerationParams) -> list[list[Generation]]:
+        """``params.n`` plain-text continuations of each text (no prompt template)."""
+
+    def token_spans(self, text: str) -> list[tuple[int, int, int]]:
+        """``(token unit, start, end)`` of each token of ``text`` read as plain text."""
+
     def score(self, contexts: Sequence[str], texts: Sequence[str]) -> list[TextScore]:
         """Log-probs of each text continuing its context (an empty context scores the text alone)."""
 

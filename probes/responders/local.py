@@ -7,6 +7,9 @@ scoring materialises ``[batch, tokens, vocab]`` logits only up to ``score_budget
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import json
 import logging
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Sequence
@@ -97,11 +100,32 @@ class LocalResponder:
     # ------------------------------------------------------------------ generation
 
     def generate(self, prompts: Sequence[str], params: GenerationParams) -> list[list[Generation]]:
-        """``params.n`` completions of each prompt, in order."""
+        """``params.n`` completions of each prompt (formatted), in order."""
+        return self._generate([self._fit_prompt(self.encode_prompt(p)) for p in prompts], prompts, params)
+
+    def complete(self, texts: Sequence[str], params: GenerationParams) -> list[list[Generation]]:
+        """``params.n`` plain-text continuations of each text: no template, the tokenizer's own
+        special tokens (e.g. BOS) as for any raw text."""
+        return self._generate([self._fit_prompt(self.tokenizer(t)["input_ids"]) for t in texts], texts, params)
+
+    def token_spans(self, text: str) -> list[tuple[int, int, int]]:
+        """``(token id, start, end)`` of each token of ``text`` read as plain text (no specials)."""
+        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+        return [(int(i), int(a), int(b)) for i, (a, b) in zip(enc["input_ids"], enc["offset_mapping"])]
+
+    @functools.cached_property
+    def vocabulary_fingerprint(self) -> str:
+        """sha256 of the token → id map and the special tokens: two models whose fingerprints match
+        read every text as the same tokens (chat templates aside)."""
+        vocab = sorted(self.tokenizer.get_vocab().items())
+        specials = [self.tokenizer.bos_token_id, self.tokenizer.eos_token_id, self.tokenizer.pad_token_id]
+        added = self.tokenizer("Probe 12 words, [BLANK] and $x^2$.")["input_ids"]  # which specials it adds (BOS…)
+        return hashlib.sha256(json.dumps([vocab, specials, added]).encode()).hexdigest()
+
+    def _generate(self, encoded: list[list[int]], prompts: Sequence[str], params: GenerationParams) -> list[list[Generation]]:
         import torch
 
         rows = [(p, j) for p in range(len(prompts)) for j in range(params.n)]
-        encoded = [self._fit_prompt(self.encode_prompt(p)) for p in prompts]
         order = sorted(range(len(rows)), key=lambda r: -len(encoded[rows[r][0]]))  # similar lengths together
         results: list[Generation | None] = [None] * len(rows)
         with torch.inference_mode():

@@ -1,5 +1,6 @@
 """A served model behind an OpenAI-compatible API (vLLM, SGLang, hosted APIs) as a responder.
 
+* Plain-text continuations (partial-prompt completion): ``/v1/completions`` with the text itself.
 * Generation: ``/v1/chat/completions`` with ``logprobs`` and ``top_logprobs`` (K = 20 by
   default, the most most APIs allow). One request per completion, with a seed derived from
   (seed, prompt, j) as the local responder does, so completion j is reproducible where the
@@ -24,7 +25,7 @@ import hashlib
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -75,9 +76,13 @@ class OpenAIResponder:
         return lead
 
     def generate(self, prompts: Sequence[str], params: GenerationParams) -> list[list[Generation]]:
+        return self._many(prompts, params, self._complete)
+
+    def _many(self, prompts: Sequence[str], params: GenerationParams, one: Any) -> list[list[Generation]]:
+        """``params.n`` results of ``one(prompt, params, j)`` per prompt, ``concurrency`` requests in flight."""
         jobs = [(i, j) for i in range(len(prompts)) for j in range(params.n)]
         with ThreadPoolExecutor(self.concurrency) as pool:
-            done = list(pool.map(lambda job: self._complete(prompts[job[0]], params, job[1]), jobs))
+            done = list(pool.map(lambda job: one(prompts[job[0]], params, job[1]), jobs))
         self.counter.generated += len(jobs)
         out: list[list[Generation]] = [[] for _ in prompts]
         for (i, _), gen in zip(jobs, done):
@@ -110,6 +115,40 @@ class OpenAIResponder:
             mu=mu,
             sigma=sigma,
         )
+
+    def complete(self, texts: Sequence[str], params: GenerationParams) -> list[list[Generation]]:
+        """Plain-text continuations: ``/v1/completions`` with the text as the prompt (no chat template)."""
+        return self._many(texts, params, self._continue)
+
+    def _continue(self, text: str, params: GenerationParams, index: int) -> Generation:
+        response = self.client.completions.create(
+            model=self.model, prompt=text, temperature=params.temperature, top_p=params.top_p,
+            max_tokens=params.max_new_tokens, seed=sample_seed(params.seed, text, index) & 0x7FFFFFFF,
+            logprobs=self.top_logprobs, n=1,
+        )
+        choice = response.choices[0]
+        lp = choice.logprobs
+        tokens = list(lp.tokens or []) if lp is not None else []
+        padded = _padded([list((t or {}).values()) for t in (lp.top_logprobs or [])] if lp is not None else [])
+        mu, sigma = topk_moments(padded)
+        return Generation(
+            text=choice.text or "",
+            token_ids=[self._unit(t) for t in tokens],
+            logprobs=np.array(list(lp.token_logprobs or []) if lp is not None else [], dtype=np.float64),
+            entropies=entropy_from_logprobs(padded) if len(tokens) else np.zeros(0),
+            entropy_kind=f"top-{self.top_logprobs}",
+            finish_reason="length" if choice.finish_reason == "length" else "stop",
+            mu=mu,
+            sigma=sigma,
+        )
+
+    def token_spans(self, text: str) -> list[tuple[int, int, int]]:
+        """The text's tokens as the server reads it (``echo``), special tokens (empty spans) left out."""
+        response = self.client.completions.create(model=self.model, prompt=text, max_tokens=0, echo=True, logprobs=1)
+        lp = response.choices[0].logprobs
+        starts = list(lp.text_offset)
+        ends = starts[1:] + [len(text)]
+        return [(self._unit(t), a, b) for t, a, b in zip(lp.tokens, starts, ends) if b > a]
 
     def score(self, contexts: Sequence[str], texts: Sequence[str]) -> list[TextScore]:
         pairs = list(zip(contexts, texts, strict=True))

@@ -78,9 +78,27 @@ class CachedResponder:
         self.identity = responder.identity
         self.counter = CallCounter()
 
+    @property
+    def vocabulary_fingerprint(self) -> str | None:
+        return getattr(self.responder, "vocabulary_fingerprint", None)
+
     def generate(self, prompts: Sequence[str], params: GenerationParams) -> list[list[Generation]]:
+        return self._generations("generate", prompts, params, self.responder.generate)
+
+    def complete(self, texts: Sequence[str], params: GenerationParams) -> list[list[Generation]]:
+        return self._generations("complete", texts, params, self.responder.complete)
+
+    def token_spans(self, text: str) -> list[tuple[int, int, int]]:
+        key = _key("token_spans", self.identity, text)
+        found = self.store.get_many([key])
+        if key not in found:
+            found[key] = {"spans": [list(x) for x in self.responder.token_spans(text)]}
+            self.store.put_many("token_spans", found)
+        return [tuple(x) for x in found[key]["spans"]]  # type: ignore[misc]
+
+    def _generations(self, kind: str, prompts: Sequence[str], params: GenerationParams, run: Any) -> list[list[Generation]]:
         decoding = {k: v for k, v in asdict(params).items() if k != "n"}
-        keys = [[_key("generate", self.identity, p, decoding, j) for j in range(params.n)] for p in prompts]
+        keys = [[_key(kind, self.identity, p, decoding, j) for j in range(params.n)] for p in prompts]
         found = self.store.get_many([k for row in keys for k in row])
         self.counter.cache_hits += len(found)
         missing = sorted({(i, j) for i, row in enumerate(keys) for j, k in enumerate(row) if k not in found})
@@ -88,13 +106,13 @@ class CachedResponder:
             # completion j of a prompt depends on (seed, prompt, j) only, so regenerating the
             # prompts that miss anything and keeping the missing indices is exact
             todo = sorted({i for i, _ in missing})
-            fresh = self.responder.generate([prompts[i] for i in todo], params)
+            fresh = run([prompts[i] for i in todo], params)
             new = {}
             for i, gens in zip(todo, fresh):
                 for j, gen in enumerate(gens):
                     if (i, j) in missing:
                         new[keys[i][j]] = gen.to_dict()
-            self.store.put_many("generate", new)
+            self.store.put_many(kind, new)
             self.counter.generated += len(new)
             found.update(new)
         return [[Generation.from_dict(found[k]) for k in row] for row in keys]

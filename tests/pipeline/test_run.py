@@ -137,3 +137,37 @@ def test_lara_run_cli_prints_the_tables(first_run, capsys):
     assert main(["run", str(path), "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "## Detection" in out and "| lara |" in out and "up to date: 13" in out
+
+
+def test_a_reference_control_feeds_ref_and_the_sampling_temperature_is_recorded(smoke_testbed, tmp_path):
+    """``ref`` on every model against the control marked ``reference: true`` (the SFT checkpoint):
+    against itself it is exactly 0; ``detect.sampling_temperature`` reaches CDD and the metadata."""
+    testbed, _ = smoke_testbed
+    path = write_config(tmp_path, testbed, lara=False, fusion=[],
+                        controls=[{"name": "sft", "source": str(testbed / "sft"), "reference": True}],
+                        detect={"names": ["ref", "zlib", "cdd", "partial_completion"], "prompt_format": "raw",
+                                "template": "Q: {prompt}\nA:", "batch_size": 64, "sampling_temperature": 1.0,
+                                "params": {"ref": {"max_new_tokens": 16}, "zlib": {"max_new_tokens": 16},
+                                           "cdd": {"n": 3, "max_tokens": 16}}})
+    run_pipeline(load_run_config(path), progress=False)
+    run_dir = tmp_path / "run"
+    meta = json.loads((run_dir / "rl" / "detectors.meta.json").read_text())
+    assert meta["sampling_temperature"] == 1.0 and meta["detectors"]["cdd"]["params"]["temperature"] == 1.0
+    assert meta["reference"]["weights"] != meta["responder"]["weights"]  # the SFT checkpoint's fingerprint
+    from probes.scores import ScoreTable
+
+    rl, sft = (ScoreTable.read_csv(run_dir / m / "detectors.csv") for m in ("rl", "sft"))
+    assert {"ref", "zlib", "cdd", "partial_completion"} <= set(rl.columns)
+    assert (sft.columns["ref"] == 0.0).all() and (rl.columns["ref"] != 0.0).any()
+    again = run_pipeline(load_run_config(path), progress=False)
+    assert again.ran == []
+    other = run_pipeline(load_run_config(path, ["detect.sampling_temperature=0.7"]), progress=False)
+    assert "detect/rl" in other.ran
+
+
+def test_ref_without_a_reference_control_is_refused_in_one_line(smoke_testbed, tmp_path, capsys):
+    testbed, _ = smoke_testbed
+    path = write_config(tmp_path, testbed, detect={"names": ["ref"]})
+    assert main(["run", str(path), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "compare with a reference model: add a controls: entry with reference: true" in err and len(err.strip().splitlines()) == 1

@@ -55,7 +55,7 @@ class FakeOpenAIModelServer:
             if handler.path.endswith("/chat/completions"):
                 payload = self._chat(body)
             elif handler.path.endswith("/completions"):
-                payload = self._echo(body)
+                payload = self._echo(body) if body.get("echo") else self._completion(body)
             else:
                 return self._send(handler, 404, {"error": {"message": "unknown path"}})
         self._send(handler, 200, payload)
@@ -73,15 +73,13 @@ class FakeOpenAIModelServer:
         text = self.tokenizer.decode([tid])
         return {"token": text, "logprob": logprob, "bytes": list(text.encode("utf-8"))}
 
-    def _chat(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _decode(self, ids: list[int], body: dict[str, Any], k: int) -> tuple[list[int], list[tuple[int, float, Any]], str]:
+        """Step-by-step decoding after ``ids``: the new ids, (id, log-prob, top-k) per step, finish reason."""
         import torch
 
-        text = self.tokenizer.apply_chat_template(body["messages"], tokenize=False, add_generation_prompt=True)
-        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         generator = torch.Generator().manual_seed(int(body.get("seed") or 0))
-        k = int(body.get("top_logprobs") or 0)
         eos = self.tokenizer.eos_token_id
-        out, content, finish = [], [], "length"
+        out, steps, finish = [], [], "length"
         limit = getattr(self.model.config, "n_positions", None) or self.model.config.max_position_embeddings
         for _ in range(min(int(body["max_tokens"]), limit - len(ids))):
             with torch.inference_mode():
@@ -101,15 +99,40 @@ class FakeOpenAIModelServer:
                 finish = "stop"
                 break
             out.append(nxt)
-            top = torch.topk(logp, k) if k else None
-            item = self._token(nxt, float(logp[nxt]))
+            steps.append((nxt, float(logp[nxt]), torch.topk(logp, k) if k else None))
+        self.sent_logprobs.append([lp for _, lp, _ in steps])
+        return out, steps, finish
+
+    def _chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        text = self.tokenizer.apply_chat_template(body["messages"], tokenize=False, add_generation_prompt=True)
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        out, steps, finish = self._decode(ids, body, int(body.get("top_logprobs") or 0))
+        content = []
+        for tid, logprob, top in steps:
+            item = self._token(tid, logprob)
             item["top_logprobs"] = [self._token(int(i), float(v)) for v, i in zip(top.values, top.indices)] if top is not None else []
             content.append(item)
-        self.sent_logprobs.append([c["logprob"] for c in content])
         return {
             "id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
             "choices": [{"index": 0, "message": {"role": "assistant", "content": self.tokenizer.decode(out, skip_special_tokens=True)},
                          "logprobs": {"content": content}, "finish_reason": finish}],
+            "usage": {"prompt_tokens": len(ids), "completion_tokens": len(out), "total_tokens": len(ids) + len(out)},
+        }
+
+    def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A plain-text continuation of the prompt (``/v1/completions`` without ``echo``)."""
+        ids = self.tokenizer(body["prompt"], add_special_tokens=True)["input_ids"]
+        out, steps, finish = self._decode(ids, body, int(body.get("logprobs") or 0))
+        tokens = [self.tokenizer.decode([tid]) for tid, _, _ in steps]
+        tops = [{self.tokenizer.convert_ids_to_tokens(int(i)): float(v) for v, i in zip(top.values, top.indices)}
+                for _, _, top in steps] if body.get("logprobs") else None
+        text = self.tokenizer.decode(out, skip_special_tokens=True)
+        return {
+            "id": f"cmpl-{len(self.requests)}", "object": "text_completion", "created": int(time.time()), "model": body["model"],
+            "choices": [{"index": 0, "text": text, "finish_reason": finish, "logprobs": {
+                "tokens": tokens, "token_logprobs": [lp for _, lp, _ in steps],
+                "text_offset": [len(body["prompt"]) + len(self.tokenizer.decode(out[:i])) for i in range(len(out))],
+                "top_logprobs": tops}}],
             "usage": {"prompt_tokens": len(ids), "completion_tokens": len(out), "total_tokens": len(ids) + len(out)},
         }
 

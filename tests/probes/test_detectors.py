@@ -21,6 +21,9 @@ EXPECTED_DIRECTIONS = {
     "self_critique": ("self_critique_similarity", "higher = member"),
     "entropy_temp": ("entropy_temp_similarity", "higher = member"),
     "entropy_noise": ("entropy_noise_similarity", "higher = member"),
+    "zlib": ("zlib_ratio", "lower = member"),
+    "ref": ("ref_ll_difference", "higher = member"),
+    "partial_completion": ("partial_rouge_l", "higher = member"),
 }
 
 

@@ -163,3 +163,15 @@ def test_min_k_plus_plus_runs_on_the_endpoint_with_top_k_moments_flagged(served,
         assert scored.mu[t] == pytest.approx(mu, abs=1e-9)
     on_question = get_detector("min_k_plus_plus", target="question").score(PROMPTS, api)
     assert np.isfinite(on_question.raw).all()
+
+
+def test_partial_completion_through_the_endpoint_equals_the_local_path(served, api):
+    """Plain-text continuations from /v1/completions and the question's tokens from echo give the
+    local path's ROUGE-L and exact match."""
+    _, loaded = served
+    remote = get_detector("partial_completion").score(PROMPTS, api)
+    here = get_detector("partial_completion").score(PROMPTS, LocalResponder(loaded, PromptFormat(mode="chat")))
+    assert np.isfinite(remote.raw).all()
+    np.testing.assert_allclose(remote.raw, here.raw, atol=1e-12)
+    np.testing.assert_array_equal(remote.extra["exact_match"], here.extra["exact_match"])
+    assert remote.n_responses == here.n_responses > 0

@@ -1,5 +1,9 @@
-"""A tiny GPT-2 trained (CPU, seconds, seeded) to memorise short Q→A texts whose answers are
-arbitrary, so members can only be known by memory; non-members are unseen texts of the same form."""
+"""A text-memorisation testbed: a tiny GPT-2 trained (CPU, seconds, seeded) to memorise short Q→A
+texts whose answers are arbitrary, so members can only be known by memory; non-members are unseen
+texts of the same form. It is where the detectors of pre-training/SFT contamination are seen to
+work (the tests and ``benchmarks/bench_memorised.py``); the RL testbed is :mod:`.build`.
+The training is an LM loss on the whole text (``question\nA: answer``); the weights before it are
+kept as a reference model."""
 
 from __future__ import annotations
 
@@ -11,7 +15,10 @@ ADJECTIVES = ["red", "blue", "green", "silver", "golden", "quiet", "hidden", "br
 NOUNS = ["lantern", "river", "tower", "garden", "mirror", "bridge", "compass", "violin", "harbor", "forest", "engine", "clock"]
 WORDS = ["apple", "storm", "pepper", "marble", "canyon", "velvet", "rocket", "meadow", "copper", "falcon", "glacier",
          "orchid", "thunder", "saddle", "pebble", "lemon", "cobalt", "willow", "ember", "quartz"]
-TEMPLATE = "Q: {prompt}\nA:"
+TEMPLATE = "{prompt}\nA:"
+# the question first, so a member's text can be continued from its beginning as plain text (partial-prompt
+# completion); the first 60 % of its tokens ("Beside the a b, the c") name it, the rest (" d hides …") is memory
+QUESTION = "Beside the {a} {b}, the {c} {d} hides which secret word?"
 
 
 @dataclass(frozen=True)
@@ -19,6 +26,7 @@ class MemorisedModel:
     path: Path
     members: list[tuple[str, str]]  # (question, answer)
     non_members: list[tuple[str, str]]
+    reference: Path  # the same model before its memorisation training (same tokenizer)
 
 
 def make_pairs(n: int, seed: int, answer_words: int = 32) -> list[tuple[str, str]]:
@@ -30,17 +38,17 @@ def make_pairs(n: int, seed: int, answer_words: int = 32) -> list[tuple[str, str
     for a, b in subjects:
         c, d = rng.choice(pairs)
         answer = " " + " ".join(rng.choice(WORDS) for _ in range(answer_words)) + "."
-        out.append((f"What is the secret word of the {a} {b} beside the {c} {d}?", answer))
+        out.append((QUESTION.format(a=a, b=b, c=c, d=d), answer))
     return out
 
 
 def build_memorised_model(out_dir: Path, n_members: int = 24, n_non_members: int = 24, n_fillers: int = 48,
-                          steps: int = 200, seed: int = 0) -> MemorisedModel:
+                          steps: int = 200, seed: int = 0, arch: str = "gpt2") -> MemorisedModel:
     """Train on the members plus ``n_fillers`` further texts that are never evaluated: with more
     than a handful of texts the model learns that answers to an unseen question are uncertain,
     instead of copying the answer of the nearest member with full confidence."""
     import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
     from cache.toymodels import BOS, EOS, PAD, train_tokenizer
 
@@ -49,13 +57,23 @@ def build_memorised_model(out_dir: Path, n_members: int = 24, n_non_members: int
     trained = members + pairs[n_members + n_non_members :]
     # a tokenizer of the texts' shared vocabulary (the word lists and the template), so a word is
     # about one token: short sequences, fast training, one sampling decision per word
-    vocabulary = [TEMPLATE.format(prompt="What is the secret word of the beside?") + " " + " ".join(ADJECTIVES + NOUNS + WORDS) + "."] * 20
+    shape = TEMPLATE.format(prompt=QUESTION.format(a="", b="", c="", d=""))
+    vocabulary = [shape + " " + " ".join(ADJECTIVES + NOUNS + WORDS) + "."] * 20
     tokenizer = train_tokenizer(700, texts=vocabulary)
-    config = GPT2Config(vocab_size=len(tokenizer), n_positions=512, n_embd=96, n_layer=2, n_head=4,
-                        bos_token_id=tokenizer.convert_tokens_to_ids(BOS), eos_token_id=tokenizer.convert_tokens_to_ids(EOS),
-                        pad_token_id=tokenizer.convert_tokens_to_ids(PAD))
+    special = {"bos_token_id": tokenizer.convert_tokens_to_ids(BOS), "eos_token_id": tokenizer.convert_tokens_to_ids(EOS),
+               "pad_token_id": tokenizer.convert_tokens_to_ids(PAD)}
     torch.manual_seed(seed)
-    model = GPT2LMHeadModel(config)
+    if arch == "gpt2":
+        config = GPT2Config(vocab_size=len(tokenizer), n_positions=512, n_embd=96, n_layer=2, n_head=4, **special)
+        model = GPT2LMHeadModel(config)
+    else:
+        config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=96, intermediate_size=256, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512, **special)
+        model = LlamaForCausalLM(config)
+    reference = out_dir.parent / f"{out_dir.name}-before-training"
+    model.save_pretrained(reference)
+    tokenizer.chat_template = None
+    tokenizer.save_pretrained(reference)
     texts = [TEMPLATE.format(prompt=q) + a for q, a in trained]
     encoded = [tokenizer(t)["input_ids"] + [config.eos_token_id] for t in texts]
     width = max(len(x) for x in encoded)
@@ -72,6 +90,5 @@ def build_memorised_model(out_dir: Path, n_members: int = 24, n_non_members: int
     model.eval()
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out_dir)
-    tokenizer.chat_template = None
     tokenizer.save_pretrained(out_dir)
-    return MemorisedModel(out_dir, members, non_members)
+    return MemorisedModel(out_dir, members, non_members, reference)

@@ -1,0 +1,61 @@
+"""Ref: the reference-model likelihood ratio (the classic reference attack; SPEC §5).
+
+raw = mean token log-prob of the target under the audited model − the same under a reference
+checkpoint (the pre-RL base), over the same tokens read after the same prompt; higher = member.
+The target is the audited model's greedy response (default) or the question. Both models must
+share the tokenizer (checked before any work, :func:`probes.detectors.base.check_reference`).
+RL sharpens a model on every question of its kind, so the difference is weaker than the level it
+is taken from; SPEC §8's calibration against matched controls is what isolates the trained-on
+questions.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..responders.base import Access
+from .base import DetectorResult, check_reference, register
+from .likelihood import GREEDY_TOKENS, Target, _LikelihoodDetector, greedy_params, same_tokens
+
+
+@register
+class Ref(_LikelihoodDetector):
+    name = "ref"
+    raw_name = "ref_ll_difference"
+    raw_direction = "higher = member"
+    summary = "Ref: mean token log-prob of the greedy response (or the question) under the audited model minus under a reference (pre-RL) model"
+    requires_reference = True
+
+    def __init__(self, target: Target = "response", max_new_tokens: int = GREEDY_TOKENS) -> None:
+        super().__init__(target, max_new_tokens)
+
+    @property
+    def needs(self) -> frozenset[Access]:  # type: ignore[override]
+        extra = {Access.SAMPLING} if self.target == "response" else set()
+        return frozenset({Access.TEXT_LOGPROBS} | extra)
+
+    def fit(self, clean_questions: Sequence[str] = (), reference: Any = None) -> "Ref":
+        """``reference``: the reference model's responder (same tokenizer)."""
+        self.reference_ = reference
+        return self
+
+    def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
+        reference = getattr(self, "reference_", None)
+        check_reference(self, responder, reference)
+        responses: list[Any] = []
+        if self.target == "response":
+            responses = [g[0] for g in responder.generate(questions, greedy_params(self.max_new_tokens))]
+            contexts, texts = [responder.format(q) for q in questions], [g.text for g in responses]
+        elif self.target == "question":
+            contexts, texts = [responder.question_context()] * len(questions), list(questions)
+        else:
+            raise ValueError(f"target {self.target!r}")
+        audited, base = responder.score(contexts, texts), reference.score(contexts, texts)
+        raw = np.full(len(questions), np.nan)
+        for i, (a, b) in enumerate(zip(audited, base)):
+            pair = same_tokens(a, b)
+            if pair is not None:
+                raw[i] = float(pair[0].mean() - pair[1].mean())
+        return self._result(raw, responses=responses)
