@@ -71,14 +71,14 @@ def parse_params(items: Sequence[str], names: Sequence[str]) -> dict[str, dict[s
 
 
 def capped_notes(detector: Any, result: Any) -> list[str]:
-    """SPEC §5: responses that stop at the token budget are counted; a detector whose responses
-    mostly did says so (not CDD, which compares the first ``max_tokens`` tokens by design)."""
-    if not result.n_capped:
+    """SPEC §5: responses that stop at the token budget are counted (in the meta, always) and noted;
+    a detector whose responses mostly did says so. Not for detectors whose budget is part of the
+    method (CDD compares the first ``max_tokens`` tokens, partial completion the remainder's length)."""
+    if not result.n_capped or detector.capped_by_design:
         return []
-    params = detector.get_params()
-    budget = params.get("max_new_tokens", params.get("max_tokens"))
+    budget = detector.get_params().get("max_new_tokens")
     text = f"{detector.name}: {result.n_capped} of {result.n_responses} responses stopped at the token budget ({budget})"
-    if result.n_capped * 2 > result.n_responses and not detector.capped_by_design:
+    if result.n_capped * 2 > result.n_responses:
         text += "; most answers are truncated, so their statistics compare prefixes: raise max_new_tokens"
     return [text]
 

@@ -87,5 +87,5 @@ def test_capped_responses_are_counted_and_reported(loaded_models):
     assert summary.info["detectors"]["cdd"]["responses"]["n"] == 9
     notes = "\n".join(summary.info["notes"])
     assert f"ppl: {capped} of 3 responses stopped at the token budget (3); most answers are truncated" in notes
-    cdd_note = next(n for n in summary.info["notes"] if n.startswith("cdd: "))
-    assert "raise max_new_tokens" not in cdd_note  # CDD compares its first max_tokens tokens by design
+    assert summary.info["detectors"]["cdd"]["responses"]["capped"] > 0
+    assert not any(n.startswith("cdd: ") for n in summary.info["notes"])  # CDD compares its first max_tokens tokens by design
