@@ -125,6 +125,7 @@ def test_a_model_that_is_not_a_causal_lm_is_one_line(tmp_path, capsys):
     q = tmp_path / "q.jsonl"
     q.write_text('{"id": "a", "question": "What is 12 + 7?", "label": 1}\n{"id": "b", "question": "What is 3 + 4?", "label": 0}\n')
     err = _one_line_error(capsys, ["run", str(CONFIGS / "demo.yaml"), "--set", f"model.source={bert}", "--set", "controls=[]",
+                                   "--set", "detect.names=[ppl]",  # without controls, ref has no reference model
                                    "--set", f"questions={q}", "--set", f"run_dir={tmp_path / 'run'}", "--no-progress"])
     assert "not a causal language model" in err
     err = _one_line_error(capsys, ["detect", "ppl", str(q), "--model", str(bert), "-o", str(tmp_path / "s.csv")])
