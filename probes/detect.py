@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .detectors import check_access, check_reference, get_detector
+from .detectors import REGISTRY, check_access, check_reference, get_detector
 from .errors import ConfigError
 from .scores import ScoreTable
 
@@ -39,6 +39,11 @@ class DetectSummary:
         c = self.info["counts"]
         lines = [f"{len(self.table.ids)} questions x {len(self.table.columns)} detector(s) in {self.info['seconds']:.1f} s: "
                  f"{c['generated']} completions generated, {c['scored']} texts scored, {c['cache_hits']} served from the response store"]
+        if self.info.get("sampling_temperature") is not None:
+            lines.append(f"sampling temperature {self.info['sampling_temperature']:g} (detectors whose params set none)")
+        if self.info.get("reference_counts"):
+            r = self.info["reference_counts"]
+            lines.append(f"reference model: {r['scored']} texts scored, {r['cache_hits']} served from the response store")
         lines += [f"note: {n}" for n in self.info["notes"]]
         return "\n".join(lines)
 
@@ -86,8 +91,6 @@ def capped_notes(detector: Any, result: Any) -> list[str]:
 def detector_names(spec: str | Sequence[str], reference: bool = False) -> list[str]:
     """Registry names from ``"a,b"`` / ``["a", "b"]``; ``all`` is every detector whose needs can be
     met (those comparing with a reference model only when one is given)."""
-    from .detectors import REGISTRY
-
     items = [n.strip() for n in spec.split(",")] if isinstance(spec, str) else [str(n).strip() for n in spec]
     items = [n for n in items if n]
     if items == ["all"]:
@@ -100,8 +103,6 @@ def with_sampling_temperature(params: dict[str, dict[str, Any]], names: Sequence
     """``params`` with ``temperature`` given to every named detector that samples at a temperature
     (CDD, Min-kNN, Entropy-Temp), unless its own parameters set one (SPEC §5: audit at the RL
     rollouts' temperature when it is known)."""
-    from .detectors import REGISTRY
-
     out = {n: dict(params.get(n, {})) for n in names}
     if temperature is None:
         return out
@@ -157,13 +158,19 @@ def run_detectors(
     if bar is not None:
         bar.close()
     counter = responder.counter
+    uses_reference = reference is not None and any(d.requires_reference for d in detectors)
     info = {
         "detectors": described,
         "responder": responder.identity,
-        "reference": reference.identity if reference is not None and any(d.requires_reference for d in detectors) else None,
+        "reference": reference.identity if uses_reference else None,
         "sampling_temperature": sampling_temperature,
         "notes": notes,
-        "counts": {"generated": counter.generated, "scored": counter.scored, "cache_hits": counter.cache_hits},
+        "counts": _counts(counter),
+        "reference_counts": _counts(reference.counter) if uses_reference else None,
         "seconds": time.perf_counter() - start,
     }
     return DetectSummary(table=table, raw=raw, info=info)
+
+
+def _counts(counter: Any) -> dict[str, int]:
+    return {"generated": counter.generated, "scored": counter.scored, "cache_hits": counter.cache_hits}

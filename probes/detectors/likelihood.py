@@ -80,6 +80,16 @@ class _LikelihoodDetector(Detector):
         return read_targets(questions, responder, self.target, self.max_new_tokens)
 
 
+class _RescoringDetector(_LikelihoodDetector):
+    """A detector that scores its target by teacher forcing under two conditions (with and without
+    a prefix, under two models): it needs text log-probs, and generation for the response target."""
+
+    @property
+    def needs(self) -> frozenset[Access]:  # type: ignore[override]
+        extra = {Access.SAMPLING} if self.target == "response" else set()
+        return frozenset({Access.TEXT_LOGPROBS} | extra)
+
+
 @register
 class PPL(_LikelihoodDetector):
     name = "ppl"
@@ -139,7 +149,7 @@ class Zlib(_LikelihoodDetector):
 
 
 @register
-class ReCaLL(_LikelihoodDetector):
+class ReCaLL(_RescoringDetector):
     name = "recall"
     raw_name = "recall_ratio"
     raw_direction = "higher = member"
@@ -150,11 +160,6 @@ class ReCaLL(_LikelihoodDetector):
         super().__init__(target, max_new_tokens)
         self.prefix = prefix
         self.n_prefix = n_prefix
-
-    @property
-    def needs(self) -> frozenset[Access]:  # type: ignore[override]
-        extra = {Access.SAMPLING} if self.target == "response" else set()
-        return frozenset({Access.TEXT_LOGPROBS} | extra)
 
     def fit(self, clean_questions: Sequence[str] = (), reference: Any = None) -> "ReCaLL":
         """The prefix pool: ``prefix`` if given, else known-clean questions (the first

@@ -15,26 +15,17 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..responders.base import Access
 from .base import DetectorResult, check_reference, register
-from .likelihood import GREEDY_TOKENS, Target, _LikelihoodDetector, greedy_params, same_tokens
+from .likelihood import _RescoringDetector, greedy_params, same_tokens
 
 
 @register
-class Ref(_LikelihoodDetector):
+class Ref(_RescoringDetector):
     name = "ref"
     raw_name = "ref_ll_difference"
     raw_direction = "higher = member"
     summary = "Ref: mean token log-prob of the greedy response (or the question) under the audited model minus under a reference (pre-RL) model"
     requires_reference = True
-
-    def __init__(self, target: Target = "response", max_new_tokens: int = GREEDY_TOKENS) -> None:
-        super().__init__(target, max_new_tokens)
-
-    @property
-    def needs(self) -> frozenset[Access]:  # type: ignore[override]
-        extra = {Access.SAMPLING} if self.target == "response" else set()
-        return frozenset({Access.TEXT_LOGPROBS} | extra)
 
     def fit(self, clean_questions: Sequence[str] = (), reference: Any = None) -> "Ref":
         """``reference``: the reference model's responder (same tokenizer)."""

@@ -132,20 +132,8 @@ def _run(config: RunConfig, run_dir: Path, progress: bool) -> RunResult:
                 [f"{name}/lara.csv", f"{name}/lara.meta.json"], lambda: _score(run_dir, name, config, labels),
             ))
         if config.detect.names:
-            detect = dataclasses.asdict(config.detect)
-            detect.pop("store")
-            if name != config.name:
-                detect["endpoint"] = None  # controls are always run locally
-            names = detector_names(config.detect.names, reference=reference is not None)
-            uses_reference = reference is not None and any(REGISTRY[n].requires_reference for n in names if n in REGISTRY)
-            key = {"questions": q_digest, "model": identity, "detect": detect,
-                   "reference": _model_identity(dict(config.models())[reference], ledger) if uses_reference else None}
-            tables.update(ledger.run(
-                f"detect/{name}", key,
-                [f"{name}/detectors.csv", f"{name}/detectors.raw.csv", f"{name}/detectors.meta.json"],
-                lambda: _detect(run_dir, name, config, model, questions, progress, names,
-                                (reference, models[reference]) if uses_reference else None),
-            ))
+            tables.update(_detect_stage(ledger, run_dir, name, config, models, questions,
+                                        {"questions": q_digest, "model": identity}, progress))
         score_tables = {k: v for k, v in tables.items() if k.endswith(".csv") and not k.endswith(".raw.csv")}
         scores = ledger.run(
             f"fuse/{name}", {"tables": score_tables, "questions": q_digest,
@@ -234,6 +222,27 @@ def _score(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int | 
     info = result.info
     logger.info("LaRA: %d questions scored against a clean reference of %d (%s)", info["n_questions"],
                 info["n_reference"], info["clean_ref_mode"])
+
+
+def _detect_stage(ledger: Ledger, run_dir: Path, name: str, config: RunConfig, models: dict[str, _LazyModel],
+                  questions: list, key: dict[str, Any], progress: bool) -> dict[str, str]:
+    """The detect stage of model ``name`` through the ledger; ``key`` holds the question and model
+    digests, to which the detector settings and, when a detector uses it, the reference model's
+    identity are added. Returns the outputs' digests."""
+    detect = dataclasses.asdict(config.detect)
+    detect.pop("store")
+    if name != config.name:
+        detect["endpoint"] = None  # controls are always run locally
+    reference = config.reference_name()
+    names = detector_names(config.detect.names, reference=reference is not None)
+    uses_reference = reference is not None and any(REGISTRY[n].requires_reference for n in names if n in REGISTRY)
+    key = {**key, "detect": detect,
+           "reference": _model_identity(dict(config.models())[reference], ledger) if uses_reference else None}
+    return ledger.run(
+        f"detect/{name}", key, [f"{name}/detectors.csv", f"{name}/detectors.raw.csv", f"{name}/detectors.meta.json"],
+        lambda: _detect(run_dir, name, config, models[name], questions, progress, names,
+                        (reference, models[reference]) if uses_reference else None),
+    )
 
 
 def _detect(run_dir: Path, name: str, config: RunConfig, model: _LazyModel, questions: list, progress: bool,

@@ -99,3 +99,25 @@ def test_fuse_summary_and_meta_show_the_zero_scale_rule(tmp_path, capsys):
     meta = json.loads(out.with_suffix(".meta.json").read_text())["fusion"]["cdd+lara+flat"]
     assert list(meta["zero_scale"]["fallback"]) == ["cdd"] and meta["zero_scale"]["constant"] == ["flat"]
     assert np.abs(ScoreTable.read_csv(out).columns["cdd+lara+flat"]).max() < 50
+
+
+def test_detect_with_a_reference_model_and_a_sampling_temperature(audit, other_gpt2_dir, tmp_path, capsys):
+    out = tmp_path / "s.csv"
+    argv = ["detect", "ref,zlib,partial_completion,min_knn", str(audit.questions), "--model", str(audit.model_dir),
+            "--reference", str(other_gpt2_dir), "--device", "cpu", "--prompt-format", "raw", "--template", "Q: {prompt}\nA:",
+            "--param", "ref.max_new_tokens=8", "--param", "zlib.max_new_tokens=8", "--param", "min_knn.n=3",
+            "--param", "min_knn.max_new_tokens=8", "--sampling-temperature", "1.0", "--store", str(tmp_path / "store.sqlite"),
+            "-o", str(out), "--no-progress"]
+    assert main(argv) == 0
+    shown = capsys.readouterr().out
+    assert "sampling temperature 1 (detectors whose params set none)" in shown and "reference model: " in shown
+    meta = json.loads(out.with_suffix(".meta.json").read_text())
+    assert meta["reference"]["weights"] != meta["responder"]["weights"] and meta["sampling_temperature"] == 1.0
+    assert meta["detectors"]["min_knn"]["params"]["temperature"] == 1.0
+    table, raw = ScoreTable.read_csv(out), ScoreTable.read_csv(out.with_suffix(".raw.csv"))
+    assert list(table.columns) == ["ref", "zlib", "partial_completion", "min_knn"]
+    finite = np.isfinite(table.columns["ref"])  # NaN only where the greedy answer is empty, as zlib's
+    np.testing.assert_array_equal(finite, np.isfinite(table.columns["zlib"]))
+    assert finite.sum() > 25 and "partial_completion_exact_match" in raw.columns
+    assert main(["detect", "ref", str(audit.questions), "--model", str(audit.model_dir), "-o", str(out)]) == 2
+    assert "needs a reference model" in capsys.readouterr().err
