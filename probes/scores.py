@@ -62,7 +62,7 @@ class ScoreTable:
             writer = csv.writer(handle)
             writer.writerow(["id", *names])
             for i, qid in enumerate(self.ids):
-                writer.writerow([qid, *(_fmt(self.columns[n][i]) for n in names)])
+                writer.writerow([qid, *(format_number(self.columns[n][i]) for n in names)])
         os.replace(tmp, path)
 
     @classmethod
@@ -95,7 +95,8 @@ class ScoreTable:
         return cls(ids, {n: np.array(v, dtype=np.float64) for n, v in zip(names, values)})
 
 
-def _fmt(x: float) -> str:
+def format_number(x: float) -> str:
+    """A float in Python's shortest round-tripping form; ``nan``/``inf``/``-inf`` otherwise."""
     return repr(float(x)) if math.isfinite(x) else ("nan" if math.isnan(x) else ("inf" if x > 0 else "-inf"))
 
 

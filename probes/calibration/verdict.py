@@ -1,0 +1,188 @@
+"""Label-free verdicts (SPEC §8.3–8.6): per detector a calibrated test of "the benchmark is in the
+RL data", combined over detectors, in the first available of three modes.
+
+* **reference**: the within-question test on difference scores Δ = s_audited − s_reference of the
+  originals and their controls (the generator's bias hits both models and cancels).
+* **relative**: the audited questions' within-ranks r_j (or, for a detector without controls such
+  as LaRA, their scores) against a clean set's, one-sided Mann–Whitney. Valid only if the clean
+  set is drawn like the audited one.
+* **absolute**: the within-question test as it is; its size depends on how exchangeable the
+  generator's similars are with real questions, so it is marked ``"calibrated": false``.
+
+Every available mode is computed and reported; the first available one decides.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal, Sequence
+
+import numpy as np
+
+from ..errors import ConfigError, InputError
+from ..scores import ScoreTable
+from . import stats
+from .controls import ControlTable
+
+MODES = ("reference", "relative", "absolute")
+ABSOLUTE_WARNING = ("absolute mode: the within-question test assumes the generator's similar questions are exchangeable "
+                    "with real ones; its size depends on the generator and is not calibrated. Give a reference model (the "
+                    "checkpoint before RL) or a clean set drawn like the audited questions for a calibrated verdict")
+RELATIVE_WARNING = ("relative mode is valid only if the clean set is drawn like the audited questions (same sources, same "
+                    "kinds of problems)")
+
+
+@dataclass(frozen=True)
+class VerdictSettings:
+    """How a verdict is computed (SPEC §8 defaults).
+
+    Attributes:
+        alpha: level of the combined test.
+        combine: ``cauchy`` (valid under any dependence) or ``bonferroni``.
+        detectors: the detectors combined (None: every detector with controls, plus ``lara`` in
+            the relative mode).
+        permutations / bootstrap: resamples of the permutation test and of the CIs.
+        storey_lambda: λ of Storey's bound.
+        seed: seed of every random draw.
+    """
+
+    alpha: float = 0.05
+    combine: Literal["cauchy", "bonferroni"] = "cauchy"
+    detectors: tuple[str, ...] | None = None
+    permutations: int = 10_000
+    bootstrap: int = 1000
+    storey_lambda: float = 0.5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.alpha < 1:
+            raise ConfigError(f"verdict alpha must be in (0, 1), got {self.alpha}")
+        if self.combine not in ("cauchy", "bonferroni"):
+            raise ConfigError(f"verdict combine: {self.combine!r}; choose cauchy or bonferroni")
+        if self.detectors is not None:
+            object.__setattr__(self, "detectors", tuple(self.detectors))
+
+
+@dataclass
+class ScoredSet:
+    """One model's scores on some questions (``ids``) and, optionally, on their controls."""
+
+    scores: ScoreTable
+    controls: ControlTable | None
+    ids: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.ids:
+            self.ids = list(self.scores.ids)
+        self._row = {qid: i for i, qid in enumerate(self.scores.ids)}
+
+    def original(self, name: str) -> np.ndarray:
+        """``[n]`` scores of column ``name`` on the originals (NaN where a row is missing)."""
+        if name not in self.scores.columns:
+            raise InputError(f"no score column {name!r}; columns: {', '.join(self.scores.columns)}")
+        values = self.scores.columns[name]
+        return np.array([values[self._row[i]] if i in self._row else np.nan for i in self.ids])
+
+    def has_controls(self, name: str) -> bool:
+        return self.controls is not None and name in self.controls.columns
+
+    def control_matrix(self, name: str) -> np.ndarray:
+        """``[n, C]`` scores of column ``name`` on each question's controls."""
+        assert self.controls is not None
+        return self.controls.matrix(name, self.ids)
+
+    def subset(self, ids: Sequence[str]) -> "ScoredSet":
+        return ScoredSet(self.scores, self.controls, list(ids))
+
+
+def within_test(original: np.ndarray, controls: np.ndarray, s: VerdictSettings) -> dict[str, Any]:
+    """SPEC §8.3–8.4 for one detector: the permutation p-value, the within-AUC T with a bootstrap
+    CI over questions, Storey's contaminated fraction with its CI, and the questions used."""
+    t, p = stats.permutation_test(original, controls, s.permutations, s.seed)
+    r = stats.within_ranks(original, controls)
+    pj = stats.question_pvalues(original, controls, s.seed)
+    return _figures(p, t, stats.bootstrap_ci(r, np.mean, s.bootstrap, s.seed), pj, s, int(np.isfinite(r).sum()))
+
+
+def relative_test(audited: np.ndarray, clean: np.ndarray, s: VerdictSettings) -> dict[str, Any]:
+    """SPEC §8.6 relative: audited statistics against a clean set's (one-sided Mann–Whitney); the
+    AUC of audited vs clean (0.5 under H0) with a two-sample bootstrap CI; the difference of means;
+    Storey's fraction from each audited value's p-value against the clean values."""
+    auc, p = stats.mann_whitney_greater(audited, clean)
+    a, c = audited[np.isfinite(audited)], clean[np.isfinite(clean)]
+    rng = np.random.default_rng(s.seed)
+    draws, deltas = np.empty(s.bootstrap), np.empty(s.bootstrap)
+    for b in range(s.bootstrap):
+        ra, rc = a[rng.integers(0, len(a), len(a))], c[rng.integers(0, len(c), len(c))]
+        draws[b] = ((ra[:, None] > rc[None, :]).mean() + 0.5 * (ra[:, None] == rc[None, :]).mean()) if len(a) and len(c) else np.nan
+        deltas[b] = ra.mean() - rc.mean() if len(a) and len(c) else np.nan
+    out = _figures(p, auc, _interval(draws), stats.empirical_pvalues(audited, clean, s.seed), s, len(a))
+    out["difference"] = {"value": float(a.mean() - c.mean()) if len(a) and len(c) else math.nan, "ci": _interval(deltas)}
+    out["n_clean"] = int(len(c))
+    return out
+
+
+def _figures(p: float, value: float, ci: tuple[float, float], pj: np.ndarray, s: VerdictSettings, n: int) -> dict[str, Any]:
+    pi1 = stats.storey_pi1(pj, s.storey_lambda)
+    pi_ci = stats.bootstrap_ci(pj, lambda v: stats.storey_pi1(v, s.storey_lambda), s.bootstrap, s.seed)
+    return {"p_value": p, "within_auc": {"value": value, "ci": list(ci)},
+            "contaminated_fraction": {"value": pi1, "ci": list(pi_ci), "reported_as": "at least"}, "n": n}
+
+
+def _interval(draws: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    finite = draws[np.isfinite(draws)]
+    if not len(finite):
+        return math.nan, math.nan
+    return float(np.percentile(finite, 100 * (1 - level) / 2)), float(np.percentile(finite, 100 * (1 + level) / 2))
+
+
+def _combine(per_detector: dict[str, dict[str, Any]], s: VerdictSettings) -> dict[str, Any]:
+    names = [n for n, r in per_detector.items() if math.isfinite(r["p_value"])]
+    pvalues = [per_detector[n]["p_value"] for n in names]
+    p = stats.cauchy_combination(pvalues) if s.combine == "cauchy" else stats.bonferroni(pvalues)
+    return {"p_value": p, "method": s.combine, "detectors": names}
+
+
+def _mode(per_detector: dict[str, dict[str, Any]], s: VerdictSettings) -> dict[str, Any]:
+    combined = _combine(per_detector, s)
+    return {"reject": bool(math.isfinite(combined["p_value"]) and combined["p_value"] < s.alpha), "combined": combined,
+            "detectors": per_detector}
+
+
+def compute_verdict(audited: ScoredSet, reference: ScoredSet | None = None, clean: ScoredSet | None = None,
+                    settings: VerdictSettings = VerdictSettings()) -> dict[str, Any]:
+    """The verdict on ``audited`` (see the module docstring): every available mode, the first deciding.
+
+    ``reference``: the reference model's scores on the same questions and controls; ``clean``: the
+    audited model's scores on a clean set (and its controls)."""
+    s = settings
+    with_controls = [n for n in (s.detectors or (audited.controls.columns if audited.controls else ())) if audited.has_controls(n)]
+    modes: dict[str, dict[str, Any]] = {}
+    if reference is not None:
+        ref = reference.subset(audited.ids)
+        usable = [n for n in with_controls if ref.has_controls(n) and n in ref.scores.columns]
+        if usable:
+            modes["reference"] = _mode({n: within_test(audited.original(n) - ref.original(n),
+                                                        audited.control_matrix(n) - ref.control_matrix(n), s)
+                                        for n in usable}, s)
+    if clean is not None:
+        relative = {n: relative_test(stats.within_ranks(audited.original(n), audited.control_matrix(n)),
+                                     stats.within_ranks(clean.original(n), clean.control_matrix(n)), s)
+                    for n in with_controls if clean.has_controls(n)}
+        plain = [n for n in (s.detectors or ("lara",)) if n not in relative and n in audited.scores.columns
+                 and n in clean.scores.columns and not audited.has_controls(n)]
+        relative.update({n: relative_test(audited.original(n), clean.original(n), s) for n in plain})
+        if relative:
+            modes["relative"] = _mode(relative, s)
+    if with_controls:
+        modes["absolute"] = _mode({n: within_test(audited.original(n), audited.control_matrix(n), s) for n in with_controls}, s)
+    if not modes:
+        raise InputError("no verdict can be computed: score the questions' controls (lara detect --sets SETS.jsonl), "
+                         "or give a clean set for the relative mode")
+    mode = next(m for m in MODES if m in modes)
+    warnings = [ABSOLUTE_WARNING] if mode == "absolute" else []
+    if "relative" in modes:
+        warnings.append(RELATIVE_WARNING)
+    return {"mode": mode, "calibrated": mode != "absolute", "alpha": s.alpha, "n": len(audited.ids), **modes[mode],
+            "modes": modes, "warnings": warnings}

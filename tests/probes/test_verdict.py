@@ -1,0 +1,126 @@
+"""Verdicts on synthetic scores with a planted generator bias and a planted contamination: the
+reference mode cancels the bias the absolute mode falls for; the relative mode compares with a
+clean set; the figures are the statistics functions' own; tables round-trip through CSV."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from probes.calibration import stats
+from probes.calibration.controls import ControlTable, control_texts
+from probes.calibration.verdict import ScoredSet, VerdictSettings, compute_verdict, within_test
+from probes.errors import InputError
+from probes.scores import ScoreTable
+
+FAST = VerdictSettings(permutations=2000, bootstrap=200)
+
+
+def tables(original: np.ndarray, controls: np.ndarray, name: str = "ppl", prefix: str = "q") -> tuple[ScoreTable, ControlTable]:
+    n, c = controls.shape
+    ids = [f"{prefix}{i}" for i in range(n)]
+    table = ScoreTable(ids, {name: original})
+    ctl = ControlTable([i for i in ids for _ in range(c)], np.tile(np.arange(1, c + 1), n), {name: controls.reshape(-1)})
+    return table, ctl
+
+
+def world(n: int = 60, bias: float = 0.8, contamination: float = 0.0, seed: int = 0):
+    """Question levels vary; the generator's controls sit ``bias`` below their original for both
+    models; RL raises the audited model on its trained originals by ``contamination``."""
+    rng = np.random.default_rng(seed)
+    level = rng.normal(size=(n, 1)) * 2.0
+    base_orig = level[:, 0] + bias + rng.normal(size=n) * 0.3
+    base_ctl = level + rng.normal(size=(n, 3)) * 0.3
+    rl_shift = rng.normal(size=(n, 1)) * 0.1 + 0.5  # RL sharpens every question of the kind
+    audited = tables(base_orig + rl_shift[:, 0] + contamination + rng.normal(size=n) * 0.05,
+                     base_ctl + rl_shift + rng.normal(size=(n, 3)) * 0.05)
+    reference = tables(base_orig, base_ctl)
+    return audited, reference
+
+
+def test_reference_mode_cancels_a_generator_bias_that_fools_the_absolute_mode():
+    (a_scores, a_ctl), (r_scores, r_ctl) = world(contamination=0.0)
+    verdict = compute_verdict(ScoredSet(a_scores, a_ctl), ScoredSet(r_scores, r_ctl), settings=FAST)
+    assert verdict["mode"] == "reference" and verdict["calibrated"] and not verdict["reject"]
+    assert verdict["modes"]["absolute"]["reject"]  # the generator's bias alone
+    assert verdict["modes"]["absolute"]["detectors"]["ppl"]["within_auc"]["value"] > 0.8
+    (a_scores, a_ctl), (r_scores, r_ctl) = world(contamination=1.0, seed=1)
+    contaminated = compute_verdict(ScoredSet(a_scores, a_ctl), ScoredSet(r_scores, r_ctl), settings=FAST)
+    assert contaminated["reject"] and contaminated["combined"]["p_value"] < 0.01
+    assert contaminated["detectors"]["ppl"]["contaminated_fraction"]["value"] > 0.5
+
+
+def test_within_test_figures_are_the_statistics_functions_own():
+    (a_scores, a_ctl), _ = world(seed=2)
+    audited = ScoredSet(a_scores, a_ctl)
+    o, c = audited.original("ppl"), audited.control_matrix("ppl")
+    got = within_test(o, c, FAST)
+    t, p = stats.permutation_test(o, c, 2000, 0)
+    assert got["p_value"] == p and got["within_auc"]["value"] == t and got["n"] == 60
+    assert got["within_auc"]["value"] == pytest.approx(np.nanmean(stats.within_ranks(o, c)))
+    lo, hi = got["within_auc"]["ci"]
+    assert lo < t < hi
+    assert got["contaminated_fraction"]["value"] == stats.storey_pi1(stats.question_pvalues(o, c, 0))
+
+
+def test_relative_mode_against_a_clean_set_and_the_absolute_warning():
+    (a_scores, a_ctl), _ = world(contamination=1.0, seed=3)
+    (c_scores, c_ctl), _ = world(contamination=0.0, seed=4)
+    c_scores = ScoreTable([f"c{i}" for i in range(60)], c_scores.columns)
+    c_ctl = ControlTable([f"c{i[1:]}" for i in c_ctl.ids], c_ctl.index, c_ctl.columns)
+    verdict = compute_verdict(ScoredSet(a_scores, a_ctl), clean=ScoredSet(c_scores, c_ctl), settings=FAST)
+    assert verdict["mode"] == "relative" and verdict["reject"]
+    rel = verdict["detectors"]["ppl"]
+    r_a = stats.within_ranks(a_scores.columns["ppl"], a_ctl.matrix("ppl", a_scores.ids))
+    r_c = stats.within_ranks(c_scores.columns["ppl"], c_ctl.matrix("ppl", c_scores.ids))
+    assert (rel["within_auc"]["value"], rel["p_value"]) == stats.mann_whitney_greater(r_a, r_c)
+    assert rel["difference"]["value"] == pytest.approx(np.nanmean(r_a) - np.nanmean(r_c))
+    assert any("drawn like" in w for w in verdict["warnings"])
+    alone = compute_verdict(ScoredSet(a_scores, a_ctl), settings=FAST)
+    assert alone["mode"] == "absolute" and not alone["calibrated"] and "not calibrated" in alone["warnings"][0]
+
+
+def test_lara_enters_the_relative_mode_with_its_scores():
+    rng = np.random.default_rng(5)
+    audited = ScoreTable([f"q{i}" for i in range(40)], {"lara": rng.normal(size=40) + 1.0})
+    clean = ScoreTable([f"c{i}" for i in range(40)], {"lara": rng.normal(size=40)})
+    verdict = compute_verdict(ScoredSet(audited, None), clean=ScoredSet(clean, None), settings=FAST)
+    assert verdict["mode"] == "relative" and list(verdict["detectors"]) == ["lara"] and verdict["reject"]
+    with pytest.raises(InputError, match="score the questions' controls"):
+        compute_verdict(ScoredSet(audited, None), settings=FAST)
+
+
+def test_combination_and_subsets_of_questions():
+    (a_scores, a_ctl), (r_scores, r_ctl) = world(contamination=1.0, seed=6)
+    a_scores.add("cdd", a_scores.columns["ppl"] + 0.0)
+    a_ctl.columns["cdd"] = a_ctl.columns["ppl"] * 1.0
+    r_scores.add("cdd", r_scores.columns["ppl"] + 0.0)
+    r_ctl.columns["cdd"] = r_ctl.columns["ppl"] * 1.0
+    verdict = compute_verdict(ScoredSet(a_scores, a_ctl), ScoredSet(r_scores, r_ctl), settings=FAST)
+    ps = [verdict["detectors"][n]["p_value"] for n in ("ppl", "cdd")]
+    assert verdict["combined"] == {"p_value": stats.cauchy_combination(ps), "method": "cauchy", "detectors": ["ppl", "cdd"]}
+    half = ScoredSet(a_scores, a_ctl, a_scores.ids[:30])
+    sub = compute_verdict(half, ScoredSet(r_scores, r_ctl), settings=FAST)
+    assert sub["n"] == 30 and sub["detectors"]["ppl"]["n"] == 30
+    one = compute_verdict(ScoredSet(a_scores, a_ctl), ScoredSet(r_scores, r_ctl),
+                          settings=VerdictSettings(permutations=2000, bootstrap=200, detectors=("cdd",), combine="bonferroni"))
+    assert list(one["detectors"]) == ["cdd"] and one["combined"]["method"] == "bonferroni"
+
+
+def test_control_table_round_trip_and_control_texts(tmp_path):
+    table = ControlTable(["a", "a", "b"], np.array([1, 2, 1]), {"ppl": np.array([0.5, np.nan, -1e-300])})
+    table.write_csv(tmp_path / "c.csv")
+    back = ControlTable.read_csv(tmp_path / "c.csv")
+    assert back.ids == table.ids and back.index.tolist() == [1, 2, 1]
+    np.testing.assert_array_equal(back.columns["ppl"], table.columns["ppl"])
+    m = back.matrix("ppl", ["b", "a", "z"])
+    assert m.shape == (3, 2) and m[0, 0] == -1e-300 and math.isnan(m[0, 1]) and m[1, 0] == 0.5 and np.isnan(m[2]).all()
+
+    class Set:  # the two fields control_texts reads
+        def __init__(self, qid, similars):
+            self.question = type("Q", (), {"id": qid})()
+            self.similars = similars
+
+    assert control_texts([Set("a", ["x", None, "y", "z"]), Set("b", [None])], 2) == {"a": ["x", "y"], "b": []}
