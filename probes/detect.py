@@ -8,10 +8,12 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .calibration.controls import ControlTable
+from .calibration.stats import calibrated_scores
 from .detectors import REGISTRY, check_access, check_reference, get_detector
 from .errors import ConfigError
 from .scores import ScoreTable
@@ -29,11 +31,13 @@ class DetectSummary:
         table: one oriented score column per detector.
         raw: the raw statistics (and decision rules), one column each.
         info: detector parameters, notes on approximations, counts.
+        controls: the detectors' scores on each question's matched controls (SPEC §8.1), if asked.
     """
 
     table: ScoreTable
     raw: ScoreTable
     info: dict[str, Any] = field(default_factory=dict)
+    controls: ControlTable | None = None
 
     def describe(self) -> str:
         c = self.info["counts"]
@@ -41,6 +45,10 @@ class DetectSummary:
                  f"{c['generated']} completions generated, {c['scored']} texts scored, {c['cache_hits']} served from the response store"]
         if self.info.get("sampling_temperature") is not None:
             lines.append(f"sampling temperature {self.info['sampling_temperature']:g} (detectors whose params set none)")
+        if self.controls is not None:
+            cal = self.info["calibration"]
+            lines.append(f"controls: {len(self.controls.ids)} similar questions of {cal['n_questions_with_controls']} questions "
+                         f"scored by {', '.join(self.controls.columns)}; calibrated columns {', '.join(cal['columns'])}")
         if self.info.get("reference_counts"):
             r = self.info["reference_counts"]
             lines.append(f"reference model: {r['scored']} texts scored, {r['cache_hits']} served from the response store")
@@ -54,7 +62,11 @@ class DetectSummary:
         self.table.write_csv(output)
         self.raw.write_csv(raw_path)
         meta_path.write_text(json.dumps(self.info, indent=1, default=str) + "\n", encoding="utf-8")
-        return [output, raw_path, meta_path]
+        written = [output, raw_path, meta_path]
+        if self.controls is not None:
+            written.append(output.with_suffix(".controls.csv"))
+            self.controls.write_csv(written[-1])
+        return written
 
 
 def parse_params(items: Sequence[str], names: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -122,10 +134,18 @@ def run_detectors(
     progress: bool = False,
     reference: Any = None,
     sampling_temperature: float | None = None,
+    controls: Mapping[str, Sequence[str]] | None = None,
+    calibrate: Sequence[str] | None = None,
 ) -> DetectSummary:
-    """Score ``questions`` with each named detector (registry names) through ``responder``;
-    ``reference`` is a reference model's responder for the detectors that compare with one;
-    ``sampling_temperature`` the temperature of the sampling detectors whose params set none."""
+    """Score ``questions`` with each named detector (registry names) through ``responder``.
+
+    Args:
+        reference: a reference model's responder, for the detectors that compare with one.
+        sampling_temperature: the temperature of the sampling detectors whose params set none.
+        controls: ``{question id: its matched controls}`` (SPEC §8.1): the detectors in
+            ``calibrate`` (default: all) also score them, with the same parameters, and the
+            table gains their ``<det>@cal`` columns.
+    """
     start = time.perf_counter()
     params = with_sampling_temperature(params or {}, names, sampling_temperature)
     detectors = [get_detector(n, **params.get(n, {})) for n in names]
@@ -133,13 +153,12 @@ def run_detectors(
     for detector in detectors:  # refuse before any work
         notes += check_access(detector, responder)
         check_reference(detector, responder, reference)
+    rows = [(qid, c, text) for qid in ids for c, text in enumerate((controls or {}).get(qid, ()), start=1)]
+    calibrated = [d for d in detectors if controls is not None and (calibrate is None or d.name in calibrate)]
+    control_table = ControlTable([r[0] for r in rows], np.array([r[1] for r in rows], dtype=np.int64)) if controls is not None else None
     table, raw = ScoreTable(list(ids)), ScoreTable(list(ids))
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=len(detectors), unit="detector", desc="detect")
-    described = {}
+    bar = _progress(progress, len(detectors) + len(calibrated))
+    described, calibration = {}, {}
     for detector in detectors:
         if bar is not None:
             bar.set_postfix_str(detector.name)
@@ -153,6 +172,15 @@ def run_detectors(
         described[detector.name] = {"params": detector.get_params(), "raw": result.raw_name,
                                     "raw_direction": detector.raw_direction, "n_nonfinite": int((~np.isfinite(result.scores)).sum()),
                                     "responses": result.responses_summary()}
+        if detector in calibrated:
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix_str(f"{detector.name} on controls")
+            on_controls = detector.score([r[2] for r in rows], responder)
+            control_table.columns[detector.name] = on_controls.scores  # type: ignore[union-attr]
+            cal, record = calibrated_scores(result.scores, control_table.matrix(detector.name, ids))  # type: ignore[union-attr]
+            table.add(f"{detector.name}@cal", cal)
+            calibration[detector.name] = {"responses": on_controls.responses_summary(), "zero_scale": record.to_dict()}
         if bar is not None:
             bar.update(1)
     if bar is not None:
@@ -169,7 +197,19 @@ def run_detectors(
         "reference_counts": _counts(reference.counter) if uses_reference else None,
         "seconds": time.perf_counter() - start,
     }
-    return DetectSummary(table=table, raw=raw, info=info)
+    if control_table is not None:
+        info["calibration"] = {"n_controls_max": int(control_table.index.max()) if rows else 0,
+                               "n_questions_with_controls": len({r[0] for r in rows}), "n_control_texts": len(rows),
+                               "columns": [f"{d.name}@cal" for d in calibrated], "detectors": calibration}
+    return DetectSummary(table=table, raw=raw, info=info, controls=control_table)
+
+
+def _progress(progress: bool, total: int) -> Any:
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, unit="pass", desc="detect")
 
 
 def _counts(counter: Any) -> dict[str, int]:

@@ -100,8 +100,9 @@ def format_number(x: float) -> str:
     return repr(float(x)) if math.isfinite(x) else ("nan" if math.isnan(x) else ("inf" if x > 0 else "-inf"))
 
 
-def read_labels(path: str | Path) -> dict[str, int | None]:
-    """``{id: 1 | 0 | None}`` from a JSONL file of objects with ``id`` and ``label``."""
+def read_labels(path: str | Path, required: bool = True) -> dict[str, int | None]:
+    """``{id: 1 | 0 | None}`` from a JSONL file of objects with ``id`` and ``label`` (``required``:
+    refuse a file where no question has a label)."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"labels file not found: {path}")
@@ -120,7 +121,7 @@ def read_labels(path: str | Path) -> dict[str, int | None]:
             if label is not None and (isinstance(label, bool) or label not in (0, 1)):
                 raise InputError(f"{path}:{lineno}: 'label' must be 1 (member), 0 (non-member) or null, got {label!r}")
             labels[str(data["id"])] = label
-    if not any(v is not None for v in labels.values()):
+    if required and not any(v is not None for v in labels.values()):
         raise InputError(f"{path}: no question has a label (1 member / 0 non-member)")
     return labels
 

@@ -1,0 +1,130 @@
+"""A verdict from score files (``lara verdict``) and its text: which questions are audited, which are
+the clean set, which subsets get their own verdict.
+
+``subsets`` name groups of the audited questions: ``members`` (label 1), ``non_members`` (label 0)
+or any split name of the questions file.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..errors import ConfigError, InputError
+from ..scores import ScoreTable
+from .controls import ControlTable
+from .verdict import ScoredSet, VerdictSettings, compute_verdict
+
+CLEAN_SPLIT = "clean_ref"
+LABEL_SUBSETS = {"members": 1, "non_members": 0}
+
+
+def subset_ids(ids: Sequence[str], name: str, labels: Mapping[str, int | None], splits: Mapping[str, str | None]) -> list[str]:
+    """The audited ids in subset ``name`` (by label for members/non_members, else by split)."""
+    if name in LABEL_SUBSETS:
+        return [i for i in ids if labels.get(i) == LABEL_SUBSETS[name]]
+    chosen = [i for i in ids if splits.get(i) == name]
+    if not chosen and name not in set(splits.values()):
+        raise ConfigError(f"verdict subset {name!r} is neither members, non_members nor a split of the questions "
+                          f"({', '.join(sorted({s for s in splits.values() if s}))})")
+    return chosen
+
+
+def audit_verdict(scores: ScoreTable, controls: ControlTable | None, *, reference: tuple[ScoreTable, ControlTable | None] | None = None,
+                  clean: tuple[ScoreTable, ControlTable | None] | None = None, labels: Mapping[str, int | None] | None = None,
+                  splits: Mapping[str, str | None] | None = None, subsets: Sequence[str] = (),
+                  settings: VerdictSettings = VerdictSettings()) -> dict[str, Any]:
+    """The verdict on the audited questions of ``scores`` and one per subset.
+
+    Questions whose split is ``clean_ref`` are the clean set (relative mode) unless ``clean`` gives
+    one, and are never audited. Labels, when present, are not used by the verdict itself: they
+    only define the ``members`` / ``non_members`` subsets."""
+    labels, splits = labels or {}, splits or {}
+    in_clean = [i for i in scores.ids if splits.get(i) == CLEAN_SPLIT]
+    audited_ids = [i for i in scores.ids if i not in set(in_clean)]
+    if not audited_ids:
+        raise InputError("every scored question is in the clean set (split clean_ref); nothing to audit")
+    audited = ScoredSet(scores, controls, audited_ids)
+    ref = ScoredSet(reference[0], reference[1]) if reference is not None else None
+    clean_set = ScoredSet(clean[0], clean[1]) if clean is not None else (ScoredSet(scores, controls, in_clean) if in_clean else None)
+    verdict = compute_verdict(audited, ref, clean_set, settings)
+    verdict["subsets"] = {}
+    for name in subsets:
+        ids = subset_ids(audited_ids, name, labels, splits)
+        if ids:
+            verdict["subsets"][name] = compute_verdict(audited.subset(ids), ref, clean_set, settings)
+    return verdict
+
+
+def read_optional_controls(path: str | Path | None) -> ControlTable | None:
+    return ControlTable.read_csv(path) if path else None
+
+
+def describe_verdict(verdict: dict[str, Any], title: str = "Verdict") -> str:
+    """The verdict as text (printed first by ``lara run`` and ``lara verdict``)."""
+    lines = [f"{title}: {_headline(verdict)}"]
+    lines += [f"  {line}" for line in _detector_lines(verdict)]
+    others = [m for m in verdict["modes"] if m != verdict["mode"]]
+    for mode in others:
+        m = verdict["modes"][mode]
+        lines.append(f"  also {mode} mode{' (uncalibrated)' if mode == 'absolute' else ''}: "
+                     f"{'reject' if m['reject'] else 'not rejected'}, combined p = {_p(m['combined']['p_value'])}")
+    for name, sub in (verdict.get("subsets") or {}).items():
+        lines.append(f"  subset {name} ({sub['n']} questions): {_headline(sub)}")
+    lines += [f"  warning: {w}" for w in verdict.get("warnings", [])]
+    return "\n".join(lines)
+
+
+def _headline(v: dict[str, Any]) -> str:
+    c = v["combined"]
+    word = "CONTAMINATED" if v["reject"] else "not flagged"
+    cal = "" if v["calibrated"] else ", uncalibrated"
+    return (f"{word} at alpha = {v['alpha']:g} ({v['mode']} mode{cal}; {c['method']} p = {_p(c['p_value'])} over "
+            f"{', '.join(c['detectors']) or 'no detector'})")
+
+
+def _detector_lines(v: dict[str, Any]) -> list[str]:
+    out = [f"{'detector':<18} {'within-AUC [95% CI]':<22} {'p':>8}  {'contaminated >= [95% CI]':<26} n"]
+    for name, r in v["detectors"].items():
+        auc, frac = r["within_auc"], r["contaminated_fraction"]
+        out.append(f"{name:<18} {_fig(auc):<22} {_p(r['p_value']):>8}  {_fig(frac):<26} {r['n']}")
+    return out
+
+
+def _fig(f: dict[str, Any]) -> str:
+    value, (lo, hi) = f["value"], f["ci"]
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    bounds = "" if lo is None or (isinstance(lo, float) and math.isnan(lo)) else f" [{lo:.2f}, {hi:.2f}]"
+    return f"{value:.2f}{bounds}"
+
+
+def _p(p: float | None) -> str:
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return "–"
+    return "< 1e-4" if p < 1e-4 else f"{p:.4f}"
+
+
+def verdict_markdown(verdict: dict[str, Any]) -> list[str]:
+    """The "Verdict" section of a report (Markdown lines)."""
+    lines = ["## Verdict", "", f"**{_headline(verdict)}**", "",
+             "| Detector | within-AUC [95% CI] | p | contaminated fraction ≥ [95% CI] | n |", "|---|---|---|---|---|"]
+    for name, r in verdict["detectors"].items():
+        lines.append(f"| {name} | {_fig(r['within_auc'])} | {_p(r['p_value'])} | {_fig(r['contaminated_fraction'])} | {r['n']} |")
+    lines.append("")
+    rows = [("all audited", verdict)] + list((verdict.get("subsets") or {}).items())
+    if len(rows) > 1 or len(verdict["modes"]) > 1:
+        lines += ["| Questions | " + " | ".join(f"{m} mode" for m in verdict["modes"]) + " |",
+                  "|---|" + "---|" * len(verdict["modes"])]
+        for name, v in rows:
+            cells = [(("**reject**" if v["modes"][m]["reject"] else "not rejected") + f", p = {_p(v['modes'][m]['combined']['p_value'])}")
+                     if m in v["modes"] else "–" for m in verdict["modes"]]
+            lines.append(f"| {name} ({v['n']}) | " + " | ".join(cells) + " |")
+        lines.append("")
+    lines += [f"Warning: {w}" for w in verdict.get("warnings", [])]
+    lines += ["", "Within-AUC: the originals' mean rank among their own matched controls (0.5 when the benchmark was "
+              "not trained on; in the relative mode, the audited questions' AUC against the clean set's). Calibrated "
+              "by the mode: reference = differences to the reference model, relative = against a clean set, absolute = "
+              "as is (uncalibrated). The contaminated fraction is Storey's lower bound.", ""]
+    return lines
