@@ -424,11 +424,12 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     from .lara.metrics_file import MetricsFile
     from .report import build_report, render_markdown, write_report
     from .report.build import jsonable
-    from .scores import ScoreTable, read_labels
+    from .scores import ScoreTable, read_labels, read_question_texts
 
     table = ScoreTable.read_csv(args.scores)
     metrics = MetricsFile.read(args.metrics) if args.metrics else None
     labels = read_labels(args.labels) if args.labels else None
+    texts = read_question_texts(args.labels) if args.labels else None  # the blind baseline (SPEC §8.8)
     if labels is None and metrics is not None and (metrics.labels >= 0).any():
         labels = {i: int(v) for i, v in zip(metrics.ids, metrics.labels) if v >= 0}
         logger.info("labels: taken from %s", args.metrics)
@@ -436,7 +437,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     try:
         report = build_report(table, labels, metrics if labels is not None else None, detectors=detectors,
                               baseline=args.baseline, n_bootstrap=args.bootstrap, seed=args.seed, fpr=args.fpr,
-                              strict=args.strict, inputs={"scores": str(args.scores), "labels": str(args.labels or ""),
+                              strict=args.strict, texts=texts, inputs={"scores": str(args.scores), "labels": str(args.labels or ""),
                                                           "metrics": str(args.metrics or "")})
     except KeyError as err:
         raise ProbesError(str(err).strip("'\"")) from None
@@ -667,6 +668,8 @@ def _run_run(args: argparse.Namespace) -> int:
     _quiet_library_progress_bars(args.verbose)
     config = load_run_config(args.config, args.sets)
     result = run_pipeline(config, progress=not args.no_progress)
+    if result.verdicts:
+        print(result.verdicts + "\n")
     print(result.summary)
     print(f"\nstages run: {len(result.ran)}, up to date: {len(result.skipped)}; run directory: {result.run_dir} "
           f"(reports: {', '.join(str(p / 'report.md') for p in result.reports.values())})")

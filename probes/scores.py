@@ -126,6 +126,18 @@ def read_labels(path: str | Path, required: bool = True) -> dict[str, int | None
     return labels
 
 
+def read_question_texts(path: str | Path) -> dict[str, str]:
+    """``{id: question}`` of the objects of a JSONL file that carry a ``question`` (a questions file)."""
+    out: dict[str, str] = {}
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                data = json.loads(line)
+                if isinstance(data, dict) and "id" in data and isinstance(data.get("question"), str):
+                    out[str(data["id"])] = data["question"]
+    return out
+
+
 def read_splits(path: str | Path) -> dict[str, str | None]:
     """``{id: split}`` from a questions JSONL file (``None`` where a question has no split)."""
     out: dict[str, str | None] = {}

@@ -33,7 +33,7 @@ def subset_ids(ids: Sequence[str], name: str, labels: Mapping[str, int | None], 
 
 def audit_verdict(scores: ScoreTable, controls: ControlTable | None, *, reference: tuple[ScoreTable, ControlTable | None] | None = None,
                   clean: tuple[ScoreTable, ControlTable | None] | None = None, labels: Mapping[str, int | None] | None = None,
-                  splits: Mapping[str, str | None] | None = None, subsets: Sequence[str] = (),
+                  splits: Mapping[str, str | None] | None = None, subsets: Sequence[str] | None = None,
                   settings: VerdictSettings = VerdictSettings()) -> dict[str, Any]:
     """The verdict on the audited questions of ``scores`` and one per subset.
 
@@ -50,7 +50,7 @@ def audit_verdict(scores: ScoreTable, controls: ControlTable | None, *, referenc
     clean_set = ScoredSet(clean[0], clean[1]) if clean is not None else (ScoredSet(scores, controls, in_clean) if in_clean else None)
     verdict = compute_verdict(audited, ref, clean_set, settings)
     verdict["subsets"] = {}
-    for name in subsets:
+    for name in settings.subsets if subsets is None else subsets:
         ids = subset_ids(audited_ids, name, labels, splits)
         if ids:
             verdict["subsets"][name] = compute_verdict(audited.subset(ids), ref, clean_set, settings)

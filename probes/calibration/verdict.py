@@ -45,6 +45,8 @@ class VerdictSettings:
         permutations / bootstrap: resamples of the permutation test and of the CIs.
         storey_lambda: λ of Storey's bound.
         seed: seed of every random draw.
+        subsets: groups of the audited questions with a verdict of their own (``members``,
+            ``non_members`` by label, or a split name); labels never enter a verdict otherwise.
     """
 
     alpha: float = 0.05
@@ -54,6 +56,7 @@ class VerdictSettings:
     bootstrap: int = 1000
     storey_lambda: float = 0.5
     seed: int = 0
+    subsets: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:
@@ -62,6 +65,9 @@ class VerdictSettings:
             raise ConfigError(f"verdict combine: {self.combine!r}; choose cauchy or bonferroni")
         if self.detectors is not None:
             object.__setattr__(self, "detectors", tuple(self.detectors))
+        object.__setattr__(self, "subsets", tuple(self.subsets))
+        if self.permutations < 1 or self.bootstrap < 1:
+            raise ConfigError("verdict permutations and bootstrap must be >= 1")
 
 
 @dataclass

@@ -115,6 +115,8 @@ def compare(
     _, b = _check(labels, scores_b)
     both = np.isfinite(a) & np.isfinite(b)
     y, a, b = y[both], a[both], b[both]
+    if y.all() or not y.any():
+        raise ValueError(f"a paired comparison needs members and non-members with both scores finite; {int(both.sum())} sample(s) have both")
     test = delong_test(y, a, b)
     rng = np.random.default_rng(seed)
     deltas = []

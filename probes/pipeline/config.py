@@ -23,6 +23,8 @@ from cache.config import ExtractionConfig, ModelConfig
 from cache.configio import from_mapping, load_yaml
 from generation.config import GenerationConfig
 
+from ..calibration.controls import DEFAULT_CONTROLS
+from ..calibration.verdict import VerdictSettings
 from ..errors import ConfigError
 
 # keys holding file-system paths, resolved against the config file's directory
@@ -115,6 +117,20 @@ class DetectSettings:
 
 
 @dataclass(frozen=True)
+class CalibrationSettings:
+    """Matched controls (SPEC §8.1): each question's first ``controls`` valid similar questions are
+    scored by the detectors (``detectors``; None = every detector that runs) with the same
+    parameters. 0 turns it off."""
+
+    controls: int = DEFAULT_CONTROLS
+    detectors: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.controls < 0:
+            raise ConfigError(f"'calibration.controls' must be >= 0, got {self.controls}")
+
+
+@dataclass(frozen=True)
 class FusionSpec:
     """One fused score column (``lara fuse``)."""
 
@@ -154,6 +170,8 @@ class RunConfig:
         controls: further models audited the same way.
         run_dir: where everything goes (default ``runs/<config file stem>``).
         lara: compute the LaRA metrics and score.
+        calibration: matched controls of every question (SPEC §8.1).
+        verdict: the label-free verdict of each model (SPEC §8).
     """
 
     questions: str
@@ -168,6 +186,8 @@ class RunConfig:
     score: ScoreSettings = field(default_factory=ScoreSettings)
     detect: DetectSettings = field(default_factory=DetectSettings)
     fusion: tuple[FusionSpec, ...] = ()
+    calibration: CalibrationSettings = field(default_factory=CalibrationSettings)
+    verdict: VerdictSettings = field(default_factory=VerdictSettings)
     evaluate: EvaluateSettings = field(default_factory=EvaluateSettings)
 
     def __post_init__(self) -> None:
@@ -188,6 +208,11 @@ class RunConfig:
         if needing and not references:
             raise ConfigError(f"detector(s) {', '.join(needing)} in 'detect.names' compare with a reference model: add a "
                               "controls: entry with reference: true (e.g. the checkpoint before RL)")
+
+    @property
+    def calibrating(self) -> bool:
+        """Whether detectors score the questions' matched controls."""
+        return bool(self.detect.names) and self.calibration.controls > 0
 
     def reference_name(self) -> str | None:
         """The control marked ``reference: true``, if any."""

@@ -38,6 +38,11 @@ def write_report(
     y = align_labels(table.ids, labels)[0] if labels is not None else None
     drawn: list[str] = []
     if plots:
+        if report.get("verdict"):
+            from .verdict_plot import plot_verdict
+
+            plot_verdict(jsonable(report["verdict"]), out / "verdict.png")
+            drawn.append("verdict.png")
         if y is not None:
             draw.plot_roc(table, y, names, out / "roc.png")
             drawn.append("roc.png")

@@ -10,6 +10,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from .. import __version__
+from ..calibration.blind import blind_baseline
 from ..evaluate import compare, evaluate, tpr_key
 from ..evaluate.effect import cohens_d_ci, group_means_ci, window_means
 from ..lara.geometry import METRIC_NAMES
@@ -36,9 +37,14 @@ def build_report(
     fpr: float = 0.05,
     strict: bool = False,
     inputs: Mapping[str, Any] | None = None,
+    verdict: Mapping[str, Any] | None = None,
+    texts: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Evaluate every detector column of ``table`` against ``labels`` (or, without labels, describe
-    the score distributions only: an audit), plus the layer analysis when ``metrics`` is given."""
+    the score distributions only: an audit), plus the layer analysis when ``metrics`` is given.
+
+    ``verdict`` (SPEC §8, computed without labels) leads the report; ``texts`` (question id →
+    text) add the blind text-only baseline of SPEC §8.8 to a labelled report."""
     names = list(detectors) if detectors else list(table.columns)
     missing = [n for n in names if n not in table.columns]
     if missing:
@@ -53,6 +59,8 @@ def build_report(
         "detectors_order": names,
         "distributions": {n: _distribution(table.columns[n]) for n in names},
     }
+    if verdict is not None:
+        report["verdict"] = dict(verdict)
     if labels is None:
         report["mode"] = "audit"
         report["counts"] = {"n_scored": len(table.ids)}
@@ -85,6 +93,10 @@ def build_report(
             report["comparisons"]["against"][name] = {"error": str(err)}
     if metrics is not None:
         report["layers"] = layer_analysis(metrics, labels, n_bootstrap=n_bootstrap, seed=seed, ci=ci)
+    if texts:
+        ids = [i for i, v in zip(table.ids, y) if v >= 0 and i in texts]
+        report["blind"] = blind_baseline([texts[i] for i in ids], np.array([labels[i] for i in ids]), seed=seed,
+                                         n_bootstrap=n_bootstrap)
     return report
 
 

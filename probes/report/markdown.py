@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..calibration.audit import verdict_markdown
+
 PLOTS = (
+    ("verdict.png", "Verdict: within-AUC per detector, mode and subset"),
     ("roc.png", "ROC curves"),
     ("scores.png", "Score distributions"),
     ("profiles.png", "Per-layer metric profiles, members vs non-members"),
@@ -20,6 +23,10 @@ def render_markdown(report: dict[str, Any], plots: list[str] | tuple[str, ...] =
     inputs = report.get("inputs") or {}
     if inputs:
         lines += [", ".join(f"{k}: `{v}`" for k, v in inputs.items() if v), ""]
+    if report.get("verdict"):
+        lines += verdict_markdown(report["verdict"])
+        if "verdict.png" in plots:
+            lines += ["![Verdict: within-AUC per detector, mode and subset](verdict.png)", ""]
     if report["mode"] == "audit":
         lines += _audit(report)
     else:
@@ -27,7 +34,7 @@ def render_markdown(report: dict[str, Any], plots: list[str] | tuple[str, ...] =
         lines += _comparisons(report)
         if "layers" in report:
             lines += _layers(report["layers"])
-    shown = [(f, t) for f, t in PLOTS if f in plots]
+    shown = [(f, t) for f, t in PLOTS if f in plots and f != "verdict.png"]
     if shown:
         lines += ["## Plots", ""]
         lines += [f"![{title}]({name})" for name, title in shown]
@@ -57,6 +64,9 @@ def _detection(report: dict[str, Any], s: dict[str, Any]) -> list[str]:
         lines.append(
             f"| {name} | {_fig(r['auc'])} | {_fig(r['f1_youden'])} | {_fig(r[s['tpr_key']])} | {r['n']} ({r['n_nonfinite']}) |"
         )
+    blind = report.get("blind") or {}
+    if "auc" in blind:
+        lines.append(f"| {blind['name']} | {_fig(blind['auc'])} | – | – | {blind['auc']['n']} (0) |")
     op = "<" if s["strict"] else "≤"
     lines += [
         "",
@@ -66,7 +76,19 @@ def _detection(report: dict[str, Any], s: dict[str, Any]) -> list[str]:
         "samples, so it is optimistic. Non-finite scores are left out of a detector's figures and counted.",
         "",
     ]
+    if "auc" in blind:
+        lines += _blind(blind)
     return lines
+
+
+def _blind(blind: dict[str, Any]) -> list[str]:
+    """The blind baseline's reading (SPEC §8.8)."""
+    text = (f"**Warning:** {blind['warning']}." if blind.get("warning") else
+            "The blind baseline (the question text alone, " + blind["features"] + ", out-of-fold) "
+            + ("does not separate the sets: no confound visible from the text"
+               + ("; its AUC below 0.5 is the signature of a matched design (each member paired with a non-member of "
+                  "its own kind)" if blind.get("matched_design") else "") + "."))
+    return [text, ""]
 
 
 def _comparisons(report: dict[str, Any]) -> list[str]:

@@ -10,10 +10,10 @@ import yaml
 
 from probes.cli import main
 from probes.pipeline import load_run_config, run_pipeline
-from probes.pipeline import run as run_module
+from probes.pipeline import stages as stages_module
 
-ALL_STAGES = {"generate", "cache/rl", "metrics/rl", "score/rl", "detect/rl", "fuse/rl", "evaluate/rl",
-              "cache/sft", "metrics/sft", "score/sft", "detect/sft", "fuse/sft", "evaluate/sft"}
+ALL_STAGES = {"generate", "cache/rl", "metrics/rl", "score/rl", "detect/rl", "fuse/rl", "verdict/rl", "evaluate/rl",
+              "cache/sft", "metrics/sft", "score/sft", "detect/sft", "fuse/sft", "verdict/sft", "evaluate/sft"}
 
 
 def write_config(tmp_path: Path, testbed: Path, **changes) -> Path:
@@ -29,6 +29,8 @@ def write_config(tmp_path: Path, testbed: Path, **changes) -> Path:
         "detect": {"names": ["ppl", "cdd"], "prompt_format": "raw", "template": "Q: {prompt}\nA:", "batch_size": 64,
                    "params": {"ppl": {"max_new_tokens": 24}, "cdd": {"n": 4, "max_tokens": 24}}},
         "fusion": [{"detectors": ["ppl", "lara"], "method": "robust-z"}],
+        "calibration": {"controls": 2},
+        "verdict": {"permutations": 500, "bootstrap": 50, "subsets": ["members", "non_members"]},
         "evaluate": {"bootstrap": 50, "plots": False},
     }
     config.update(changes)
@@ -85,25 +87,26 @@ def test_changing_a_detector_setting_redoes_detection_and_what_follows(first_run
     path, _ = first_run
     run_pipeline(load_run_config(path), progress=False)
     changed = run_pipeline(load_run_config(path, ["detect.params.ppl.max_new_tokens=12"]), progress=False)
-    assert set(changed.ran) == {"detect/rl", "fuse/rl", "evaluate/rl", "detect/sft", "fuse/sft", "evaluate/sft"}
+    assert set(changed.ran) == {"detect/rl", "fuse/rl", "verdict/rl", "evaluate/rl", "detect/sft", "fuse/sft", "verdict/sft",
+                                "evaluate/sft"}
     run_pipeline(load_run_config(path), progress=False)
 
 
 def test_a_killed_run_finishes_without_redoing_finished_stages(smoke_testbed, tmp_path, monkeypatch):
     testbed, _ = smoke_testbed
     path = write_config(tmp_path, testbed, controls=[])
-    real_metrics = run_module._metrics
+    real_metrics = stages_module.metrics
 
     def killed(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(run_module, "_metrics", killed)
+    monkeypatch.setattr(stages_module, "metrics", killed)
     with pytest.raises(KeyboardInterrupt):
         run_pipeline(load_run_config(path), progress=False)
-    monkeypatch.setattr(run_module, "_metrics", real_metrics)
+    monkeypatch.setattr(stages_module, "metrics", real_metrics)
     resumed = run_pipeline(load_run_config(path), progress=False)
     assert resumed.skipped == ["generate", "cache/rl"]
-    assert resumed.ran == ["metrics/rl", "score/rl", "detect/rl", "fuse/rl", "evaluate/rl"]
+    assert resumed.ran == ["metrics/rl", "score/rl", "detect/rl", "fuse/rl", "verdict/rl", "evaluate/rl"]
 
 
 def test_an_output_changed_on_disk_is_redone(smoke_testbed, tmp_path):
@@ -115,7 +118,7 @@ def test_an_output_changed_on_disk_is_redone(smoke_testbed, tmp_path):
     again = run_pipeline(load_run_config(path), progress=False)
     # the score is redone; it comes out as before, so (content hashes) what reads it is not
     assert again.ran == ["score/rl"]
-    assert again.skipped == ["generate", "cache/rl", "metrics/rl", "fuse/rl", "evaluate/rl"]
+    assert again.skipped == ["generate", "cache/rl", "metrics/rl", "fuse/rl", "verdict/rl", "evaluate/rl"]
 
 
 def test_without_labels_the_run_is_an_audit(smoke_testbed, tmp_path):
@@ -136,7 +139,8 @@ def test_lara_run_cli_prints_the_tables(first_run, capsys):
     path, _ = first_run
     assert main(["run", str(path), "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert "## Detection" in out and "| lara |" in out and "up to date: 13" in out
+    assert out.startswith("Verdict on rl (audited model): ") and "Verdict on sft (control): " in out  # the verdicts first
+    assert "## Verdict" in out and "## Detection" in out and "| lara |" in out and "up to date: 15" in out
 
 
 def test_a_reference_control_feeds_ref_and_the_sampling_temperature_is_recorded(smoke_testbed, tmp_path):

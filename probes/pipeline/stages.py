@@ -1,0 +1,248 @@
+"""The bodies of ``lara run``'s stages: each reads its inputs from the run directory and writes its
+outputs there; :mod:`.run` decides, through the ledger, which of them run."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from cache.config import CacheConfig, ModelConfig
+
+from ..detectors import REGISTRY
+from ..errors import InputError
+from .config import RunConfig
+from .ledger import Ledger
+
+logger = logging.getLogger(__name__)
+
+
+class LazyModel:
+    """Loads a model on first use, so a run whose model stages are all done never loads it."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        self.config = config
+        self._loaded: Any = None
+
+    def get(self) -> Any:
+        if self._loaded is None:
+            from cache.loading import load_model
+
+            self._loaded = load_model(self.config)
+        return self._loaded
+
+    def release(self) -> None:
+        self._loaded = None
+
+
+def generation_settings(config: RunConfig) -> dict[str, Any]:
+    """The generation settings that shape the sets (not where responses are cached or how many are in flight)."""
+    settings = dataclasses.asdict(config.generation)
+    for key in ("cache_dir", "concurrency", "timeout_s", "max_http_attempts", "backoff_s", "backoff_max_s"):
+        settings["openai"].pop(key, None)
+    if config.generation.backend == "offline":
+        settings.pop("openai")
+    return settings
+
+
+def model_identity(model: ModelConfig, ledger: Ledger) -> dict[str, Any]:
+    """The model settings plus, for a local checkpoint, the content digest of its directory."""
+    identity: dict[str, Any] = dataclasses.asdict(model)
+    path = Path(model.source).expanduser()
+    if path.is_dir():
+        identity["content"] = ledger.digest(path)
+    return identity
+
+
+def generate(questions: list, output: Path, config: RunConfig, progress: bool) -> None:
+    from generation.pipeline import run_generation
+
+    summary = run_generation(questions, output, config.generation, progress=progress, overwrite=True)
+    logger.info("%s", summary.describe())
+
+
+def cache(run_dir: Path, name: str, config: RunConfig, model: LazyModel, progress: bool) -> None:
+    from cache.runner import run_cache
+    from generation.records import read_sets
+
+    from ..lara.sets import distinct_texts
+
+    texts = distinct_texts(read_sets(run_dir / "sets.jsonl"))
+    (run_dir / name).mkdir(parents=True, exist_ok=True)
+    loaded = model.get()
+    summary = run_cache(texts, run_dir / name / "acts.h5", CacheConfig(model=loaded.config, extraction=config.extraction),
+                        loaded=loaded, progress=progress)
+    logger.info("%s", summary.describe())
+
+
+def metrics(run_dir: Path, name: str, config: RunConfig, progress: bool) -> None:
+    from ..lara.metrics_file import compute_metrics
+
+    m = config.metrics
+    summary = compute_metrics(run_dir / "sets.jsonl", run_dir / name / "acts.h5", run_dir / name / "metrics.h5",
+                              layers=list(m.layers) if m.layers else None, eps=m.eps, min_paraphrases=m.min_paraphrases,
+                              progress=progress)
+    logger.info("%s", summary.describe())
+
+
+def score(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int | None] | None) -> None:
+    from ..lara.metrics_file import MetricsFile
+    from ..lara.protocol import ScoreOptions
+    from ..lara.scoring import score_metrics
+
+    s = config.score
+    options = ScoreOptions(metric_set=s.metric_set, layers=s.layers, dc=s.dc, outer_abs=s.outer_abs, eps=s.eps,
+                           zero_scale=s.zero_scale)
+    metrics = MetricsFile.read(run_dir / name / "metrics.h5")
+    result = score_metrics(metrics, s.clean_ref, options, labels=labels, n_folds=s.folds,
+                           seed=s.seed, variants=s.variants)
+    result.table.write_csv(run_dir / name / "lara.csv")
+    result.write_info(run_dir / name / "lara.meta.json")
+    info = result.info
+    logger.info("LaRA: %d questions scored against a clean reference of %d (%s)", info["n_questions"],
+                info["n_reference"], info["clean_ref_mode"])
+
+
+def detect(run_dir: Path, name: str, config: RunConfig, model: LazyModel, questions: list, progress: bool,
+            names: list[str], reference: tuple[str, LazyModel] | None) -> None:
+    """Score the questions with the detectors ``names`` on model ``name`` (``reference``: the
+    reference model's name and lazy model, for the detectors that compare with one)."""
+    from ..detect import run_detectors
+    from ..responders.local import LocalResponder, PromptFormat
+    from ..responders.store import CachedResponder, ResponseStore
+
+    d = config.detect
+    unknown = [n for n in names if n not in REGISTRY]
+    if unknown:
+        raise InputError(f"unknown detector {', '.join(unknown)} in 'detect.names'; known: {', '.join(REGISTRY)}")
+    prompt_format = PromptFormat(mode=d.prompt_format, template=d.template, system=d.system_prompt)
+    if d.endpoint is not None and name == config.name:
+        from ..responders.openai_api import OpenAIResponder
+
+        e = d.endpoint
+        backend: Any = OpenAIResponder(e.base_url, e.model, api_key_env=e.api_key_env, top_logprobs=e.top_logprobs,
+                                       concurrency=e.concurrency)
+    else:
+        backend = LocalResponder(model.get(), prompt_format, batch_size=d.batch_size)
+    responder = CachedResponder(backend, ResponseStore(store_path(run_dir, name, d.store)))
+    reference_responder = None
+    if reference is not None:
+        ref_name, ref_model = reference
+        reference_responder = CachedResponder(LocalResponder(ref_model.get(), prompt_format, batch_size=d.batch_size),
+                                              ResponseStore(store_path(run_dir, ref_name, d.store)))
+    controls = None
+    if config.calibrating:
+        from generation.records import read_sets
+
+        from ..calibration.controls import control_texts
+
+        controls = control_texts(read_sets(run_dir / "sets.jsonl"), config.calibration.controls)
+    clean = [q.question for q in questions if q.split == "clean_ref"]
+    summary = run_detectors(names, [q.id for q in questions], [q.question for q in questions], responder, d.params,
+                            clean_questions=clean, progress=progress, reference=reference_responder,
+                            sampling_temperature=d.sampling_temperature, controls=controls,
+                            calibrate=config.calibration.detectors)
+    summary.write(run_dir / name / "detectors.csv")
+    logger.info("%s", summary.describe())
+
+
+def store_path(run_dir: Path, name: str, store: str | None) -> Path:
+    """The response store of model ``name``: ``STORE/<name>.sqlite`` or ``RUN_DIR/<name>/responses.sqlite``."""
+    path = Path(store) / f"{name}.sqlite" if store else run_dir / name / "responses.sqlite"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def fuse(run_dir: Path, name: str, config: RunConfig, tables: list[str], labels: dict[str, int | None] | None,
+         splits: dict[str, str | None], reference_table: str | None) -> None:
+    """All score columns of the model joined, its ``<det>@ref`` columns (the reference model's
+    ``reference_table`` subtracted, SPEC §8.7), and the fused columns."""
+    import numpy as np
+
+    from ..fusion import fuse as fuse_columns
+    from ..scores import ScoreTable, join_tables
+
+    table = join_tables([ScoreTable.read_csv(run_dir / t) for t in tables])
+    if reference_table is not None:
+        for column, values in reference_differences(table, ScoreTable.read_csv(run_dir / reference_table)).items():
+            table.add(column, values)
+    meta: dict[str, Any] = {}
+    for spec in config.fusion:
+        weights = np.array(spec.weights) if spec.weights else None
+        fused = fuse_columns(table, list(spec.detectors), spec.method, weights, labels, splits, spec.clean_ref, spec.folds, spec.seed)
+        table.add(spec.column(), fused.values)
+        meta[spec.column()] = {"method": spec.method, "detectors": list(spec.detectors), **fused.to_dict()}
+        logger.info("fusion %s: %s", spec.column(), fused.describe())
+    table.write_csv(run_dir / name / "scores.csv")
+    (run_dir / name / "scores.meta.json").write_text(json.dumps({"fusion": meta}, indent=1) + "\n", encoding="utf-8")
+
+
+def reference_differences(table: Any, reference: Any) -> dict[str, Any]:
+    """``<det>@ref`` = s_audited(q) − s_reference(q) of every detector column both tables hold (SPEC §8.7)."""
+    import numpy as np
+
+    row = {qid: i for i, qid in enumerate(reference.ids)}
+    out = {}
+    for column, values in table.columns.items():
+        if column in reference.columns and "@" not in column and column in REGISTRY and column != "ref":
+            theirs = np.array([reference.columns[column][row[i]] if i in row else np.nan for i in table.ids])
+            out[f"{column}@ref"] = values - theirs
+    return out
+
+
+def verdict(run_dir: Path, name: str, config: RunConfig, tables: list[str], labels: dict[str, int | None] | None,
+            splits: dict[str, str | None], reference: str | None) -> None:
+    """``RUN/<model>/verdict.json``: the label-free verdict (SPEC §8) on the model's detector scores
+    and controls (and LaRA's scores), against the reference model's when there is one."""
+    from ..calibration.audit import audit_verdict, describe_verdict
+    from ..calibration.controls import ControlTable
+    from ..report.build import jsonable
+    from ..scores import ScoreTable, join_tables
+
+    def scored(model: str) -> tuple[Any, Any]:
+        controls = run_dir / model / "detectors.controls.csv"
+        return (ScoreTable.read_csv(run_dir / model / "detectors.csv"), ControlTable.read_csv(controls) if controls.is_file() else None)
+
+    scores, controls = scored(name) if config.detect.names else (None, None)
+    scores = join_tables([t for t in [scores] + [ScoreTable.read_csv(run_dir / t) for t in tables] if t is not None])
+    result = audit_verdict(scores, controls, reference=scored(reference) if reference else None, labels=labels or {},
+                           splits=splits, settings=config.verdict)
+    (run_dir / name / "verdict.json").write_text(json.dumps(jsonable(result), indent=1) + "\n", encoding="utf-8")
+    logger.info("%s", describe_verdict(result, f"verdict on {name}"))
+
+
+def evaluate(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int | None] | None,
+             metrics_rel: str | None, questions: list, has_verdict: bool) -> None:
+    from ..lara.metrics_file import MetricsFile
+    from ..report import build_report, write_report
+    from ..scores import ScoreTable
+
+    e = config.evaluate
+    table = ScoreTable.read_csv(run_dir / name / "scores.csv")
+    metrics = MetricsFile.read(run_dir / metrics_rel) if metrics_rel and labels is not None else None
+    verdict_json = json.loads((run_dir / name / "verdict.json").read_text(encoding="utf-8")) if has_verdict else None
+    report = build_report(table, labels, metrics, baseline=e.baseline, n_bootstrap=e.bootstrap,
+                          seed=e.seed, fpr=e.fpr, strict=e.strict, verdict=verdict_json,
+                          texts={q.id: q.question for q in questions},
+                          inputs={"model": name, "scores": f"{name}/scores.csv", "questions": str(config.questions)})
+    write_report(report, run_dir / name / "report", table, labels, plots=e.plots)
+
+
+def section(run_dir: Path, name: str, config: RunConfig) -> str:
+    """The model's detection table (or score audit) from its report.md, under a heading."""
+    text = (run_dir / name / "report" / "report.md").read_text(encoding="utf-8")
+    body = text.split("## Paired comparison")[0].split("## Layer analysis")[0].split("## Plots")[0].split("## Verdict figure")[0]
+    body = body.replace("# LaRA Probes report", "").strip()
+    role = "audited model" if name == config.name else "control"
+    source = dict(config.models())[name].source
+    return f"# {name} ({role}: {source})\n\n{body}"
+
+
+def verdict_line(run_dir: Path, name: str, config: RunConfig) -> str:
+    """The model's verdict as text (``lara run`` prints them first)."""
+    from ..calibration.audit import describe_verdict
+
+    role = "audited model" if name == config.name else "control"
+    return describe_verdict(json.loads((run_dir / name / "verdict.json").read_text(encoding="utf-8")), f"Verdict on {name} ({role})")
