@@ -134,13 +134,20 @@ class OfflineConfig:
             (0 = first, -1 = last); the same slot is blanked in every similar question. With
             ``blanks: k > 1`` the k quantities from this one on are blanked.
         max_tries: draws per set before giving up on distinct similars or paraphrases.
+        relations: what a similar question keeps of the original's numbers: ``arithmetic``
+            (default: order, divisibility, signs of sums and products against a third quantity,
+            number of digits — :mod:`generation.relations`) or ``order`` (order only; the
+            algorithm before toolkit 0.2, whose similars a model tells from real questions).
     """
 
     blank_slot: int = 0
     max_tries: int = 50
+    relations: Literal["arithmetic", "order"] = "arithmetic"
 
     def __post_init__(self) -> None:
         _positive(self, "offline", "max_tries")
+        if self.relations not in ("arithmetic", "order"):
+            raise ConfigError(f"offline.relations: {self.relations!r}; choose arithmetic or order")
 
 
 @dataclass(frozen=True)

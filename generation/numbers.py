@@ -161,13 +161,29 @@ def in_math(text: str, position: int) -> bool:
 # ----------------------------------------------------------------------------- varying values
 
 
-def vary(slot: Slot, rng: random.Random) -> str:
-    """A new rendering of ``slot``'s quantity of the same kind and comparable magnitude, != old."""
+def vary(slot: Slot, rng: random.Random, keep_digits: bool = False) -> str:
+    """A new rendering of ``slot``'s quantity of the same kind and comparable magnitude, != old;
+    with ``keep_digits`` an integer also keeps its number of digits (when another such value is
+    within reach)."""
     for _ in range(100):
         new = _draw(slot, rng)
         if new != slot.text and rendered_value(slot, new) != slot.value:
+            if keep_digits and slot.kind == "int" and _digits(new) != _digits(slot.text) and _room(slot):
+                continue
             return new
     raise ValueError(f"cannot find another value for {slot.text!r}")
+
+
+def _digits(text: str) -> int:
+    return len(text.replace(",", ""))
+
+
+def _room(slot: Slot) -> bool:
+    """Whether another integer of the same number of digits lies in the draw's range."""
+    n = int(slot.value)
+    lo, hi = max(1, n // 2), max(2 * n, n + 4)
+    d = len(str(n))
+    return max(lo, 10 ** (d - 1)) < min(hi, 10**d - 1) or n >= 30
 
 
 def _draw(slot: Slot, rng: random.Random) -> str:

@@ -4,8 +4,9 @@
   the same kind and a comparable magnitude (integers stay integers, round numbers round,
   decimals keep their places, proper fractions stay proper, percentages stay under 100, signs
   and units stay). A quantity that appears several times gets the same new value each time,
-  and the order between quantities is kept where a draw allows it (so "3 of the 12" stays a
-  part of a whole).
+  and the original's arithmetic relations are kept where a draw allows it (order, divisibility,
+  sums and products against a third quantity, digit counts: :mod:`generation.relations`), so a
+  similar question's answer stays as whole and non-negative as the original's.
 * **Key information and blanking**: the quantity at ``offline.blank_slot`` (default the first,
   in order of appearance) is replaced by ``[BLANK]`` in every member; similar questions keep the
   slot structure, so the same slot is blanked in all of them. The rule is fixed in advance and
@@ -28,6 +29,7 @@ from . import records as r
 from .config import GenerationConfig
 from .numbers import Slot, find_slots, in_math, rendered_value, replace_spans, signed_span, vary
 from .records import Failure, PerturbationSet, Question
+from .relations import kept, relations
 from .rewrite import paraphrase_candidates
 from .validate import check_blanked, check_paraphrase, check_similar, removed_spans
 
@@ -68,6 +70,7 @@ class OfflineGenerator:
             "min_changed": c.min_changed,
             "blank_slot": c.offline.blank_slot,
             "max_tries": c.offline.max_tries,
+            "relations": c.offline.relations,
             "toolkit_version": self.toolkit_version,
         }
 
@@ -105,10 +108,14 @@ class OfflineGenerator:
         q0 = record.question.question
         accepted: list[str] = []
         tries = self.config.offline.max_tries * self.config.similars
-        for _ in range(tries):
+        for attempt in range(tries):
             if len(accepted) == self.config.similars:
                 break
-            candidate = replace_spans(q0, [(s.start, s.end, new) for s, new in zip(slots, draw_values(slots, rng))])
+            # relations are kept while distinct similars that keep them can be found; a question with
+            # little room (2, 2 and 6) falls back to order alone for its second half of draws
+            arithmetic = self.config.offline.relations == "arithmetic" and attempt < tries // 2
+            values = draw_values(slots, rng, arithmetic=arithmetic)
+            candidate = replace_spans(q0, [(s.start, s.end, new) for s, new in zip(slots, values)])
             if check_similar(q0, candidate, accepted, self.config.min_changed) is None:
                 accepted.append(candidate)
         record.similars[: len(accepted)] = accepted
@@ -174,28 +181,24 @@ class OfflineGenerator:
             record.failures.append(Failure("paraphrases", i, r.NOT_ENOUGH_DISTINCT, detail, tries))
 
 
-def draw_values(slots: list[Slot], rng: random.Random, order_tries: int = 20) -> list[str]:
-    """New renderings for ``slots``: equal quantities stay equal, order kept when a draw allows."""
+def draw_values(slots: list[Slot], rng: random.Random, arithmetic: bool = True, tries: int = 200) -> list[str]:
+    """New renderings for ``slots``: equal quantities stay equal, and the original's relations
+    (:mod:`generation.relations`: order, and with ``arithmetic`` divisibility, sum and product
+    signs and digit counts) are kept when a draw within ``tries`` allows; failing that, order
+    alone, failing that, the last draw."""
     distinct: dict[tuple, Slot] = {}
     for slot in slots:
         distinct.setdefault(slot.key, slot)
     keys = list(distinct)
+    old = [distinct[k].value for k in keys]
+    required = [relations(old, arithmetic)] + ([relations(old, False)] if arithmetic else [])
     new: dict[tuple, str] = {}
-    for _ in range(order_tries):
-        new = {key: vary(distinct[key], rng) for key in keys}
-        if _order_kept(distinct, new):
-            break
+    for level, wanted in enumerate(required):
+        for _ in range(tries if level == 0 else 20):
+            new = {key: vary(distinct[key], rng, keep_digits=arithmetic) for key in keys}
+            if kept(wanted, [rendered_value(distinct[k], new[k]) for k in keys]):
+                return [new[slot.key] for slot in slots]
     return [new[slot.key] for slot in slots]
-
-
-def _order_kept(distinct: dict[tuple, Slot], new: dict[tuple, str]) -> bool:
-    values = {key: rendered_value(slot, new[key]) for key, slot in distinct.items()}
-    return all(
-        values[a] < values[b]
-        for a, slot_a in distinct.items()
-        for b, slot_b in distinct.items()
-        if slot_a.value < slot_b.value
-    )
 
 
 def describe_slots(text: str, slots: list[Slot], first_index: int) -> str:
