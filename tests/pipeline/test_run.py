@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -58,6 +59,14 @@ def test_a_run_does_every_stage_and_writes_the_report(first_run):
         assert (run_dir / name).exists(), name
     fusion_meta = json.loads((run_dir / "rl" / "scores.meta.json").read_text())["fusion"]["ppl+lara"]
     assert fusion_meta["how"].startswith("robust-z") and set(fusion_meta["zero_scale"]) >= {"fallback", "constant"}
+    # matched controls, calibrated columns and the verdict (no reference control here: relative mode first)
+    assert (run_dir / "rl" / "detectors.controls.csv").exists() and "ppl@cal" in (run_dir / "rl" / "scores.csv").read_text()
+    verdict = json.loads((run_dir / "rl" / "verdict.json").read_text())
+    assert verdict["mode"] == "relative" and set(verdict["modes"]) == {"relative", "absolute"}
+    assert {"ppl", "cdd", "lara"} == set(verdict["modes"]["relative"]["detectors"]) and set(verdict["subsets"]) == {"members", "non_members"}
+    md = (run_dir / "rl" / "report" / "report.md").read_text()
+    assert md.index("## Verdict") < md.index("## Detection") and "| blind (text only) |" in md
+    assert "blind" in json.loads((run_dir / "rl" / "report" / "report.json").read_text())
     report = json.loads((run_dir / "rl" / "report" / "report.json").read_text())
     assert report["mode"] == "evaluation"
     assert {"lara", "ppl", "cdd", "ppl+lara"} <= set(report["detectors"])
@@ -163,6 +172,14 @@ def test_a_reference_control_feeds_ref_and_the_sampling_temperature_is_recorded(
     rl, sft = (ScoreTable.read_csv(run_dir / m / "detectors.csv") for m in ("rl", "sft"))
     assert {"ref", "zlib", "cdd", "partial_completion"} <= set(rl.columns)
     assert (sft.columns["ref"] == 0.0).all() and (rl.columns["ref"] != 0.0).any()
+    # <det>@ref = RL − SFT per question, by a naive loop; the verdict's first mode is the reference one
+    scores = ScoreTable.read_csv(run_dir / "rl" / "scores.csv")
+    for i in range(len(scores.ids)):
+        expected = rl.columns["zlib"][i] - sft.columns["zlib"][sft.ids.index(scores.ids[i])]
+        np.testing.assert_equal(scores.columns["zlib@ref"][i], expected)
+    assert "zlib@ref" not in ScoreTable.read_csv(run_dir / "sft" / "scores.csv").columns
+    assert json.loads((run_dir / "rl" / "verdict.json").read_text())["mode"] == "reference"
+    assert json.loads((run_dir / "sft" / "verdict.json").read_text())["mode"] != "reference"
     again = run_pipeline(load_run_config(path), progress=False)
     assert again.ran == []
     other = run_pipeline(load_run_config(path, ["detect.sampling_temperature=0.7"]), progress=False)

@@ -1,0 +1,125 @@
+"""Size and power of the label-free verdict (SPEC §8.9) on the shipped testbed, by simulation.
+
+    python benchmarks/bench_verdict.py [--run runs/demo] [--subsets 200] [--size 50] [--seed 0]
+
+Uses the scores of a finished ``lara run configs/demo.yaml`` (run first if missing): the RL
+checkpoint's and the SFT checkpoint's detector scores on every question and on its matched
+controls. Draws random subsets of ``--size`` questions and computes the verdict of each, exactly
+as ``lara run`` does, counting rejections at α = 0.05:
+
+* reference mode (RL audited, SFT reference): subsets of non-members (size) and of members (power);
+* relative mode (RL, against the ``clean_ref`` problems, drawn like the audited ones): the same;
+* absolute mode on the SFT control, whose questions are all clean: its observed rate, with the
+  offline generator's similars as they are (``relations: arithmetic``) and as they were before
+  (``relations: order``, scored here on the SFT checkpoint with the same detectors).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+
+from generation.config import GenerationConfig
+from generation.pipeline import run_generation
+from generation.records import read_questions, read_sets
+from probes.calibration.controls import ControlTable, control_texts
+from probes.calibration.verdict import ScoredSet, VerdictSettings, compute_verdict
+from probes.pipeline import load_run_config, run_pipeline
+from probes.scores import ScoreTable, join_tables
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def scored(run_dir: Path, model: str, with_lara: bool = True) -> ScoredSet:
+    tables = [ScoreTable.read_csv(run_dir / model / "detectors.csv")]
+    if with_lara and (run_dir / model / "lara.csv").is_file():
+        tables.append(ScoreTable.read_csv(run_dir / model / "lara.csv"))
+    return ScoredSet(join_tables(tables), ControlTable.read_csv(run_dir / model / "detectors.controls.csv"))
+
+
+def rates(audited: ScoredSet, groups: dict[str, list[str]], draws: int, size: int, settings: VerdictSettings,
+          reference: ScoredSet | None = None, clean: ScoredSet | None = None, seed: int = 0) -> dict[str, dict[str, float]]:
+    """``{group: {mode/detector or mode/combined: rejection rate}}`` over random subsets."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for group, ids in groups.items():
+        counts: dict[str, int] = {}
+        for _ in range(draws):
+            subset = list(rng.choice(ids, size=size, replace=False))
+            verdict = compute_verdict(audited.subset(subset), reference, clean, settings)
+            for mode, result in verdict["modes"].items():
+                counts[f"{mode}/combined"] = counts.get(f"{mode}/combined", 0) + result["reject"]
+                for name, r in result["detectors"].items():
+                    counts[f"{mode}/{name}"] = counts.get(f"{mode}/{name}", 0) + (r["p_value"] < settings.alpha)
+        out[group] = {k: v / draws for k, v in counts.items()}
+    return out
+
+
+def old_generator_controls(run_dir: Path, config, questions, detectors: list[str]) -> ScoredSet:
+    """The SFT control's scores on controls drawn by the previous offline algorithm (order only)."""
+    from cache.loading import load_model
+    from probes.detect import run_detectors
+    from probes.responders.local import LocalResponder, PromptFormat
+    from probes.responders.store import CachedResponder, ResponseStore
+
+    generation = dataclasses.replace(config.generation, offline=dataclasses.replace(config.generation.offline, relations="order"))
+    sets_path = run_dir / "bench" / "sets.order.jsonl"
+    sets_path.parent.mkdir(parents=True, exist_ok=True)
+    run_generation(questions, sets_path, generation, overwrite=True)
+    controls = control_texts(read_sets(sets_path), config.calibration.controls)
+    name, source = next((c.name, c.source) for c in config.controls if c.reference)
+    d = config.detect
+    loaded = load_model(dataclasses.replace(config.model, source=source))
+    responder = CachedResponder(LocalResponder(loaded, PromptFormat(mode=d.prompt_format, template=d.template), batch_size=d.batch_size),
+                                ResponseStore(run_dir / name / "responses.sqlite"))
+    summary = run_detectors(detectors, [q.id for q in questions], [q.question for q in questions], responder, d.params,
+                            clean_questions=[q.question for q in questions if q.split == "clean_ref"],
+                            sampling_temperature=d.sampling_temperature, controls=controls)
+    return ScoredSet(summary.table, summary.controls)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", type=Path, default=ROOT / "configs" / "demo.yaml")
+    parser.add_argument("--run", type=Path, help="run directory (default: the config's)")
+    parser.add_argument("--subsets", type=int, default=200)
+    parser.add_argument("--size", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    config = load_run_config(args.config, [f"run_dir={args.run}"] if args.run else [])
+    run_dir = Path(config.run_dir)
+    start = time.perf_counter()
+    run_pipeline(config, progress=False)  # everything already done is skipped
+    questions = read_questions(config.questions)
+    groups = {"non-members": [q.id for q in questions if q.label == 0], "members": [q.id for q in questions if q.label == 1]}
+    clean_ids = [q.id for q in questions if q.split == "clean_ref"]
+    audited_name, reference_name = config.name, config.reference_name()
+    rl, sft = scored(run_dir, audited_name), scored(run_dir, reference_name)
+    settings = dataclasses.replace(config.verdict, permutations=2000, bootstrap=1)
+    found = {"RL, reference and relative modes": rates(rl, groups, args.subsets, args.size, settings, reference=sft,
+                                                       clean=rl.subset(clean_ids), seed=args.seed),
+             "SFT control, absolute mode, similars as generated now (arithmetic relations)":
+                 rates(sft, groups, args.subsets, args.size, dataclasses.replace(settings, detectors=None), seed=args.seed)}
+    detectors = list(sft.controls.columns)
+    before = old_generator_controls(run_dir, config, questions, detectors)
+    found["SFT control, absolute mode, similars as generated before (order only)"] = rates(
+        before, groups, args.subsets, args.size, settings, seed=args.seed)
+    print(f"Verdict rejection rates at alpha = {settings.alpha}: {args.subsets} random subsets of {args.size} questions, "
+          f"{settings.permutations} permutations each ({time.perf_counter() - start:.0f} s)")
+    for title, table in found.items():
+        print(f"\n{title}")
+        keys = sorted({k for g in table.values() for k in g}, key=lambda k: (k.split("/")[0], k.split("/")[1] != "combined", k))
+        print(f"  {'mode/detector':<32}" + "".join(f"{g:>14}" for g in table))
+        for key in keys:
+            print(f"  {key:<32}" + "".join(f"{table[g].get(key, float('nan')):>14.3f}" for g in table))
+    (run_dir / "bench").mkdir(exist_ok=True)
+    (run_dir / "bench" / "verdict_rates.json").write_text(json.dumps(found, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
