@@ -264,6 +264,8 @@ def rendered_value(slot: Slot, rendered: str) -> Fraction:
     if slot.kind == "fraction":
         num, den = rendered.split("/")
         return Fraction(int(num), int(den))
+    if slot.kind == "int":
+        return Fraction(int(rendered.replace(",", "")))  # an int is much faster to build than a parsed string
     return Fraction(rendered.replace(",", ""))
 
 

@@ -108,13 +108,15 @@ class OfflineGenerator:
         q0 = record.question.question
         accepted: list[str] = []
         tries = self.config.offline.max_tries * self.config.similars
+        arithmetic, misses = self.config.offline.relations == "arithmetic", 0
         for attempt in range(tries):
             if len(accepted) == self.config.similars:
                 break
             # relations are kept while distinct similars that keep them can be found; a question with
-            # little room (2, 2 and 6) falls back to order alone for its second half of draws
-            arithmetic = self.config.offline.relations == "arithmetic" and attempt < tries // 2
-            values = draw_values(slots, rng, arithmetic=arithmetic)
+            # little room (2, 2 and 6) falls back to order alone after a few misses or half the draws
+            arithmetic = arithmetic and attempt < tries // 2 and misses < 3
+            values, held = draw_values(slots, rng, arithmetic=arithmetic)
+            misses += arithmetic and not held
             candidate = replace_spans(q0, [(s.start, s.end, new) for s, new in zip(slots, values)])
             if check_similar(q0, candidate, accepted, self.config.min_changed) is None:
                 accepted.append(candidate)
@@ -181,24 +183,29 @@ class OfflineGenerator:
             record.failures.append(Failure("paraphrases", i, r.NOT_ENOUGH_DISTINCT, detail, tries))
 
 
-def draw_values(slots: list[Slot], rng: random.Random, arithmetic: bool = True, tries: int = 200) -> list[str]:
+def draw_values(slots: list[Slot], rng: random.Random, arithmetic: bool = True, tries: int = 100) -> tuple[list[str], bool]:
     """New renderings for ``slots``: equal quantities stay equal, and the original's relations
     (:mod:`generation.relations`: order, and with ``arithmetic`` divisibility, sum and product
     signs and digit counts) are kept when a draw within ``tries`` allows; failing that, order
-    alone, failing that, the last draw."""
+    alone, failing that, the last draw. Also returns whether the first level's relations held."""
     distinct: dict[tuple, Slot] = {}
     for slot in slots:
         distinct.setdefault(slot.key, slot)
     keys = list(distinct)
-    old = [distinct[k].value for k in keys]
+    old = [_number(distinct[k].value) for k in keys]
     required = [relations(old, arithmetic)] + ([relations(old, False)] if arithmetic else [])
     new: dict[tuple, str] = {}
     for level, wanted in enumerate(required):
         for _ in range(tries if level == 0 else 20):
             new = {key: vary(distinct[key], rng, keep_digits=arithmetic) for key in keys}
-            if kept(wanted, [rendered_value(distinct[k], new[k]) for k in keys]):
-                return [new[slot.key] for slot in slots]
-    return [new[slot.key] for slot in slots]
+            if kept(wanted, [_number(rendered_value(distinct[k], new[k])) for k in keys]):
+                return [new[slot.key] for slot in slots], level == 0
+    return [new[slot.key] for slot in slots], False
+
+
+def _number(value: Any) -> Any:
+    """A whole Fraction as an int (much faster arithmetic in the relation checks)."""
+    return int(value) if value.denominator == 1 else value
 
 
 def describe_slots(text: str, slots: list[Slot], first_index: int) -> str:

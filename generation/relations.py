@@ -24,13 +24,13 @@ from typing import Sequence
 Relation = tuple[str, int, int, int, int]  # (kind, i, j, k, sign)
 
 
-def relations(values: Sequence[Fraction], arithmetic: bool = True) -> set[Relation]:
+def relations(values: Sequence[Fraction | int], arithmetic: bool = True) -> set[Relation]:
     """The relations among ``values`` (distinct quantities in order) that a similar must keep:
     order only, or (``arithmetic``) order, divisibility and sum/product signs."""
     out: set[Relation] = {("lt", i, j, 0, 0) for i, j in permutations(range(len(values)), 2) if values[i] < values[j]}
     if not arithmetic:
         return out
-    whole = [v.denominator == 1 for v in values]
+    whole = [getattr(v, "denominator", 1) == 1 for v in values]
     for i, j in permutations(range(len(values)), 2):
         if whole[i] and whole[j] and values[i] > values[j] > 1 and values[i] % values[j] == 0:
             out.add(("div", i, j, 0, 0))
@@ -43,7 +43,7 @@ def relations(values: Sequence[Fraction], arithmetic: bool = True) -> set[Relati
     return out
 
 
-def kept(required: set[Relation], values: Sequence[Fraction]) -> bool:
+def kept(required: set[Relation], values: Sequence[Fraction | int]) -> bool:
     """Whether ``values`` satisfy every relation in ``required``."""
     for kind, i, j, k, sign in required:
         if kind == "lt" and not values[i] < values[j]:
@@ -57,5 +57,5 @@ def kept(required: set[Relation], values: Sequence[Fraction]) -> bool:
     return True
 
 
-def _sign(x: Fraction) -> int:
+def _sign(x: Fraction | int) -> int:
     return (x > 0) - (x < 0)
