@@ -93,10 +93,16 @@ class ScoredSet:
     def has_controls(self, name: str) -> bool:
         return self.controls is not None and name in self.controls.columns
 
-    def control_matrix(self, name: str) -> np.ndarray:
-        """``[n, C]`` scores of column ``name`` on each question's controls."""
+    def control_matrix(self, name: str, width: int | None = None) -> np.ndarray:
+        """``[n, C]`` scores of column ``name`` on each question's controls (``width`` C: default
+        the largest control index)."""
         assert self.controls is not None
-        return self.controls.matrix(name, self.ids)
+        return self.controls.matrix(name, self.ids, width)
+
+    @property
+    def width(self) -> int:
+        """The largest control index (C)."""
+        return int(self.controls.index.max()) if self.controls is not None and len(self.controls.index) else 0
 
     def subset(self, ids: Sequence[str]) -> "ScoredSet":
         return ScoredSet(self.scores, self.controls, list(ids))
@@ -115,14 +121,17 @@ def relative_test(audited: np.ndarray, clean: np.ndarray, s: VerdictSettings) ->
     """SPEC §8.6 relative: audited statistics against a clean set's (one-sided Mann–Whitney); the
     AUC of audited vs clean (0.5 under H0) with a two-sample bootstrap CI; the difference of means;
     Storey's fraction from each audited value's p-value against the clean values."""
+    from scipy.stats import rankdata
+
     auc, p = stats.mann_whitney_greater(audited, clean)
     a, c = audited[np.isfinite(audited)], clean[np.isfinite(clean)]
     rng = np.random.default_rng(s.seed)
-    draws, deltas = np.empty(s.bootstrap), np.empty(s.bootstrap)
-    for b in range(s.bootstrap):
+    draws, deltas = np.full(s.bootstrap, np.nan), np.full(s.bootstrap, np.nan)
+    for b in range(s.bootstrap if len(a) and len(c) else 0):
         ra, rc = a[rng.integers(0, len(a), len(a))], c[rng.integers(0, len(c), len(c))]
-        draws[b] = ((ra[:, None] > rc[None, :]).mean() + 0.5 * (ra[:, None] == rc[None, :]).mean()) if len(a) and len(c) else np.nan
-        deltas[b] = ra.mean() - rc.mean() if len(a) and len(c) else np.nan
+        ranks = rankdata(np.concatenate([ra, rc]))[: len(ra)]  # AUC from ranks: O(n log n), ties averaged
+        draws[b] = (ranks.sum() - len(ra) * (len(ra) + 1) / 2) / (len(ra) * len(rc))
+        deltas[b] = ra.mean() - rc.mean()
     out = _figures(p, auc, _interval(draws), stats.empirical_pvalues(audited, clean, s.seed), s, len(a))
     out["difference"] = {"value": float(a.mean() - c.mean()) if len(a) and len(c) else math.nan, "ci": _interval(deltas)}
     out["n_clean"] = int(len(c))
@@ -168,9 +177,10 @@ def compute_verdict(audited: ScoredSet, reference: ScoredSet | None = None, clea
     if reference is not None:
         ref = reference.subset(audited.ids)
         usable = [n for n in with_controls if ref.has_controls(n) and n in ref.scores.columns]
+        width = max(audited.width, ref.width)
         if usable:
             modes["reference"] = _mode({n: within_test(audited.original(n) - ref.original(n),
-                                                        audited.control_matrix(n) - ref.control_matrix(n), s)
+                                                        audited.control_matrix(n, width) - ref.control_matrix(n, width), s)
                                         for n in usable}, s)
     if clean is not None:
         relative = {n: relative_test(stats.within_ranks(audited.original(n), audited.control_matrix(n)),

@@ -124,3 +124,21 @@ def test_control_table_round_trip_and_control_texts(tmp_path):
             self.similars = similars
 
     assert control_texts([Set("a", ["x", None, "y", "z"]), Set("b", [None])], 2) == {"a": ["x", "y"], "b": []}
+
+
+def test_verdict_report_section_figure_and_text(tmp_path):
+    from probes.calibration.audit import audit_verdict, describe_verdict, verdict_markdown
+    from probes.report.build import jsonable
+    from probes.report.verdict_plot import plot_verdict
+
+    (a_scores, a_ctl), (r_scores, r_ctl) = world(contamination=1.0, seed=7)
+    labels = {qid: int(i < 30) for i, qid in enumerate(a_scores.ids)}
+    verdict = jsonable(audit_verdict(a_scores, a_ctl, reference=(r_scores, r_ctl), labels=labels,
+                                     subsets=["members", "non_members"], settings=FAST))
+    assert set(verdict["subsets"]) == {"members", "non_members"} and verdict["subsets"]["members"]["n"] == 30
+    plot_verdict(verdict, tmp_path / "verdict.png")
+    assert (tmp_path / "verdict.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    text = describe_verdict(verdict)
+    assert text.startswith("Verdict: CONTAMINATED at alpha = 0.05 (reference mode") and "subset non_members (30 questions)" in text
+    md = "\n".join(verdict_markdown(verdict))
+    assert md.startswith("## Verdict") and "| members (30) |" in md and "| ppl |" in md
