@@ -38,16 +38,18 @@ def plot_verdict(verdict: dict[str, Any], path: Path) -> None:
                         markerfacecolor=MODE_COLORS[mode] if m["reject"] else "white",
                         label=f"{mode}{' (uncalibrated)' if mode == 'absolute' else ''}" if row == 0 else None)
         word = "CONTAMINATED" if v["reject"] else "not flagged"
-        ax.set_title(f"{title} (n={v['n']}): {word}\n{v['mode']} mode, p = {_p(v['combined']['p_value'])}", fontsize=9)
+        ax.set_title(f"{title} (n={v['n']}): {word}\n{v['mode']} mode, {_p(v['combined']['p_value'])}", fontsize=9)
         ax.set_xlim(0.0, 1.0)
         ax.set_xlabel("within-AUC (0.5 = not trained on)", fontsize=8)
     axes[0].set_yticks(range(len(names)))
     axes[0].set_yticklabels(names, fontsize=8)
     axes[0].invert_yaxis()
-    axes[-1].legend(fontsize=7, loc="lower right", title="mode (filled = rejects)", title_fontsize=7)
-    fig.tight_layout()
+    handles, labels = axes[-1].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=max(len(labels), 1), fontsize=8, frameon=False,
+               title="mode (filled marker: that mode's combined test rejects)", title_fontsize=8)
+    fig.tight_layout(rect=(0.0, 0.14, 1.0, 1.0))
     fig.savefig(path)
 
 
 def _p(p: float | None) -> str:
-    return "–" if p is None or p != p else ("< 1e-4" if p < 1e-4 else f"{p:.3g}")
+    return "p = –" if p is None or p != p else ("p < 1e-4" if p < 1e-4 else f"p = {p:.3g}")

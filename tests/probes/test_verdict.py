@@ -4,6 +4,8 @@ clean set; the figures are the statistics functions' own; tables round-trip thro
 
 from __future__ import annotations
 
+import re
+
 import math
 
 import numpy as np
@@ -142,3 +144,7 @@ def test_verdict_report_section_figure_and_text(tmp_path):
     assert text.startswith("Verdict: CONTAMINATED at alpha = 0.05 (reference mode") and "subset non_members (30 questions)" in text
     md = "\n".join(verdict_markdown(verdict))
     assert md.startswith("## Verdict") and "| members (30) |" in md and "| ppl |" in md
+    # p-values read as sentences: "p < 1e-4" or "p = 0.1234", never "p = < 1e-4"
+    assert re.search(r"cauchy p = 0\.\d{4} over", text) and "p = <" not in text + md
+    tiny = {**verdict, "combined": {**verdict["combined"], "p_value": 1e-6}}
+    assert "cauchy p < 1e-4 over" in describe_verdict(tiny)
