@@ -18,7 +18,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Iterable, Mapping
 
 import numpy as np
 
@@ -55,15 +55,9 @@ class ScoreTable:
 
     def write_csv(self, path: str | Path) -> None:
         """Write atomically (temporary file, then rename)."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
         names = list(self.columns)
-        with open(tmp, "w", encoding="utf-8", newline="") as handle:
-            writer = csv.writer(handle)
-            writer.writerow(["id", *names])
-            for i, qid in enumerate(self.ids):
-                writer.writerow([qid, *(format_number(self.columns[n][i]) for n in names)])
-        os.replace(tmp, path)
+        write_csv_atomically(path, ["id", *names],
+                             ([qid, *(format_number(self.columns[n][i]) for n in names)] for i, qid in enumerate(self.ids)))
 
     @classmethod
     def read_csv(cls, path: str | Path) -> "ScoreTable":
@@ -98,6 +92,17 @@ class ScoreTable:
 def format_number(x: float) -> str:
     """A float in Python's shortest round-tripping form; ``nan``/``inf``/``-inf`` otherwise."""
     return repr(float(x)) if math.isfinite(x) else ("nan" if math.isnan(x) else ("inf" if x > 0 else "-inf"))
+
+
+def write_csv_atomically(path: str | Path, header: list[str], rows: Iterable[list[object]]) -> None:
+    """Write a CSV to a temporary file beside ``path``, then rename it over ``path``."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+    os.replace(tmp, path)
 
 
 def read_labels(path: str | Path, required: bool = True) -> dict[str, int | None]:

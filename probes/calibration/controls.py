@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -17,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import InputError
-from ..scores import format_number
+from ..scores import format_number, write_csv_atomically
 
 DEFAULT_CONTROLS = 3
 
@@ -59,15 +58,10 @@ class ControlTable:
 
     def write_csv(self, path: str | Path) -> None:
         """Write atomically; numbers in Python's shortest round-tripping form."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
         names = list(self.columns)
-        with open(tmp, "w", encoding="utf-8", newline="") as handle:
-            writer = csv.writer(handle)
-            writer.writerow(["id", "control", *names])
-            for k, qid in enumerate(self.ids):
-                writer.writerow([qid, int(self.index[k]), *(format_number(self.columns[n][k]) for n in names)])
-        os.replace(tmp, path)
+        write_csv_atomically(path, ["id", "control", *names],
+                             ([qid, int(self.index[k]), *(format_number(self.columns[n][k]) for n in names)]
+                              for k, qid in enumerate(self.ids)))
 
     @classmethod
     def read_csv(cls, path: str | Path) -> "ControlTable":
