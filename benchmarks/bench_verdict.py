@@ -24,7 +24,6 @@ from pathlib import Path
 
 import numpy as np
 
-from generation.config import GenerationConfig
 from generation.pipeline import run_generation
 from generation.records import read_questions, read_sets
 from probes.calibration.controls import ControlTable, control_texts

@@ -133,7 +133,7 @@ def resolve_source(spec: str, revision: str | None = None) -> ModelSource:
         raise ModelLoadError(f"model directory {spec!r} does not exist; check the path (hub ids look like 'org/name')")
     _validate_repo_id(spec)
     offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUTHY
-    if not offline and not _hub_reachable():
+    if not offline and not hub_reachable():
         offline = True
         logger.info("the model hub is unreachable; looking for %s in the local hub cache only", spec)
     if offline and not _in_hub_cache(spec, revision):
@@ -229,7 +229,8 @@ def _validate_repo_id(spec: str) -> None:
         raise ModelLoadError(f"{spec!r} is neither an existing directory nor a valid hub id ('org/name'): {err}") from None
 
 
-def _hub_reachable() -> bool:
+def hub_reachable() -> bool:
+    """Whether a TCP connection to the hub (HF_ENDPOINT, default huggingface.co) opens within a few seconds."""
     endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
     parsed = urlparse(endpoint)
     host = parsed.hostname or "huggingface.co"

@@ -17,10 +17,10 @@ from .likelihood import PPL, LogProber, MinK, MinKPlusPlus, ReCaLL, Zlib  # impo
 from .reference import Ref
 from .sampling import CDD, EntropyNoise, EntropyTemp, MinKNN, SelfCritique
 from .completion import PartialCompletion
+from ..token_distributions import entropy_from_logprobs
 from .stats import (
     cdd_peak,
     cut_point,
-    entropy_from_logprobs,
     logprober_safe_score,
     min_k_plus_plus,
     min_k_prob,

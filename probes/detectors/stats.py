@@ -165,16 +165,6 @@ def cut_point(text: str, spans: Sequence[tuple[int, int, int]], ratio: float = 0
     return p if text[:p].strip() and text[p:].strip() else None
 
 
-def entropy_from_logprobs(logprobs: np.ndarray) -> np.ndarray:
-    """−Σ p log p (nats) over each row of log-probabilities ``[..., V]``: the exact entropy when a
-    row is the whole vocabulary; for a top-K row, the top-K part of the sum, a lower bound that
-    misses only the tail's terms (the approximation API backends record). ``-inf`` entries are
-    allowed (p = 0)."""
-    lp = np.asarray(logprobs, dtype=np.float64)
-    p = np.exp(lp)
-    return -(p * np.where(p > 0, lp, 0.0)).sum(axis=-1)
-
-
 def _truncate(x: Tokens, n: int) -> Tokens:
     return x[:n] if isinstance(x, str) else list(x)[:n]
 

@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..detectors.stats import entropy_from_logprobs
+from ..token_distributions import entropy_from_logprobs, topk_moments
 from ..errors import ConfigError
 from .base import Access, CallCounter, Generation, GenerationParams, TextScore, sample_seed
 
@@ -180,19 +180,3 @@ def _padded(rows: list[list[float]]) -> np.ndarray:
     width = max((len(r) for r in rows), default=0)
     return np.array([r + [-np.inf] * (width - len(r)) for r in rows], dtype=np.float64).reshape(len(rows), width)
 
-
-def topk_moments(top: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """Min-K%++'s μ and σ of log p at each position from its top-K log-probs ``[T, K]`` (−inf =
-    absent): the mean and std of log p under p renormalised over the top K — the approximation
-    SPEC §5 allows on API backends (the full vocabulary is not visible). Returns two ``[T]``, or
-    None when the server sent no top-K log-probs."""
-    top = np.asarray(top, dtype=np.float64)
-    if top.shape[0] and not top.shape[-1]:
-        return None, None
-    p = np.exp(top)
-    finite = np.where(p > 0, top, 0.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        q = p / p.sum(axis=-1, keepdims=True)
-    mu = (q * finite).sum(axis=-1)
-    sigma = np.sqrt(np.clip((q * finite**2).sum(axis=-1) - mu**2, 0.0, None))
-    return mu, sigma

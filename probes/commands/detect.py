@@ -1,0 +1,124 @@
+"""``lara detect``: output-level detectors on questions (and on their matched controls)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from cache.config import ModelConfig
+from cache.configio import literal_choices
+from cache.errors import ConfigError
+
+from ._common import quiet_library_progress_bars
+
+
+
+DETECT_EXAMPLES = """examples:
+  lara detect self_critique,min_knn,ppl questions.jsonl --model ./checkpoints/rl -o scores.csv
+  lara detect all questions.jsonl --model ./checkpoints/rl --prompt-format raw --template "Q: {prompt}\\nA:" -o scores.csv
+  lara detect cdd,min_knn questions.jsonl --model ./checkpoints/rl --param cdd.n=20 --param min_knn.k=5 -o s.csv
+  lara detect min_knn,cdd questions.jsonl --model ./checkpoints/rl --sampling-temperature 1.0 -o s.csv   # the RL rollouts' T
+  lara detect ref,zlib,partial_completion questions.jsonl --model ./checkpoints/rl --reference ./checkpoints/base -o s.csv
+  lara detect cdd,min_knn,self_critique questions.jsonl --endpoint http://localhost:8000/v1 \\
+      --api-model my-rl-model -o scores.csv        # a vLLM server: entropies from top-20 log-probs (recorded)
+"""
+
+
+def _detect_epilog() -> str:
+    """The examples and the detector list, from the registry."""
+    from ..detectors import REGISTRY
+
+    lines = [f"  {n:<16} {c.summary} [{c.raw_name}: {c.raw_direction}]" for n, c in REGISTRY.items()]
+    return DETECT_EXAMPLES + "\ndetectors (raw statistic, its direction; every score column is oriented higher = member):\n" + "\n".join(lines)
+
+
+def register(sub: Any) -> None:
+    detect = sub.add_parser(
+        "detect",
+        help="score questions with output-level detectors (Self-Critique, Min-kNN, CDD, PPL, Min-K%%, ...)",
+        epilog=_detect_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    detect.add_argument("detectors", help="comma-separated detector names, or 'all' (see the list below)")
+    detect.add_argument("questions", type=Path, help="questions JSONL (id, question[, label, split])")
+    detect.add_argument("-o", "--output", type=Path, required=True, help="SCORES.csv (plus .raw.csv with raw statistics and .meta.json)")
+    detect.add_argument("--model", dest="source", help="checkpoint directory or hub id of the audited model")
+    detect.add_argument("--reference", help="checkpoint of a reference model with the same tokenizer (e.g. the pre-RL base), "
+                        "for the detectors that compare with one (ref); with 'all', ref runs only when this is given")
+    detect.add_argument("--endpoint", help="OpenAI-compatible base URL of the served audited model, e.g. http://localhost:8000/v1")
+    detect.add_argument("--api-model", help="the served model's name (with --endpoint)")
+    detect.add_argument("--api-key-env", help="environment variable holding the API key (with --endpoint; omit for a keyless server)")
+    detect.add_argument("--top-logprobs", type=int, default=20, help="top-K log-probs per token requested (with --endpoint; default: 20)")
+    detect.add_argument("--concurrency", type=int, default=8, help="requests in flight (with --endpoint; default: 8)")
+    detect.add_argument("--device", help="auto | cpu | cuda | cuda:N (default: auto)")
+    detect.add_argument("--dtype", choices=literal_choices(ModelConfig, "dtype"), help="compute dtype (default: auto)")
+    detect.add_argument("--trust-remote-code", action="store_true", default=None, help="run code shipped with the checkpoint")
+    detect.add_argument("--prompt-format", choices=["auto", "chat", "raw"], default="auto", help="chat template or raw text (default: auto)")
+    detect.add_argument("--template", default="{prompt}", help="raw-format prompt text with {prompt} (default: {prompt})")
+    detect.add_argument("--system-prompt", help="system turn for the chat format")
+    detect.add_argument("--batch-size", type=int, default=16, help="completions generated together (default: 16)")
+    detect.add_argument("--param", action="append", default=[], metavar="DETECTOR.NAME=VALUE",
+                        help="detector hyperparameter, repeatable, e.g. --param min_knn.k=5 --param cdd.n=20")
+    detect.add_argument("--sampling-temperature", type=float, metavar="T",
+                        help="temperature of every sampling detector (cdd, min_knn, entropy_temp) unless a --param sets it; "
+                        "use the RL rollouts' temperature when it is known (SPEC §5; often 1.0)")
+    detect.add_argument("--sets", type=Path, help="perturbation sets of the questions (lara generate): their first "
+                        "--controls similar questions are scored too, as matched controls (SCORES.controls.csv, <det>@cal columns)")
+    detect.add_argument("--controls", type=int, default=3, help="matched controls per question with --sets (default: 3)")
+    detect.add_argument("--calibrate", help="detectors scored on the controls, comma-separated (default: all that run)")
+    detect.add_argument("--store", type=Path, help="response store (default: ~/.cache/lara-probes/responses.sqlite)")
+    detect.add_argument("--no-progress", action="store_true", help="no progress bar")
+    detect.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from cache.loading import load_model
+    from generation.config import default_cache_dir
+    from generation.records import read_questions
+
+    from ..detect import detector_names, parse_params, run_detectors
+    from ..responders.local import LocalResponder, PromptFormat
+    from ..responders.store import CachedResponder, ResponseStore
+
+    names = detector_names(args.detectors, reference=bool(args.reference))
+    params = parse_params(args.param, names)
+    if bool(args.endpoint) == bool(args.source):
+        raise ConfigError("give the audited model with --model DIR, or a served one with --endpoint URL --api-model NAME")
+    questions = read_questions(args.questions)
+    overrides = {k: v for k, v in {"device": args.device, "dtype": args.dtype, "trust_remote_code": args.trust_remote_code}.items()
+                 if v is not None}
+    prompt_format = PromptFormat(mode=args.prompt_format, template=args.template, system=args.system_prompt)
+    if args.endpoint:
+        from ..responders.openai_api import OpenAIResponder
+
+        if not args.api_model:
+            raise ConfigError("--endpoint needs --api-model NAME (the served model's name)")
+        backend: Any = OpenAIResponder(args.endpoint, args.api_model, api_key_env=args.api_key_env,
+                                       top_logprobs=args.top_logprobs, concurrency=args.concurrency)
+    else:
+        quiet_library_progress_bars(args.verbose)
+        backend = LocalResponder(load_model(ModelConfig(source=args.source, **overrides)), prompt_format, batch_size=args.batch_size)
+    store = ResponseStore(args.store or default_cache_dir().parent / "responses.sqlite")
+    responder = CachedResponder(backend, store)
+    reference = None
+    if args.reference:
+        quiet_library_progress_bars(args.verbose)
+        loaded = load_model(ModelConfig(source=args.reference, **overrides))
+        reference = CachedResponder(LocalResponder(loaded, prompt_format, batch_size=args.batch_size), store)
+    controls = None
+    if args.sets:
+        from generation.records import read_sets
+
+        from ..calibration.controls import control_texts
+
+        controls = control_texts(read_sets(args.sets), args.controls)
+    clean = [q.question for q in questions if q.split == "clean_ref"]
+    summary = run_detectors(names, [q.id for q in questions], [q.question for q in questions], responder, params,
+                            clean_questions=clean, progress=not args.no_progress, reference=reference,
+                            sampling_temperature=args.sampling_temperature, controls=controls,
+                            calibrate=[n.strip() for n in args.calibrate.split(",")] if args.calibrate else None)
+    files = summary.write(args.output)
+    print(summary.describe())
+    print(f"wrote {', '.join(str(f) for f in files)}")
+    return 0

@@ -1,0 +1,69 @@
+"""``lara evaluate``: ROC-AUC, TPR@FPR and F1 with CIs, paired comparisons, layer analysis, plots."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+from ..errors import ProbesError
+
+logger = logging.getLogger(__name__)
+
+
+
+EVALUATE_EXAMPLES = """examples:
+  lara evaluate scores.csv --labels questions.jsonl -o report/
+  lara evaluate scores.csv --labels questions.jsonl --metrics metrics.h5 -o report/ --bootstrap 2000
+  lara evaluate scores.csv -o audit/                                 # no labels: score distributions only
+"""
+
+
+def register(sub: Any) -> None:
+    ev = sub.add_parser(
+        "evaluate",
+        help="ROC-AUC, TPR@5%%FPR, F1 with bootstrap CIs, paired comparisons, layer analysis, plots",
+        epilog=EVALUATE_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ev.add_argument("scores", type=Path, help="SCORES.csv (id column + one column per detector, higher = member)")
+    ev.add_argument("-o", "--output", type=Path, required=True, help="report directory (report.json, report.md, PNG plots)")
+    ev.add_argument("--labels", type=Path, help="JSONL with id and label (questions or sets file); without it: an audit of score distributions")
+    ev.add_argument("--metrics", type=Path, help="metrics file, for the per-layer profiles, Cohen's d map and window table")
+    ev.add_argument("--detectors", help="score columns to report, comma-separated (default: all)")
+    ev.add_argument("--baseline", help="column the others are compared with (default: the first)")
+    ev.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples (default: 1000)")
+    ev.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    ev.add_argument("--fpr", type=float, default=0.05, help="FPR of the TPR figure (default: 0.05)")
+    ev.add_argument("--strict", action="store_true", help="TPR among ROC points with FPR < target instead of <=")
+    ev.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    ev.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from ..lara.metrics_file import MetricsFile
+    from ..report import build_report, render_markdown, write_report
+    from ..report.build import jsonable
+    from ..scores import ScoreTable, read_labels, read_question_texts
+
+    table = ScoreTable.read_csv(args.scores)
+    metrics = MetricsFile.read(args.metrics) if args.metrics else None
+    labels = read_labels(args.labels) if args.labels else None
+    texts = read_question_texts(args.labels) if args.labels else None  # the blind baseline (SPEC §8.8)
+    if labels is None and metrics is not None and (metrics.labels >= 0).any():
+        labels = {i: int(v) for i, v in zip(metrics.ids, metrics.labels) if v >= 0}
+        logger.info("labels: taken from %s", args.metrics)
+    detectors = [d.strip() for d in args.detectors.split(",")] if args.detectors else None
+    try:
+        report = build_report(table, labels, metrics if labels is not None else None, detectors=detectors,
+                              baseline=args.baseline, n_bootstrap=args.bootstrap, seed=args.seed, fpr=args.fpr,
+                              strict=args.strict, texts=texts, inputs={"scores": str(args.scores), "labels": str(args.labels or ""),
+                                                          "metrics": str(args.metrics or "")})
+    except KeyError as err:
+        raise ProbesError(str(err).strip("'\"")) from None
+    files = write_report(report, args.output, table, labels, plots=not args.no_plots)
+    text = render_markdown(jsonable(report))
+    print(text.split("## Paired comparison")[0].split("## Layer analysis")[0].rstrip())
+    print(f"\nreport: {', '.join(str(f) for f in files)}")
+    return 0

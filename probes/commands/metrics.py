@@ -1,0 +1,42 @@
+"""``lara metrics``: zRSM, DC and zRSI per question and layer from cached activations."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+
+METRICS_EXAMPLES = """examples:
+  lara metrics sets.jsonl acts.h5 -o metrics.h5
+  lara metrics sets.jsonl acts.h5 -o metrics.h5 --layers 0,1,2,3 --chunk-mib 512
+"""
+
+
+def register(sub: Any) -> None:
+    metrics = sub.add_parser(
+        "metrics",
+        help="compute zRSM, DC and zRSI per layer for every perturbation set from its cached activations",
+        epilog=METRICS_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    metrics.add_argument("sets", type=Path, help="perturbation sets JSONL (lara generate)")
+    metrics.add_argument("activations", type=Path, help="activation store holding every text of the sets (lara cache)")
+    metrics.add_argument("-o", "--output", type=Path, required=True, help="metrics file to write (HDF5)")
+    metrics.add_argument("--layers", help="stored layers to use, e.g. 0,1,2 or embed,0 (default: every stored layer)")
+    metrics.add_argument("--eps", type=float, default=1e-8, help="numerical floor of the denominators (default: 1e-8)")
+    metrics.add_argument("--min-paraphrases", type=int, default=2, help="paraphrases a group member needs to be used (default: 2)")
+    metrics.add_argument("--chunk-mib", type=float, default=32, help="float32 activations read per chunk of questions, in MiB (default: 32)")
+    metrics.add_argument("--no-progress", action="store_true", help="no progress bar")
+    metrics.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from ..lara.metrics_file import compute_metrics
+
+    layers = [x.strip() for x in args.layers.split(",")] if args.layers else None
+    summary = compute_metrics(args.sets, args.activations, args.output, layers=layers, eps=args.eps,
+                              min_paraphrases=args.min_paraphrases, chunk_mib=args.chunk_mib, progress=not args.no_progress)
+    print(summary.describe())
+    return 0

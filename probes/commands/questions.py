@@ -1,0 +1,71 @@
+"""``lara questions import`` (a benchmark into a questions file) and ``lara questions pair`` (member
+and non-member sets into one labelled file, duplicates removed, balance and confound shown)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+
+QUESTIONS_EXAMPLES = """examples:
+  lara questions import HuggingFaceH4/MATH-500 --preset math500 --split test -o math500.jsonl    # where the hub is reachable
+  lara questions import ./aime2024_saved --preset aime2024 --label 0 -o aime24.jsonl              # a save_to_disk directory
+  lara questions import gsm8k_test.parquet --preset gsm8k --limit 200 -o gsm8k.jsonl
+  lara questions import rl_data.jsonl --preset chat --label 1 -o members.jsonl                     # prompt = message list
+  lara questions import mine.csv --field question=prompt_text --field answer=target -o q.jsonl
+  lara questions pair --members members.jsonl --nonmembers aime24.jsonl --clean-ref clean.jsonl -o labelled.jsonl
+"""
+
+
+def register(sub: Any) -> None:
+    from ..questions.presets import PRESETS
+
+    questions = sub.add_parser("questions", help="bring benchmarks in: import a dataset, pair members with non-members",
+                               epilog=QUESTIONS_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    actions = questions.add_subparsers(dest="questions_command", required=True, metavar="ACTION")
+    imp = actions.add_parser("import", help="a hub dataset, save_to_disk directory or Parquet/JSON/JSONL/CSV file -> questions JSONL",
+                             epilog=QUESTIONS_EXAMPLES + "\npresets:\n" + "\n".join(f"  {p.name:<14} {p.description}" for p in PRESETS.values()),
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
+    imp.add_argument("source", help="hub dataset name, a datasets save_to_disk directory, or a .parquet/.json/.jsonl/.csv file")
+    imp.add_argument("-o", "--output", type=Path, required=True, help="questions JSONL to write (provenance in OUTPUT.meta.json)")
+    imp.add_argument("--preset", help=f"the benchmark's schema: {', '.join(PRESETS)} (default: columns named question/problem, id, answer, label)")
+    imp.add_argument("--field", action="append", default=[], metavar="KEY=COLUMN",
+                     help="read KEY (id, question, answer, label, split, source, context, prompt) from COLUMN; dotted for nested, repeatable")
+    imp.add_argument("--config", help="hub dataset config (subset) name")
+    imp.add_argument("--split", help="split of a hub dataset or saved DatasetDict (default: the only one, else test)")
+    imp.add_argument("--revision", help="hub revision (branch, tag or commit) to pin")
+    imp.add_argument("--label", type=int, choices=[0, 1], help="label every question: 1 = member, 0 = non-member")
+    imp.add_argument("--split-name", help="set every question's split, e.g. clean_ref (LaRA's clean reference)")
+    imp.add_argument("--limit", type=int, help="import at most N questions")
+    imp.set_defaults(handler=handle_import)
+    from .pair import register_pair
+
+    register_pair(actions)
+
+
+def parse_fields(items: list[str]) -> dict[str, str]:
+    """``["question=problem", …]`` → ``{"question": "problem", …}``."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, column = item.partition("=")
+        if not sep or not key.strip() or not column.strip():
+            raise InputError(f"--field {item!r}: expected KEY=COLUMN, e.g. --field question=problem")
+        out[key.strip()] = column.strip()
+    return out
+
+
+def handle_import(args: argparse.Namespace) -> int:
+    from ..questions import ImportOptions, TableSource, import_questions, write_questions
+
+    if args.limit is not None and args.limit < 1:
+        raise InputError("--limit must be at least 1")
+    spec = TableSource(args.source, config=args.config, split=args.split, revision=args.revision)
+    options = ImportOptions(preset=args.preset, fields=parse_fields(args.field), label=args.label,
+                            split_name=args.split_name, limit=args.limit)
+    result = import_questions(spec, options)
+    files = write_questions(result, args.output)
+    print(result.describe())
+    print(f"wrote {', '.join(str(f) for f in files)}")
+    return 0

@@ -1,0 +1,72 @@
+"""``lara score``: one LaRA contamination score per question against a clean reference."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+
+SCORE_EXAMPLES = """examples:
+  lara score metrics.h5 -o scores.csv                                # clean reference: split clean_ref, else cross-fit
+  lara score metrics.h5 -o scores.csv --clean-ref crossfit --labels questions.jsonl
+  lara score metrics.h5 -o scores.csv --clean-ref clean_metrics.h5 --save-reference ref.json
+  lara score new_metrics.h5 -o scores.csv --clean-ref ref.json --layers late --dc signed
+"""
+
+
+def register(sub: Any) -> None:
+    score = sub.add_parser(
+        "score",
+        help="turn LaRA metrics into one contamination score per question against a clean reference",
+        epilog=SCORE_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    score.add_argument("metrics", type=Path, help="metrics file (lara metrics)")
+    score.add_argument("-o", "--output", type=Path, required=True, help="SCORES.csv to write (a .meta.json with the settings is written beside it)")
+    score.add_argument("--clean-ref", help="split | crossfit | CLEAN_METRICS.h5 | REFERENCE.json (default: split if questions have "
+                       "split clean_ref, else crossfit over labelled non-members)")
+    score.add_argument("--labels", type=Path, help="JSONL with id and label, overriding the labels in the metrics file (crossfit)")
+    score.add_argument("--save-reference", type=Path, help="write the reference fitted on the whole clean pool (JSON) for reuse")
+    score.add_argument("--metric-set", default="zRSM,DC,zRSI", help="metrics to aggregate (default: zRSM,DC,zRSI)")
+    score.add_argument("--layers", default="all", help="all | early | mid | late | 9-17 | 0,5,10 (default: all block layers)")
+    score.add_argument("--dc", choices=["abs", "signed"], default="abs", help="DC alignment: |z| (default) or +z")
+    score.add_argument("--outer-abs", action="store_true", help="wrap every aligned z in |.| (the public code's variant)")
+    score.add_argument("--zero-scale", choices=["eps", "drop"], default="eps", help="cells with MAD = 0: divide by eps (default) or leave out")
+    score.add_argument("--eps", type=float, default=1e-8, help="added to the reference scale (default: 1e-8)")
+    score.add_argument("--folds", type=int, default=5, help="cross-fitting folds (default: 5)")
+    score.add_argument("--seed", type=int, default=0, help="seed of the fold assignment (default: 0)")
+    score.add_argument("--no-variants", action="store_true", help="only the main 'lara' column (no per-metric / per-window columns)")
+    score.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from ..lara.metrics_file import MetricsFile
+    from ..lara.protocol import ScoreOptions
+    from ..lara.scoring import score_metrics
+    from ..scores import read_labels
+
+    options = ScoreOptions(metric_set=tuple(m.strip() for m in args.metric_set.split(",")), layers=args.layers,
+                           dc=args.dc, outer_abs=args.outer_abs, eps=args.eps, zero_scale=args.zero_scale)
+    metrics = MetricsFile.read(args.metrics)
+    labels = read_labels(args.labels) if args.labels else None
+    result = score_metrics(metrics, args.clean_ref, options, labels=labels, n_folds=args.folds, seed=args.seed,
+                           variants=not args.no_variants)
+    result.table.write_csv(args.output)
+    meta = args.output.with_suffix(".meta.json")
+    result.write_info(meta)
+    if args.save_reference:
+        result.reference.save(args.save_reference)
+    info = result.info
+    print(f"{info['n_questions']} questions scored against a clean reference of {info['n_reference']} "
+          f"({info['clean_ref_mode']}: {info.get('reference_source') or info.get('reference_file')}); "
+          f"{info['n_cross_fitted']} cross-fitted over {info['folds_used']} folds -> {args.output}")
+    if info["n_nan"]:
+        print(f"NaN scores: {info['n_nan']} (" + ", ".join(f"{k} {v}" for k, v in info["nan_reasons"].items()) + ")")
+    if info["zero_scale_cells"]:
+        print(f"zero-scale cells (MAD = 0): {len(info['zero_scale_cells'])}, e.g. {', '.join(info['zero_scale_cells'][:4])}")
+    print(f"columns: {', '.join(info['columns'])}; settings in {meta}")
+    if args.save_reference:
+        print(f"reference saved to {args.save_reference}")
+    return 0

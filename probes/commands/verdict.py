@@ -1,0 +1,76 @@
+"""``lara verdict``: the label-free verdict of SPEC §8."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+
+
+VERDICT_EXAMPLES = """examples:
+  lara detect ppl,min_k,cdd q.jsonl --model ./rl --sets sets.jsonl -o rl.csv        # also scores 3 controls per question
+  lara detect ppl,min_k,cdd q.jsonl --model ./sft --sets sets.jsonl -o sft.csv      # the reference model, same texts
+  lara verdict rl.csv --reference-scores sft.csv -o verdict.json                    # reference mode (calibrated)
+  lara verdict rl.csv --questions q.jsonl --subsets members,non_members -o v.json   # clean_ref questions: relative mode
+  lara verdict rl.csv -o verdict.json                                               # absolute mode (uncalibrated)
+"""
+
+
+def register(sub: Any) -> None:
+    verdict = sub.add_parser(
+        "verdict",
+        help="label-free verdict: was this benchmark trained on? calibrated tests against each question's matched controls",
+        epilog=VERDICT_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    verdict.add_argument("scores", type=Path, help="SCORES.csv of the audited model (lara detect --sets)")
+    verdict.add_argument("--controls", type=Path, help="its SCORES.controls.csv (default: beside SCORES.csv)")
+    verdict.add_argument("--reference-scores", type=Path, help="the reference model's SCORES.csv on the same questions (reference mode)")
+    verdict.add_argument("--reference-controls", type=Path, help="the reference model's SCORES.controls.csv (default: beside it)")
+    verdict.add_argument("--clean", type=Path, help="SCORES.csv of a clean set drawn like the audited questions (relative mode)")
+    verdict.add_argument("--clean-controls", type=Path, help="the clean set's SCORES.controls.csv (default: beside it)")
+    verdict.add_argument("--questions", type=Path, help="questions JSONL: split clean_ref questions are the clean set; labels "
+                         "and splits define --subsets (the verdict itself never reads labels)")
+    verdict.add_argument("--subsets", help="also a verdict on these groups, e.g. members,non_members (by label) or a split name")
+    verdict.add_argument("--detectors", help="detectors combined, comma-separated (default: all with controls, and lara in the relative mode)")
+    verdict.add_argument("--alpha", type=float, default=0.05, help="level of the combined test (default: 0.05)")
+    verdict.add_argument("--combine", choices=["cauchy", "bonferroni"], default="cauchy", help="(default: cauchy)")
+    verdict.add_argument("--permutations", type=int, default=10_000, help="permutations of the within-question test (default: 10000)")
+    verdict.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of the CIs (default: 1000)")
+    verdict.add_argument("--seed", type=int, default=0)
+    verdict.add_argument("-o", "--output", type=Path, required=True, help="VERDICT.json")
+    verdict.set_defaults(handler=handle)
+
+
+def _beside(scores: Path, given: Path | None) -> Path | None:
+    """An explicit controls file, else SCORES.controls.csv beside SCORES.csv if it exists."""
+    if given is not None:
+        return given
+    candidate = scores.with_suffix(".controls.csv")
+    return candidate if candidate.is_file() else None
+
+
+def handle(args: argparse.Namespace) -> int:
+    from ..calibration.audit import audit_verdict, describe_verdict, read_optional_controls
+    from ..calibration.verdict import VerdictSettings
+    from ..report.build import jsonable
+    from ..scores import ScoreTable, read_labels, read_splits
+
+    settings = VerdictSettings(alpha=args.alpha, combine=args.combine, permutations=args.permutations, bootstrap=args.bootstrap,
+                               seed=args.seed, detectors=tuple(d.strip() for d in args.detectors.split(",")) if args.detectors else None)
+    tables = {}
+    for key, path, controls in (("audited", args.scores, args.controls), ("reference", args.reference_scores, args.reference_controls),
+                                ("clean", args.clean, args.clean_controls)):
+        if path is not None:
+            tables[key] = (ScoreTable.read_csv(path), read_optional_controls(_beside(path, controls)))
+    labels = read_labels(args.questions, required=False) if args.questions else {}
+    splits = read_splits(args.questions) if args.questions else {}
+    verdict = audit_verdict(*tables["audited"], reference=tables.get("reference"), clean=tables.get("clean"), labels=labels,
+                            splits=splits, subsets=[x.strip() for x in args.subsets.split(",")] if args.subsets else (),
+                            settings=settings)
+    args.output.write_text(json.dumps(jsonable(verdict), indent=1) + "\n", encoding="utf-8")
+    print(describe_verdict(verdict))
+    print(f"wrote {args.output}")
+    return 0

@@ -1,0 +1,227 @@
+"""``lara questions import``: a benchmark table (hub, saved dataset, Parquet/JSON/CSV) → a questions
+JSONL with stable ids, untouched LaTeX and the table's provenance beside it (``Q.meta.json``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+from generation.records import QUESTION_FIELDS, Question
+
+from ..errors import InputError
+from .presets import FIELDS, Preset, preset_named
+from .tables import TableSource, open_table
+
+logger = logging.getLogger(__name__)
+
+_TRUE = {"1", "true", "yes", "member", "y"}
+_FALSE = {"0", "false", "no", "non_member", "nonmember", "n"}
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """How rows become questions: the preset, column overrides, and values set on every question."""
+
+    preset: str | None = None
+    fields: dict[str, str] = field(default_factory=dict)  # {question field: column (dotted for nested)}
+    label: int | None = None
+    split_name: str | None = None
+    limit: int | None = None
+
+
+@dataclass
+class ImportResult:
+    questions: list[Question]
+    provenance: dict[str, Any]
+
+    def describe(self) -> str:
+        skipped = self.provenance["skipped"]
+        extra = "; skipped " + ", ".join(f"{n} {why}" for why, n in skipped.items()) if skipped else ""
+        chat = sum("chat" in q.extra for q in self.questions)
+        return (f"{len(self.questions)} questions from {self.provenance['rows']} rows of {self.provenance['source']} "
+                f"({self.provenance['preset']} fields: " + ", ".join(f"{k}<-{v}" for k, v in self.provenance["fields"].items())
+                + f"){'; ' + str(chat) + ' in chat format' if chat else ''}{extra}")
+
+
+def import_questions(spec: TableSource, options: ImportOptions) -> ImportResult:
+    table, provenance = open_table(spec)
+    preset = preset_named(options.preset)
+    columns = resolve_columns(list(table.column_names), preset, options.fields)
+    if "question" not in columns and "prompt" not in columns:
+        raise InputError(f"{spec.source}: no question column among {', '.join(table.column_names)}; "
+                         "name it with --field question=COLUMN (or --field prompt=COLUMN for a chat message list)")
+    questions, skipped = rows_to_questions(table, columns, preset, options, default_source=_source_name(spec.source))
+    provenance.update({"preset": preset.name, "fields": columns, "label": options.label, "split_name": options.split_name,
+                       "limit": options.limit, "rows": len(table), "questions": len(questions),
+                       "skipped": dict(Counter(reason for reason, _ in skipped)),
+                       "skipped_examples": [f"row {row}: {reason}" for reason, row in skipped[:10]],
+                       "imported_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    if not questions:
+        raise InputError(f"{spec.source}: no question imported ({provenance['skipped'] or 'empty table'})")
+    return ImportResult(questions, provenance)
+
+
+def resolve_columns(names: list[str], preset: Preset, overrides: dict[str, str]) -> dict[str, str]:
+    """``{field: column path}`` for every field found: an override, else the preset's first present candidate."""
+    unknown = sorted(set(overrides) - set(FIELDS))
+    if unknown:
+        raise InputError(f"--field {unknown[0]}=…: unknown field; fields are {', '.join(FIELDS)}")
+    by_lower = {n.lower(): n for n in names}
+    out: dict[str, str] = {}
+    for key in FIELDS:
+        if key in overrides:
+            head = overrides[key].split(".")[0]
+            if head not in names and head.lower() not in by_lower:
+                raise InputError(f"--field {key}={overrides[key]}: no column {head!r}; columns: {', '.join(names)}")
+            out[key] = _actual(overrides[key], by_lower)
+            continue
+        for candidate in preset.columns.get(key, ()):
+            if candidate.split(".")[0].lower() in by_lower:
+                out[key] = _actual(candidate, by_lower)
+                break
+    if "question" in out and "prompt" in out and "question" not in overrides:
+        del out["prompt"]  # a plain question column wins over a message list the preset also looked for
+    return out
+
+
+def _actual(path: str, by_lower: dict[str, str]) -> str:
+    head, *rest = path.split(".")
+    return ".".join([by_lower.get(head.lower(), head), *rest])
+
+
+def rows_to_questions(rows: Iterable[dict[str, Any]], columns: dict[str, str], preset: Preset, options: ImportOptions,
+                      default_source: str) -> tuple[list[Question], list[tuple[str, int]]]:
+    """The questions of ``rows`` and the skipped rows as ``(reason, row index)``."""
+    questions: list[Question] = []
+    skipped: list[tuple[str, int]] = []
+    ids: dict[str, int] = {}
+    for index, row in enumerate(rows):
+        if options.limit is not None and len(questions) >= options.limit:
+            break
+        text, chat = _question_text(row, columns, index)
+        if not text or not text.strip():
+            skipped.append(("empty question", index))
+            continue
+        qid = _id(row, columns, text, chat)
+        if qid in ids:
+            if "id" in columns:
+                raise InputError(f"row {index}: duplicate id {qid!r} (first on row {ids[qid]}); ids in column "
+                                 f"{columns['id']!r} must be unique, or drop --field id to use text hashes")
+            skipped.append(("duplicate question text", index))
+            continue
+        ids[qid] = index
+        answer, answer_extra = preset.answer(_get(row, columns.get("answer")))
+        extra = {k: row[k] for k in preset.keep if k in row and row[k] not in (None, "")}
+        extra.update(answer_extra)
+        if chat is not None:
+            extra["chat"] = chat
+        source = _get(row, columns.get("source"))
+        questions.append(Question(
+            id=qid, question=text, label=options.label if options.label is not None else _label(_get(row, columns.get("label")), index),
+            answer=answer, source=str(source) if source not in (None, "") else default_source,
+            split=options.split_name or _optional_str(_get(row, columns.get("split"))), extra=extra))
+    return questions, skipped
+
+
+def _question_text(row: dict[str, Any], columns: dict[str, str], index: int) -> tuple[str | None, dict[str, Any] | None]:
+    """The question (with its context before it) and, for a message list, ``{"system": …}``."""
+    if "question" in columns:
+        text = _get(row, columns["question"])
+        context = _get(row, columns.get("context"))
+        if isinstance(context, str) and context.strip() and isinstance(text, str):
+            text = f"{context.strip()}\n\n{text}"
+        return (text if isinstance(text, str) else None if text is None else str(text)), None
+    messages = _get(row, columns["prompt"])
+    if isinstance(messages, str):
+        return messages, None
+    if not isinstance(messages, list) or not all(isinstance(m, dict) and "role" in m and "content" in m for m in messages):
+        raise InputError(f"row {index}: column {columns['prompt']!r} is neither text nor a list of {{role, content}} messages")
+    users = [m["content"] for m in messages if m["role"] == "user"]
+    systems = [m["content"] for m in messages if m["role"] == "system"]
+    if not users:
+        return None, None
+    return users[-1], {"system": systems[0] if systems else None}
+
+
+def _id(row: dict[str, Any], columns: dict[str, str], text: str, chat: dict[str, Any] | None) -> str:
+    """The dataset's id, else ``q`` + 12 hex digits of sha256 of the question (and its system turn)."""
+    value = _get(row, columns.get("id"))
+    if value not in (None, ""):
+        return str(value)
+    system = (chat or {}).get("system") or ""
+    return "q" + hashlib.sha256(f"{system}\x00{text}".encode("utf-8")).hexdigest()[:12]
+
+
+def _label(value: Any, index: int) -> int | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float)) and value in (0, 1):
+        return int(value)
+    text = str(value).strip().lower()
+    if text in _TRUE or text in _FALSE:
+        return int(text in _TRUE)
+    raise InputError(f"row {index}: label {value!r} is not 1/0, true/false or member/non_member")
+
+
+def _get(row: dict[str, Any], path: str | None) -> Any:
+    if path is None:
+        return None
+    value: Any = row
+    for part in path.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def _optional_str(value: Any) -> str | None:
+    return None if value in (None, "") else str(value)
+
+
+def _source_name(source: str) -> str:
+    path = Path(source)
+    return path.stem if path.suffix else (path.name or source)
+
+
+def write_questions(result: ImportResult, output: str | Path) -> tuple[Path, Path]:
+    """Write the questions JSONL (UTF-8, LaTeX and non-ASCII as they are) and ``<output>.meta.json``."""
+    output = Path(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps(question_record(q), ensure_ascii=False) for q in result.questions]
+    tmp = output.with_name(output.name + ".tmp")
+    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tmp.replace(output)
+    meta = provenance_path(output)
+    meta.write_text(json.dumps({"provenance": [result.provenance]}, indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    return output, meta
+
+
+def question_record(q: Question) -> dict[str, Any]:
+    """One questions-file line: the standard fields that are set, then the extra keys at top level
+    (``read_questions`` reads them back into ``extra``)."""
+    record = {name: getattr(q, name) for name in QUESTION_FIELDS if getattr(q, name) is not None}
+    return {**record, **{k: v for k, v in q.extra.items() if k not in record}}
+
+
+def provenance_path(questions: str | Path) -> Path:
+    """Where a questions file's provenance lives: ``Q.jsonl`` → ``Q.meta.json``."""
+    return Path(questions).with_suffix(".meta.json")
+
+
+def read_provenance(questions: str | Path) -> list[dict[str, Any]] | None:
+    """The provenance records of a questions file (one per imported source), or None when it has none."""
+    path = provenance_path(questions)
+    if not path.is_file():
+        return None
+    try:
+        return list(json.loads(path.read_text(encoding="utf-8")).get("provenance", []))
+    except (json.JSONDecodeError, AttributeError) as err:
+        raise InputError(f"{path}: not a questions provenance file ({err}); delete it or re-import the questions") from err

@@ -1,0 +1,61 @@
+"""The house rules, read from the source: which package may import which, and the size of the
+command modules (one small module per command, its parser beside its handler)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Absolute names of every module ``path`` imports (relative imports resolved)."""
+    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            names.add(module)
+            names.update(f"{module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def sources(package: str) -> list[Path]:
+    return sorted((ROOT / package.replace(".", "/")).rglob("*.py"))
+
+
+def test_the_resolver_reads_relative_imports():
+    names = imported_modules(ROOT / "probes" / "responders" / "openai_api.py")
+    assert "probes.token_distributions" in names and "probes.responders.base" in names
+
+
+@pytest.mark.parametrize("package, forbidden", [
+    ("cache", ("generation", "probes")),
+    ("generation", ("cache", "probes")),
+    ("probes.responders", ("probes.detectors",)),
+])
+def test_layers_import_only_downwards(package, forbidden):
+    offenders = [f"{path.relative_to(ROOT)} imports {name}" for path in sources(package) for name in imported_modules(path)
+                 if any(name == f or name.startswith(f + ".") for f in forbidden)]
+    assert offenders == []
+
+
+def test_command_modules_are_small_and_cli_only_assembles():
+    long_functions = []
+    for path in sources("probes.commands"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        assert len(path.read_text(encoding="utf-8").splitlines()) <= 400, path
+        long_functions += [f"{path.name}:{n.name} ({n.end_lineno - n.lineno + 1} lines)" for n in ast.walk(tree)
+                           if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > 80]
+    assert long_functions == []
+    cli = (ROOT / "probes" / "cli.py").read_text(encoding="utf-8")
+    assert "add_parser(" not in cli and len(cli.splitlines()) <= 120
