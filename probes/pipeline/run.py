@@ -37,6 +37,7 @@ from ..errors import InputError
 from . import stages
 from .config import RunConfig, dump_config
 from .ledger import Ledger
+from .lock import run_directory_lock
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +75,8 @@ def run_pipeline(config: RunConfig, progress: bool = True) -> RunResult:
     root = logging.getLogger()
     root.addHandler(handler)
     try:
-        return _Run(config, run_dir, progress).run()
+        with run_directory_lock(run_dir):
+            return _Run(config, run_dir, progress).run()
     finally:
         root.removeHandler(handler)
         handler.close()
@@ -94,6 +96,7 @@ class _Run:
             raise InputError(f"questions file not found: {path} (config key 'questions')")
         self.questions = read_questions(path)
         self.q_digest = self.ledger.digest(path)
+        self._record_question_provenance(path)
         labels: dict[str, int | None] = {q.id: q.label for q in self.questions}
         n_labelled = sum(v is not None for v in labels.values())
         self.labels = labels if n_labelled else None  # without labels: an audit, no evaluation
@@ -103,6 +106,17 @@ class _Run:
         self.states: dict[str, _ModelState] = {}
         logger.info("run %s: %d questions (%d labelled) from %s; models: %s", run_dir, len(self.questions), n_labelled,
                     path, ", ".join(self.models))
+
+    def _record_question_provenance(self, path: Path) -> None:
+        """``RUN_DIR/questions.meta.json``: where the questions came from (``lara questions import``/``pair``), when known."""
+        from ..questions.importing import provenance_path
+
+        source = provenance_path(path)
+        target = self.run_dir / "questions.meta.json"
+        if source.is_file():
+            target.write_bytes(source.read_bytes())
+        elif target.exists():
+            target.unlink()
 
     def run(self) -> RunResult:
         config, ledger = self.config, self.ledger
