@@ -38,6 +38,10 @@ def register(sub: Any) -> None:
     imp.add_argument("--revision", help="hub revision (branch, tag or commit) to pin")
     imp.add_argument("--label", type=int, choices=[0, 1], help="label every question: 1 = member, 0 = non-member")
     imp.add_argument("--split-name", help="set every question's split, e.g. clean_ref (LaRA's clean reference)")
+    imp.add_argument("--where", action="append", default=[], metavar="COLUMN=VALUE",
+                     help="keep only rows whose COLUMN (dotted for nested) equals VALUE, repeatable, e.g. --where data_source=olympiads")
+    imp.add_argument("--sample", type=int, metavar="N", help="a random sample of N rows (after --where), seeded by --seed, in table order")
+    imp.add_argument("--seed", type=int, default=0, help="seed of --sample (default: 0)")
     imp.add_argument("--limit", type=int, help="import at most N questions")
     imp.set_defaults(handler=handle_import)
     from .pair import register_pair
@@ -45,25 +49,27 @@ def register(sub: Any) -> None:
     register_pair(actions)
 
 
-def parse_fields(items: list[str]) -> dict[str, str]:
+def parse_pairs(items: list[str], flag: str, example: str) -> dict[str, str]:
     """``["question=problem", …]`` → ``{"question": "problem", …}``."""
     out: dict[str, str] = {}
     for item in items:
-        key, sep, column = item.partition("=")
-        if not sep or not key.strip() or not column.strip():
-            raise InputError(f"--field {item!r}: expected KEY=COLUMN, e.g. --field question=problem")
-        out[key.strip()] = column.strip()
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or (flag == "--field" and not value.strip()):
+            raise InputError(f"{flag} {item!r}: expected KEY=VALUE, e.g. {flag} {example}")
+        out[key.strip()] = value.strip()
     return out
 
 
 def handle_import(args: argparse.Namespace) -> int:
     from ..questions import ImportOptions, TableSource, import_questions, write_questions
 
-    if args.limit is not None and args.limit < 1:
-        raise InputError("--limit must be at least 1")
+    for flag in ("limit", "sample"):
+        if getattr(args, flag) is not None and getattr(args, flag) < 1:
+            raise InputError(f"--{flag} must be at least 1")
     spec = TableSource(args.source, config=args.config, split=args.split, revision=args.revision)
-    options = ImportOptions(preset=args.preset, fields=parse_fields(args.field), label=args.label,
-                            split_name=args.split_name, limit=args.limit)
+    options = ImportOptions(preset=args.preset, fields=parse_pairs(args.field, "--field", "question=problem"), label=args.label,
+                            split_name=args.split_name, limit=args.limit, where=parse_pairs(args.where, "--where", "data_source=olympiads"),
+                            sample=args.sample, seed=args.seed)
     result = import_questions(spec, options)
     files = write_questions(result, args.output)
     print(result.describe())

@@ -93,7 +93,9 @@ class _Run:
         self.ledger = Ledger(run_dir)
         path = Path(config.questions)
         if not path.is_file():
-            raise InputError(f"questions file not found: {path} (config key 'questions')")
+            raise InputError(f"questions file not found: {path} (config key 'questions'); build one from a benchmark with "
+                             "lara questions import (and lara questions pair for members + non-members), as the comments "
+                             "at the top of the paper's config show")
         self.questions = read_questions(path)
         self.q_digest = self.ledger.digest(path)
         self._record_question_provenance(path)

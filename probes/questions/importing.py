@@ -33,6 +33,9 @@ class ImportOptions:
     label: int | None = None
     split_name: str | None = None
     limit: int | None = None
+    where: dict[str, str] = field(default_factory=dict)  # {column (dotted for nested): value}: keep matching rows only
+    sample: int | None = None  # a seeded random sample of this many rows (after ``where``), in table order
+    seed: int = 0
 
 
 @dataclass
@@ -56,15 +59,39 @@ def import_questions(spec: TableSource, options: ImportOptions) -> ImportResult:
     if "question" not in columns and "prompt" not in columns:
         raise InputError(f"{spec.source}: no question column among {', '.join(table.column_names)}; "
                          "name it with --field question=COLUMN (or --field prompt=COLUMN for a chat message list)")
-    questions, skipped = rows_to_questions(table, columns, preset, options, default_source=_source_name(spec.source))
+    n_rows = len(table)
+    rows = select_rows(table, options)
+    questions, skipped = rows_to_questions((table[i] for i in rows), columns, preset, options,
+                                           default_source=_source_name(spec.source))
     provenance.update({"preset": preset.name, "fields": columns, "label": options.label, "split_name": options.split_name,
-                       "limit": options.limit, "rows": len(table), "questions": len(questions),
-                       "skipped": dict(Counter(reason for reason, _ in skipped)),
-                       "skipped_examples": [f"row {row}: {reason}" for reason, row in skipped[:10]],
+                       "limit": options.limit, "where": options.where or None, "sample": options.sample,
+                       "seed": options.seed if options.sample else None, "rows": n_rows, "rows_selected": len(rows),
+                       "questions": len(questions), "skipped": dict(Counter(reason for reason, _ in skipped)),
+                       "skipped_examples": [f"row {rows[k]}: {reason}" for reason, k in skipped[:10]],
                        "imported_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
     if not questions:
         raise InputError(f"{spec.source}: no question imported ({provenance['skipped'] or 'empty table'})")
     return ImportResult(questions, provenance)
+
+
+def select_rows(table: Any, options: ImportOptions) -> list[int]:
+    """Indices of the rows to import: those matching every ``where`` (values compared as text), then
+    a seeded sample of ``sample`` of them, in table order."""
+    import random
+
+    indices = list(range(len(table)))
+    if options.where:
+        by_lower = {n.lower(): n for n in table.column_names}
+        paths = {_actual(c, by_lower): str(v) for c, v in options.where.items()}
+        missing = [p for p in paths if p.split(".")[0] not in table.column_names]
+        if missing:
+            raise InputError(f"--where {missing[0]}=…: no such column; columns: {', '.join(table.column_names)}")
+        heads = sorted({p.split(".")[0] for p in paths})
+        view = table.select_columns(heads)
+        indices = [i for i in indices if all(str(_get(view[i], p)) == v for p, v in paths.items())]
+    if options.sample is not None and options.sample < len(indices):
+        indices = sorted(random.Random(options.seed).sample(indices, options.sample))
+    return indices
 
 
 def resolve_columns(names: list[str], preset: Preset, overrides: dict[str, str]) -> dict[str, str]:
