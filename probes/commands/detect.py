@@ -88,14 +88,17 @@ def handle(args: argparse.Namespace) -> int:
     questions = read_questions(args.questions)
     overrides = {k: v for k, v in {"device": args.device, "dtype": args.dtype, "trust_remote_code": args.trust_remote_code}.items()
                  if v is not None}
-    prompt_format = PromptFormat(mode=args.prompt_format, template=args.template, system=args.system_prompt)
+    from ..questions.chat import default_system_prompt
+
+    system = default_system_prompt(questions, args.system_prompt, str(args.questions))
+    prompt_format = PromptFormat(mode=args.prompt_format, template=args.template, system=system)
     if args.endpoint:
         from ..responders.openai_api import OpenAIResponder
 
         if not args.api_model:
             raise ConfigError("--endpoint needs --api-model NAME (the served model's name)")
         backend: Any = OpenAIResponder(args.endpoint, args.api_model, api_key_env=args.api_key_env,
-                                       top_logprobs=args.top_logprobs, concurrency=args.concurrency)
+                                       top_logprobs=args.top_logprobs, concurrency=args.concurrency, system=system)
     else:
         quiet_library_progress_bars(args.verbose)
         backend = LocalResponder(load_model(ModelConfig(source=args.source, **overrides)), prompt_format, batch_size=args.batch_size)

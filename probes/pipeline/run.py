@@ -88,8 +88,7 @@ class _Run:
     def __init__(self, config: RunConfig, run_dir: Path, progress: bool) -> None:
         from generation.records import read_questions
 
-        self.config, self.run_dir, self.progress = config, run_dir, progress
-        (run_dir / "config.resolved.yaml").write_text(dump_config(config), encoding="utf-8")
+        self.run_dir, self.progress = run_dir, progress
         self.ledger = Ledger(run_dir)
         path = Path(config.questions)
         if not path.is_file():
@@ -97,6 +96,8 @@ class _Run:
                              "lara questions import (and lara questions pair for members + non-members), as the comments "
                              "at the top of the paper's config show")
         self.questions = read_questions(path)
+        self.config = config = with_chat_system_turn(config, self.questions)
+        (run_dir / "config.resolved.yaml").write_text(dump_config(config), encoding="utf-8")
         self.q_digest = self.ledger.digest(path)
         self._record_question_provenance(path)
         labels: dict[str, int | None] = {q.id: q.label for q in self.questions}
@@ -230,3 +231,16 @@ class _Run:
             [f"{name}/report"],
             lambda: stages.evaluate(run_dir, name, config, self.labels, state.metrics_rel, self.questions, verdict is not None),
         )
+
+
+def with_chat_system_turn(config: RunConfig, questions: list[Any]) -> RunConfig:
+    """Questions imported from chat messages keep their system turn: it fills ``detect.system_prompt``
+    and, when activations are taken in chat format, ``extraction.system_prompt``, where unset."""
+    from ..questions.chat import default_system_prompt
+
+    detect_system = default_system_prompt(questions, config.detect.system_prompt, "detect")
+    config = dataclasses.replace(config, detect=dataclasses.replace(config.detect, system_prompt=detect_system))
+    if config.extraction.prompt_format == "chat":
+        system = default_system_prompt(questions, config.extraction.system_prompt, "extraction")
+        config = dataclasses.replace(config, extraction=dataclasses.replace(config.extraction, system_prompt=system))
+    return config

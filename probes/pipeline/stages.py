@@ -123,7 +123,7 @@ def detect(run_dir: Path, name: str, config: RunConfig, model: LazyModel, questi
 
         e = d.endpoint
         backend: Any = OpenAIResponder(e.base_url, e.model, api_key_env=e.api_key_env, top_logprobs=e.top_logprobs,
-                                       concurrency=e.concurrency)
+                                       concurrency=e.concurrency, system=d.system_prompt)
     else:
         backend = LocalResponder(model.get(), prompt_format, batch_size=d.batch_size)
     responder = CachedResponder(backend, ResponseStore(store_path(run_dir, name, d.store)))

@@ -52,7 +52,7 @@ class OpenAIResponder:
                         Access.VOCAB_MOMENTS_TOPK})
 
     def __init__(self, base_url: str, model: str, api_key_env: str | None = None, top_logprobs: int = 20,
-                 concurrency: int = 8, timeout_s: float = 120.0, max_retries: int = 4) -> None:
+                 concurrency: int = 8, timeout_s: float = 120.0, max_retries: int = 4, system: str | None = None) -> None:
         from openai import OpenAI
 
         key = "not-needed"
@@ -65,7 +65,10 @@ class OpenAIResponder:
         self.top_logprobs = top_logprobs
         self.concurrency = concurrency
         self.counter = CallCounter()
+        self.system = system  # the system turn of every chat request (None: no system message)
         self.identity = {"kind": "openai", "base_url": base_url.rstrip("/"), "model": model, "top_logprobs": top_logprobs}
+        if system is not None:
+            self.identity["system"] = system
 
     def format(self, prompt: str) -> str:
         """The server applies its own chat template; the client sends the prompt as the user message."""
@@ -92,7 +95,7 @@ class OpenAIResponder:
     def _complete(self, prompt: str, params: GenerationParams, index: int) -> Generation:
         response = self.client.chat.completions.create(
             model=self.model,
-            messages=[{"role": "user", "content": prompt}],
+            messages=([{"role": "system", "content": self.system}] if self.system is not None else []) + [{"role": "user", "content": prompt}],
             temperature=params.temperature,
             top_p=params.top_p,
             max_tokens=params.max_new_tokens,

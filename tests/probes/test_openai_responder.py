@@ -62,6 +62,23 @@ def test_greedy_answers_equal_the_local_path(served, api):
         np.testing.assert_allclose(r.entropies, (-(top.exp() * top).sum(-1)).numpy(), atol=1e-5)
 
 
+def test_a_system_turn_is_sent_with_every_chat_request(served, monkeypatch):
+    server, _ = served
+    monkeypatch.setenv("LARA_TEST_KEY", "sk-test-123")
+    system = "Answer with a number only."
+    api = OpenAIResponder(server.base_url, "toy-qwen2", api_key_env="LARA_TEST_KEY", top_logprobs=K, system=system)
+    before = len(server.requests)
+    api.generate(PROMPTS, GenerationParams(max_new_tokens=4))
+    sent = sorted((b["messages"] for b in server.requests[before:]), key=lambda m: m[-1]["content"])
+    assert sent == sorted(([{"role": "system", "content": system}, {"role": "user", "content": p}] for p in PROMPTS),
+                          key=lambda m: m[-1]["content"])
+    assert api.identity["system"] == system  # part of the response store's key
+    plain = OpenAIResponder(server.base_url, "toy-qwen2", api_key_env="LARA_TEST_KEY", top_logprobs=K)
+    before = len(server.requests)
+    plain.generate(PROMPTS[:1], GenerationParams(max_new_tokens=4))
+    assert server.requests[before]["messages"] == [{"role": "user", "content": PROMPTS[0]}] and "system" not in plain.identity
+
+
 def test_sampling_is_seeded_per_completion(api):
     params = GenerationParams(max_new_tokens=10, temperature=0.9, top_p=0.95, n=3, seed=7)
     first = api.generate(PROMPTS[:1], params)[0]
