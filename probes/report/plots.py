@@ -1,6 +1,7 @@
 """PNG plots of a report, drawn with matplotlib's object API (no pyplot global state, no display).
 
-* ``roc.png`` — ROC curves of every detector on one axis, AUC in the legend;
+* ``roc.png`` — ROC curves, one panel per family (LaRA, likelihood, sampling, calibrated, fusion),
+  the best four of each in colour with their AUC, the rest faded;
 * ``scores.png`` — score histograms per detector, members vs non-members (or all, in an audit);
 * ``profiles.png`` — per-layer zRSM/DC/zRSI profiles (mean of sign(m)·log(1+|m|)), members vs
   non-members, with bootstrap CI bands;
@@ -31,11 +32,28 @@ def _figure(width: float, height: float):
     return fig
 
 
+SAMPLING_DETECTORS = {"cdd", "min_knn", "self_critique", "entropy_temp", "entropy_noise"}
+FAMILIES = ("LaRA", "likelihood & completion", "sampling", "calibrated (@cal, @ref)", "fusion")
+HIGHLIGHTED = 4  # the best curves of a panel drawn in colour; the rest faded
+STYLES = [("#1b6ca8", "-"), ("#d1495b", "--"), ("#2a9d8f", "-."), ("#e9a03b", ":")]
+
+
+def roc_family(name: str) -> str:
+    """Which panel of ``roc.png`` a score column belongs to."""
+    if "+" in name:
+        return "fusion"
+    if "@" in name:
+        return "calibrated (@cal, @ref)"
+    if name.startswith("lara"):
+        return "LaRA"
+    return "sampling" if name in SAMPLING_DETECTORS else "likelihood & completion"
+
+
 def plot_roc(table: ScoreTable, labels: np.ndarray, names: Sequence[str], path: Path) -> None:
-    """ROC curves; ``labels`` [N] 1/0/−1 (−1 and non-finite scores left out)."""
-    fig = _figure(5.5, 5.0)
-    ax = fig.add_subplot()
-    ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=1, label="chance")
+    """ROC curves, one panel per family (:func:`roc_family`): in each, the best
+    :data:`HIGHLIGHTED` by AUC in distinct colours and line styles, the others faded. ``labels``
+    [N] 1/0/−1 (−1 and non-finite scores left out)."""
+    curves: dict[str, list[tuple[float, str, Any]]] = {}
     for name in names:
         s = table.columns[name]
         keep = (labels >= 0) & np.isfinite(s)
@@ -43,13 +61,31 @@ def plot_roc(table: ScoreTable, labels: np.ndarray, names: Sequence[str], path: 
         if y.all() or not y.any():
             continue
         points = roc_points(y[None], s[keep][None])
-        ax.plot(points.fpr[0], points.tpr[0], linewidth=1.6, label=f"{name} (AUC {auc(points)[0]:.2f})")
-    ax.set_xlabel("false-positive rate (non-members flagged)")
-    ax.set_ylabel("true-positive rate (members flagged)")
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1.01)
-    ax.set_title("ROC curves")
-    ax.legend(loc="lower right", fontsize=7)
+        curves.setdefault(roc_family(name), []).append((float(auc(points)[0]), name, points))
+    families = [f for f in FAMILIES if f in curves] or ["(no labelled scores)"]
+    cols = min(3, len(families))
+    rows = math.ceil(len(families) / cols)
+    fig = _figure(4.2 * cols, 4.0 * rows)
+    for k, family in enumerate(families):
+        ax = fig.add_subplot(rows, cols, k + 1)
+        ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=0.8)
+        ranked = sorted(curves.get(family, []), key=lambda c: -c[0])
+        for rank, (value, name, points) in enumerate(ranked):
+            if rank < HIGHLIGHTED:
+                color, style = STYLES[rank]
+                ax.plot(points.fpr[0], points.tpr[0], color=color, linestyle=style, linewidth=1.8, label=f"{name} {value:.2f}")
+            else:
+                ax.plot(points.fpr[0], points.tpr[0], color="#b0b0b0", linewidth=0.8, alpha=0.7)
+        faded = len(ranked) - HIGHLIGHTED
+        title = family + (f" (+{faded} more, grey)" if faded > 0 else "")
+        ax.set_title(title, fontsize=10)
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1.01)
+        ax.set_xlabel("false-positive rate", fontsize=8)
+        ax.set_ylabel("true-positive rate", fontsize=8)
+        if ranked:
+            ax.legend(loc="lower right", fontsize=8, title="AUC", title_fontsize=8)
+    fig.suptitle("ROC curves (members vs non-members)", fontsize=11)
     fig.tight_layout()
     fig.savefig(path)
 

@@ -90,3 +90,37 @@ def test_layer_analysis_counts_the_rows_it_leaves_out():
     assert layers["n_nonfinite"] == {"members": 2, "non_members": 1}
     assert (layers["members"], layers["non_members"]) == (38, 39)
     assert "Left out: 2 member(s) and 1 non-member(s)" in render_markdown(jsonable(report))
+
+
+def test_roc_curves_are_grouped_by_family_with_the_best_highlighted(tmp_path, monkeypatch):
+    from probes.report import plots
+    from probes.scores import ScoreTable
+
+    assert [plots.roc_family(n) for n in ("lara_zrsm", "ppl", "partial_completion", "cdd", "ppl@ref", "recall@cal", "ppl+lara")] == [
+        "LaRA", "likelihood & completion", "likelihood & completion", "sampling", "calibrated (@cal, @ref)",
+        "calibrated (@cal, @ref)", "fusion"]
+    rng = np.random.default_rng(0)
+    y = np.r_[np.ones(40), np.zeros(40)].astype(int)
+    names = ["lara", "ppl", "min_k", "zlib", "recall", "logprober", "ref", "cdd"]
+    table = ScoreTable([f"q{i}" for i in range(80)], {n: y * (k / 4) + rng.normal(size=80) for k, n in enumerate(names)})
+    drawn = []
+    real_figure = plots._figure
+
+    def spy(*args):
+        fig = real_figure(*args)
+        drawn.append(fig)
+        return fig
+
+    monkeypatch.setattr(plots, "_figure", spy)
+    plots.plot_roc(table, y, names, tmp_path / "roc.png")
+    assert (tmp_path / "roc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    panels = {ax.get_title(): ax for ax in drawn[0].axes}
+    assert set(panels) == {"LaRA", "likelihood & completion (+2 more, grey)", "sampling"}
+    legend = [t.get_text() for t in panels["likelihood & completion (+2 more, grey)"].get_legend().get_texts()]
+    from sklearn.metrics import roc_auc_score
+
+    likelihood = ["ppl", "min_k", "zlib", "recall", "logprober", "ref"]
+    best = sorted(likelihood, key=lambda n: -roc_auc_score(y, table.columns[n]))[:4]
+    assert [t.split()[0] for t in legend] == best  # the four best, best first
+    assert [float(t.split()[1]) for t in legend] == [round(roc_auc_score(y, table.columns[n]), 2) for n in best]
+    assert len({(line.get_color(), line.get_linestyle()) for line in panels["likelihood & completion (+2 more, grey)"].lines[1:5]}) == 4
