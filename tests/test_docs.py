@@ -32,6 +32,15 @@ def test_the_cli_reference_is_generated_from_the_parser():
     assert page == render(), "docs/cli.md is stale: python -m probes.cli_reference > docs/cli.md"
 
 
+def test_the_config_reference_is_generated_from_the_dataclasses():
+    from probes.pipeline.config_reference import render as render_configs
+
+    page = (ROOT / "docs" / "configs.md").read_text(encoding="utf-8")
+    assert page == render_configs(), "docs/configs.md is stale: python -m probes.pipeline.config_reference > docs/configs.md"
+    for key in ("`calibration`", "`verdict`", "`detect.endpoint`", "`fusion[]`", "`generation.openai.temperature`"):
+        assert f"## {key}" in page
+
+
 def test_the_reference_covers_every_flag_of_every_command():
     page = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
     for name, sub in command_parsers(build_parser()):
