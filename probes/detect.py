@@ -42,7 +42,8 @@ class DetectSummary:
     def describe(self) -> str:
         c = self.info["counts"]
         lines = [f"{len(self.table.ids)} questions x {len(self.table.columns)} detector(s) in {self.info['seconds']:.1f} s: "
-                 f"{c['generated']} completions generated, {c['scored']} texts scored, {c['cache_hits']} served from the response store"]
+                 f"{c['generated']} completions generated, {c['scored']} texts scored, {c['cache_hits']} served from the response store"
+                 + (f"; {c['requests']} requests to the served model" if c.get("requests") else "")]
         if self.info.get("sampling_temperature") is not None:
             lines.append(f"sampling temperature {self.info['sampling_temperature']:g} (detectors whose params set none)")
         if self.controls is not None:
@@ -213,4 +214,5 @@ def _progress(progress: bool, total: int) -> Any:
 
 
 def _counts(counter: Any) -> dict[str, int]:
-    return {"generated": counter.generated, "scored": counter.scored, "cache_hits": counter.cache_hits}
+    return {"generated": counter.generated, "scored": counter.scored, "cache_hits": counter.cache_hits,
+            "requests": counter.requests}

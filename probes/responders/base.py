@@ -161,11 +161,13 @@ class Responder(Protocol):
 
 @dataclass
 class CallCounter:
-    """What a responder did: completions generated and texts scored (cache hits excluded)."""
+    """What a responder did: completions generated and texts scored (cache hits excluded), and
+    the HTTP requests it sent (served models only)."""
 
     generated: int = 0
     scored: int = 0
     cache_hits: int = 0
+    requests: int = 0
 
 
 def sample_seed(seed: int, prompt: str, index: int) -> int:

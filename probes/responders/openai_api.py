@@ -2,9 +2,12 @@
 
 * Plain-text continuations (partial-prompt completion): ``/v1/completions`` with the text itself.
 * Generation: ``/v1/chat/completions`` with ``logprobs`` and ``top_logprobs`` (K = 20 by
-  default, the most most APIs allow). One request per completion, with a seed derived from
-  (seed, prompt, j) as the local responder does, so completion j is reproducible where the
-  server honours seeds and the response store can cache it alone.
+  default, the most most APIs allow). The n completions of a prompt are asked for in one request
+  (``n``, one seed derived from (seed, prompt)) where the server supports ``n`` (vLLM does); a
+  server that refuses ``n`` or sends fewer choices is asked once per completion instead, with a
+  seed derived from (seed, prompt, j) as the local responder does, and that is remembered.
+  Either way a rerun against the same server gives the same completions where it honours seeds.
+  Every request is counted (``counter.requests``).
 * Entropy comes from the top-K log-probs only: −Σ_{top K} p log p, a lower bound of the exact
   entropy that misses the tail's terms; every such generation says ``entropy_kind = "top-K"``
   and detectors record the approximation.
@@ -24,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
@@ -46,13 +50,17 @@ class OpenAIResponder:
         top_logprobs: K of the top-K log-probs requested per token.
         concurrency: requests in flight.
         timeout_s / max_retries: passed to the ``openai`` client (which retries 429/5xx).
+        system: the system turn of every chat request (None: none).
+        n_per_request: ask for a prompt's n completions in one request (falls back to one
+            request per completion where the server does not support ``n``).
     """
 
     access = frozenset({Access.SAMPLING, Access.TOKEN_IDS, Access.CHOSEN_LOGPROBS, Access.ENTROPY_TOPK, Access.TEXT_LOGPROBS,
                         Access.VOCAB_MOMENTS_TOPK})
 
     def __init__(self, base_url: str, model: str, api_key_env: str | None = None, top_logprobs: int = 20,
-                 concurrency: int = 8, timeout_s: float = 120.0, max_retries: int = 4, system: str | None = None) -> None:
+                 concurrency: int = 8, timeout_s: float = 120.0, max_retries: int = 4, system: str | None = None,
+                 n_per_request: bool = True) -> None:
         from openai import OpenAI
 
         key = "not-needed"
@@ -69,6 +77,11 @@ class OpenAIResponder:
         self.identity = {"kind": "openai", "base_url": base_url.rstrip("/"), "model": model, "top_logprobs": top_logprobs}
         if system is not None:
             self.identity["system"] = system
+        self.n_per_request = n_per_request
+        if n_per_request:
+            self.identity["n_per_request"] = True  # completion j then depends on n too: a cache of its own
+        self._n_supported: bool | None = None  # learnt from the first request with n > 1
+        self._lock = threading.Lock()
 
     def format(self, prompt: str) -> str:
         """The server applies its own chat template; the client sends the prompt as the user message."""
@@ -82,19 +95,48 @@ class OpenAIResponder:
         return self._many(prompts, params, self._complete)
 
     def _many(self, prompts: Sequence[str], params: GenerationParams, one: Any) -> list[list[Generation]]:
-        """``params.n`` results of ``one(prompt, params, j)`` per prompt, ``concurrency`` requests in flight."""
-        jobs = [(i, j) for i in range(len(prompts)) for j in range(params.n)]
+        """``params.n`` completions per prompt from ``one(prompt, params, seed_index, n)``, ``concurrency`` requests in flight."""
         with ThreadPoolExecutor(self.concurrency) as pool:
-            done = list(pool.map(lambda job: one(prompts[job[0]], params, job[1]), jobs))
-        self.counter.generated += len(jobs)
-        out: list[list[Generation]] = [[] for _ in prompts]
-        for (i, _), gen in zip(jobs, done):
-            out[i].append(gen)
+            if params.n > 1 and self.n_per_request and self._n_supported is not False:
+                out = list(pool.map(lambda prompt: self._all_at_once(prompt, params, one), prompts))
+            else:
+                jobs = [(i, j) for i in range(len(prompts)) for j in range(params.n)]
+                done = list(pool.map(lambda job: one(prompts[job[0]], params, job[1], 1)[0], jobs))
+                out = [[] for _ in prompts]
+                for (i, _), gen in zip(jobs, done):
+                    out[i].append(gen)
+        self.counter.generated += sum(len(row) for row in out)
         return out
 
-    def _complete(self, prompt: str, params: GenerationParams, index: int) -> Generation:
-        response = self.client.chat.completions.create(
-            model=self.model,
+    def _all_at_once(self, prompt: str, params: GenerationParams, one: Any) -> list[Generation]:
+        """A prompt's n completions in one request, or one request each where the server lacks ``n``."""
+        from openai import BadRequestError
+
+        if self._n_supported is not False:
+            try:
+                gens = one(prompt, params, 0, params.n)
+            except BadRequestError as err:
+                gens, why = [], f"refused n={params.n} ({str(err)[:120]})"
+            else:
+                why = f"sent {len(gens)} choice(s) for n={params.n}"
+            if len(gens) == params.n:
+                self._n_supported = True
+                return gens
+            with self._lock:
+                if self._n_supported is not False:
+                    logger.warning("the server %s; asking once per completion from now on", why)
+                self._n_supported = False
+        return [one(prompt, params, j, 1)[0] for j in range(params.n)]
+
+    def _create(self, endpoint: Any, **request: Any) -> Any:
+        """One counted request."""
+        with self._lock:
+            self.counter.requests += 1
+        return endpoint.create(model=self.model, **request)
+
+    def _complete(self, prompt: str, params: GenerationParams, index: int, n: int) -> list[Generation]:
+        response = self._create(
+            self.client.chat.completions,
             messages=([{"role": "system", "content": self.system}] if self.system is not None else []) + [{"role": "user", "content": prompt}],
             temperature=params.temperature,
             top_p=params.top_p,
@@ -102,9 +144,11 @@ class OpenAIResponder:
             seed=sample_seed(params.seed, prompt, index) & 0x7FFFFFFF,
             logprobs=True,
             top_logprobs=self.top_logprobs,
-            n=1,
+            n=n,
         )
-        choice = response.choices[0]
+        return [self._chat_generation(choice) for choice in sorted(response.choices, key=lambda c: c.index)]
+
+    def _chat_generation(self, choice: Any) -> Generation:
         items = list(choice.logprobs.content or []) if choice.logprobs is not None else []
         padded = _padded([[t.logprob for t in (item.top_logprobs or [])] for item in items])
         mu, sigma = topk_moments(padded)
@@ -123,13 +167,15 @@ class OpenAIResponder:
         """Plain-text continuations: ``/v1/completions`` with the text as the prompt (no chat template)."""
         return self._many(texts, params, self._continue)
 
-    def _continue(self, text: str, params: GenerationParams, index: int) -> Generation:
-        response = self.client.completions.create(
-            model=self.model, prompt=text, temperature=params.temperature, top_p=params.top_p,
+    def _continue(self, text: str, params: GenerationParams, index: int, n: int) -> list[Generation]:
+        response = self._create(
+            self.client.completions, prompt=text, temperature=params.temperature, top_p=params.top_p,
             max_tokens=params.max_new_tokens, seed=sample_seed(params.seed, text, index) & 0x7FFFFFFF,
-            logprobs=self.top_logprobs, n=1,
+            logprobs=self.top_logprobs, n=n,
         )
-        choice = response.choices[0]
+        return [self._text_generation(choice) for choice in sorted(response.choices, key=lambda c: c.index)]
+
+    def _text_generation(self, choice: Any) -> Generation:
         lp = choice.logprobs
         tokens = list(lp.tokens or []) if lp is not None else []
         padded = _padded([list((t or {}).values()) for t in (lp.top_logprobs or [])] if lp is not None else [])
@@ -147,7 +193,7 @@ class OpenAIResponder:
 
     def token_spans(self, text: str) -> list[tuple[int, int, int]]:
         """The text's tokens as the server reads it (``echo``), special tokens (empty spans) left out."""
-        response = self.client.completions.create(model=self.model, prompt=text, max_tokens=0, echo=True, logprobs=1)
+        response = self._create(self.client.completions, prompt=text, max_tokens=0, echo=True, logprobs=1)
         lp = response.choices[0].logprobs
         starts = list(lp.text_offset)
         ends = starts[1:] + [len(text)]
@@ -161,8 +207,8 @@ class OpenAIResponder:
         return out
 
     def _prompt_logprobs(self, context: str, text: str) -> TextScore:
-        response = self.client.completions.create(model=self.model, prompt=context + text, max_tokens=0, echo=True,
-                                                  logprobs=self.top_logprobs)
+        response = self._create(self.client.completions, prompt=context + text, max_tokens=0, echo=True,
+                                logprobs=self.top_logprobs)
         lp = response.choices[0].logprobs
         tokens, values, offsets = list(lp.tokens), list(lp.token_logprobs), list(lp.text_offset)
         tops = list(lp.top_logprobs or [None] * len(tokens))

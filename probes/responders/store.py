@@ -67,8 +67,8 @@ def _key(*parts: Any) -> str:
 class CachedResponder:
     """A responder whose generations and scores go through a :class:`ResponseStore`.
 
-    ``counter`` counts what really ran (``generated``, ``scored``) and what came from the store
-    (``cache_hits``).
+    ``counter`` counts what really ran (``generated``, ``scored``, and the ``requests`` a served
+    model was sent) and what came from the store (``cache_hits``).
     """
 
     def __init__(self, responder: Any, store: ResponseStore) -> None:
@@ -92,7 +92,7 @@ class CachedResponder:
         key = _key("token_spans", self.identity, text)
         found = self.store.get_many([key])
         if key not in found:
-            found[key] = {"spans": [list(x) for x in self.responder.token_spans(text)]}
+            found[key] = {"spans": [list(x) for x in self._counting_requests(self.responder.token_spans, text)]}
             self.store.put_many("token_spans", found)
         return [tuple(x) for x in found[key]["spans"]]  # type: ignore[misc]
 
@@ -106,7 +106,7 @@ class CachedResponder:
             # completion j of a prompt depends on (seed, prompt, j) only, so regenerating the
             # prompts that miss anything and keeping the missing indices is exact
             todo = sorted({i for i, _ in missing})
-            fresh = run([prompts[i] for i in todo], params)
+            fresh = self._counting_requests(run, [prompts[i] for i in todo], params)
             new = {}
             for i, gens in zip(todo, fresh):
                 for j, gen in enumerate(gens):
@@ -130,11 +130,21 @@ class CachedResponder:
         self.counter.cache_hits += len(found)
         todo = [i for i, k in enumerate(keys) if k not in found]
         if todo:
-            new = {keys[i]: s.to_dict() for i, s in zip(todo, run(todo))}
+            new = {keys[i]: s.to_dict() for i, s in zip(todo, self._counting_requests(run, todo))}
             self.store.put_many("score", new)
             self.counter.scored += len(new)
             found.update(new)
         return [TextScore.from_dict(found[k]) for k in keys]
+
+    def _counting_requests(self, run: Any, *args: Any) -> Any:
+        """``run(*args)``, adding the requests the wrapped responder sent to this counter."""
+        inner = getattr(self.responder, "counter", None)
+        before = inner.requests if inner is not None else 0
+        try:
+            return run(*args)
+        finally:
+            if inner is not None:
+                self.counter.requests += inner.requests - before
 
     def format(self, prompt: str) -> str:
         return self.responder.format(prompt)

@@ -1,6 +1,8 @@
 """An OpenAI-compatible server on 127.0.0.1 whose answers come from a real (tiny) Hugging Face
 model, like a vLLM server: ``/v1/chat/completions`` with ``logprobs``/``top_logprobs`` and
-``/v1/completions`` with ``echo`` (prompt log-probs). It decodes step by step with full forward
+``/v1/completions`` with ``echo`` (prompt log-probs); ``n`` choices per request, drawn one after
+the other from one generator seeded by the request's ``seed`` (``n_mode = "ignore"`` sends one
+choice whatever ``n`` is, ``"refuse"`` answers 400 to ``n > 1``, as some servers do). It decodes step by step with full forward
 passes (no KV cache, no batching) — an implementation independent of the local responder's —
 and keeps every token log-prob it sent, for exact comparison."""
 
@@ -21,6 +23,7 @@ class FakeOpenAIModelServer:
         self.sent_logprobs: list[list[float]] = []
         self.sent_tops: list[list[dict[str, float] | None]] = []
         self.requests: list[dict[str, Any]] = []
+        self.n_mode = "native"
         self._lock = threading.Lock()
 
     @property
@@ -50,6 +53,10 @@ class FakeOpenAIModelServer:
         body = json.loads(handler.rfile.read(int(handler.headers["Content-Length"])))
         if self.api_key is not None and handler.headers.get("Authorization") != f"Bearer {self.api_key}":
             return self._send(handler, 401, {"error": {"message": "bad key", "type": "invalid_request_error"}})
+        if int(body.get("n") or 1) > 1 and self.n_mode == "refuse":
+            with self._lock:
+                self.requests.append(body)
+            return self._send(handler, 400, {"error": {"message": "n > 1 is not supported", "type": "invalid_request_error"}})
         with self._lock:  # one forward at a time: the model is shared
             self.requests.append(body)
             if handler.path.endswith("/chat/completions"):
@@ -73,11 +80,18 @@ class FakeOpenAIModelServer:
         text = self.tokenizer.decode([tid])
         return {"token": text, "logprob": logprob, "bytes": list(text.encode("utf-8"))}
 
-    def _decode(self, ids: list[int], body: dict[str, Any], k: int) -> tuple[list[int], list[tuple[int, float, Any]], str]:
+    def _choices(self, body: dict[str, Any]) -> int:
+        return 1 if self.n_mode == "ignore" else int(body.get("n") or 1)
+
+    def _generator(self, body: dict[str, Any]) -> Any:
+        import torch
+
+        return torch.Generator().manual_seed(int(body.get("seed") or 0))
+
+    def _decode(self, ids: list[int], body: dict[str, Any], k: int, generator: Any) -> tuple[list[int], list[tuple[int, float, Any]], str]:
         """Step-by-step decoding after ``ids``: the new ids, (id, log-prob, top-k) per step, finish reason."""
         import torch
 
-        generator = torch.Generator().manual_seed(int(body.get("seed") or 0))
         eos = self.tokenizer.eos_token_id
         out, steps, finish = [], [], "length"
         limit = getattr(self.model.config, "n_positions", None) or self.model.config.max_position_embeddings
@@ -106,34 +120,39 @@ class FakeOpenAIModelServer:
     def _chat(self, body: dict[str, Any]) -> dict[str, Any]:
         text = self.tokenizer.apply_chat_template(body["messages"], tokenize=False, add_generation_prompt=True)
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        out, steps, finish = self._decode(ids, body, int(body.get("top_logprobs") or 0))
-        content = []
-        for tid, logprob, top in steps:
-            item = self._token(tid, logprob)
-            item["top_logprobs"] = [self._token(int(i), float(v)) for v, i in zip(top.values, top.indices)] if top is not None else []
-            content.append(item)
+        generator, choices, used = self._generator(body), [], 0
+        for index in range(self._choices(body)):
+            out, steps, finish = self._decode(ids, body, int(body.get("top_logprobs") or 0), generator)
+            content = []
+            for tid, logprob, top in steps:
+                item = self._token(tid, logprob)
+                item["top_logprobs"] = [self._token(int(i), float(v)) for v, i in zip(top.values, top.indices)] if top is not None else []
+                content.append(item)
+            choices.append({"index": index, "message": {"role": "assistant", "content": self.tokenizer.decode(out, skip_special_tokens=True)},
+                            "logprobs": {"content": content}, "finish_reason": finish})
+            used += len(out)
         return {
             "id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": self.tokenizer.decode(out, skip_special_tokens=True)},
-                         "logprobs": {"content": content}, "finish_reason": finish}],
-            "usage": {"prompt_tokens": len(ids), "completion_tokens": len(out), "total_tokens": len(ids) + len(out)},
+            "choices": choices, "usage": {"prompt_tokens": len(ids), "completion_tokens": used, "total_tokens": len(ids) + used},
         }
 
     def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
-        """A plain-text continuation of the prompt (``/v1/completions`` without ``echo``)."""
+        """Plain-text continuations of the prompt (``/v1/completions`` without ``echo``)."""
         ids = self.tokenizer(body["prompt"], add_special_tokens=True)["input_ids"]
-        out, steps, finish = self._decode(ids, body, int(body.get("logprobs") or 0))
-        tokens = [self.tokenizer.decode([tid]) for tid, _, _ in steps]
-        tops = [{self.tokenizer.convert_ids_to_tokens(int(i)): float(v) for v, i in zip(top.values, top.indices)}
-                for _, _, top in steps] if body.get("logprobs") else None
-        text = self.tokenizer.decode(out, skip_special_tokens=True)
+        generator, choices, used = self._generator(body), [], 0
+        for index in range(self._choices(body)):
+            out, steps, finish = self._decode(ids, body, int(body.get("logprobs") or 0), generator)
+            tokens = [self.tokenizer.decode([tid]) for tid, _, _ in steps]
+            tops = [{self.tokenizer.convert_ids_to_tokens(int(i)): float(v) for v, i in zip(top.values, top.indices)}
+                    for _, _, top in steps] if body.get("logprobs") else None
+            choices.append({"index": index, "text": self.tokenizer.decode(out, skip_special_tokens=True), "finish_reason": finish,
+                            "logprobs": {"tokens": tokens, "token_logprobs": [lp for _, lp, _ in steps],
+                                         "text_offset": [len(body["prompt"]) + len(self.tokenizer.decode(out[:i])) for i in range(len(out))],
+                                         "top_logprobs": tops}})
+            used += len(out)
         return {
             "id": f"cmpl-{len(self.requests)}", "object": "text_completion", "created": int(time.time()), "model": body["model"],
-            "choices": [{"index": 0, "text": text, "finish_reason": finish, "logprobs": {
-                "tokens": tokens, "token_logprobs": [lp for _, lp, _ in steps],
-                "text_offset": [len(body["prompt"]) + len(self.tokenizer.decode(out[:i])) for i in range(len(out))],
-                "top_logprobs": tops}}],
-            "usage": {"prompt_tokens": len(ids), "completion_tokens": len(out), "total_tokens": len(ids) + len(out)},
+            "choices": choices, "usage": {"prompt_tokens": len(ids), "completion_tokens": used, "total_tokens": len(ids) + used},
         }
 
     def _echo(self, body: dict[str, Any]) -> dict[str, Any]:

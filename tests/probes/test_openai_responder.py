@@ -87,6 +87,47 @@ def test_sampling_is_seeded_per_completion(api):
     assert len({tuple(g.token_ids) for g in first}) > 1
 
 
+def responder(server, **kwargs) -> OpenAIResponder:
+    return OpenAIResponder(server.base_url, "toy-qwen2", api_key_env="LARA_TEST_KEY", top_logprobs=K, **kwargs)
+
+
+@pytest.mark.parametrize("method", ["generate", "complete"])
+def test_n_completions_in_one_request_reproducible_and_counted(served, monkeypatch, method):
+    server, _ = served
+    monkeypatch.setenv("LARA_TEST_KEY", "sk-test-123")
+    params = GenerationParams(max_new_tokens=6, temperature=1.0, n=4, seed=3)
+    api = responder(server)
+    before = len(server.requests)
+    first = getattr(api, method)(PROMPTS, params)
+    assert len(server.requests) - before == len(PROMPTS) == api.counter.requests  # one request per prompt
+    assert all(b["n"] == 4 for b in server.requests[before:])
+    assert [len(row) for row in first] == [4] * len(PROMPTS) and api.counter.generated == 4 * len(PROMPTS)
+    again = getattr(responder(server), method)(PROMPTS, params)
+    assert [[g.text for g in row] for row in first] == [[g.text for g in row] for row in again]
+    assert len({g.text for g in first[1]}) > 1  # n different samples, not one repeated
+
+
+@pytest.mark.parametrize("mode", ["ignore", "refuse"])
+def test_a_server_without_n_is_asked_once_per_completion(served, monkeypatch, mode, caplog):
+    server, _ = served
+    monkeypatch.setenv("LARA_TEST_KEY", "sk-test-123")
+    params = GenerationParams(max_new_tokens=6, temperature=1.0, n=3, seed=5)
+    expected = responder(server, n_per_request=False).generate(PROMPTS, params)  # one request per completion
+    server.n_mode = mode
+    try:
+        api = responder(server, concurrency=1)
+        before = len(server.requests)
+        got = api.generate(PROMPTS, params)
+        sent = len(server.requests) - before
+        later = api.generate(PROMPTS[:1], params)
+    finally:
+        server.n_mode = "native"
+    assert sent == 1 + 3 * len(PROMPTS) == api.counter.requests - 3  # one try with n, then per completion, remembered
+    assert [[g.text for g in row] for row in got] == [[g.text for g in row] for row in expected]
+    assert [g.text for g in later[0]] == [g.text for g in expected[0]]
+    assert "asking once per completion from now on" in caplog.text
+
+
 def test_prompt_logprobs_equal_the_local_path(served, api):
     _, loaded = served
     local = LocalResponder(loaded, PromptFormat(mode="chat"))
@@ -127,6 +168,7 @@ def test_cli_detect_against_an_endpoint(served, tmp_path, monkeypatch, capsys):
     questions = tmp_path / "q.jsonl"
     questions.write_text("".join(json.dumps({"id": f"q{i}", "question": p}) + "\n" for i, p in enumerate(PROMPTS)))
     out = tmp_path / "scores.csv"
+    before = len(server.requests)
     assert main(["detect", "ppl,logprober,self_critique", str(questions), "--endpoint", server.base_url, "--api-model", "toy",
                  "--api-key-env", "LARA_TEST_KEY", "--top-logprobs", "5", "--param", "ppl.max_new_tokens=8",
                  "--param", "self_critique.max_new_tokens=8", "--store", str(tmp_path / "store.sqlite"), "-o", str(out),
@@ -134,7 +176,10 @@ def test_cli_detect_against_an_endpoint(served, tmp_path, monkeypatch, capsys):
     shown = capsys.readouterr().out
     assert "note: self_critique: entropies from the endpoint's top-K log-probs" in shown
     meta = json.loads(out.with_suffix(".meta.json").read_text())
-    assert meta["responder"] == {"kind": "openai", "base_url": server.base_url, "model": "toy", "top_logprobs": 5}
+    assert meta["responder"] == {"kind": "openai", "base_url": server.base_url, "model": "toy", "top_logprobs": 5,
+                                 "n_per_request": True}
+    sent = len(server.requests) - before
+    assert sent > 0 and meta["counts"]["requests"] == sent and f"; {sent} requests to the served model" in shown
     assert list(ScoreTable.read_csv(out).columns) == ["ppl", "logprober", "self_critique"]
     assert "sk-test-123" not in out.with_suffix(".meta.json").read_text()
 
