@@ -82,11 +82,6 @@ def problem_id(problem: Problem) -> str:
 def build_testbed(out_dir: str | Path, preset: str = "cpu", seed: int = 0, device: str | None = None,
                   overwrite: bool = False, command: str | None = None) -> dict[str, Any]:
     """Build a testbed into ``out_dir``; returns the manifest (also written as ``testbed.json``)."""
-    import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    from cache.toymodels import train_tokenizer
-
     if preset not in PRESETS:
         raise InputError(f"unknown testbed preset {preset!r}; choose one of {', '.join(PRESETS)}")
     out_dir = Path(out_dir)
@@ -106,13 +101,7 @@ def build_testbed(out_dir: str | Path, preset: str = "cpu", seed: int = 0, devic
 
     try:
         splits = make_splits(p.n_sft, p.n_members, p.n_test, seed)
-        tokenizer = train_tokenizer(p.vocab_size, texts=[x.text() for x in splits.sft], split_digits=True)
-        tokenizer.chat_template = None
-        config = GPT2Config(vocab_size=len(tokenizer), n_positions=256, n_embd=p.d_model, n_layer=p.n_layer,
-                            n_head=p.n_head, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                            pad_token_id=tokenizer.pad_token_id)
-        torch.manual_seed(seed)
-        model = GPT2LMHeadModel(config).to(device)
+        tokenizer, model = _fresh_model(p, splits, seed, device)
         logger.info("testbed %s (seed %d): %d SFT problems, %d members, %d non-members, %d test; GPT-2 %d x %d (%.2fM parameters)",
                     preset, seed, len(splits.sft), len(splits.members), len(splits.non_members), len(splits.test),
                     p.n_layer, p.d_model, sum(x.numel() for x in model.parameters()) / 1e6)
@@ -143,22 +132,9 @@ def build_testbed(out_dir: str | Path, preset: str = "cpu", seed: int = 0, devic
         _write_jsonl(tmp / "questions.jsonl", _question_rows(splits))
         _write_jsonl(tmp / "sft_pool.jsonl", [{"id": problem_id(x), "template": x.template, "numbers": dict(x.numbers)}
                                               for x in splits.sft])
-        manifest = {
-            "format": BUILD_FORMAT,
-            "preset": preset,
-            "seed": seed,
-            "command": command or f"lara testbed build --out {out_dir} --preset {preset} --seed {seed}",
-            "settings": asdict(p) | {"device": device},
-            "prompt_template": PROMPT_TEMPLATE,
-            "n_templates": len(TEMPLATES),
-            "splits": {"sft": len(splits.sft), "members": len(splits.members), "non_members": len(splits.non_members),
-                       "test": len(splits.test)},
-            "rl_trained_on": sorted(trained_on),
-            "accuracy": evaluation,
-            "seconds": {"sft": round(sft_seconds, 1), "grpo": round(rl_seconds, 1), "total": round(time.perf_counter() - started, 1)},
-            "files": {str(f.relative_to(tmp)): _sha256(f) for f in sorted(tmp.rglob("*.safetensors"))},
-            "torch": torch.__version__,
-        }
+        seconds = {"sft": round(sft_seconds, 1), "grpo": round(rl_seconds, 1), "total": round(time.perf_counter() - started, 1)}
+        manifest = _manifest(tmp, preset, seed, command or f"lara testbed build --out {out_dir} --preset {preset} --seed {seed}",
+                             asdict(p) | {"device": device}, splits, sorted(trained_on), evaluation, seconds)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         tmp.chmod(0o755)  # mkdtemp makes it private; a testbed is meant to be shared
         if out_dir.exists():
@@ -169,6 +145,45 @@ def build_testbed(out_dir: str | Path, preset: str = "cpu", seed: int = 0, devic
             log_file.close()
         shutil.rmtree(tmp, ignore_errors=True)
     return manifest
+
+
+def _fresh_model(p: Preset, splits: Any, seed: int, device: str) -> tuple[Any, Any]:
+    """The tokenizer trained on the SFT pool (one digit per token) and a freshly initialised GPT-2."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from cache.toymodels import train_tokenizer
+
+    tokenizer = train_tokenizer(p.vocab_size, texts=[x.text() for x in splits.sft], split_digits=True)
+    tokenizer.chat_template = None
+    config = GPT2Config(vocab_size=len(tokenizer), n_positions=256, n_embd=p.d_model, n_layer=p.n_layer,
+                        n_head=p.n_head, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                        pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(seed)
+    return tokenizer, GPT2LMHeadModel(config).to(device)
+
+
+def _manifest(tmp: Path, preset: str, seed: int, command: str, settings: dict[str, Any], splits: Any, trained_on: list[str],
+              evaluation: dict[str, Any], seconds: dict[str, float]) -> dict[str, Any]:
+    """``testbed.json``: how the testbed was made and what its checkpoints do."""
+    import torch
+
+    return {
+        "format": BUILD_FORMAT,
+        "preset": preset,
+        "seed": seed,
+        "command": command,
+        "settings": settings,
+        "prompt_template": PROMPT_TEMPLATE,
+        "n_templates": len(TEMPLATES),
+        "splits": {"sft": len(splits.sft), "members": len(splits.members), "non_members": len(splits.non_members),
+                   "test": len(splits.test)},
+        "rl_trained_on": trained_on,
+        "accuracy": evaluation,
+        "seconds": seconds,
+        "files": {str(f.relative_to(tmp)): _sha256(f) for f in sorted(tmp.rglob("*.safetensors"))},
+        "torch": torch.__version__,
+    }
 
 
 def _accuracies(model: Any, tokenizer: Any, splits: Any, max_new_tokens: int) -> dict[str, float]:
