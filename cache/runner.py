@@ -3,10 +3,15 @@
 The batch plan is a pure function of the (deduplicated) input texts, and a batch is skipped only
 when all its texts are already stored, so a resumed run computes exactly the batches an
 uninterrupted run would have: its rows are bit-for-bit the same on a deterministic device.
+
+Launched by torchrun (RANK, WORLD_SIZE set, more than one process), each rank computes its share
+of the texts still to do and commits its own shards; rank 0 merges (``cache.distributed``). Only
+batch composition differs from one process, so rows agree to float precision.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import logging
 import time
@@ -15,11 +20,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
+import h5py
 import numpy as np
 
 from .backends import Extractor, create_extractor
 from .batching import collate, default_batch_tokens, plan_batches
 from .config import CacheConfig
+from .distributed import Ranks, assign
 from .errors import ConfigError, InputError
 from .fingerprint import FINGERPRINT_METHOD, text_hash
 from .layers import LayerSelection, resolve_layers
@@ -107,6 +114,11 @@ def run_cache(
     unique = list(dict.fromkeys(texts))
     keys = [text_hash(t) for t in unique]
     ex = config.extraction
+    ranks = Ranks.from_env()
+    if ranks is not None:  # launched by torchrun / accelerate: this process is one rank of a data-parallel job
+        if loaded is None and config.model.device_map is None:
+            config = dataclasses.replace(config, model=dataclasses.replace(config.model, device=ranks.device(config.model.device)))
+        ranks.start(config.model.device)
     own_model = loaded is None
     loaded = loaded or load_model(config.model)
     selection = resolve_layers(ex.layers, loaded.layout.n_blocks)
@@ -126,51 +138,86 @@ def run_cache(
     extractor = extractor or create_extractor(ex.backend, loaded, own_model=own_model)
     provenance = build_provenance(loaded, extractor, selection, encoder, config)
 
-    with StoreWriter(output, provenance) as writer:
+    with StoreWriter(output, provenance, rank=ranks.rank if ranks else None) as writer:
         done = writer.existing_keys()
+        if ranks is not None:
+            ranks.barrier()  # every rank has read the same committed rows before any writes
         n_already = sum(k in done for k in keys)
         todo = [i for i, k in enumerate(keys) if k not in done]
-        n_truncated = n_tokens = 0
         started = time.perf_counter()
+        n_computed = n_truncated = n_tokens = 0
         if todo:
             encoded = encoder.encode(unique)
-            budget = ex.max_batch_tokens or default_batch_tokens(loaded.device.type)
-            plan = plan_batches([len(e) for e in encoded], keys, ex.batch_size, budget)
-            plan = [batch for batch in plan if any(keys[i] not in done for i in batch)]
-            bar = _progress_bar(len(todo), progress)
-            try:
-                for batch in plan:
-                    items = [encoded[i] for i in batch]
-                    tokens = collate(items, loaded.tokenizer.pad_token_id, ex.padding_side)
-                    pooled = extractor.pool(tokens, selection).numpy()
-                    fresh = [j for j, i in enumerate(batch) if keys[i] not in done]
-                    writer.add(
-                        RowBlock(
-                            keys=[keys[batch[j]] for j in fresh],
-                            texts=[unique[batch[j]] for j in fresh],
-                            activations=pooled[fresh],
-                            n_tokens=np.array([len(items[j]) for j in fresh], dtype=np.int32),
-                            n_pooled=np.array([items[j].n_pooled for j in fresh], dtype=np.int32),
-                            truncated=np.array([items[j].truncated for j in fresh], dtype=bool),
-                        ),
-                        flush_every=ex.flush_every,
-                    )
-                    n_truncated += sum(items[j].truncated for j in fresh)
-                    n_tokens += sum(len(items[j]) for j in fresh)
-                    bar.update(len(fresh))
-                    elapsed = max(time.perf_counter() - started, 1e-9)
-                    bar.set_postfix_str(f"{n_tokens / elapsed:.0f} tok/s", refresh=False)
-            finally:
-                bar.close()
+            work = list(range(len(unique)))
+            if ranks is not None:  # this rank's share of what is left, the same split on every rank
+                owner = assign([len(encoded[i]) for i in todo], [keys[i] for i in todo], ranks.world_size)
+                work = [i for i, r in zip(todo, owner) if r == ranks.rank]
+            n_computed, n_truncated, n_tokens = _extract_rows(work, unique, keys, encoded, done, writer, extractor, selection,
+                                                              loaded, ex, progress)
         seconds = time.perf_counter() - started
-        n_rows = writer.consolidate()
+        n_rows = _commit(writer, ranks, n_computed, str(loaded.device))
     summary = CacheSummary(
-        output=output, n_input=len(texts), n_unique=len(unique), n_already=n_already, n_computed=len(todo),
+        output=output, n_input=len(texts), n_unique=len(unique), n_already=n_already, n_computed=n_computed,
         n_truncated=n_truncated, n_tokens=n_tokens, seconds=seconds, n_rows=n_rows,
         layers=selection.labels, d_model=loaded.layout.d_model, backend=extractor.name,
     )
     logger.debug("%s", summary.describe())
     return summary
+
+
+def _extract_rows(work: list[int], unique: list[str], keys: list[str], encoded: list[Any], done: set[str], writer: StoreWriter,
+                  extractor: Extractor, selection: Any, loaded: LoadedModel, ex: Any, progress: bool) -> tuple[int, int, int]:
+    """Pool the texts ``work`` (indices into ``unique``) not yet ``done`` into ``writer``, batch by
+    batch; returns (rows computed, of them truncated, tokens)."""
+    budget = ex.max_batch_tokens or default_batch_tokens(loaded.device.type)
+    plan = plan_batches([len(encoded[i]) for i in work], [keys[i] for i in work], ex.batch_size, budget)
+    plan = [[work[j] for j in batch] for batch in plan]
+    plan = [batch for batch in plan if any(keys[i] not in done for i in batch)]
+    n_computed = n_truncated = n_tokens = 0
+    bar = _progress_bar(sum(keys[i] not in done for i in work), progress)
+    started = time.perf_counter()
+    try:
+        for batch in plan:
+            items = [encoded[i] for i in batch]
+            tokens = collate(items, loaded.tokenizer.pad_token_id, ex.padding_side)
+            pooled = extractor.pool(tokens, selection).numpy()
+            fresh = [j for j, i in enumerate(batch) if keys[i] not in done]
+            writer.add(
+                RowBlock(
+                    keys=[keys[batch[j]] for j in fresh],
+                    texts=[unique[batch[j]] for j in fresh],
+                    activations=pooled[fresh],
+                    n_tokens=np.array([len(items[j]) for j in fresh], dtype=np.int32),
+                    n_pooled=np.array([items[j].n_pooled for j in fresh], dtype=np.int32),
+                    truncated=np.array([items[j].truncated for j in fresh], dtype=bool),
+                ),
+                flush_every=ex.flush_every,
+            )
+            n_computed += len(fresh)
+            n_truncated += sum(items[j].truncated for j in fresh)
+            n_tokens += sum(len(items[j]) for j in fresh)
+            bar.update(len(fresh))
+            bar.set_postfix_str(f"{n_tokens / max(time.perf_counter() - started, 1e-9):.0f} tok/s", refresh=False)
+    finally:
+        bar.close()
+    return n_computed, n_truncated, n_tokens
+
+
+def _commit(writer: StoreWriter, ranks: Ranks | None, n_computed: int, device: str) -> int:
+    """Merge the committed shards into the store (rank 0, once every rank has flushed); its rows."""
+    if ranks is None:
+        return writer.consolidate()
+    writer.flush()
+    shares = ranks.gather({"rank": ranks.rank, "rows": n_computed, "device": device})  # also waits for every rank
+    if ranks.rank == 0:
+        writer.provenance["distributed"] = {"world_size": ranks.world_size, "rows_per_rank": [s["rows"] for s in shares],
+                                            "devices": [s["device"] for s in shares]}
+        n_rows = writer.consolidate()
+    ranks.barrier()  # the merged file is in place
+    if ranks.rank != 0:
+        with h5py.File(writer.path, "r") as f:
+            n_rows = int(f["keys"].shape[0])
+    return n_rows
 
 
 def build_provenance(

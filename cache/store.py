@@ -235,21 +235,26 @@ class StoreWriter:
         provenance: the run's provenance; an existing file or shard must match it.
     """
 
-    def __init__(self, path: str | Path, provenance: Mapping[str, Any]) -> None:
+    def __init__(self, path: str | Path, provenance: Mapping[str, Any], rank: int | None = None) -> None:
         self.path = Path(path)
         self.provenance = dict(provenance)
         self.parts = parts_dir(self.path)
+        self.rank = rank  # one writer of a data-parallel job: its own shards (part-N-rR.h5) and lock
         self._buffer: list[RowBlock] = []
-        self._lock_file: Any = None
+        self._lock_files: list[Any] = []
 
     def __enter__(self) -> "StoreWriter":
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock_file = _acquire_lock(self.path)
         try:
-            for stale in self.path.parent.glob(f"{self.path.name}.tmp-*"):
-                stale.unlink()
+            if self.rank is None or self.rank == 0:  # the store's lock: one job at a time
+                self._lock_files.append(_acquire_lock(self.path))
+            if self.rank is not None:
+                self._lock_files.append(_acquire_lock(self.path, f".lock.rank{self.rank}"))
+            if self.rank is None:
+                for stale in self.path.parent.glob(f"{self.path.name}.tmp-*"):
+                    stale.unlink()
             if self.parts.is_dir():
-                for stale in self.parts.glob("*.tmp"):
+                for stale in self.parts.glob("*.tmp" if self.rank is None else f"*-r{self.rank}.h5.tmp"):
                     stale.unlink()
             for source in self._sources():
                 with h5py.File(source, "r") as f:
@@ -266,11 +271,11 @@ class StoreWriter:
             self._release_lock()
 
     def _release_lock(self) -> None:
-        if self._lock_file is not None:
+        for handle in self._lock_files:
             with contextlib.suppress(OSError):
-                os.unlink(self._lock_file.name)
-            self._lock_file.close()
-            self._lock_file = None
+                os.unlink(handle.name)
+            handle.close()
+        self._lock_files = []
 
     def existing_keys(self) -> set[str]:
         """Keys committed in the file or in finished shards."""
@@ -296,8 +301,9 @@ class StoreWriter:
             return
         rows = RowBlock.concat(self._buffer)
         self.parts.mkdir(exist_ok=True)
-        numbers = [int(p.stem.split("-")[1]) for p in self.parts.glob("part-*.h5")]
-        shard = self.parts / f"part-{max(numbers, default=-1) + 1:06d}.h5"
+        suffix = "" if self.rank is None else f"-r{self.rank}"
+        numbers = [int(p.stem.split("-")[1]) for p in self.parts.glob(f"part-*{suffix}.h5")]
+        shard = self.parts / f"part-{max(numbers, default=-1) + 1:06d}{suffix}.h5"
         _write_atomic(shard, self.provenance, rows)
         self._buffer.clear()
         logger.debug("committed %d rows to %s", len(rows), shard)
@@ -438,9 +444,10 @@ def _fsync_and_rename(tmp: Path, target: Path) -> None:
             os.close(dir_fd)
 
 
-def _acquire_lock(path: Path) -> Any:
-    """Hold an exclusive advisory lock on ``path.lock`` so two runs never write one store."""
-    handle = open(path.with_name(path.name + ".lock"), "a+")
+def _acquire_lock(path: Path, suffix: str = ".lock") -> Any:
+    """Hold an exclusive advisory lock on ``path`` + ``suffix`` so two runs never write one store
+    (one lock per rank as well in a data-parallel job)."""
+    handle = open(path.with_name(path.name + suffix), "a+")
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX: no locking

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +96,8 @@ def handle(args: argparse.Namespace) -> int:
     config = cache_config_from_args(args)
     texts = _texts_to_cache(args.texts, args.text_field)
     summary = run_cache(texts, args.output, config, progress=not args.no_progress)
-    print(summary.describe())
+    if int(os.environ.get("RANK", "0")) == 0:  # one summary per job under torchrun
+        print(summary.describe())
     return 0
 
 

@@ -33,6 +33,10 @@ def handle(args: argparse.Namespace) -> int:
         ("dtype", f"compute {p.get('compute_dtype')}, storage {p.get('storage_dtype')}"),
         ("written", f"{p.get('created_at')} by lara-probes {p.get('toolkit_version')} (schema {p.get('schema_version')})"),
     ]
+    made = p.get("distributed")
+    if made:
+        rows.append(("made by", f"{made['world_size']} processes (torch.distributed): rows per rank "
+                                f"{', '.join(map(str, made['rows_per_rank']))}; devices {', '.join(made['devices'])}"))
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key:<{width}}  {value}")

@@ -134,8 +134,9 @@ def test_shards_of_an_interrupted_run_are_picked_up(tmp_path, caplog):
     writer = StoreWriter(path, provenance())
     writer.__enter__()
     writer.add(rows(["b", "c"], seed=3), flush_every=1)  # committed shard
-    writer._lock_file.close()  # simulate the process dying here: no consolidation
-    writer._lock_file = None
+    for handle in writer._lock_files:  # simulate the process dying here: no consolidation
+        handle.close()
+    writer._lock_files = []
     (path.parent / f"{path.name}.tmp-999").write_bytes(b"half a file")  # an interrupted merge
     (parts_dir(path) / "part-000009.h5.tmp").write_bytes(b"half a shard")
     with caplog.at_level(logging.WARNING, logger="cache.store"):

@@ -1,0 +1,78 @@
+"""Data-parallel ``lara cache`` on ``torch.distributed``, launched by ``torchrun`` (or ``accelerate
+launch`` / ``srun torchrun``, which set the same variables: RANK, WORLD_SIZE, LOCAL_RANK).
+
+Every rank reads the store's committed rows, waits for the others (so all see the same state),
+takes its share of the texts still to do — longest first, each to the least-loaded rank by
+tokens, ties broken by the text's hash, so the split is the same on every rank and every run —
+and commits its rows as its own shard files. Rank 0 merges the shards once every rank has
+finished. A rank that dies takes the job down (torchrun names it); the rerun, at the same or
+another world size, resumes from every committed shard. Without a launcher (or with one process)
+nothing here is used.
+"""
+
+from __future__ import annotations
+
+import heapq
+import os
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """This process's place in a launched job."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+
+    @classmethod
+    def from_env(cls) -> "Ranks | None":
+        """The launcher's RANK / WORLD_SIZE / LOCAL_RANK, or None when not launched (or one process)."""
+        if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+            return None
+        world_size = int(os.environ["WORLD_SIZE"])
+        if world_size <= 1:
+            return None
+        return cls(int(os.environ["RANK"]), world_size, int(os.environ.get("LOCAL_RANK", os.environ["RANK"])))
+
+    def device(self, requested: str) -> str:
+        """``cuda:LOCAL_RANK`` where the model would go to a GPU, else the requested device."""
+        import torch
+
+        if requested in ("auto", "cuda") and torch.cuda.is_available():
+            return f"cuda:{self.local_rank}"
+        return "cpu" if requested == "auto" else requested
+
+    def start(self, device: str) -> None:
+        """Join the process group (NCCL on GPUs, gloo on CPUs) unless already in one."""
+        import torch.distributed as dist
+
+        if not dist.is_initialized():
+            dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
+
+    def barrier(self) -> None:
+        import torch.distributed as dist
+
+        dist.barrier()
+
+    def gather(self, value: Any) -> list[Any]:
+        """Every rank's ``value``, in rank order, on every rank."""
+        import torch.distributed as dist
+
+        out: list[Any] = [None] * self.world_size
+        dist.all_gather_object(out, value)
+        return out
+
+
+def assign(lengths: Sequence[int], keys: Sequence[str], world_size: int) -> list[int]:
+    """The rank of each item: longest first (ties by key), each to the rank with the fewest tokens
+    so far (ties: the lowest rank). Deterministic in (lengths, keys, world_size)."""
+    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], keys[i]))
+    load = [(0, r) for r in range(world_size)]
+    out = [0] * len(lengths)
+    for i in order:
+        tokens, rank = heapq.heappop(load)
+        out[i] = rank
+        heapq.heappush(load, (tokens + lengths[i], rank))
+    return out
