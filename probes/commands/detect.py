@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from cache.config import ModelConfig
+from cache.distributed import Ranks
 from cache.configio import literal_choices
 from cache.errors import ConfigError
 
@@ -88,6 +89,10 @@ def handle(args: argparse.Namespace) -> int:
     questions = read_questions(args.questions)
     overrides = {k: v for k, v in {"device": args.device, "dtype": args.dtype, "trust_remote_code": args.trust_remote_code}.items()
                  if v is not None}
+    ranks = None if args.endpoint else Ranks.from_env()  # under torchrun: this rank's share of every batch call
+    if ranks is not None:
+        overrides["device"] = ranks.device(args.device or "auto")
+        ranks.start(overrides["device"])
     from ..questions.chat import default_system_prompt
 
     system = default_system_prompt(questions, args.system_prompt, str(args.questions))
@@ -103,12 +108,12 @@ def handle(args: argparse.Namespace) -> int:
         quiet_library_progress_bars(args.verbose)
         backend = LocalResponder(load_model(ModelConfig(source=args.source, **overrides)), prompt_format, batch_size=args.batch_size)
     store = ResponseStore(args.store or default_cache_dir().parent / "responses.sqlite")
-    responder = CachedResponder(backend, store)
+    responder = on_ranks(CachedResponder(backend, store), ranks)
     reference = None
     if args.reference:
         quiet_library_progress_bars(args.verbose)
         loaded = load_model(ModelConfig(source=args.reference, **overrides))
-        reference = CachedResponder(LocalResponder(loaded, prompt_format, batch_size=args.batch_size), store)
+        reference = on_ranks(CachedResponder(LocalResponder(loaded, prompt_format, batch_size=args.batch_size), store), ranks)
     controls = None
     if args.sets:
         from generation.records import read_sets
@@ -118,10 +123,32 @@ def handle(args: argparse.Namespace) -> int:
         controls = control_texts(read_sets(args.sets), args.controls)
     clean = [q.question for q in questions if q.split == "clean_ref"]
     summary = run_detectors(names, [q.id for q in questions], [q.question for q in questions], responder, params,
-                            clean_questions=clean, progress=not args.no_progress, reference=reference,
+                            clean_questions=clean, progress=not args.no_progress and (ranks is None or ranks.rank == 0), reference=reference,
                             sampling_temperature=args.sampling_temperature, controls=controls,
                             calibrate=[n.strip() for n in args.calibrate.split(",")] if args.calibrate else None)
+    if ranks is not None:
+        sum_counts_over_ranks(summary.info, ranks)
+        if ranks.rank != 0:
+            return 0
     files = summary.write(args.output)
     print(summary.describe())
     print(f"wrote {', '.join(str(f) for f in files)}")
     return 0
+
+
+def on_ranks(responder: Any, ranks: Ranks | None) -> Any:
+    """``responder``, split across the ranks of a launched job when there is one."""
+    if ranks is None:
+        return responder
+    from ..responders.distributed import DistributedResponder
+
+    return DistributedResponder(responder, ranks)
+
+
+def sum_counts_over_ranks(info: dict[str, Any], ranks: Ranks) -> None:
+    """Every rank's counts (completions, scores, store hits, requests) summed into ``info``, and how the job ran."""
+    for key in ("counts", "reference_counts"):
+        parts = ranks.gather(info.get(key))
+        if info.get(key) is not None:
+            info[key] = {name: sum(p[name] for p in parts) for name in parts[0]}
+    info["distributed"] = {"world_size": ranks.world_size}

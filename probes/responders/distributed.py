@@ -1,0 +1,58 @@
+"""A responder split across the ranks of a ``torch.distributed`` job (``lara detect`` under torchrun).
+
+Every rank runs the same detectors on the same questions in the same order, so every rank makes
+the same responder calls. Each batch call (generate, complete, score, score_ids) is split — the
+longest items first, each to the least-loaded rank, ties broken by a hash of the item, the same
+split on every rank — each rank computes its share through its own (cached) responder, and the
+results are gathered on every rank, which then carries on exactly as one process would.
+Completion j of a prompt depends on (seed, prompt, j) only, so which rank computes it does not
+change it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Callable, Sequence
+
+from cache.distributed import Ranks, assign
+
+from .base import Generation, GenerationParams, TextScore
+
+
+class DistributedResponder:
+    """Wraps a rank's responder; everything but the batch calls is the wrapped responder's own."""
+
+    def __init__(self, responder: Any, ranks: Ranks) -> None:
+        self.responder = responder
+        self.ranks = ranks
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.responder, name)
+
+    def generate(self, prompts: Sequence[str], params: GenerationParams) -> list[list[Generation]]:
+        return self._split(list(prompts), [len(p) for p in prompts],
+                           lambda idx: self.responder.generate([prompts[i] for i in idx], params))
+
+    def complete(self, texts: Sequence[str], params: GenerationParams) -> list[list[Generation]]:
+        return self._split(list(texts), [len(t) for t in texts], lambda idx: self.responder.complete([texts[i] for i in idx], params))
+
+    def score(self, contexts: Sequence[str], texts: Sequence[str]) -> list[TextScore]:
+        items = [f"{c}\x00{t}" for c, t in zip(contexts, texts, strict=True)]
+        return self._split(items, [len(x) for x in items],
+                           lambda idx: self.responder.score([contexts[i] for i in idx], [texts[i] for i in idx]))
+
+    def score_ids(self, pairs: Sequence[tuple[list[int], list[int]]]) -> list[TextScore]:
+        items = [f"{a}\x00{b}" for a, b in pairs]
+        return self._split(items, [len(a) + len(b) for a, b in pairs], lambda idx: self.responder.score_ids([pairs[i] for i in idx]))
+
+    def _split(self, items: list[str], weights: list[int], run: Callable[[list[int]], list[Any]]) -> list[Any]:
+        """``run`` on this rank's share of ``items`` (indices), gathered into one list in item order on every rank."""
+        keys = [hashlib.sha256(x.encode("utf-8")).hexdigest() for x in items]
+        owner = assign(weights, keys, self.ranks.world_size)
+        mine = [i for i, rank in enumerate(owner) if rank == self.ranks.rank]
+        local = run(mine) if mine else []
+        out: list[Any] = [None] * len(items)
+        for part in self.ranks.gather(list(zip(mine, local))):
+            for i, result in part:
+                out[i] = result
+        return out

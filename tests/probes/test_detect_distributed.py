@@ -1,0 +1,70 @@
+"""``lara detect`` under real ``torchrun`` (gloo, 2 processes on CPU) scores what one process scores —
+greedy and sampling detectors, matched controls and their calibrated columns — while each rank
+computes only its share of every batch call. The same completions come out (token-based scores
+are equal bit for bit); log-probabilities differ only by float32 batch-composition rounding, as
+they do between two single-process runs with different batch sizes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from generation.config import GenerationConfig
+from generation.pipeline import run_generation
+from generation.records import Question
+from probes.scores import ScoreTable
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+DETECTORS = "ppl,min_k,recall,cdd,self_critique"
+
+
+def detect_command(procs: int, questions: Path, sets: Path, model: Path, out: Path, store: Path) -> list[str]:
+    lara = ["-m", "probes.cli", "-q", "detect", DETECTORS, str(questions), "--model", str(model), "--device", "cpu",
+            "--prompt-format", "raw", "--template", "Q: {prompt}\nA:", "--sets", str(sets), "--controls", "2",
+            "--param", "ppl.max_new_tokens=8", "--param", "min_k.max_new_tokens=8", "--param", "recall.max_new_tokens=8",
+            "--param", "cdd.n=4", "--param", "cdd.max_tokens=8", "--param", "self_critique.max_new_tokens=8",
+            "--store", str(store), "-o", str(out), "--no-progress"]
+    if procs == 1:
+        return [sys.executable, *lara]
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(procs), *lara]
+
+
+@pytest.mark.slow
+def test_two_processes_score_exactly_what_one_does(tmp_path, toy_dirs):
+    questions = [Question(f"q{i}", f"Ava has {i + 3} apples and buys {2 * i + 1} more. How many apples does she have now?",
+                          label=i % 2, split="clean_ref" if i >= 10 else None) for i in range(14)]
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text("".join(json.dumps({k: v for k, v in q.fields().items() if v is not None}) + "\n" for q in questions))
+    sets = tmp_path / "sets.jsonl"
+    run_generation(questions, sets, GenerationConfig(similars=3, paraphrases=2))
+    outs = {}
+    for procs in (1, 2):
+        out = tmp_path / f"scores{procs}.csv"
+        result = subprocess.run(detect_command(procs, qfile, sets, toy_dirs["gpt2"], out, tmp_path / f"store{procs}.sqlite"),
+                                env=ENV, capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr[-3000:]
+        outs[procs] = out
+    one, two = ScoreTable.read_csv(outs[1]), ScoreTable.read_csv(outs[2])
+    assert one.ids == two.ids and list(one.columns) == list(two.columns)
+    assert {"ppl@cal", "cdd@cal"} <= set(two.columns)
+    for name in ("recall", "cdd"):  # token choices and edit distances: the same completions
+        np.testing.assert_array_equal(two.columns[name], one.columns[name], err_msg=name)
+    for name in one.columns:  # log-probabilities: float32 rounding, amplified a little by the calibration's scale
+        np.testing.assert_allclose(two.columns[name], one.columns[name], rtol=1e-6 if "@" not in name else 1e-3, atol=1e-9,
+                                   err_msg=name)
+    c1, c2 = (ScoreTable.read_csv(p.with_suffix(".raw.csv")) for p in (outs[1], outs[2]))
+    for name in c1.columns:
+        np.testing.assert_allclose(c2.columns[name], c1.columns[name], rtol=1e-6, atol=1e-9, err_msg=name)
+    k1, k2 = (outs[p].with_suffix(".controls.csv").read_text().splitlines() for p in (1, 2))
+    assert [line.split(",")[:2] + line.split(",")[5:6] for line in k1] == [line.split(",")[:2] + line.split(",")[5:6] for line in k2]
+    meta1 = json.loads(outs[1].with_suffix(".meta.json").read_text())
+    meta2 = json.loads(outs[2].with_suffix(".meta.json").read_text())
+    assert meta2["distributed"] == {"world_size": 2} and meta2["counts"]["generated"] == meta1["counts"]["generated"]
+    assert meta2["counts"]["scored"] == meta1["counts"]["scored"]
