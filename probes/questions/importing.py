@@ -61,7 +61,8 @@ def import_questions(spec: TableSource, options: ImportOptions) -> ImportResult:
                          "name it with --field question=COLUMN (or --field prompt=COLUMN for a chat message list)")
     n_rows = len(table)
     rows = select_rows(table, options)
-    questions, skipped = rows_to_questions((table[i] for i in rows), columns, preset, options,
+    selected = table if len(rows) == n_rows else table.select(rows)
+    questions, skipped = rows_to_questions(iter(selected), columns, preset, options,
                                            default_source=_source_name(spec.source))
     provenance.update({"preset": preset.name, "fields": columns, "label": options.label, "split_name": options.split_name,
                        "limit": options.limit, "where": options.where or None, "sample": options.sample,
@@ -88,7 +89,7 @@ def select_rows(table: Any, options: ImportOptions) -> list[int]:
             raise InputError(f"--where {missing[0]}=…: no such column; columns: {', '.join(table.column_names)}")
         heads = sorted({p.split(".")[0] for p in paths})
         view = table.select_columns(heads)
-        indices = [i for i in indices if all(str(_get(view[i], p)) == v for p, v in paths.items())]
+        indices = [i for i, row in enumerate(view) if all(str(_get(row, p)) == v for p, v in paths.items())]
     if options.sample is not None and options.sample < len(indices):
         indices = sorted(random.Random(options.seed).sample(indices, options.sample))
     return indices
