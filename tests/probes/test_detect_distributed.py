@@ -68,3 +68,51 @@ def test_two_processes_score_exactly_what_one_does(tmp_path, toy_dirs):
     meta2 = json.loads(outs[2].with_suffix(".meta.json").read_text())
     assert meta2["distributed"] == {"world_size": 2} and meta2["counts"]["generated"] == meta1["counts"]["generated"]
     assert meta2["counts"]["scored"] == meta1["counts"]["scored"]
+
+
+@pytest.mark.slow
+def test_a_killed_rank_fails_the_job_and_the_rerun_reuses_the_store(tmp_path, toy_dirs):
+    import signal
+    import sqlite3
+    import time
+
+    import psutil
+
+    questions = [Question(f"q{i}", f"Ben has {i + 2} pens and gives away {i % 3 + 1}. How many pens does Ben keep?",
+                          split="clean_ref" if i >= 30 else None) for i in range(34)]
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text("".join(json.dumps({k: v for k, v in q.fields().items() if v is not None}) + "\n" for q in questions))
+    sets = tmp_path / "sets.jsonl"
+    run_generation(questions, sets, GenerationConfig(similars=3, paraphrases=2))
+    reference = tmp_path / "reference.csv"
+    subprocess.run(detect_command(1, qfile, sets, toy_dirs["gpt2"], reference, tmp_path / "ref.sqlite"), env=ENV, check=True,
+                   capture_output=True)
+    store, out = tmp_path / "store.sqlite", tmp_path / "scores.csv"
+    proc = subprocess.Popen(detect_command(2, qfile, sets, toy_dirs["gpt2"], out, store), env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+    def stored() -> int:
+        try:
+            with sqlite3.connect(store, timeout=1) as db:
+                return db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+        except sqlite3.Error:
+            return 0
+
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and proc.poll() is None and stored() < 40:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the job finished before a rank could be killed"
+    ranks = [p for p in psutil.Process(proc.pid).children(recursive=True) if p.environ().get("RANK") == "1"]
+    ranks[0].send_signal(signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode != 0 and not out.exists() and ("local_rank: 1" in stderr or "rank 1" in stderr.lower())
+    kept = stored()
+    assert kept >= 40
+    result = subprocess.run(detect_command(1, qfile, sets, toy_dirs["gpt2"], out, store), env=ENV, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    meta = json.loads(out.with_suffix(".meta.json").read_text())
+    assert meta["counts"]["cache_hits"] >= kept  # nothing committed before the kill is computed again
+    one, again = ScoreTable.read_csv(reference), ScoreTable.read_csv(out)
+    for name in one.columns:
+        np.testing.assert_allclose(again.columns[name], one.columns[name], rtol=1e-6 if "@" not in name else 1e-3, atol=1e-9,
+                                   err_msg=name)
