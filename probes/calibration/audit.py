@@ -69,7 +69,7 @@ def describe_verdict(verdict: dict[str, Any], title: str = "Verdict") -> str:
     for mode in others:
         m = verdict["modes"][mode]
         lines.append(f"  also {mode} mode{' (uncalibrated)' if mode == 'absolute' else ''}: "
-                     f"{'reject' if m['reject'] else 'not rejected'}, combined {_p_is(m['combined']['p_value'])}")
+                     f"{'reject' if m['reject'] else 'not rejected'}, combined {p_sentence(m['combined']['p_value'])}")
     for name, sub in (verdict.get("subsets") or {}).items():
         lines.append(f"  subset {name} ({sub['n']} questions): {_headline(sub)}")
     lines += [f"  warning: {w}" for w in verdict.get("warnings", [])]
@@ -80,7 +80,7 @@ def _headline(v: dict[str, Any]) -> str:
     c = v["combined"]
     word = "CONTAMINATED" if v["reject"] else "not flagged"
     cal = "" if v["calibrated"] else ", uncalibrated"
-    return (f"{word} at alpha = {v['alpha']:g} ({v['mode']} mode{cal}; {c['method']} {_p_is(c['p_value'])} over "
+    return (f"{word} at alpha = {v['alpha']:g} ({v['mode']} mode{cal}; {c['method']} {p_sentence(c['p_value'])} over "
             f"{', '.join(c['detectors']) or 'no detector'})")
 
 
@@ -106,7 +106,7 @@ def _p(p: float | None) -> str:
     return "< 1e-4" if p < 1e-4 else f"{p:.4f}"
 
 
-def _p_is(p: float | None) -> str:
+def p_sentence(p: float | None) -> str:
     """``p < 1e-4`` or ``p = 0.2648``."""
     text = _p(p)
     return f"p {text}" if text.startswith("<") else f"p = {text}"
@@ -124,7 +124,7 @@ def verdict_markdown(verdict: dict[str, Any]) -> list[str]:
         lines += ["| Questions | " + " | ".join(f"{m} mode" for m in verdict["modes"]) + " |",
                   "|---|" + "---|" * len(verdict["modes"])]
         for name, v in rows:
-            cells = [(("**reject**" if v["modes"][m]["reject"] else "not rejected") + f", {_p_is(v['modes'][m]['combined']['p_value'])}")
+            cells = [(("**reject**" if v["modes"][m]["reject"] else "not rejected") + f", {p_sentence(v['modes'][m]['combined']['p_value'])}")
                      if m in v["modes"] else "–" for m in verdict["modes"]]
             lines.append(f"| {name} ({v['n']}) | " + " | ".join(cells) + " |")
         lines.append("")

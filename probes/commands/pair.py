@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ def handle_pair(args: argparse.Namespace) -> int:
     from generation.records import read_questions
 
     from ..calibration.blind import blind_baseline
-    from ..questions.importing import provenance_path, question_record, read_provenance
+    from ..questions.importing import provenance_path, read_provenance, write_question_file
     from ..questions.pairing import balance_table, format_balance, pair_sets
 
     if not 0 < args.near <= 1:
@@ -55,14 +54,11 @@ def handle_pair(args: argparse.Namespace) -> int:
         print(f"blind baseline (question text only, out-of-fold): AUC {auc['value']:.2f} [{auc['ci'][0]:.2f}, {auc['ci'][1]:.2f}]")
         if blind["warning"]:
             print(f"warning: {blind['warning']}")
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text("".join(json.dumps(question_record(q), ensure_ascii=False) + "\n" for q in paired.questions),
-                           encoding="utf-8")
     record = {"pairing": {"inputs": {k: str(v) for k, v in inputs.items() if v is not None}, "near": args.near,
                           "duplicates": [vars(d) for d in paired.duplicates], "renamed_ids": paired.renamed,
                           "balance": balance, "blind_baseline": {k: blind.get(k) for k in ("auc", "confounded", "warning", "error")}},
               "provenance": [p for path in inputs.values() if path is not None for p in (read_provenance(path) or [])]}
-    provenance_path(args.output).write_text(json.dumps(record, indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    write_question_file(paired.questions, args.output, record)
     print(f"wrote {args.output}, {provenance_path(args.output)}")
     return 0
 

@@ -216,6 +216,7 @@ def verdict(run_dir: Path, name: str, config: RunConfig, tables: list[str], labe
 def evaluate(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int | None] | None,
              metrics_rel: str | None, questions: list, has_verdict: bool) -> None:
     from ..lara.metrics_file import MetricsFile
+    from ..questions.importing import provenance_for_report
     from ..report import build_report, write_report
     from ..scores import ScoreTable
 
@@ -227,7 +228,7 @@ def evaluate(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int 
                           seed=e.seed, fpr=e.fpr, strict=e.strict, verdict=verdict_json,
                           texts={q.id: q.question for q in questions},
                           inputs={"model": name, "scores": f"{name}/scores.csv", "questions": str(config.questions),
-                                  "questions_provenance": _question_provenance(config.questions)})
+                                  "questions_provenance": provenance_for_report(config.questions)})
     write_report(report, run_dir / name / "report", table, labels, plots=e.plots)
 
 
@@ -247,15 +248,3 @@ def verdict_line(run_dir: Path, name: str, config: RunConfig) -> str:
 
     role = "audited model" if name == config.name else "control"
     return describe_verdict(json.loads((run_dir / name / "verdict.json").read_text(encoding="utf-8")), f"Verdict on {name} ({role})")
-
-
-def _question_provenance(questions: str | Path) -> list[dict[str, Any]] | None:
-    """The provenance of the questions file (``Q.meta.json`` of ``lara questions import``/``pair``), if any."""
-    from ..questions.importing import provenance_path, read_provenance
-
-    records = read_provenance(questions)
-    if records is None:
-        return None
-    pairing = json.loads(provenance_path(questions).read_text(encoding="utf-8")).get("pairing")
-    head = [{"pairing": {"inputs": pairing["inputs"], "near": pairing["near"], "duplicates_removed": len(pairing["duplicates"])}}]
-    return (head if pairing else []) + records

@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from generation.records import QUESTION_FIELDS, Question
 
@@ -220,16 +220,21 @@ def _source_name(source: str) -> str:
 
 
 def write_questions(result: ImportResult, output: str | Path) -> tuple[Path, Path]:
-    """Write the questions JSONL (UTF-8, LaTeX and non-ASCII as they are) and ``<output>.meta.json``."""
+    """Write the imported questions and their provenance (``<output>.meta.json``)."""
+    return write_question_file(result.questions, output, {"provenance": [result.provenance]})
+
+
+def write_question_file(questions: Sequence[Question], output: str | Path, meta: dict[str, Any]) -> tuple[Path, Path]:
+    """A questions JSONL (UTF-8, LaTeX and non-ASCII as they are; temporary file, then rename) and
+    its ``meta`` record beside it (``Q.meta.json``)."""
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    lines = [json.dumps(question_record(q), ensure_ascii=False) for q in result.questions]
     tmp = output.with_name(output.name + ".tmp")
-    tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tmp.write_text("".join(json.dumps(question_record(q), ensure_ascii=False) + "\n" for q in questions), encoding="utf-8")
     tmp.replace(output)
-    meta = provenance_path(output)
-    meta.write_text(json.dumps({"provenance": [result.provenance]}, indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    return output, meta
+    meta_path = provenance_path(output)
+    meta_path.write_text(json.dumps(meta, indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    return output, meta_path
 
 
 def question_record(q: Question) -> dict[str, Any]:
@@ -244,12 +249,32 @@ def provenance_path(questions: str | Path) -> Path:
     return Path(questions).with_suffix(".meta.json")
 
 
-def read_provenance(questions: str | Path) -> list[dict[str, Any]] | None:
-    """The provenance records of a questions file (one per imported source), or None when it has none."""
+def read_question_meta(questions: str | Path) -> dict[str, Any] | None:
+    """The meta record beside a questions file (``provenance``, and ``pairing`` for a paired file), or None."""
     path = provenance_path(questions)
     if not path.is_file():
         return None
     try:
-        return list(json.loads(path.read_text(encoding="utf-8")).get("provenance", []))
-    except (json.JSONDecodeError, AttributeError) as err:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as err:
         raise InputError(f"{path}: not a questions provenance file ({err}); delete it or re-import the questions") from err
+    if not isinstance(meta, dict):
+        raise InputError(f"{path}: not a questions provenance file (expected a JSON object); delete it or re-import the questions")
+    return meta
+
+
+def read_provenance(questions: str | Path) -> list[dict[str, Any]] | None:
+    """The provenance records of a questions file (one per imported source), or None when it has none."""
+    meta = read_question_meta(questions)
+    return None if meta is None else list(meta.get("provenance", []))
+
+
+def provenance_for_report(questions: str | Path) -> list[dict[str, Any]] | None:
+    """What a run's reports list as the questions' provenance: a summary of the pairing, if any,
+    then every imported source's record."""
+    meta = read_question_meta(questions)
+    if meta is None:
+        return None
+    pairing = meta.get("pairing")
+    head = [{"pairing": {"inputs": pairing["inputs"], "near": pairing["near"], "duplicates_removed": len(pairing["duplicates"])}}]
+    return (head if pairing else []) + list(meta.get("provenance", []))

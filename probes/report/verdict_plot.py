@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..calibration.audit import p_sentence
 from .plots import _figure
 
 MODE_COLORS = {"reference": "#1b7837", "relative": "#2e6da4", "absolute": "#999999"}
@@ -38,7 +39,7 @@ def plot_verdict(verdict: dict[str, Any], path: Path) -> None:
                         markerfacecolor=MODE_COLORS[mode] if m["reject"] else "white",
                         label=f"{mode}{' (uncalibrated)' if mode == 'absolute' else ''}" if row == 0 else None)
         word = "CONTAMINATED" if v["reject"] else "not flagged"
-        ax.set_title(f"{title} (n={v['n']}): {word}\n{v['mode']} mode, {_p(v['combined']['p_value'])}", fontsize=9)
+        ax.set_title(f"{title} (n={v['n']}): {word}\n{v['mode']} mode, {p_sentence(v['combined']['p_value'])}", fontsize=9)
         ax.set_xlim(0.0, 1.0)
         ax.set_xlabel("within-AUC (0.5 = not trained on)", fontsize=8)
     axes[0].set_yticks(range(len(names)))
@@ -49,7 +50,3 @@ def plot_verdict(verdict: dict[str, Any], path: Path) -> None:
                title="mode (filled marker: that mode's combined test rejects)", title_fontsize=8)
     fig.tight_layout(rect=(0.0, 0.14, 1.0, 1.0))
     fig.savefig(path)
-
-
-def _p(p: float | None) -> str:
-    return "p = –" if p is None or p != p else ("p < 1e-4" if p < 1e-4 else f"p = {p:.3g}")
