@@ -44,12 +44,28 @@ class Ranks:
             return f"cuda:{self.local_rank}"
         return "cpu" if requested == "auto" else requested
 
-    def start(self, device: str) -> None:
-        """Join the process group (NCCL on GPUs, gloo on CPUs) unless already in one."""
+    @property
+    def is_main(self) -> bool:
+        """Whether this is rank 0, the one that writes what every rank shares."""
+        return self.rank == 0
+
+    def start(self, device: str, timeout_s: float | None = None) -> None:
+        """Join the process group (NCCL on GPUs, gloo on CPUs) unless already in one.
+
+        ``timeout_s``: how long a collective waits for the slowest rank (torch's default, 30 min
+        on gloo, when None) — ``lara run`` raises it, as the other ranks wait while rank 0 works alone.
+        """
+        import datetime
+
+        import torch
         import torch.distributed as dist
 
-        if not dist.is_initialized():
-            dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo")
+        if dist.is_initialized():
+            return
+        if device.startswith("cuda"):
+            torch.cuda.set_device(torch.device(device))  # object collectives on NCCL go through this device
+        kwargs = {"timeout": datetime.timedelta(seconds=timeout_s)} if timeout_s else {}
+        dist.init_process_group(backend="nccl" if device.startswith("cuda") else "gloo", **kwargs)
 
     def barrier(self) -> None:
         import torch.distributed as dist
@@ -63,6 +79,14 @@ class Ranks:
         out: list[Any] = [None] * self.world_size
         dist.all_gather_object(out, value)
         return out
+
+    def broadcast(self, value: Any) -> Any:
+        """Rank 0's ``value`` on every rank (the others pass anything, e.g. None)."""
+        import torch.distributed as dist
+
+        box = [value]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
 
 
 def assign(lengths: Sequence[int], keys: Sequence[str], world_size: int) -> list[int]:

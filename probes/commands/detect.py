@@ -79,6 +79,7 @@ def handle(args: argparse.Namespace) -> int:
     from generation.records import read_questions
 
     from ..detect import detector_names, parse_params, run_detectors
+    from ..responders.distributed import on_ranks, sum_counts_over_ranks
     from ..responders.local import LocalResponder, PromptFormat
     from ..responders.store import CachedResponder, ResponseStore
 
@@ -134,21 +135,3 @@ def handle(args: argparse.Namespace) -> int:
     print(summary.describe())
     print(f"wrote {', '.join(str(f) for f in files)}")
     return 0
-
-
-def on_ranks(responder: Any, ranks: Ranks | None) -> Any:
-    """``responder``, split across the ranks of a launched job when there is one."""
-    if ranks is None:
-        return responder
-    from ..responders.distributed import DistributedResponder
-
-    return DistributedResponder(responder, ranks)
-
-
-def sum_counts_over_ranks(info: dict[str, Any], ranks: Ranks) -> None:
-    """Every rank's counts (completions, scores, store hits, requests) summed into ``info``, and how the job ran."""
-    for key in ("counts", "reference_counts"):
-        parts = ranks.gather(info.get(key))
-        if info.get(key) is not None:
-            info[key] = {name: sum(p[name] for p in parts) for name in parts[0]}
-    info["distributed"] = {"world_size": ranks.world_size}

@@ -49,6 +49,8 @@ def handle(args: argparse.Namespace) -> int:
     quiet_library_progress_bars(args.verbose)
     config = load_run_config(args.config, args.sets)
     result = run_pipeline(config, progress=not args.no_progress)
+    if not result.main:  # a torchrun rank other than 0: rank 0 prints the job's results
+        return 0
     if result.verdicts:
         print(result.verdicts + "\n")
     print(result.summary)

@@ -172,6 +172,8 @@ class RunConfig:
         lara: compute the LaRA metrics and score.
         calibration: matched controls of every question (SPEC §8.1).
         verdict: the label-free verdict of each model (SPEC §8).
+        distributed_timeout_min: under torchrun, how long a rank waits for the others (the other
+            ranks wait while rank 0 generates, computes metrics and scores) before the job fails.
     """
 
     questions: str
@@ -189,8 +191,11 @@ class RunConfig:
     calibration: CalibrationSettings = field(default_factory=CalibrationSettings)
     verdict: VerdictSettings = field(default_factory=VerdictSettings)
     evaluate: EvaluateSettings = field(default_factory=EvaluateSettings)
+    distributed_timeout_min: float = 240.0
 
     def __post_init__(self) -> None:
+        if not self.distributed_timeout_min > 0:
+            raise ConfigError(f"distributed_timeout_min must be positive, got {self.distributed_timeout_min}")
         names = [self.name] + [c.name for c in self.controls]
         for n in names:
             if not n or "/" in n or n.startswith("."):

@@ -11,6 +11,12 @@ the cache store, the response store — keeps the work already done).
 
 File digests are content hashes; a memo keyed by (path, size, mtime) avoids re-reading a large
 unchanged file on every run.
+
+Under torchrun (``ranks`` given) rank 0 alone reads and writes the records: it decides whether a
+stage is done and tells the others; a stage runs on rank 0 alone (the others wait) or, with
+``every_rank``, on every rank (activations, detectors), and rank 0 records it. The other ranks
+never hash a file: their :meth:`Ledger.digest` is a placeholder, as the keys they would compute
+decide nothing.
 """
 
 from __future__ import annotations
@@ -21,7 +27,10 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+if TYPE_CHECKING:
+    from cache.distributed import Ranks
 
 logger = logging.getLogger(__name__)
 
@@ -31,8 +40,9 @@ _CHUNK = 1 << 22
 class Ledger:
     """The stage records of one run directory."""
 
-    def __init__(self, run_dir: str | Path) -> None:
+    def __init__(self, run_dir: str | Path, ranks: "Ranks | None" = None) -> None:
         self.run_dir = Path(run_dir)
+        self.ranks = ranks
         self.dir = self.run_dir / "ledger"
         self.dir.mkdir(parents=True, exist_ok=True)
         self._memo_path = self.dir / "digests.json"
@@ -42,7 +52,10 @@ class Ledger:
         self.skipped: list[str] = []
 
     def digest(self, path: str | Path) -> str:
-        """sha256 of a file, or of a directory's files (names and contents, sorted)."""
+        """sha256 of a file, or of a directory's files (names and contents, sorted); on ranks other
+        than 0 a placeholder (rank 0 decides and records)."""
+        if self.ranks is not None and not self.ranks.is_main:
+            return "rank 0 decides"
         path = Path(path)
         if path.is_dir():
             h = hashlib.sha256()
@@ -62,9 +75,13 @@ class Ledger:
         self._memo_changed = True
         return h.hexdigest()
 
+    def solo(self) -> None:
+        """From now on this process runs the stages alone (rank 0 once the other ranks are done)."""
+        self.ranks = None
+
     def save_memo(self) -> None:
         """Persist the digest memo (once per stage, not once per file hashed)."""
-        if self._memo_changed:
+        if self._memo_changed and (self.ranks is None or self.ranks.is_main):
             _write_json(self._memo_path, self._memo)
             self._memo_changed = False
 
@@ -83,7 +100,8 @@ class Ledger:
                 return None
         return rec
 
-    def run(self, stage: str, inputs: dict[str, Any], outputs: Iterable[str | Path], work: Callable[[], Any]) -> dict[str, str]:
+    def run(self, stage: str, inputs: dict[str, Any], outputs: Iterable[str | Path], work: Callable[[], Any],
+            every_rank: bool = False) -> dict[str, str]:
         """Run ``work`` unless ``stage`` is done for ``inputs``; returns the outputs' digests.
 
         Args:
@@ -91,7 +109,33 @@ class Ledger:
             inputs: JSON-able settings and upstream digests that decide the outputs.
             outputs: paths, relative to the run directory, that ``work`` writes.
             work: does the stage.
+            every_rank: under torchrun, every rank runs ``work`` (its own share of it); else rank 0
+                alone does while the others wait.
         """
+        if self.ranks is None:
+            return self._run_here(stage, inputs, outputs, work)
+        ranks = self.ranks
+        done = self.done_record(stage, stage_key(inputs)) if ranks.is_main else None
+        done_outputs = ranks.broadcast(dict(done["outputs"]) if done else None)
+        if done_outputs is not None:
+            logger.info("%s: up to date, skipped", stage)
+            self.skipped.append(stage)
+            self.save_memo()
+            return done_outputs
+        if ranks.is_main:
+            digests: dict[str, str] | None = self._run_here(stage, inputs, outputs, work)
+        else:
+            if every_rank:
+                logger.info("%s: running this rank's share", stage)
+                work()
+            else:
+                logger.info("%s: waiting for rank 0", stage)
+            digests = None
+            self.ran.append(stage)
+        return ranks.broadcast(digests)
+
+    def _run_here(self, stage: str, inputs: dict[str, Any], outputs: Iterable[str | Path], work: Callable[[], Any]) -> dict[str, str]:
+        """:meth:`run` in this process: skip, or work and record."""
         key = stage_key(inputs)
         rels = [Path(p).as_posix() for p in outputs]
         done = self.done_record(stage, key)

@@ -21,6 +21,12 @@ Run directory::
 Models are processed in two passes: first what needs the model itself (activations, LaRA,
 detectors), then what needs every model's scores (fusion with the reference model's differences,
 verdicts, reports).
+
+Under torchrun (RANK / WORLD_SIZE set, more than one process) the run is data-parallel: rank 0
+holds the run directory's lock, decides through the ledger what is done, and alone generates,
+computes metrics and scores; the activation and detector stages run on every rank, each on its
+own device and its share of the texts and batch calls; once the model stages are done the other
+ranks exit and rank 0 fuses, judges and reports. One process without a launcher runs as before.
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from cache.distributed import Ranks
 
 from ..detect import detector_names
 from ..detectors import REGISTRY
@@ -46,7 +54,8 @@ STAGES = ("generate", "cache", "metrics", "score", "detect", "fuse", "verdict", 
 
 @dataclass
 class RunResult:
-    """What a run did: the stages run and skipped, the report files and the combined text."""
+    """What a run did: the stages run and skipped, the report files and the combined text (empty on
+    the ranks other than 0 of a torchrun job: ``main`` is False there)."""
 
     run_dir: Path
     ran: list[str] = field(default_factory=list)
@@ -54,6 +63,7 @@ class RunResult:
     reports: dict[str, Path] = field(default_factory=dict)
     summary: str = ""
     verdicts: str = ""
+    main: bool = True
 
 
 @dataclass
@@ -67,16 +77,27 @@ class _ModelState:
 
 
 def run_pipeline(config: RunConfig, progress: bool = True) -> RunResult:
-    """Run (or finish, or update) the audit described by ``config``."""
+    """Run (or finish, or update) the audit described by ``config`` (data-parallel under torchrun)."""
     run_dir = Path(config.run_dir or "runs/run")
     run_dir.mkdir(parents=True, exist_ok=True)
+    ranks = Ranks.from_env()
     handler = logging.FileHandler(run_dir / "run.log", encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    tag = f" rank{ranks.rank}" if ranks is not None else ""
+    handler.setFormatter(logging.Formatter(f"%(asctime)s{tag} %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.addHandler(handler)
     try:
+        if ranks is None:
+            with run_directory_lock(run_dir):
+                return _Run(config, run_dir, progress).run()
+        device = config.model.device if config.model.device_map is None else "auto"
+        ranks.start(ranks.device(device), timeout_s=config.distributed_timeout_min * 60)
+        if not ranks.is_main:
+            ranks.barrier()  # rank 0 holds the lock (or has failed, and torchrun stops the job)
+            return _Run(config, run_dir, False, ranks).run()
         with run_directory_lock(run_dir):
-            return _Run(config, run_dir, progress).run()
+            ranks.barrier()
+            return _Run(config, run_dir, progress, ranks).run()
     finally:
         root.removeHandler(handler)
         handler.close()
@@ -85,11 +106,12 @@ def run_pipeline(config: RunConfig, progress: bool = True) -> RunResult:
 class _Run:
     """One ``lara run``: its inputs read once, its stages run through the ledger."""
 
-    def __init__(self, config: RunConfig, run_dir: Path, progress: bool) -> None:
+    def __init__(self, config: RunConfig, run_dir: Path, progress: bool, ranks: Ranks | None = None) -> None:
         from generation.records import read_questions
 
-        self.run_dir, self.progress = run_dir, progress
-        self.ledger = Ledger(run_dir)
+        self.run_dir, self.progress, self.ranks = run_dir, progress, ranks
+        self.writes = ranks is None or ranks.is_main  # the process that writes the run's shared files
+        self.ledger = Ledger(run_dir, ranks)
         path = Path(config.questions)
         if not path.is_file():
             raise InputError(f"questions file not found: {path} (config key 'questions'); build one from a benchmark with "
@@ -97,15 +119,16 @@ class _Run:
                              "at the top of the paper's config show")
         self.questions = read_questions(path)
         self.config = config = with_chat_system_turn(config, self.questions)
-        (run_dir / "config.resolved.yaml").write_text(dump_config(config), encoding="utf-8")
         self.q_digest = self.ledger.digest(path)
-        self._record_question_provenance(path)
+        if self.writes:
+            (run_dir / "config.resolved.yaml").write_text(dump_config(config), encoding="utf-8")
+            self._record_question_provenance(path)
         labels: dict[str, int | None] = {q.id: q.label for q in self.questions}
         n_labelled = sum(v is not None for v in labels.values())
         self.labels = labels if n_labelled else None  # without labels: an audit, no evaluation
         self.splits = {q.id: q.split for q in self.questions}
         self.reference = config.reference_name()
-        self.models = {name: stages.LazyModel(model) for name, model in config.models()}
+        self.models = {name: stages.LazyModel(model, ranks) for name, model in config.models()}
         self.states: dict[str, _ModelState] = {}
         logger.info("run %s: %d questions (%d labelled) from %s; models: %s", run_dir, len(self.questions), n_labelled,
                     path, ", ".join(self.models))
@@ -137,6 +160,11 @@ class _Run:
                 state.tables.update(self._detect_stage(name, state))
             if name != self.reference:
                 self.models[name].release()  # the reference model stays loaded for the models after it
+        if self.ranks is not None:  # what is left reads every model's scores: rank 0's alone
+            self.ranks.barrier()
+            self.ledger.solo()
+            if not self.ranks.is_main:
+                return RunResult(self.run_dir, ran=list(ledger.ran), skipped=list(ledger.skipped), main=False)
         result = RunResult(self.run_dir)
         for name in self.models:
             self._report_stages(name, self.states[name])
@@ -153,7 +181,7 @@ class _Run:
         config, ledger, run_dir = self.config, self.ledger, self.run_dir
         acts = ledger.run(
             f"cache/{name}", {"sets": self.sets, "model": state.identity, "extraction": dataclasses.asdict(config.extraction)},
-            [f"{name}/acts.h5"], lambda: stages.cache(run_dir, name, config, self.models[name], self.progress),
+            [f"{name}/acts.h5"], lambda: stages.cache(run_dir, name, config, self.models[name], self.progress), every_rank=True,
         )[f"{name}/acts.h5"]
         state.metrics_rel = f"{name}/metrics.h5"
         state.metrics = ledger.run(
@@ -182,10 +210,13 @@ class _Run:
                if config.calibrating else None}
         outputs = [f"{name}/detectors.csv", f"{name}/detectors.raw.csv", f"{name}/detectors.meta.json"]
         outputs += [f"{name}/detectors.controls.csv"] if config.calibrating else []
+        served = config.detect.endpoint is not None and name == config.name  # its server spreads the work, not the ranks
+        ranks = None if served else self.ranks
         return self.ledger.run(
             f"detect/{name}", key, outputs,
             lambda: stages.detect(self.run_dir, name, config, self.models[name], self.questions, self.progress, names,
-                                  (self.reference, self.models[self.reference]) if uses_reference else None),
+                                  (self.reference, self.models[self.reference]) if uses_reference else None, ranks),
+            every_rank=ranks is not None,
         )
 
     def _controls_digest(self) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cache.config import CacheConfig, ModelConfig
+from cache.distributed import Ranks
 
 from ..detectors import REGISTRY
 from ..errors import InputError
@@ -20,17 +21,22 @@ logger = logging.getLogger(__name__)
 
 
 class LazyModel:
-    """Loads a model on first use, so a run whose model stages are all done never loads it."""
+    """Loads a model on first use, so a run whose model stages are all done never loads it; under
+    torchrun (``ranks``) on this rank's device."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, ranks: Ranks | None = None) -> None:
         self.config = config
+        self.ranks = ranks
         self._loaded: Any = None
 
     def get(self) -> Any:
         if self._loaded is None:
             from cache.loading import load_model
 
-            self._loaded = load_model(self.config)
+            config = self.config
+            if self.ranks is not None and config.device_map is None:
+                config = dataclasses.replace(config, device=self.ranks.device(config.device))
+            self._loaded = load_model(config)
         return self._loaded
 
     def release(self) -> None:
@@ -106,10 +112,12 @@ def score(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int | N
 
 
 def detect(run_dir: Path, name: str, config: RunConfig, model: LazyModel, questions: list, progress: bool,
-            names: list[str], reference: tuple[str, LazyModel] | None) -> None:
+           names: list[str], reference: tuple[str, LazyModel] | None, ranks: Ranks | None = None) -> None:
     """Score the questions with the detectors ``names`` on model ``name`` (``reference``: the
-    reference model's name and lazy model, for the detectors that compare with one)."""
+    reference model's name and lazy model, for the detectors that compare with one; ``ranks``:
+    under torchrun, every batch call split across the ranks, rank 0 writing)."""
     from ..detect import run_detectors
+    from ..responders.distributed import on_ranks, sum_counts_over_ranks
     from ..responders.local import LocalResponder, PromptFormat
     from ..responders.store import CachedResponder, ResponseStore
 
@@ -126,12 +134,12 @@ def detect(run_dir: Path, name: str, config: RunConfig, model: LazyModel, questi
                                        concurrency=e.concurrency, system=d.system_prompt)
     else:
         backend = LocalResponder(model.get(), prompt_format, batch_size=d.batch_size)
-    responder = CachedResponder(backend, ResponseStore(store_path(run_dir, name, d.store)))
+    responder = on_ranks(CachedResponder(backend, ResponseStore(store_path(run_dir, name, d.store))), ranks)
     reference_responder = None
     if reference is not None:
         ref_name, ref_model = reference
-        reference_responder = CachedResponder(LocalResponder(ref_model.get(), prompt_format, batch_size=d.batch_size),
-                                              ResponseStore(store_path(run_dir, ref_name, d.store)))
+        reference_responder = on_ranks(CachedResponder(LocalResponder(ref_model.get(), prompt_format, batch_size=d.batch_size),
+                                                       ResponseStore(store_path(run_dir, ref_name, d.store))), ranks)
     controls = None
     if config.calibrating:
         from generation.records import read_sets
@@ -144,6 +152,10 @@ def detect(run_dir: Path, name: str, config: RunConfig, model: LazyModel, questi
                             clean_questions=clean, progress=progress, reference=reference_responder,
                             sampling_temperature=d.sampling_temperature, controls=controls,
                             calibrate=config.calibration.detectors)
+    if ranks is not None:
+        sum_counts_over_ranks(summary.info, ranks)
+        if not ranks.is_main:
+            return
     summary.write(run_dir / name / "detectors.csv")
     logger.info("%s", summary.describe())
 

@@ -46,13 +46,31 @@ class DistributedResponder:
         return self._split(items, [len(a) + len(b) for a, b in pairs], lambda idx: self.responder.score_ids([pairs[i] for i in idx]))
 
     def _split(self, items: list[str], weights: list[int], run: Callable[[list[int]], list[Any]]) -> list[Any]:
-        """``run`` on this rank's share of ``items`` (indices), gathered into one list in item order on every rank."""
-        keys = [hashlib.sha256(x.encode("utf-8")).hexdigest() for x in items]
-        owner = assign(weights, keys, self.ranks.world_size)
-        mine = [i for i, rank in enumerate(owner) if rank == self.ranks.rank]
+        """``run`` on this rank's share of ``items`` (indices), gathered into one list in item order on
+        every rank. Repeated items are computed once, by one rank, as one process computes them once."""
+        first: dict[str, int] = {}
+        for i, item in enumerate(items):
+            first.setdefault(item, i)
+        distinct = list(first.values())
+        keys = [hashlib.sha256(items[i].encode("utf-8")).hexdigest() for i in distinct]
+        owner = assign([weights[i] for i in distinct], keys, self.ranks.world_size)
+        mine = [i for i, rank in zip(distinct, owner) if rank == self.ranks.rank]
         local = run(mine) if mine else []
-        out: list[Any] = [None] * len(items)
+        results: dict[int, Any] = {}
         for part in self.ranks.gather(list(zip(mine, local))):
-            for i, result in part:
-                out[i] = result
-        return out
+            results.update(part)
+        return [results[first[item]] for item in items]
+
+
+def on_ranks(responder: Any, ranks: Ranks | None) -> Any:
+    """``responder``, split across the ranks of a launched job when there is one."""
+    return responder if ranks is None else DistributedResponder(responder, ranks)
+
+
+def sum_counts_over_ranks(info: dict[str, Any], ranks: Ranks) -> None:
+    """Every rank's counts (completions, scores, store hits, requests) summed into ``info``, and how the job ran."""
+    for key in ("counts", "reference_counts"):
+        parts = ranks.gather(info.get(key))
+        if info.get(key) is not None:
+            info[key] = {name: sum(p[name] for p in parts) for name in parts[0]}
+    info["distributed"] = {"world_size": ranks.world_size}

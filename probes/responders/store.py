@@ -16,6 +16,7 @@ import hashlib
 import json
 import sqlite3
 import threading
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
@@ -31,10 +32,25 @@ class ResponseStore:
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(str(self.path) if self.path else ":memory:", check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, kind TEXT, value TEXT)")
-        self._db.commit()
+        self._db = sqlite3.connect(str(self.path) if self.path else ":memory:", check_same_thread=False, timeout=30)
+        self._set_up()
+
+    def _set_up(self, wait_s: float = 60.0) -> None:
+        """WAL mode and the table. Several processes (the ranks of a torchrun job) may open a new
+        store at once: switching it to WAL takes a lock SQLite's busy handler does not wait for, so
+        a clash is retried here."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                if self._db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                    self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, kind TEXT, value TEXT)")
+                self._db.commit()
+                return
+            except sqlite3.OperationalError as err:
+                if "locked" not in str(err) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.02)
 
     def get_many(self, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
         found: dict[str, dict[str, Any]] = {}

@@ -5,6 +5,7 @@ per completion, and the response store makes a re-run generate nothing."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -152,3 +153,33 @@ def test_a_question_is_scored_exactly_as_the_model_reads_it_when_it_generates(lo
         assert scored.token_ids == question_ids  # every token has a prediction (after BOS at least)
         np.testing.assert_allclose(scored.logprobs, _teacher_forced(responder.model, prompt_ids[: start + len(question_ids)], start),
                                    atol=1e-5)
+
+
+
+def _open_store_and_put(path: str, start: Any, i: int) -> None:
+    start.wait()
+    from probes.responders.store import ResponseStore
+
+    store = ResponseStore(path)
+    store.put_many("score", {f"k{i}": {"v": i}})
+    store.close()
+
+
+def test_processes_opening_a_new_store_at_once_all_succeed(tmp_path):
+    """The ranks of a torchrun job open the same new store together: none may fail on the lock that
+    switching the file to WAL mode takes (this failed about one time in eight before)."""
+    import multiprocessing as mp
+
+    from probes.responders.store import ResponseStore
+
+    ctx = mp.get_context("fork")  # fast: the children only open SQLite files
+    for attempt in range(60):
+        path = str(tmp_path / f"store{attempt}.sqlite")
+        start = ctx.Barrier(2)
+        procs = [ctx.Process(target=_open_store_and_put, args=(path, start, i)) for i in range(2)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(60)
+        assert [p.exitcode for p in procs] == [0, 0], f"attempt {attempt}"
+        assert len(ResponseStore(path)) == 2
