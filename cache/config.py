@@ -42,6 +42,9 @@ class ModelConfig:
         device: ``auto`` picks cuda, then mps, then cpu.
         device_map: accelerate device map (e.g. ``auto``) for models that do not fit one
             device; exclusive with an explicit ``device``.
+        gpus_per_rank: a model larger than one GPU under torchrun: each process spreads it
+            (``device_map`` auto) over its own share of the node's GPUs, local rank r taking GPUs
+            r·g … r·g+g−1; without a launcher, GPUs 0 … g−1. Exclusive with ``device``/``device_map``.
         trust_remote_code: run code shipped with the checkpoint; off unless asked for.
         attn_implementation: transformers attention kernel (``sdpa``, ``eager``...); ``None``
             keeps the library default.
@@ -55,6 +58,7 @@ class ModelConfig:
     dtype: DType = "auto"
     device: str = "auto"
     device_map: str | None = None
+    gpus_per_rank: int | None = None
     trust_remote_code: bool = False
     attn_implementation: str | None = None
     blocks_path: str | None = None
@@ -65,6 +69,12 @@ class ModelConfig:
             raise ConfigError("model.source is empty: give a checkpoint directory or a hub id")
         if self.device_map is not None and self.device != "auto":
             raise ConfigError("set either model.device or model.device_map, not both")
+        if self.gpus_per_rank is not None:
+            if self.gpus_per_rank < 1:
+                raise ConfigError(f"model.gpus_per_rank must be at least 1, got {self.gpus_per_rank}")
+            if self.device != "auto" or self.device_map is not None:
+                raise ConfigError("model.gpus_per_rank places the model itself (a device map over the rank's GPUs): "
+                                  "leave model.device and model.device_map unset")
         if self.final_norm_path is not None and self.blocks_path is None:
             raise ConfigError("model.final_norm_path needs model.blocks_path as well")
 

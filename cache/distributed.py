@@ -36,10 +36,13 @@ class Ranks:
             return None
         return cls(int(os.environ["RANK"]), world_size, int(os.environ.get("LOCAL_RANK", os.environ["RANK"])))
 
-    def device(self, requested: str) -> str:
-        """``cuda:LOCAL_RANK`` where the model would go to a GPU, else the requested device."""
+    def device(self, requested: str, gpus_per_rank: int | None = None) -> str:
+        """``cuda:LOCAL_RANK`` where the model would go to a GPU (the first GPU of the rank's share
+        with ``gpus_per_rank``), else the requested device."""
         import torch
 
+        if gpus_per_rank:
+            return f"cuda:{self.local_rank * gpus_per_rank}"
         if requested in ("auto", "cuda") and torch.cuda.is_available():
             return f"cuda:{self.local_rank}"
         return "cpu" if requested == "auto" else requested
@@ -100,3 +103,22 @@ def assign(lengths: Sequence[int], keys: Sequence[str], world_size: int) -> list
         out[i] = rank
         heapq.heappush(load, (tokens + lengths[i], rank))
     return out
+
+
+def local_rank() -> int:
+    """This process's index on its node (LOCAL_RANK; 0 without a launcher)."""
+    return int(os.environ.get("LOCAL_RANK", "0"))
+
+
+def gpu_share(local_rank: int, gpus_per_rank: int, n_gpus: int) -> list[int]:
+    """The GPUs of the process with ``local_rank`` when each takes ``gpus_per_rank`` of the node's ``n_gpus``.
+
+    Raises:
+        ValueError: the node has too few GPUs for this process's share.
+    """
+    first = local_rank * gpus_per_rank
+    if first + gpus_per_rank > n_gpus:
+        raise ValueError(f"local rank {local_rank} with gpus_per_rank {gpus_per_rank} needs GPUs {first}-{first + gpus_per_rank - 1}, "
+                         f"but this node has {n_gpus}; launch at most {n_gpus // gpus_per_rank} process(es) per node "
+                         "(torchrun --nproc_per_node) or lower gpus_per_rank")
+    return list(range(first, first + gpus_per_rank))

@@ -169,11 +169,9 @@ def load_model(config: ModelConfig) -> LoadedModel:
     _ensure_pad_token(tokenizer, config.source)
 
     _check_causal_lm(source, config, common)
-    device = _resolve_device(config.device) if config.device_map is None else None
-    model_kwargs: dict[str, Any] = dict(common)
+    device, placement = _placement(config)
+    model_kwargs: dict[str, Any] = dict(common, **placement)
     model_kwargs["dtype"] = _resolve_dtype(config.dtype, device)
-    if config.device_map is not None:
-        model_kwargs["device_map"] = config.device_map
     if config.attn_implementation is not None:
         model_kwargs["attn_implementation"] = config.attn_implementation
     try:
@@ -259,6 +257,43 @@ def _ensure_pad_token(tokenizer: Any, source: str) -> None:
         tokenizer.pad_token = tokenizer.unk_token
         return
     raise ModelLoadError(f"the tokenizer of {source!r} has no pad, eos or unk token to pad batches with")
+
+
+def _placement(config: ModelConfig) -> tuple[Any, dict[str, Any]]:
+    """The device the model moves to (None when a device map places it) and the placement
+    arguments of ``from_pretrained``."""
+    if config.gpus_per_rank:
+        import torch
+
+        from .distributed import local_rank
+
+        if not torch.cuda.is_available():
+            raise ModelLoadError("model.gpus_per_rank (--gpus-per-rank) spreads the model over GPUs, but CUDA is not "
+                                 "available here; drop it to run on this machine's device")
+        free = [torch.cuda.mem_get_info(i)[0] for i in range(torch.cuda.device_count())]
+        return None, share_device_map(config.gpus_per_rank, local_rank(), free)
+    if config.device_map is not None:
+        from .distributed import Ranks
+
+        if Ranks.from_env() is not None:
+            raise ModelLoadError(f"device_map {config.device_map!r} under torchrun would spread every process's model over "
+                                 "all the node's GPUs; give each process its own with gpus_per_rank (--gpus-per-rank)")
+        return None, {"device_map": config.device_map}
+    return _resolve_device(config.device), {}
+
+
+def share_device_map(gpus_per_rank: int, local_rank: int, free_memory: list[int]) -> dict[str, Any]:
+    """``from_pretrained`` arguments that spread a model over this process's share of the node's
+    GPUs (``free_memory``: free bytes of each GPU of the node): ``device_map="auto"`` with a
+    ``max_memory`` that names only those GPUs, so accelerate places nothing elsewhere (and
+    refuses a model too large for them rather than spilling it to the CPU)."""
+    from .distributed import gpu_share
+
+    try:
+        share = gpu_share(local_rank, gpus_per_rank, len(free_memory))
+    except ValueError as err:
+        raise ModelLoadError(str(err)) from None
+    return {"device_map": "auto", "max_memory": {i: free_memory[i] for i in share}}
 
 
 def _resolve_device(device: str) -> Any:

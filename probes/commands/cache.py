@@ -46,6 +46,8 @@ def register(sub: Any) -> None:
     model.add_argument("--dtype", choices=literal_choices(ModelConfig, "dtype"), help="compute dtype (default: auto)")
     model.add_argument("--device", help="auto | cpu | cuda | cuda:N | mps (default: auto)")
     model.add_argument("--device-map", help="accelerate device map, e.g. auto (instead of --device)")
+    model.add_argument("--gpus-per-rank", type=int, metavar="G", help="a model larger than one GPU: each process (torchrun rank) "
+                       "spreads it over G of its node's GPUs (local rank r: GPUs r*G .. r*G+G-1), instead of --device")
     model.add_argument("--trust-remote-code", action="store_true", default=None, help="run code shipped with the checkpoint")
     model.add_argument("--attn-implementation", help="transformers attention kernel (sdpa, eager, ...)")
     model.add_argument("--blocks-path", help="dotted path of the decoder block list, e.g. model.layers")
@@ -66,7 +68,8 @@ def register(sub: Any) -> None:
     cache.set_defaults(handler=handle)
 
 
-_MODEL_FLAGS = ("source", "revision", "dtype", "device", "device_map", "trust_remote_code", "attn_implementation", "blocks_path", "final_norm_path")
+_MODEL_FLAGS = ("source", "revision", "dtype", "device", "device_map", "gpus_per_rank", "trust_remote_code", "attn_implementation",
+                "blocks_path", "final_norm_path")
 _EXTRACTION_FLAGS = (
     "backend", "layers", "batch_size", "max_batch_tokens", "max_length", "on_long", "prompt_format",
     "system_prompt", "pool_span", "padding_side", "storage_dtype", "flush_every",

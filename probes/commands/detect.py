@@ -53,6 +53,8 @@ def register(sub: Any) -> None:
     detect.add_argument("--top-logprobs", type=int, default=20, help="top-K log-probs per token requested (with --endpoint; default: 20)")
     detect.add_argument("--concurrency", type=int, default=8, help="requests in flight (with --endpoint; default: 8)")
     detect.add_argument("--device", help="auto | cpu | cuda | cuda:N (default: auto)")
+    detect.add_argument("--gpus-per-rank", type=int, metavar="G", help="a model larger than one GPU: each process (torchrun "
+                        "rank) spreads it over G of its node's GPUs (local rank r: GPUs r*G .. r*G+G-1)")
     detect.add_argument("--dtype", choices=literal_choices(ModelConfig, "dtype"), help="compute dtype (default: auto)")
     detect.add_argument("--trust-remote-code", action="store_true", default=None, help="run code shipped with the checkpoint")
     detect.add_argument("--prompt-format", choices=["auto", "chat", "raw"], default="auto", help="chat template or raw text (default: auto)")
@@ -88,12 +90,14 @@ def handle(args: argparse.Namespace) -> int:
     if bool(args.endpoint) == bool(args.source):
         raise ConfigError("give the audited model with --model DIR, or a served one with --endpoint URL --api-model NAME")
     questions = read_questions(args.questions)
-    overrides = {k: v for k, v in {"device": args.device, "dtype": args.dtype, "trust_remote_code": args.trust_remote_code}.items()
-                 if v is not None}
+    overrides = {k: v for k, v in {"device": args.device, "dtype": args.dtype, "trust_remote_code": args.trust_remote_code,
+                                   "gpus_per_rank": args.gpus_per_rank}.items() if v is not None}
     ranks = None if args.endpoint else Ranks.from_env()  # under torchrun: this rank's share of every batch call
     if ranks is not None:
-        overrides["device"] = ranks.device(args.device or "auto")
-        ranks.start(overrides["device"])
+        device = ranks.device(args.device or "auto", args.gpus_per_rank)
+        if args.gpus_per_rank is None:
+            overrides["device"] = device
+        ranks.start(device)
     from ..questions.chat import default_system_prompt
 
     system = default_system_prompt(questions, args.system_prompt, str(args.questions))

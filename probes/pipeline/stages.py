@@ -34,7 +34,7 @@ class LazyModel:
             from cache.loading import load_model
 
             config = self.config
-            if self.ranks is not None and config.device_map is None:
+            if self.ranks is not None and config.device_map is None and config.gpus_per_rank is None:
                 config = dataclasses.replace(config, device=self.ranks.device(config.device))
             self._loaded = load_model(config)
         return self._loaded

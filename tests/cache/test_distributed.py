@@ -103,3 +103,57 @@ def test_a_killed_rank_fails_the_job_and_the_rerun_resumes(tmp_path, toy_dirs, r
     assert not parts_dir(killed).exists()
     if rerun_procs == 2:
         assert json.loads(json.dumps(b.provenance["distributed"]))["world_size"] == 2
+
+
+def test_each_rank_takes_its_own_share_of_the_nodes_gpus():
+    from cache.distributed import Ranks, gpu_share
+    from cache.loading import share_device_map
+
+    assert gpu_share(0, 2, 8) == [0, 1] and gpu_share(3, 2, 8) == [6, 7] and gpu_share(1, 1, 2) == [1]
+    with pytest.raises(ValueError, match=r"needs GPUs 4-5, but this node has 4; launch at most 2 process"):
+        gpu_share(2, 2, 4)
+    free = [10, 20, 30, 40]
+    assert share_device_map(2, 1, free) == {"device_map": "auto", "max_memory": {2: 30, 3: 40}}  # GPUs 0-1 and others: none
+    assert share_device_map(4, 0, free) == {"device_map": "auto", "max_memory": {0: 10, 1: 20, 2: 30, 3: 40}}
+    from cache.errors import ModelLoadError
+
+    with pytest.raises(ModelLoadError, match="at most 1 process"):
+        share_device_map(3, 1, free)
+    assert Ranks(3, 4, 1).device("auto", gpus_per_rank=2) == "cuda:2"  # the process group's device: the share's first GPU
+
+
+def test_gpus_per_rank_is_checked_before_anything_loads(toy_dirs, monkeypatch):
+    import torch
+
+    from cache.config import ModelConfig
+    from cache.errors import ConfigError, ModelLoadError
+    from cache.loading import load_model
+
+    with pytest.raises(ConfigError, match="at least 1"):
+        ModelConfig(source="m", gpus_per_rank=0)
+    with pytest.raises(ConfigError, match="leave model.device and model.device_map unset"):
+        ModelConfig(source="m", device="cpu", gpus_per_rank=2)
+    if not torch.cuda.is_available():
+        with pytest.raises(ModelLoadError, match="CUDA is not available here"):
+            load_model(ModelConfig(source=str(toy_dirs["gpt2"]), gpus_per_rank=1))
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ModelLoadError, match="use .*gpus_per_rank|give each process its own with gpus_per_rank"):
+        load_model(ModelConfig(source=str(toy_dirs["gpt2"]), device_map="auto"))
+
+
+def test_the_cache_and_detect_commands_take_gpus_per_rank(tmp_path, toy_dirs):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("checks the refusal on a machine without CUDA")
+    texts = write_texts(tmp_path / "t.txt", 3)
+    questions = tmp_path / "q.jsonl"
+    questions.write_text(json.dumps({"id": "q1", "question": "Ava has 3 apples. How many?"}) + "\n")
+    for cmd in (cache_command(texts, toy_dirs["gpt2"], tmp_path / "a.h5", 1, "--gpus-per-rank", "2"),
+                [sys.executable, "-m", "probes.cli", "detect", "ppl", str(questions), "--model", str(toy_dirs["gpt2"]),
+                 "--gpus-per-rank", "2", "-o", str(tmp_path / "s.csv")]):
+        cmd = [c for c in cmd if c not in ("--device", "cpu")]
+        result = subprocess.run(cmd, env=ENV, capture_output=True, text=True)
+        assert result.returncode != 0 and "gpus_per_rank (--gpus-per-rank)" in result.stderr and "CUDA is not available" in result.stderr
+        assert "Traceback" not in result.stderr
