@@ -70,23 +70,32 @@ def test_two_processes_score_exactly_what_one_does(tmp_path, toy_dirs):
     assert meta2["counts"]["scored"] == meta1["counts"]["scored"]
 
 
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, toy_dirs):
+    """Questions, their sets and what one uninterrupted process scores on them."""
+    tmp = tmp_path_factory.mktemp("detect_kill")
+    questions = [Question(f"q{i}", f"Ben has {i + 2} pens and gives away {i % 3 + 1}. How many pens does Ben keep?",
+                          split="clean_ref" if i >= 30 else None) for i in range(34)]
+    qfile = tmp / "q.jsonl"
+    qfile.write_text("".join(json.dumps({k: v for k, v in q.fields().items() if v is not None}) + "\n" for q in questions))
+    sets = tmp / "sets.jsonl"
+    run_generation(questions, sets, GenerationConfig(similars=3, paraphrases=2))
+    reference = tmp / "reference.csv"
+    subprocess.run(detect_command(1, qfile, sets, toy_dirs["gpt2"], reference, tmp / "ref.sqlite"), env=ENV, check=True,
+                   capture_output=True)
+    return qfile, sets, reference
+
+
 @pytest.mark.slow
-def test_a_killed_rank_fails_the_job_and_the_rerun_reuses_the_store(tmp_path, toy_dirs):
+@pytest.mark.parametrize("rerun_procs", [2, 1])
+def test_a_killed_rank_fails_the_job_and_the_rerun_reuses_the_store(uninterrupted, tmp_path, toy_dirs, rerun_procs):
     import signal
     import sqlite3
     import time
 
     import psutil
 
-    questions = [Question(f"q{i}", f"Ben has {i + 2} pens and gives away {i % 3 + 1}. How many pens does Ben keep?",
-                          split="clean_ref" if i >= 30 else None) for i in range(34)]
-    qfile = tmp_path / "q.jsonl"
-    qfile.write_text("".join(json.dumps({k: v for k, v in q.fields().items() if v is not None}) + "\n" for q in questions))
-    sets = tmp_path / "sets.jsonl"
-    run_generation(questions, sets, GenerationConfig(similars=3, paraphrases=2))
-    reference = tmp_path / "reference.csv"
-    subprocess.run(detect_command(1, qfile, sets, toy_dirs["gpt2"], reference, tmp_path / "ref.sqlite"), env=ENV, check=True,
-                   capture_output=True)
+    qfile, sets, reference = uninterrupted
     store, out = tmp_path / "store.sqlite", tmp_path / "scores.csv"
     proc = subprocess.Popen(detect_command(2, qfile, sets, toy_dirs["gpt2"], out, store), env=ENV, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -108,10 +117,12 @@ def test_a_killed_rank_fails_the_job_and_the_rerun_reuses_the_store(tmp_path, to
     assert proc.returncode != 0 and not out.exists() and ("local_rank: 1" in stderr or "rank 1" in stderr.lower())
     kept = stored()
     assert kept >= 40
-    result = subprocess.run(detect_command(1, qfile, sets, toy_dirs["gpt2"], out, store), env=ENV, capture_output=True, text=True)
+    result = subprocess.run(detect_command(rerun_procs, qfile, sets, toy_dirs["gpt2"], out, store), env=ENV, capture_output=True,
+                            text=True)
     assert result.returncode == 0, result.stderr[-3000:]
     meta = json.loads(out.with_suffix(".meta.json").read_text())
-    assert meta["counts"]["cache_hits"] >= kept  # nothing committed before the kill is computed again
+    assert meta["counts"]["cache_hits"] >= kept  # nothing committed before the kill is computed again (hits summed over ranks)
+    assert ("distributed" in meta) == (rerun_procs == 2)
     one, again = ScoreTable.read_csv(reference), ScoreTable.read_csv(out)
     for name in one.columns:
         np.testing.assert_allclose(again.columns[name], one.columns[name], rtol=1e-6 if "@" not in name else 1e-3, atol=1e-9,
