@@ -84,7 +84,7 @@ def kill_rank_one(cmd: list[str], out: Path) -> tuple[int, str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("rerun_procs", [2, 1])
 def test_a_killed_rank_fails_the_job_and_the_rerun_resumes(tmp_path, toy_dirs, rerun_procs):
-    texts = write_texts(tmp_path / "t.txt", 1200)
+    texts = write_texts(tmp_path / "t.txt", 480)
     extra = ("--batch-size", "2", "--flush-every", "2")
     clean = tmp_path / "clean.h5"
     subprocess.run(cache_command(texts, toy_dirs["gpt2"], clean, 1, "--batch-size", "16"), env=ENV, check=True, capture_output=True)
@@ -98,7 +98,7 @@ def test_a_killed_rank_fails_the_job_and_the_rerun_resumes(tmp_path, toy_dirs, r
     assert result.returncode == 0, result.stderr[-2000:]
     lines = texts.read_text().splitlines()
     a, b = ActivationStore(clean), ActivationStore(killed)
-    assert a.keys() == b.keys() and len(b) == 1200
+    assert a.keys() == b.keys() and len(b) == 480
     np.testing.assert_allclose(b.get(lines), a.get(lines), atol=1e-5, rtol=0)
     assert not parts_dir(killed).exists()
     if rerun_procs == 2:
