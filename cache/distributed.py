@@ -12,10 +12,14 @@ nothing here is used.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import os
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
+
+if TYPE_CHECKING:
+    from .config import ModelConfig
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,16 @@ class Ranks:
         if requested in ("auto", "cuda") and torch.cuda.is_available():
             return f"cuda:{self.local_rank}"
         return "cpu" if requested == "auto" else requested
+
+    def place(self, model: "ModelConfig") -> "ModelConfig":
+        """``model`` on this rank's device, unless a device map places it (``gpus_per_rank``)."""
+        if model.device_map is not None or model.gpus_per_rank is not None:
+            return model
+        return dataclasses.replace(model, device=self.device(model.device))
+
+    def start_for(self, model: "ModelConfig", timeout_s: float | None = None) -> None:
+        """:meth:`start` on the device ``model`` runs on in this rank (the first GPU of its share)."""
+        self.start(self.device(model.device, model.gpus_per_rank), timeout_s)
 
     @property
     def is_main(self) -> bool:

@@ -116,9 +116,9 @@ def run_cache(
     ex = config.extraction
     ranks = Ranks.from_env()
     if ranks is not None:  # launched by torchrun / accelerate: this process is one rank of a data-parallel job
-        if loaded is None and config.model.device_map is None and config.model.gpus_per_rank is None:
-            config = dataclasses.replace(config, model=dataclasses.replace(config.model, device=ranks.device(config.model.device)))
-        ranks.start(ranks.device(config.model.device, config.model.gpus_per_rank))
+        if loaded is None:
+            config = dataclasses.replace(config, model=ranks.place(config.model))
+        ranks.start_for(config.model)
     own_model = loaded is None
     loaded = loaded or load_model(config.model)
     selection = resolve_layers(ex.layers, loaded.layout.n_blocks)

@@ -93,11 +93,13 @@ def handle(args: argparse.Namespace) -> int:
     overrides = {k: v for k, v in {"device": args.device, "dtype": args.dtype, "trust_remote_code": args.trust_remote_code,
                                    "gpus_per_rank": args.gpus_per_rank}.items() if v is not None}
     ranks = None if args.endpoint else Ranks.from_env()  # under torchrun: this rank's share of every batch call
+
+    def model_config(source: str) -> ModelConfig:
+        config = ModelConfig(source=source, **overrides)
+        return config if ranks is None else ranks.place(config)
+
     if ranks is not None:
-        device = ranks.device(args.device or "auto", args.gpus_per_rank)
-        if args.gpus_per_rank is None:
-            overrides["device"] = device
-        ranks.start(device)
+        ranks.start_for(model_config(args.source))
     from ..questions.chat import default_system_prompt
 
     system = default_system_prompt(questions, args.system_prompt, str(args.questions))
@@ -111,13 +113,13 @@ def handle(args: argparse.Namespace) -> int:
                                        top_logprobs=args.top_logprobs, concurrency=args.concurrency, system=system)
     else:
         quiet_library_progress_bars(args.verbose)
-        backend = LocalResponder(load_model(ModelConfig(source=args.source, **overrides)), prompt_format, batch_size=args.batch_size)
+        backend = LocalResponder(load_model(model_config(args.source)), prompt_format, batch_size=args.batch_size)
     store = ResponseStore(args.store or default_cache_dir().parent / "responses.sqlite")
     responder = on_ranks(CachedResponder(backend, store), ranks)
     reference = None
     if args.reference:
         quiet_library_progress_bars(args.verbose)
-        loaded = load_model(ModelConfig(source=args.reference, **overrides))
+        loaded = load_model(model_config(args.reference))
         reference = on_ranks(CachedResponder(LocalResponder(loaded, prompt_format, batch_size=args.batch_size), store), ranks)
     controls = None
     if args.sets:

@@ -112,38 +112,28 @@ class Ledger:
             every_rank: under torchrun, every rank runs ``work`` (its own share of it); else rank 0
                 alone does while the others wait.
         """
-        if self.ranks is None:
-            return self._run_here(stage, inputs, outputs, work)
-        ranks = self.ranks
-        done = self.done_record(stage, stage_key(inputs)) if ranks.is_main else None
-        done_outputs = ranks.broadcast(dict(done["outputs"]) if done else None)
-        if done_outputs is not None:
-            logger.info("%s: up to date, skipped", stage)
-            self.skipped.append(stage)
-            self.save_memo()
-            return done_outputs
-        if ranks.is_main:
-            digests: dict[str, str] | None = self._run_here(stage, inputs, outputs, work)
-        else:
-            if every_rank:
-                logger.info("%s: running this rank's share", stage)
-                work()
-            else:
-                logger.info("%s: waiting for rank 0", stage)
-            digests = None
-            self.ran.append(stage)
-        return ranks.broadcast(digests)
-
-    def _run_here(self, stage: str, inputs: dict[str, Any], outputs: Iterable[str | Path], work: Callable[[], Any]) -> dict[str, str]:
-        """:meth:`run` in this process: skip, or work and record."""
         key = stage_key(inputs)
-        rels = [Path(p).as_posix() for p in outputs]
-        done = self.done_record(stage, key)
+        ranks = self.ranks
+        here = ranks is None or ranks.is_main  # the process that decides, works and records
+        done = self.done_record(stage, key) if here else None
+        if ranks is not None:
+            done = ranks.broadcast(done)
         if done is not None:
             logger.info("%s: up to date, skipped", stage)
             self.skipped.append(stage)
             self.save_memo()
             return dict(done["outputs"])
+        self.ran.append(stage)
+        if not here:
+            logger.info("%s: %s", stage, "running this rank's share" if every_rank else "waiting for rank 0")
+            if every_rank:
+                work()
+            return ranks.broadcast(None)
+        digests = self._work_and_record(stage, key, inputs, [Path(p).as_posix() for p in outputs], work)
+        return digests if ranks is None else ranks.broadcast(digests)
+
+    def _work_and_record(self, stage: str, key: str, inputs: dict[str, Any], rels: list[str], work: Callable[[], Any]) -> dict[str, str]:
+        """Run ``work``, check it wrote ``rels``, and record the stage; the outputs' digests."""
         started = time.perf_counter()
         logger.info("%s: running", stage)
         work()
@@ -154,7 +144,6 @@ class Ledger:
         self.save_memo()
         _write_json(self.dir / f"{_safe(stage)}.json", {"stage": stage, "key": key, "inputs": inputs, "outputs": digests,
                                                          "seconds": round(time.perf_counter() - started, 3)})
-        self.ran.append(stage)
         logger.info("%s: done in %.1f s", stage, time.perf_counter() - started)
         return digests
 

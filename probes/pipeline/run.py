@@ -90,8 +90,7 @@ def run_pipeline(config: RunConfig, progress: bool = True) -> RunResult:
         if ranks is None:
             with run_directory_lock(run_dir):
                 return _Run(config, run_dir, progress).run()
-        device = config.model.device if config.model.device_map is None else "auto"
-        ranks.start(ranks.device(device, config.model.gpus_per_rank), timeout_s=config.distributed_timeout_min * 60)
+        ranks.start_for(config.model, timeout_s=config.distributed_timeout_min * 60)
         if not ranks.is_main:
             ranks.barrier()  # rank 0 holds the lock (or has failed, and torchrun stops the job)
             return _Run(config, run_dir, False, ranks).run()

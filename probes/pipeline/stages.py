@@ -33,10 +33,7 @@ class LazyModel:
         if self._loaded is None:
             from cache.loading import load_model
 
-            config = self.config
-            if self.ranks is not None and config.device_map is None and config.gpus_per_rank is None:
-                config = dataclasses.replace(config, device=self.ranks.device(config.device))
-            self._loaded = load_model(config)
+            self._loaded = load_model(self.config if self.ranks is None else self.ranks.place(self.config))
         return self._loaded
 
     def release(self) -> None:
