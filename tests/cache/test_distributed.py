@@ -5,11 +5,8 @@ resumes from every committed shard and ends equal to an uninterrupted run."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -17,9 +14,7 @@ import pytest
 
 from cache.distributed import assign
 from cache.store import ActivationStore, parts_dir
-
-REPO = Path(__file__).resolve().parents[2]
-ENV = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
+from tests.torchrun import ENV, kill_rank_one_when, lara_command, names_rank_one
 
 
 def write_texts(path: Path, n: int) -> Path:
@@ -29,11 +24,8 @@ def write_texts(path: Path, n: int) -> Path:
 
 
 def cache_command(texts: Path, model: Path, out: Path, procs: int, *extra: str) -> list[str]:
-    lara = ["-m", "probes.cli", "-q", "cache", str(texts), "--model", str(model), "-o", str(out), "--device", "cpu",
-            "--no-progress", *extra]
-    if procs == 1:
-        return [sys.executable, *lara]
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(procs), *lara]
+    return lara_command(procs, "-q", "cache", str(texts), "--model", str(model), "-o", str(out), "--device", "cpu",
+                        "--no-progress", *extra)
 
 
 def test_assign_balances_tokens_longest_first_and_is_deterministic():
@@ -63,24 +55,6 @@ def test_two_processes_equal_one(tmp_path, toy_dirs):
     assert "2 processes" in info.stdout
 
 
-def kill_rank_one(cmd: list[str], out: Path) -> tuple[int, str]:
-    """Start a 2-process job and SIGKILL its rank 1 once that rank has committed a shard."""
-    import psutil
-
-    proc = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and proc.poll() is None:
-        if list(parts_dir(out).glob("part-*-r1.h5")):
-            break
-        time.sleep(0.01)
-    assert proc.poll() is None, "the job finished before rank 1 could be killed; give it more texts"
-    ranks = [p for p in psutil.Process(proc.pid).children(recursive=True) if p.environ().get("RANK") == "1"]
-    assert len(ranks) == 1
-    ranks[0].send_signal(signal.SIGKILL)
-    _, stderr = proc.communicate(timeout=120)
-    return proc.returncode, stderr
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("rerun_procs", [2, 1])
 def test_a_killed_rank_fails_the_job_and_the_rerun_resumes(tmp_path, toy_dirs, rerun_procs):
@@ -89,9 +63,10 @@ def test_a_killed_rank_fails_the_job_and_the_rerun_resumes(tmp_path, toy_dirs, r
     clean = tmp_path / "clean.h5"
     subprocess.run(cache_command(texts, toy_dirs["gpt2"], clean, 1, "--batch-size", "16"), env=ENV, check=True, capture_output=True)
     killed = tmp_path / "killed.h5"
-    returncode, stderr = kill_rank_one(cache_command(texts, toy_dirs["gpt2"], killed, 2, *extra), killed)
+    returncode, stderr = kill_rank_one_when(cache_command(texts, toy_dirs["gpt2"], killed, 2, *extra),
+                                            lambda: bool(list(parts_dir(killed).glob("part-*-r1.h5"))), timeout_s=180)
     assert returncode != 0 and not killed.exists()
-    assert "local_rank: 1" in stderr or "rank 1" in stderr.lower(), stderr[-2000:]
+    assert names_rank_one(stderr), stderr[-2000:]
     committed = {p.name for p in parts_dir(killed).glob("part-*.h5")}
     assert any(n.endswith("-r1.h5") for n in committed)
     result = subprocess.run(cache_command(texts, toy_dirs["gpt2"], killed, rerun_procs, *extra), env=ENV, capture_output=True, text=True)

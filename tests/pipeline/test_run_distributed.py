@@ -11,12 +11,7 @@ carried through each score's own scale (a two-process run batches the texts diff
 from __future__ import annotations
 
 import json
-import os
-import signal
-import sqlite3
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -25,9 +20,8 @@ import yaml
 
 from cache.store import ActivationStore, parts_dir
 from probes.scores import ScoreTable
+from tests.torchrun import ENV, kill_rank_one_when, lara_command, names_rank_one, stored_responses
 
-REPO = Path(__file__).resolve().parents[2]
-ENV = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
 MODELS = ("rl", "sft")
 TOKEN_SCORES = ("cdd", "cdd@cal", "cdd@ref")  # edit distances between completions: exact when the completions are
 
@@ -54,10 +48,7 @@ def write_config(tmp_path: Path, testbed: Path) -> Path:
 
 
 def run_command(config: Path, run_dir: Path, procs: int) -> list[str]:
-    lara = ["-m", "probes.cli", "run", str(config), "--set", f"run_dir={run_dir}", "--no-progress"]
-    if procs == 1:
-        return [sys.executable, *lara]
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(procs), *lara]
+    return lara_command(procs, "run", str(config), "--set", f"run_dir={run_dir}", "--no-progress")
 
 
 def lara_run(config: Path, run_dir: Path, procs: int) -> str:
@@ -66,33 +57,15 @@ def lara_run(config: Path, run_dir: Path, procs: int) -> str:
     return result.stdout
 
 
-def kill_rank_one_when(config: Path, run_dir: Path, ready) -> None:
+def kill_rank_one_in(config: Path, run_dir: Path, ready) -> None:
     """Start a 2-process run and SIGKILL its rank 1 once ``ready(run_dir)``; the job must fail naming the rank."""
-    import psutil
-
-    proc = subprocess.Popen(run_command(config, run_dir, 2), env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and proc.poll() is None and not ready(run_dir):
-        time.sleep(0.01)
-    assert proc.poll() is None, "the run finished before rank 1 could be killed"
-    ranks = [p for p in psutil.Process(proc.pid).children(recursive=True) if p.environ().get("RANK") == "1"]
-    assert len(ranks) == 1
-    ranks[0].send_signal(signal.SIGKILL)
-    _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode != 0 and ("local_rank: 1" in stderr or "rank 1" in stderr.lower()), stderr[-2000:]
+    returncode, stderr = kill_rank_one_when(run_command(config, run_dir, 2), lambda: ready(run_dir))
+    assert returncode != 0 and names_rank_one(stderr), stderr[-2000:]
     assert not (run_dir / "report.md").exists()
 
 
 def rank_one_committed_activations(run_dir: Path) -> bool:
     return bool(list(parts_dir(run_dir / "rl" / "acts.h5").glob("part-*-r1.h5")))
-
-
-def stored_responses(run_dir: Path) -> int:
-    try:
-        with sqlite3.connect(run_dir / "rl" / "responses.sqlite", timeout=1) as db:
-            return db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
-    except sqlite3.Error:
-        return 0
 
 
 def assert_same_audit(run: Path, reference: Path) -> None:
@@ -166,7 +139,7 @@ def test_two_processes_audit_exactly_what_one_does(one_process, tmp_path):
 def test_a_rank_killed_in_the_activations_resumes_on_two_processes(one_process, tmp_path):
     config, one = one_process
     run = tmp_path / "killed"
-    kill_rank_one_when(config, run, rank_one_committed_activations)
+    kill_rank_one_in(config, run, rank_one_committed_activations)
     assert list(parts_dir(run / "rl" / "acts.h5").glob("part-*.h5"))
     stdout = lara_run(config, run, 2)
     assert "up to date: 1" in stdout  # the sets were made before the kill
@@ -179,8 +152,9 @@ def test_a_rank_killed_in_the_activations_resumes_on_two_processes(one_process, 
 def test_a_rank_killed_in_the_detectors_resumes_on_one_process(one_process, tmp_path):
     config, one = one_process
     run = tmp_path / "killed"
-    kill_rank_one_when(config, run, lambda d: stored_responses(d) > 0 and not (d / "ledger" / "detect__rl.json").exists())
-    kept = stored_responses(run)
+    store = run / "rl" / "responses.sqlite"
+    kill_rank_one_in(config, run, lambda d: stored_responses(store) > 0 and not (d / "ledger" / "detect__rl.json").exists())
+    kept = stored_responses(store)
     assert (run / "ledger" / "cache__rl.json").exists() and kept > 0
     stdout = lara_run(config, run, 1)
     assert "up to date: 4" in stdout  # generate, and rl's activations, metrics and LaRA score

@@ -7,9 +7,7 @@ they do between two single-process runs with different batch sizes."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,21 +17,17 @@ from generation.config import GenerationConfig
 from generation.pipeline import run_generation
 from generation.records import Question
 from probes.scores import ScoreTable
+from tests.torchrun import ENV, kill_rank_one_when, lara_command, names_rank_one, stored_responses
 
-REPO = Path(__file__).resolve().parents[2]
-ENV = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=str(REPO), OMP_NUM_THREADS="1")
 DETECTORS = "ppl,min_k,recall,cdd,self_critique"
 
 
 def detect_command(procs: int, questions: Path, sets: Path, model: Path, out: Path, store: Path) -> list[str]:
-    lara = ["-m", "probes.cli", "-q", "detect", DETECTORS, str(questions), "--model", str(model), "--device", "cpu",
-            "--prompt-format", "raw", "--template", "Q: {prompt}\nA:", "--sets", str(sets), "--controls", "2",
-            "--param", "ppl.max_new_tokens=8", "--param", "min_k.max_new_tokens=8", "--param", "recall.max_new_tokens=8",
-            "--param", "cdd.n=4", "--param", "cdd.max_tokens=8", "--param", "self_critique.max_new_tokens=8",
-            "--store", str(store), "-o", str(out), "--no-progress"]
-    if procs == 1:
-        return [sys.executable, *lara]
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(procs), *lara]
+    return lara_command(procs, "-q", "detect", DETECTORS, str(questions), "--model", str(model), "--device", "cpu",
+                        "--prompt-format", "raw", "--template", "Q: {prompt}\nA:", "--sets", str(sets), "--controls", "2",
+                        "--param", "ppl.max_new_tokens=8", "--param", "min_k.max_new_tokens=8", "--param", "recall.max_new_tokens=8",
+                        "--param", "cdd.n=4", "--param", "cdd.max_tokens=8", "--param", "self_critique.max_new_tokens=8",
+                        "--store", str(store), "-o", str(out), "--no-progress")
 
 
 @pytest.mark.slow
@@ -89,33 +83,12 @@ def uninterrupted(tmp_path_factory, toy_dirs):
 @pytest.mark.slow
 @pytest.mark.parametrize("rerun_procs", [2, 1])
 def test_a_killed_rank_fails_the_job_and_the_rerun_reuses_the_store(uninterrupted, tmp_path, toy_dirs, rerun_procs):
-    import signal
-    import sqlite3
-    import time
-
-    import psutil
-
     qfile, sets, reference = uninterrupted
     store, out = tmp_path / "store.sqlite", tmp_path / "scores.csv"
-    proc = subprocess.Popen(detect_command(2, qfile, sets, toy_dirs["gpt2"], out, store), env=ENV, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-
-    def stored() -> int:
-        try:
-            with sqlite3.connect(store, timeout=1) as db:
-                return db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
-        except sqlite3.Error:
-            return 0
-
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and proc.poll() is None and stored() < 40:
-        time.sleep(0.05)
-    assert proc.poll() is None, "the job finished before a rank could be killed"
-    ranks = [p for p in psutil.Process(proc.pid).children(recursive=True) if p.environ().get("RANK") == "1"]
-    ranks[0].send_signal(signal.SIGKILL)
-    _, stderr = proc.communicate(timeout=120)
-    assert proc.returncode != 0 and not out.exists() and ("local_rank: 1" in stderr or "rank 1" in stderr.lower())
-    kept = stored()
+    returncode, stderr = kill_rank_one_when(detect_command(2, qfile, sets, toy_dirs["gpt2"], out, store),
+                                            lambda: stored_responses(store) >= 40, timeout_s=180)
+    assert returncode != 0 and not out.exists() and names_rank_one(stderr)
+    kept = stored_responses(store)
     assert kept >= 40
     result = subprocess.run(detect_command(rerun_procs, qfile, sets, toy_dirs["gpt2"], out, store), env=ENV, capture_output=True,
                             text=True)
