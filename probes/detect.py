@@ -95,10 +95,21 @@ def capped_notes(detector: Any, result: Any) -> list[str]:
     if not result.n_capped or detector.capped_by_design:
         return []
     budget = detector.get_params().get("max_new_tokens")
-    text = f"{detector.name}: {result.n_capped} of {result.n_responses} responses stopped at the token budget ({budget})"
-    if result.n_capped * 2 > result.n_responses:
+    n = int(result.n_responses.sum())
+    text = f"{detector.name}: {result.n_capped} of {n} responses stopped at the token budget ({budget})"
+    if result.n_capped * 2 > n:
         text += "; most answers are truncated, so their statistics compare prefixes: raise max_new_tokens"
     return [text]
+
+
+def cut_notes(name: str, result: Any) -> list[str]:
+    """SPEC §5: prompts longer than the model's context are cut for their own row only; say how many."""
+    n = int(result.prompt_cut.sum())
+    if not n:
+        return []
+    questions = int((result.prompt_cut > 0).sum())
+    return [f"{name}: {n} prompt(s) of {questions} question(s) exceeded the model's context and lost their first tokens "
+            "(per question in the raw table's _prompt_cut column and the meta's prompt_cut_ids)"]
 
 
 def detector_names(spec: str | Sequence[str], reference: bool = False) -> list[str]:
@@ -169,19 +180,23 @@ def run_detectors(
         raw.add(result.raw_name, result.raw)
         for key, values in result.extra.items():
             raw.add(f"{result.name}_{key}", np.asarray(values, dtype=np.float64))
-        notes += result.notes + capped_notes(detector, result)
+        raw.add(f"{result.name}_capped", result.capped)  # SPEC §5: per question, answers cut at the budget
+        raw.add(f"{result.name}_prompt_cut", result.prompt_cut)  # and prompts cut to fit the context
+        notes += result.notes + capped_notes(detector, result) + cut_notes(detector.name, result)
         described[detector.name] = {"params": detector.get_params(), "raw": result.raw_name,
                                     "raw_direction": detector.raw_direction, "n_nonfinite": int((~np.isfinite(result.scores)).sum()),
-                                    "responses": result.responses_summary()}
+                                    "responses": result.responses_summary(list(ids))}
         if detector in calibrated:
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix_str(f"{detector.name} on controls")
             on_controls = detector.score([r[2] for r in rows], responder)
+            notes += cut_notes(f"{detector.name} on controls", on_controls)
             control_table.columns[detector.name] = on_controls.scores  # type: ignore[union-attr]
             cal, record = calibrated_scores(result.scores, control_table.matrix(detector.name, ids))  # type: ignore[union-attr]
             table.add(f"{detector.name}@cal", cal)
-            calibration[detector.name] = {"responses": on_controls.responses_summary(), "zero_scale": record.to_dict()}
+            calibration[detector.name] = {"responses": on_controls.responses_summary([f"{r[0]}#{r[1]}" for r in rows]),
+                                          "zero_scale": record.to_dict()}
         if bar is not None:
             bar.update(1)
     if bar is not None:

@@ -17,3 +17,7 @@ class ConfigError(ProbesError):
 
 class MismatchError(ProbesError):
     """Files that do not belong together (other model, other layers, a reference fitted elsewhere)."""
+
+
+class NonFiniteError(ProbesError):
+    """A model produced NaN/inf where a number must be finite (broken weights, dtype overflow)."""

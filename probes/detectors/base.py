@@ -31,8 +31,11 @@ class DetectorResult:
         raw_name: e.g. ``ppl``, ``min_knn_distance``.
         extra: further per-question values (e.g. a decision rule's verdicts).
         notes: approximations used, counts.
-        n_responses / n_capped: generated responses the statistic read, and those that hit the
-            token budget (SPEC §5 records them: a capped answer is a truncated one).
+        n_responses: ``[N]`` generated responses each question's statistic read.
+        capped: ``[N]`` of them, those that stopped at their token budget (SPEC §5 records them:
+            a capped answer is a truncated one).
+        prompt_cut: ``[N]`` prompts (or scored contexts) of the question cut to fit the model's
+            context.
     """
 
     name: str
@@ -41,12 +44,22 @@ class DetectorResult:
     raw_name: str
     extra: dict[str, np.ndarray] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    n_responses: int = 0
-    n_capped: int = 0
+    n_responses: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    capped: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    prompt_cut: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
-    def responses_summary(self) -> dict[str, int]:
-        """Generated responses read, and how many stopped at the token budget (``finish_reason`` length)."""
-        return {"n": self.n_responses, "capped": self.n_capped}
+    @property
+    def n_capped(self) -> int:
+        return int(self.capped.sum())
+
+    def responses_summary(self, ids: Sequence[str] = ()) -> dict[str, Any]:
+        """Generated responses read, how many stopped at the token budget (``finish_reason``
+        length) and how many prompts were cut; with ``ids`` (one per question), which questions."""
+        out: dict[str, Any] = {"n": int(self.n_responses.sum()), "capped": self.n_capped, "prompt_cut": int(self.prompt_cut.sum())}
+        if len(ids):
+            out["capped_ids"] = [i for i, c in zip(ids, self.capped) if c]
+            out["prompt_cut_ids"] = [i for i, c in zip(ids, self.prompt_cut) if c]
+        return out
 
 
 class Detector:
@@ -72,14 +85,24 @@ class Detector:
         """Hyperparameters as given (the ``__init__`` arguments)."""
         return {name: getattr(self, name) for name in inspect.signature(type(self).__init__).parameters if name != "self"}
 
-    def _result(self, raw: Sequence[float], *, notes: Sequence[str] = (), responses: Sequence[Any] = (),
+    def _result(self, raw: Sequence[float], *, notes: Sequence[str] = (), responses: Sequence[Sequence[Any]] | None = None,
                 **extra: Any) -> DetectorResult:
-        """Orient ``raw``; ``responses`` are the generations read (counted, and those capped)."""
+        """Orient ``raw``. ``responses``: per question, what its statistic read — generations
+        (counted, those capped, those whose prompt was cut) and text scores (those cut)."""
         raw_arr = np.asarray(raw, dtype=np.float64)
         scores = raw_arr if self.raw_direction == "higher = member" else -raw_arr
-        capped = sum(g.finish_reason == "length" for g in responses)
+        responses = responses if responses is not None else [[] for _ in raw_arr]
+        if len(responses) != len(raw_arr):
+            raise ValueError(f"{self.name}: responses for {len(responses)} questions, scores for {len(raw_arr)}")
         return DetectorResult(self.name, scores, raw_arr, self.raw_name, {k: np.asarray(v) for k, v in extra.items()},
-                              list(notes), n_responses=len(responses), n_capped=capped)
+                              list(notes), n_responses=_count(responses, lambda x: hasattr(x, "finish_reason")),
+                              capped=_count(responses, lambda x: getattr(x, "capped", False)),
+                              prompt_cut=_count(responses, lambda x: getattr(x, "prompt_cut", 0) > 0))
+
+
+def _count(responses: Sequence[Sequence[Any]], test: Any) -> np.ndarray:
+    """``[N]`` per question, how many of what it read pass ``test``."""
+    return np.array([sum(bool(test(x)) for x in row) for row in responses], dtype=np.int64)
 
 
 REGISTRY: dict[str, type[Detector]] = {}

@@ -44,13 +44,13 @@ class PartialCompletion(Detector):
                 continue
             units = [unit for unit, start, _ in spans if start >= p]
             cuts.setdefault(len(units), []).append((i, question[:p], question[p:], units))
-        responses = []
+        responses: list[list[Any]] = [[] for _ in questions]
         for budget, rows in sorted(cuts.items()):
             gens = responder.complete([prefix for _, prefix, _, _ in rows], GenerationParams(max_new_tokens=budget))
             for (i, _, remainder, units), (gen,) in zip(rows, gens):
                 rouge[i] = stats.rouge_l_f1(gen.token_ids, units)
                 exact[i] = float(" ".join(gen.text.split()) == " ".join(remainder.split()))
-                responses.append(gen)
+                responses[i].append(gen)
         skipped = len(questions) - sum(len(rows) for rows in cuts.values())
         notes = [f"{self.name}: {skipped} question(s) too short to cut at a word boundary (NaN)"] if skipped else []
         return self._result(rouge, exact_match=exact, notes=notes, responses=responses)

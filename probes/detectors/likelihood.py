@@ -36,15 +36,16 @@ class TargetText:
     sigma: np.ndarray | None = None
 
 
-def read_targets(questions: Sequence[str], responder: Any, target: str, max_new_tokens: int) -> tuple[list[TargetText], list[Any]]:
+def read_targets(questions: Sequence[str], responder: Any, target: str, max_new_tokens: int) -> tuple[list[TargetText], list[list[Any]]]:
     """Per question the target text — the greedy response (its recorded generation log-probs) or
-    the question itself (teacher-forced inside its prompt format) — and the responses generated."""
+    the question itself (teacher-forced inside its prompt format) — and, per question, what was
+    read (the generation or the text score)."""
     _check_target(target)
     if target == "response":
         gens = [g[0] for g in responder.generate(questions, greedy_params(max_new_tokens))]
-        return [TargetText(g.text, g.logprobs, g.mu, g.sigma) for g in gens], gens
+        return [TargetText(g.text, g.logprobs, g.mu, g.sigma) for g in gens], [[g] for g in gens]
     scored = score_questions(questions, responder)
-    return [TargetText(q, s.logprobs, s.mu, s.sigma) for q, s in zip(questions, scored)], []
+    return [TargetText(q, s.logprobs, s.mu, s.sigma) for q, s in zip(questions, scored)], [[s] for s in scored]
 
 
 def score_questions(questions: Sequence[str], responder: Any, lead: str | Sequence[str] = "") -> list[Any]:
@@ -76,7 +77,7 @@ class _LikelihoodDetector(Detector):
     def needs(self) -> frozenset[Access]:  # type: ignore[override]
         return frozenset({Access.SAMPLING, Access.CHOSEN_LOGPROBS} if self.target == "response" else {Access.TEXT_LOGPROBS})
 
-    def _targets(self, questions: Sequence[str], responder: Any) -> tuple[list[TargetText], list[Any]]:
+    def _targets(self, questions: Sequence[str], responder: Any) -> tuple[list[TargetText], list[list[Any]]]:
         return read_targets(questions, responder, self.target, self.max_new_tokens)
 
 
@@ -182,20 +183,22 @@ class ReCaLL(_RescoringDetector):
         prefixes = [self.prefix_for(q) for q in questions]
         usable = [i for i, p in enumerate(prefixes) if p is not None]
         leads = [prefixes[i] + "\n\n" for i in usable]
-        responses: list[Any] = []
+        read: list[list[Any]] = [[] for _ in questions]
         if self.target == "question":
             texts = [questions[i] for i in usable]
             plain = score_questions(texts, responder)
             conditioned = score_questions(texts, responder, leads)
         else:
             gens = [g[0] for g in responder.generate([questions[i] for i in usable], greedy_params(self.max_new_tokens))]
-            responses = gens
+            for i, g in zip(usable, gens):
+                read[i].append(g)
             texts = [g.text for g in gens]
             plain = responder.score([responder.format(questions[i]) for i in usable], texts)
             conditioned = responder.score([responder.format(lead + questions[i]) for lead, i in zip(leads, usable)], texts)
         raw = np.full(len(questions), np.nan)
         mismatched = 0
         for i, c, p in zip(usable, conditioned, plain):
+            read[i] += [p, c]
             pair = same_tokens(c, p)
             mismatched += pair is None
             if pair is not None:
@@ -205,7 +208,7 @@ class ReCaLL(_RescoringDetector):
             notes.append(f"recall: {len(questions) - len(usable)} question(s) left unscored (NaN): the given prefix contains them")
         if mismatched:
             notes.append(f"recall: {mismatched} text(s) share no token with and without the prefix; left unscored (NaN)")
-        return self._result(raw, notes=notes, responses=responses)
+        return self._result(raw, notes=notes, responses=read)
 
 
 @register
@@ -223,4 +226,4 @@ class LogProber(Detector):
         # the question as the model reads it: every token that has a prediction (SPEC §5)
         scored = score_questions(questions, responder)
         safe = np.array([stats.logprober_safe_score(s.logprobs) for s in scored])
-        return self._result(safe, contaminated=safe < self.threshold)
+        return self._result(safe, contaminated=safe < self.threshold, responses=[[s] for s in scored])

@@ -49,4 +49,5 @@ class Ref(_RescoringDetector):
             pair = same_tokens(a, b)
             if pair is not None:
                 raw[i] = float(pair[0].mean() - pair[1].mean())
-        return self._result(raw, responses=responses)
+        read = [([responses[i]] if responses else []) + [audited[i], base[i]] for i in range(len(questions))]
+        return self._result(raw, responses=read)

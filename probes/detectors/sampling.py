@@ -39,8 +39,7 @@ class CDD(Detector):
                                                                  n=self.n, seed=self.seed))
         peaks = np.array([stats.cdd_peak(g[0].token_ids, [s.token_ids for s in row], self.alpha, self.max_tokens)
                           for g, row in zip(greedy, samples)])
-        return self._result(peaks, contaminated=peaks > self.xi,
-                            responses=[g[0] for g in greedy] + [s for row in samples for s in row])
+        return self._result(peaks, contaminated=peaks > self.xi, responses=[g + row for g, row in zip(greedy, samples)])
 
 
 @register
@@ -67,7 +66,7 @@ class MinKNN(Detector):
         samples = responder.generate(questions, GenerationParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
                                                                  top_p=self.top_p, n=self.n, seed=self.seed))
         raw = [stats.min_knn_statistic([s.token_ids if self.unit == "tokens" else s.text for s in row], self.k) for row in samples]
-        return self._result(raw, responses=[s for row in samples for s in row])
+        return self._result(raw, responses=samples)
 
 
 def _entropy_notes(gens: Sequence[Any], name: str) -> list[str]:
@@ -96,7 +95,7 @@ class SelfCritique(Detector):
         first = [g[0] for g in responder.generate(questions, params)]
         second = [g[0] for g in responder.generate([self.critique_prompt(q, r.text) for q, r in zip(questions, first)], params)]
         raw = [stats.penalized_cosine(a.entropies, b.entropies) for a, b in zip(first, second)]
-        return self._result(raw, notes=_entropy_notes(first + second, self.name), responses=first + second)
+        return self._result(raw, notes=_entropy_notes(first + second, self.name), responses=[[a, b] for a, b in zip(first, second)])
 
 
 @register
@@ -119,7 +118,7 @@ class EntropyTemp(Detector):
                                                                  temperature=self.temperature, n=self.n, seed=self.seed))
         raw = [float(np.mean([stats.penalized_cosine(g.entropies, s.entropies) for s in row])) for g, row in zip(greedy, samples)]
         gens = greedy + [s for row in samples for s in row]
-        return self._result(raw, notes=_entropy_notes(gens, self.name), responses=gens)
+        return self._result(raw, notes=_entropy_notes(gens, self.name), responses=[[g, *row] for g, row in zip(greedy, samples)])
 
 
 @register
@@ -140,4 +139,4 @@ class EntropyNoise(Detector):
         plain = [g[0] for g in responder.generate(questions, params)]
         noisy = [g[0] for g in responder.generate([prefix + q for q in questions], params)]
         raw = [stats.penalized_cosine(a.entropies, b.entropies) for a, b in zip(plain, noisy)]
-        return self._result(raw, notes=_entropy_notes(plain + noisy, self.name), responses=plain + noisy)
+        return self._result(raw, notes=_entropy_notes(plain + noisy, self.name), responses=[[a, b] for a, b in zip(plain, noisy)])

@@ -37,8 +37,9 @@ class GenerationParams:
         temperature: 0 = greedy; otherwise sampling at this temperature.
         top_p: nucleus sampling mass (1 = off).
         n: completions per prompt.
-        seed: sampling seed (completion j of a prompt uses a generator seeded from (seed, prompt, j),
-            so it does not depend on what else is in the batch).
+        seed: sampling seed (completion j of a prompt uses a generator seeded from (seed, prompt, j);
+            with each row's own budget and prompt cut, a completion depends on (model, prompt,
+            these parameters, seed, j) only, never on what else is in its batch).
     """
 
     max_new_tokens: int = 256
@@ -78,6 +79,8 @@ class Generation:
         finish_reason: ``"stop"`` (end-of-sequence) or ``"length"`` (budget reached).
         mu, sigma: ``[T]`` mean and std of log p over the vocabulary under p at each step
             (Min-K%++; from an API, over the top-K log-probs renormalised: an approximation).
+        prompt_cut: tokens dropped from the start of a prompt longer than the model's context
+            (0: the whole prompt was read).
     """
 
     text: str
@@ -88,17 +91,23 @@ class Generation:
     finish_reason: str = "stop"
     mu: np.ndarray | None = None
     sigma: np.ndarray | None = None
+    prompt_cut: int = 0
+
+    @property
+    def capped(self) -> bool:
+        """Whether it stopped at its token budget (a truncated answer)."""
+        return self.finish_reason == "length"
 
     def to_dict(self) -> dict[str, Any]:
         return {"text": self.text, "token_ids": list(self.token_ids), "logprobs": self.logprobs.tolist(),
                 "entropies": self.entropies.tolist(), "entropy_kind": self.entropy_kind, "finish_reason": self.finish_reason,
-                "mu": _list(self.mu), "sigma": _list(self.sigma)}
+                "mu": _list(self.mu), "sigma": _list(self.sigma), "prompt_cut": self.prompt_cut}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Generation":
         return cls(data["text"], list(data["token_ids"]), np.array(data["logprobs"], dtype=np.float64),
                    np.array(data["entropies"], dtype=np.float64), data["entropy_kind"], data["finish_reason"],
-                   _array(data.get("mu")), _array(data.get("sigma")))
+                   _array(data.get("mu")), _array(data.get("sigma")), int(data.get("prompt_cut", 0)))
 
 
 @dataclass
@@ -110,19 +119,32 @@ class TextScore:
         logprobs: ``[T]`` log p(x_t | context, x_<t).
         mu, sigma: ``[T]`` mean and std of log p over the vocabulary under p at each position
             (from an API, over the top-K renormalised; None when the responder cannot supply them).
+        context_cut / text_cut: tokens dropped from the start of the context, and from the end of
+            the text, to fit the model's context (0: read whole).
     """
 
     token_ids: list[int]
     logprobs: np.ndarray
     mu: np.ndarray | None = None
     sigma: np.ndarray | None = None
+    context_cut: int = 0
+    text_cut: int = 0
+
+    @property
+    def prompt_cut(self) -> int:
+        """Tokens dropped to fit the context (context and text together)."""
+        return self.context_cut + self.text_cut
+
+    capped = False  # a teacher-forced score reads a given text: it has no budget to hit
 
     def to_dict(self) -> dict[str, Any]:
-        return {"token_ids": list(self.token_ids), "logprobs": self.logprobs.tolist(), "mu": _list(self.mu), "sigma": _list(self.sigma)}
+        return {"token_ids": list(self.token_ids), "logprobs": self.logprobs.tolist(), "mu": _list(self.mu), "sigma": _list(self.sigma),
+                "context_cut": self.context_cut, "text_cut": self.text_cut}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TextScore":
-        return cls(list(data["token_ids"]), np.array(data["logprobs"], dtype=np.float64), _array(data["mu"]), _array(data["sigma"]))
+        return cls(list(data["token_ids"]), np.array(data["logprobs"], dtype=np.float64), _array(data["mu"]), _array(data["sigma"]),
+                   int(data.get("context_cut", 0)), int(data.get("text_cut", 0)))
 
 
 def _list(x: np.ndarray | None) -> list[float] | None:

@@ -11,7 +11,7 @@ import functools
 import hashlib
 import json
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Sequence
 
 import numpy as np
@@ -76,6 +76,9 @@ class LocalResponder:
             "tokenizer": loaded.tokenizer_fingerprint,
             "dtype": str(loaded.dtype),
             "prompt_format": {**asdict(prompt_format), "chat": self.chat},
+            # 2: each row its own budget and prompt cut (SPEC §5); the store never serves completions
+            # made under the earlier batch-wide budget, which depended on batch-mates
+            "decoding_rule": 2,
         }
 
     # ------------------------------------------------------------------ prompts
@@ -101,12 +104,12 @@ class LocalResponder:
 
     def generate(self, prompts: Sequence[str], params: GenerationParams) -> list[list[Generation]]:
         """``params.n`` completions of each prompt (formatted), in order."""
-        return self._generate([self._fit_prompt(self.encode_prompt(p)) for p in prompts], prompts, params)
+        return self._generate([self.encode_prompt(p) for p in prompts], prompts, params)
 
     def complete(self, texts: Sequence[str], params: GenerationParams) -> list[list[Generation]]:
         """``params.n`` plain-text continuations of each text: no template, the tokenizer's own
         special tokens (e.g. BOS) as for any raw text."""
-        return self._generate([self._fit_prompt(self.tokenizer(t)["input_ids"]) for t in texts], texts, params)
+        return self._generate([self.tokenizer(t)["input_ids"] for t in texts], texts, params)
 
     def token_spans(self, text: str) -> list[tuple[int, int, int]]:
         """``(token id, start, end)`` of each token of ``text`` read as plain text (no specials)."""
@@ -123,17 +126,22 @@ class LocalResponder:
         return hashlib.sha256(json.dumps([vocab, specials, added]).encode()).hexdigest()
 
     def _generate(self, encoded: list[list[int]], prompts: Sequence[str], params: GenerationParams) -> list[list[Generation]]:
+        """Completions of token-id prompts. Each prompt is fitted to the context on its own
+        (:meth:`_fit_prompt`) and each row has its own budget, so a completion depends only on
+        (prompt, decoding parameters, seed, j) — never on its batch-mates (SPEC §5)."""
         import torch
 
+        fitted = [self._fit_prompt(ids) for ids in encoded]
         rows = [(p, j) for p in range(len(prompts)) for j in range(params.n)]
-        order = sorted(range(len(rows)), key=lambda r: -len(encoded[rows[r][0]]))  # similar lengths together
+        order = sorted(range(len(rows)), key=lambda r: -len(fitted[rows[r][0]][0]))  # similar lengths together
         results: list[Generation | None] = [None] * len(rows)
         with torch.inference_mode():
             for start in range(0, len(order), self.batch_size):
                 batch = order[start : start + self.batch_size]
                 seeds = [sample_seed(params.seed, prompts[rows[r][0]], rows[r][1]) for r in batch]
-                outs = self._generate_batch([encoded[rows[r][0]] for r in batch], params, seeds)
+                outs = self._generate_batch([fitted[rows[r][0]][0] for r in batch], params, seeds)
                 for r, out in zip(batch, outs):
+                    out.prompt_cut = fitted[rows[r][0]][1]
                     results[r] = out
         self.counter.generated += len(rows)
         grouped: list[list[Generation]] = [[] for _ in prompts]
@@ -141,75 +149,67 @@ class LocalResponder:
             grouped[p].append(gen)  # type: ignore[arg-type]
         return grouped
 
-    def _fit_prompt(self, ids: list[int]) -> list[int]:
-        """Keep the last ``context − 1`` tokens of a prompt longer than the model's context
-        (so at least one token can be generated), with a warning."""
+    def _fit_prompt(self, ids: list[int]) -> tuple[list[int], int]:
+        """The prompt and how many of its first tokens were dropped: a prompt longer than the
+        model's context keeps its last ``context − 1`` tokens (so at least one token can be
+        generated). Recorded on the generation (``prompt_cut``), not only logged."""
         limit = self.loaded.max_positions
         if limit is not None and len(ids) >= limit:
-            logger.warning("a prompt of %d tokens exceeds the model's context of %d; its first %d tokens are dropped",
-                           len(ids), limit, len(ids) - limit + 1)
-            return ids[len(ids) - limit + 1 :]
-        return ids
+            cut = len(ids) - limit + 1
+            logger.warning("a prompt of %d tokens exceeds the model's context of %d; its first %d tokens are dropped "
+                           "(for that prompt only)", len(ids), limit, cut)
+            return ids[cut:], cut
+        return ids, 0
 
     def _generate_batch(self, prompt_ids: list[list[int]], params: GenerationParams, seeds: list[int]) -> list[Generation]:
+        """One batch of rows, left-padded. Row i's budget is its own, min(max_new_tokens, context −
+        len(prompt_i)); a row stops at its end-of-sequence token or its budget, and finished rows
+        leave the batch (their cache rows dropped), so the others never wait on them."""
         import torch
 
         device = self.loaded.device
         pad = self.tokenizer.pad_token_id
+        limit = self.loaded.max_positions
         width = max(len(x) for x in prompt_ids)
+        budgets = [params.max_new_tokens if limit is None else min(params.max_new_tokens, limit - len(x)) for x in prompt_ids]
         ids = torch.tensor([[pad] * (width - len(x)) + x for x in prompt_ids], device=device)
         attention = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in prompt_ids], device=device)
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
         generators = [torch.Generator(device=device).manual_seed(s) for s in seeds]
-        b = len(prompt_ids)
-        tokens: list[list[int]] = [[] for _ in range(b)]
-        logprobs: list[list[float]] = [[] for _ in range(b)]
-        entropies: list[list[float]] = [[] for _ in range(b)]
-        mus: list[list[float]] = [[] for _ in range(b)]
-        sigmas: list[list[float]] = [[] for _ in range(b)]
-        finished = [False] * b
+        steps = [_Steps() for _ in prompt_ids]
+        active = list(range(len(prompt_ids)))  # rows still generating, in batch order
         out = self.model(input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True, logits_to_keep=1)
-        limit = self.loaded.max_positions
-        steps = params.max_new_tokens if limit is None else min(params.max_new_tokens, limit - width)
-        for step in range(steps):
-            logits = out.logits[:, -1, :].float()  # [b, V]
+        while True:
+            logits = out.logits[:, -1, :].float()  # [b_active, V]
             logp = torch.log_softmax(logits, dim=-1)
             mu, sigma = _moments(logp)
-            entropy = -mu  # exact, full vocabulary: H = −Σ p log p
-            nxt = self._choose(logits, params, generators)  # [b]
+            nxt = self._choose(logits, params, [generators[i] for i in active])  # [b_active]
             chosen = logp.gather(1, nxt[:, None])[:, 0]
-            nxt_list, chosen_list, entropy_list = nxt.tolist(), chosen.tolist(), entropy.tolist()
-            mu_list, sigma_list = mu.tolist(), sigma.tolist()
-            for i in range(b):
-                if finished[i]:
+            _check_finite(chosen, mu)
+            values = zip(nxt.tolist(), chosen.tolist(), (-mu).tolist(), mu.tolist(), sigma.tolist())
+            keep = []
+            for k, (i, (token, lp, entropy, m, s)) in enumerate(zip(active, values)):
+                if token in self.eos_ids:
+                    steps[i].finish = "stop"
                     continue
-                if nxt_list[i] in self.eos_ids:
-                    finished[i] = True
-                    continue
-                tokens[i].append(nxt_list[i])
-                logprobs[i].append(chosen_list[i])
-                entropies[i].append(entropy_list[i])
-                mus[i].append(mu_list[i])
-                sigmas[i].append(sigma_list[i])
-            if all(finished) or step == steps - 1:
+                steps[i].add(token, lp, entropy, m, s)
+                if len(steps[i].tokens) >= budgets[i]:
+                    steps[i].finish = "length"
+                else:
+                    keep.append(k)
+            if not keep:
                 break
-            attention = torch.cat([attention, attention.new_ones((b, 1))], dim=1)
+            past = out.past_key_values
+            if len(keep) < len(active):  # finished rows leave the batch
+                index = torch.tensor(keep, device=device)
+                past.reorder_cache(index)
+                nxt, attention, positions = nxt[index], attention[index], positions[index]
+                active = [active[k] for k in keep]
+            attention = torch.cat([attention, attention.new_ones((len(active), 1))], dim=1)
             positions = positions[:, -1:] + 1
             out = self.model(input_ids=nxt[:, None], attention_mask=attention, position_ids=positions,
-                             past_key_values=out.past_key_values, use_cache=True)
-        return [
-            Generation(
-                text=self.tokenizer.decode(tokens[i], skip_special_tokens=True),
-                token_ids=tokens[i],
-                logprobs=np.array(logprobs[i], dtype=np.float64),
-                entropies=np.array(entropies[i], dtype=np.float64),
-                entropy_kind="exact",
-                finish_reason="stop" if finished[i] else "length",
-                mu=np.array(mus[i], dtype=np.float64),
-                sigma=np.array(sigmas[i], dtype=np.float64),
-            )
-            for i in range(b)
-        ]
+                             past_key_values=past, use_cache=True)
+        return [step.generation(self.tokenizer) for step in steps]
 
     @staticmethod
     def _choose(logits: Any, params: GenerationParams, generators: list[Any]) -> Any:
@@ -253,21 +253,23 @@ class LocalResponder:
         formatted = self.format(lead + sentinel)
         return formatted[: formatted.index(sentinel)] if sentinel in formatted else ""
 
-    def _fit_pair(self, context: list[int], text: list[int]) -> tuple[list[int], list[int]]:
-        """Drop context tokens from the left (then text tokens from the right) to fit the model."""
+    def _fit_pair(self, context: list[int], text: list[int]) -> tuple[list[int], list[int], int, int]:
+        """Drop context tokens from the left (then text tokens from the right) to fit the model;
+        returns the pair and how many tokens each lost."""
         limit = self.loaded.max_positions
         if limit is None or len(context) + len(text) <= limit:
-            return context, text
+            return context, text, 0, 0
         keep = max(0, limit - len(text))
         logger.warning("context + text of %d tokens exceed the model's context of %d; the context keeps its last %d tokens%s",
                        len(context) + len(text), limit, keep, "" if keep else " and the text is cut")
-        return (context[len(context) - keep :] if keep else []), text[:limit]
+        return (context[len(context) - keep :] if keep else []), text[:limit], len(context) - keep, max(0, len(text) - limit)
 
     def score_ids(self, pairs: Sequence[tuple[list[int], list[int]]]) -> list[TextScore]:
         """Like :meth:`score` on token ids: ``(context_ids, text_ids)`` pairs."""
         import torch
 
-        pairs = [self._fit_pair(list(c), list(t)) for c, t in pairs]
+        fitted = [self._fit_pair(list(c), list(t)) for c, t in pairs]
+        pairs = [(c, t) for c, t, _, _ in fitted]
         vocab = self.model.get_output_embeddings().weight.shape[0]
         budget_tokens = max(1, int(self.score_budget_mib * 2**20 // (vocab * 4)))
         order = sorted(range(len(pairs)), key=lambda i: -(len(pairs[i][0]) + len(pairs[i][1])))
@@ -282,6 +284,7 @@ class LocalResponder:
                         batch.append(i)
                         continue
                 for j, result in zip(batch, self._score_batch([pairs[j] for j in batch])):
+                    result.context_cut, result.text_cut = fitted[j][2], fitted[j][3]
                     results[j] = result
                 batch = [i] if i is not None else []
         self.counter.scored += len(pairs)
@@ -308,6 +311,7 @@ class LocalResponder:
             target = ids[row, first:stop]
             chosen = logp.gather(1, target[:, None])[:, 0]
             mu, sigma = _moments(logp)
+            _check_finite(mu)
             out.append(TextScore(
                 token_ids=target.tolist(),
                 logprobs=chosen.double().cpu().numpy(),
@@ -315,6 +319,43 @@ class LocalResponder:
                 sigma=sigma.double().cpu().numpy(),
             ))
         return out
+
+
+@dataclass
+class _Steps:
+    """One row's generated tokens and per-step statistics, as they come."""
+
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    entropies: list[float] = field(default_factory=list)
+    mus: list[float] = field(default_factory=list)
+    sigmas: list[float] = field(default_factory=list)
+    finish: str = "length"
+
+    def add(self, token: int, logprob: float, entropy: float, mu: float, sigma: float) -> None:
+        self.tokens.append(token)
+        self.logprobs.append(logprob)
+        self.entropies.append(entropy)
+        self.mus.append(mu)
+        self.sigmas.append(sigma)
+
+    def generation(self, tokenizer: Any) -> Generation:
+        as_array = functools.partial(np.array, dtype=np.float64)
+        return Generation(text=tokenizer.decode(self.tokens, skip_special_tokens=True), token_ids=self.tokens,
+                          logprobs=as_array(self.logprobs), entropies=as_array(self.entropies), entropy_kind="exact",
+                          finish_reason=self.finish, mu=as_array(self.mus), sigma=as_array(self.sigmas))
+
+
+def _check_finite(*tensors: Any) -> None:
+    """Refuse non-finite model outputs at their source: NaN logits mean broken weights or an
+    overflow of the compute dtype, and would become NaN scores downstream."""
+    import torch
+
+    if not all(bool(torch.isfinite(t).all()) for t in tensors):
+        from ..errors import NonFiniteError
+
+        raise NonFiniteError("the model produced non-finite log-probabilities (NaN/inf): its weights hold NaN/inf, or "
+                             "the compute dtype overflows (try --dtype float32 or bfloat16)")
 
 
 def _moments(logp: Any) -> tuple[Any, Any]:

@@ -82,7 +82,10 @@ def test_capped_responses_are_counted_and_reported(loaded_models):
     answers = [g[0] for g in responder.generate(questions, GenerationParams(max_new_tokens=3))]
     capped = sum(len(g.token_ids) == 3 and g.finish_reason == "length" for g in answers)
     assert capped >= 2  # a random toy rarely stops within 3 tokens
-    assert summary.info["detectors"]["ppl"]["responses"] == {"n": 3, "capped": capped}
+    capped_ids = [i for i, g in zip(["a", "b", "c"], answers) if g.finish_reason == "length"]
+    assert summary.info["detectors"]["ppl"]["responses"] == {"n": 3, "capped": capped, "prompt_cut": 0,
+                                                             "capped_ids": capped_ids, "prompt_cut_ids": []}
+    assert summary.raw.columns["ppl_capped"].tolist() == [float(g.finish_reason == "length") for g in answers]
     assert summary.info["detectors"]["self_critique"]["responses"]["n"] == 6
     assert summary.info["detectors"]["cdd"]["responses"]["n"] == 9
     notes = "\n".join(summary.info["notes"])

@@ -236,4 +236,4 @@ def test_partial_completion_through_the_endpoint_equals_the_local_path(served, a
     assert np.isfinite(remote.raw).all()
     np.testing.assert_allclose(remote.raw, here.raw, atol=1e-12)
     np.testing.assert_array_equal(remote.extra["exact_match"], here.extra["exact_match"])
-    assert remote.n_responses == here.n_responses > 0
+    assert remote.n_responses.tolist() == here.n_responses.tolist() and here.n_responses.sum() > 0
