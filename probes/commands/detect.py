@@ -115,12 +115,14 @@ def handle(args: argparse.Namespace) -> int:
         quiet_library_progress_bars(args.verbose)
         backend = LocalResponder(load_model(model_config(args.source)), prompt_format, batch_size=args.batch_size)
     store = ResponseStore(args.store or default_cache_dir().parent / "responses.sqlite")
-    responder = on_ranks(CachedResponder(backend, store), ranks)
+    progress = not args.no_progress and (ranks is None or ranks.rank == 0)
+    responder = on_ranks(CachedResponder(backend, store, progress=progress), ranks)
     reference = None
     if args.reference:
         quiet_library_progress_bars(args.verbose)
         loaded = load_model(model_config(args.reference))
-        reference = on_ranks(CachedResponder(LocalResponder(loaded, prompt_format, batch_size=args.batch_size), store), ranks)
+        reference = on_ranks(CachedResponder(LocalResponder(loaded, prompt_format, batch_size=args.batch_size), store,
+                                             progress=progress), ranks)
     controls = None
     if args.sets:
         from generation.records import read_sets
@@ -130,7 +132,7 @@ def handle(args: argparse.Namespace) -> int:
         controls = control_texts(read_sets(args.sets), args.controls)
     clean = [q.question for q in questions if q.split == "clean_ref"]
     summary = run_detectors(names, [q.id for q in questions], [q.question for q in questions], responder, params,
-                            clean_questions=clean, progress=not args.no_progress and (ranks is None or ranks.rank == 0), reference=reference,
+                            clean_questions=clean, progress=progress, reference=reference,
                             sampling_temperature=args.sampling_temperature, controls=controls,
                             calibrate=[n.strip() for n in args.calibrate.split(",")] if args.calibrate else None)
     if ranks is not None:

@@ -131,12 +131,12 @@ def detect(run_dir: Path, name: str, config: RunConfig, model: LazyModel, questi
                                        concurrency=e.concurrency, system=d.system_prompt)
     else:
         backend = LocalResponder(model.get(), prompt_format, batch_size=d.batch_size)
-    responder = on_ranks(CachedResponder(backend, ResponseStore(store_path(run_dir, name, d.store))), ranks)
+    responder = on_ranks(CachedResponder(backend, ResponseStore(store_path(run_dir, name, d.store)), progress=progress), ranks)
     reference_responder = None
     if reference is not None:
         ref_name, ref_model = reference
         reference_responder = on_ranks(CachedResponder(LocalResponder(ref_model.get(), prompt_format, batch_size=d.batch_size),
-                                                       ResponseStore(store_path(run_dir, ref_name, d.store))), ranks)
+                                                       ResponseStore(store_path(run_dir, ref_name, d.store)), progress=progress), ranks)
     controls = None
     if config.calibrating:
         from generation.records import read_sets

@@ -81,6 +81,11 @@ class LocalResponder:
             "decoding_rule": 2,
         }
 
+    @property
+    def commit_rows(self) -> int:
+        """Completions a response store runs and commits together: one batch."""
+        return self.batch_size
+
     # ------------------------------------------------------------------ prompts
 
     def format(self, prompt: str) -> str:

@@ -83,6 +83,11 @@ class OpenAIResponder:
         self._n_supported: bool | None = None  # learnt from the first request with n > 1
         self._lock = threading.Lock()
 
+    @property
+    def commit_rows(self) -> int:
+        """Completions a response store asks for and commits together: a few rounds of requests in flight."""
+        return 4 * self.concurrency
+
     def format(self, prompt: str) -> str:
         """The server applies its own chat template; the client sends the prompt as the user message."""
         return prompt

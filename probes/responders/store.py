@@ -7,7 +7,9 @@ its index j: completion j depends only on those, so asking for 50 samples after 
 work by construction: PPL on the greedy answer reuses Self-Critique's first answer, CDD and
 Min-kNN reuse each other's samples when their parameters match.
 
-The store is SQLite (WAL mode, one committed row per response), safe to interrupt.
+The store is SQLite (WAL mode, one committed row per response), safe to interrupt: a call is
+run and committed chunk by chunk (about one batch of the wrapped responder each), so an
+interrupted detector pass keeps every chunk it finished and the next run generates only the rest.
 """
 
 from __future__ import annotations
@@ -85,14 +87,24 @@ class CachedResponder:
 
     ``counter`` counts what really ran (``generated``, ``scored``, and the ``requests`` a served
     model was sent) and what came from the store (``cache_hits``).
+
+    Args:
+        responder: the wrapped responder.
+        store: where responses are kept.
+        progress: show a bar of the completions (texts) done within each call that needs more
+            than one chunk.
+        chunk_rows: completions (or texts) run and committed together (default: the wrapped
+            responder's ``commit_rows``, else 16).
     """
 
-    def __init__(self, responder: Any, store: ResponseStore) -> None:
+    def __init__(self, responder: Any, store: ResponseStore, progress: bool = False, chunk_rows: int | None = None) -> None:
         self.responder = responder
         self.store = store
         self.access = responder.access
         self.identity = responder.identity
         self.counter = CallCounter()
+        self.progress = progress
+        self.chunk_rows = max(1, chunk_rows or getattr(responder, "commit_rows", 16))
 
     @property
     def vocabulary_fingerprint(self) -> str | None:
@@ -117,20 +129,20 @@ class CachedResponder:
         keys = [[_key(kind, self.identity, p, decoding, j) for j in range(params.n)] for p in prompts]
         found = self.store.get_many([k for row in keys for k in row])
         self.counter.cache_hits += len(found)
-        missing = sorted({(i, j) for i, row in enumerate(keys) for j, k in enumerate(row) if k not in found})
-        if missing:
-            # completion j of a prompt depends on (seed, prompt, j) only, so regenerating the
-            # prompts that miss anything and keeping the missing indices is exact
-            todo = sorted({i for i, _ in missing})
-            fresh = self._counting_requests(run, [prompts[i] for i in todo], params)
-            new = {}
-            for i, gens in zip(todo, fresh):
-                for j, gen in enumerate(gens):
-                    if (i, j) in missing:
-                        new[keys[i][j]] = gen.to_dict()
-            self.store.put_many(kind, new)
-            self.counter.generated += len(new)
-            found.update(new)
+        missing = {(i, j) for i, row in enumerate(keys) for j, k in enumerate(row) if k not in found}
+        # completion j of a prompt depends on (seed, prompt, j) only, so regenerating the prompts
+        # that miss anything, in chunks, and keeping the missing indices is exact
+        todo = sorted({i for i, _ in missing}, key=lambda i: (-len(prompts[i]), i))  # similar lengths together
+        per_chunk = max(1, self.chunk_rows // params.n)
+        with self._bar(len(missing), kind, len(todo) > per_chunk) as bar:
+            for start in range(0, len(todo), per_chunk):
+                chunk = todo[start : start + per_chunk]
+                fresh = self._counting_requests(run, [prompts[i] for i in chunk], params)
+                new = {keys[i][j]: gen.to_dict() for i, gens in zip(chunk, fresh) for j, gen in enumerate(gens) if (i, j) in missing}
+                self.store.put_many(kind, new)  # committed: an interruption after this keeps it
+                self.counter.generated += len(new)
+                found.update(new)
+                bar.update(len(new))
         return [[Generation.from_dict(found[k]) for k in row] for row in keys]
 
     def score(self, contexts: Sequence[str], texts: Sequence[str]) -> list[TextScore]:
@@ -144,13 +156,27 @@ class CachedResponder:
     def _scored(self, keys: list[str], run: Any) -> list[TextScore]:
         found = self.store.get_many(keys)
         self.counter.cache_hits += len(found)
-        todo = [i for i, k in enumerate(keys) if k not in found]
-        if todo:
-            new = {keys[i]: s.to_dict() for i, s in zip(todo, self._counting_requests(run, todo))}
-            self.store.put_many("score", new)
-            self.counter.scored += len(new)
-            found.update(new)
+        first: dict[str, int] = {}
+        for i, k in enumerate(keys):
+            if k not in found:
+                first.setdefault(k, i)  # a text asked for twice is scored once
+        todo = list(first.values())
+        with self._bar(len(todo), "score", len(todo) > self.chunk_rows) as bar:
+            for start in range(0, len(todo), self.chunk_rows):
+                chunk = todo[start : start + self.chunk_rows]
+                new = {keys[i]: s.to_dict() for i, s in zip(chunk, self._counting_requests(run, chunk))}
+                self.store.put_many("score", new)
+                self.counter.scored += len(new)
+                found.update(new)
+                bar.update(len(chunk))
         return [TextScore.from_dict(found[k]) for k in keys]
+
+    def _bar(self, total: int, kind: str, shown: bool) -> Any:
+        """A progress bar of one call's work (a no-op unless ``progress`` and the call needs more than one chunk)."""
+        from tqdm.auto import tqdm
+
+        return tqdm(total=total, unit="text" if kind == "score" else "completion", desc=kind, leave=False,
+                    disable=not (self.progress and shown), dynamic_ncols=True)
 
     def _counting_requests(self, run: Any, *args: Any) -> Any:
         """``run(*args)``, adding the requests the wrapped responder sent to this counter."""

@@ -1,0 +1,67 @@
+"""Ctrl-C in the middle of a detector pass keeps every chunk of completions already committed, and
+the rerun generates only the rest and ends equal to an uninterrupted run. Before the fix the
+response store received a detector's completions only when its whole call over every question
+ended: after SIGINT it held the greedy answers alone, although the message said rows were kept."""
+
+from __future__ import annotations
+
+import re
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+
+from probes.scores import ScoreTable
+from tests.torchrun import ENV, lara_command
+
+
+def _generated(path: Path) -> int:
+    try:
+        with sqlite3.connect(path, timeout=1) as db:
+            return db.execute("SELECT COUNT(*) FROM responses WHERE kind = 'generate'").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def _detect(questions: Path, model: Path, store: Path, out: Path) -> list[str]:
+    return lara_command(1, "detect", "ppl,cdd", str(questions), "--model", str(model), "--device", "cpu",
+                        "--prompt-format", "raw", "--template", "Q: {prompt}\nA:", "--batch-size", "4",
+                        "--param", "ppl.max_new_tokens=24", "--param", "cdd.n=30", "--param", "cdd.max_tokens=24",
+                        "--store", str(store), "-o", str(out))
+
+
+def test_sigint_mid_detector_keeps_committed_completions_and_the_rerun_ends_equal(bank_questions, toy_dirs, tmp_path):
+    model = toy_dirs["gpt2"]
+    n_questions = 40
+    total = n_questions * (1 + 30)  # one greedy answer (shared by PPL and CDD) and 30 samples per question
+    store = tmp_path / "store.sqlite"
+    proc = subprocess.Popen(_detect(bank_questions, model, store, tmp_path / "a.csv"), env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None and _generated(store) < n_questions + 8:
+        time.sleep(0.01)  # the greedy answers and at least one chunk of CDD's samples are in
+    assert proc.poll() is None, "the pass ended before it could be interrupted; give it more work"
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr[-2000:]
+    assert "interrupted; finished rows are kept" in stderr
+    committed = _generated(store)
+    assert n_questions + 8 <= committed < total  # CDD's finished chunks are in the store, not only the greedy answers
+    assert re.search(r"generate:.*completion", stderr)  # progress within the pass
+
+    rerun = subprocess.run(_detect(bank_questions, model, store, tmp_path / "a.csv") + ["--no-progress"], env=ENV,
+                           capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr[-2000:]
+    generated = int(re.search(r"(\d+) completions generated", rerun.stdout).group(1))
+    assert generated == total - committed  # nothing committed is generated again
+
+    fresh = subprocess.run(_detect(bank_questions, model, tmp_path / "fresh.sqlite", tmp_path / "b.csv") + ["--no-progress"],
+                           env=ENV, capture_output=True, text=True, timeout=600)
+    assert fresh.returncode == 0, fresh.stderr[-2000:]
+    resumed, uninterrupted = ScoreTable.read_csv(tmp_path / "a.csv"), ScoreTable.read_csv(tmp_path / "b.csv")
+    assert resumed.ids == uninterrupted.ids
+    np.testing.assert_array_equal(resumed.columns["cdd"], uninterrupted.columns["cdd"])  # token-level: exact
+    np.testing.assert_allclose(resumed.columns["ppl"], uninterrupted.columns["ppl"], rtol=1e-5)  # float32 batch rounding
