@@ -34,3 +34,7 @@ class StoreMismatchError(CacheError):
 
 class StoreFormatError(CacheError):
     """A file is not an activation store this version can read."""
+
+
+class NonFiniteError(CacheError):
+    """The model produced NaN/inf activations (compute dtype overflow, broken weights)."""

@@ -182,6 +182,7 @@ def load_model(config: ModelConfig) -> LoadedModel:
         model = model.to(device)
     model.eval()
     model.requires_grad_(False)
+    check_finite_weights(model, config.source)
 
     probe = tokenizer("Layer probe.", add_special_tokens=True, return_tensors="pt")["input_ids"][:, :8]
     if probe.numel() == 0:
@@ -192,6 +193,21 @@ def load_model(config: ModelConfig) -> LoadedModel:
         config.source, type(model).__name__, layout.n_blocks, layout.d_model, input_device(model), next(model.parameters()).dtype,
     )
     return LoadedModel(model=model, tokenizer=tokenizer, layout=layout, source=source, config=config)
+
+
+def check_finite_weights(model: Any, source: str) -> None:
+    """Refuse a checkpoint whose weights hold NaN or inf (a header can be intact over corrupt
+    data): every activation, score and verdict made from it would be NaN, and NaN reads as "no
+    signal". One pass over the parameters on their own devices, no copies."""
+    import torch
+
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if param.is_floating_point() and not bool(torch.isfinite(param).all()):
+                bad = int((~torch.isfinite(param)).sum())
+                raise ModelLoadError(f"the checkpoint {source!r} holds non-finite weights: {bad} of {param.numel()} values of "
+                                     f"{name} are NaN or inf; the file is corrupt or was saved from a diverged run — "
+                                     "re-download or re-export it")
 
 
 def _check_causal_lm(source: "ModelSource", config: ModelConfig, common: dict[str, Any]) -> None:

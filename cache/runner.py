@@ -27,7 +27,7 @@ from .backends import Extractor, create_extractor
 from .batching import collate, default_batch_tokens, plan_batches
 from .config import CacheConfig
 from .distributed import Ranks, assign
-from .errors import ConfigError, InputError
+from .errors import ConfigError, InputError, NonFiniteError
 from .fingerprint import FINGERPRINT_METHOD, text_hash
 from .layers import LayerSelection, resolve_layers
 from .loading import LoadedModel, load_model
@@ -181,6 +181,7 @@ def _extract_rows(work: list[int], unique: list[str], keys: list[str], encoded: 
             items = [encoded[i] for i in batch]
             tokens = collate(items, loaded.tokenizer.pad_token_id, ex.padding_side)
             pooled = extractor.pool(tokens, selection).numpy()
+            _check_finite_rows(pooled, [unique[i] for i in batch], loaded)
             fresh = [j for j, i in enumerate(batch) if keys[i] not in done]
             writer.add(
                 RowBlock(
@@ -201,6 +202,17 @@ def _extract_rows(work: list[int], unique: list[str], keys: list[str], encoded: 
     finally:
         bar.close()
     return n_computed, n_truncated, n_tokens
+
+
+def _check_finite_rows(pooled: np.ndarray, texts: list[str], loaded: LoadedModel) -> None:
+    """Refuse non-finite activations at their source (``pooled``: ``[batch, n_layers, d]``): a NaN
+    row would make every metric of its question NaN downstream."""
+    bad = ~np.isfinite(pooled).all(axis=(1, 2))
+    if bad.any():
+        first = texts[int(np.argmax(bad))]
+        raise NonFiniteError(f"the model produced non-finite activations (NaN/inf) for {int(bad.sum())} of {len(texts)} texts "
+                             f"in a batch (first: {first[:60]!r}); nothing of that batch was stored. The compute dtype "
+                             f"({loaded.dtype}) overflows or the model is broken: try --dtype float32 or bfloat16")
 
 
 def _commit(writer: StoreWriter, ranks: Ranks | None, n_computed: int, device: str) -> int:

@@ -102,6 +102,16 @@ def capped_notes(detector: Any, result: Any) -> list[str]:
     return [text]
 
 
+def nan_notes(name: str, result: Any, ids: Sequence[str]) -> list[str]:
+    """Questions a detector could not score (NaN) are counted where the scores are shown; every
+    statistic downstream leaves them out and counts them again."""
+    missing = [i for i, v in zip(ids, result.scores) if np.isnan(v)]
+    if not missing:
+        return []
+    shown = ", ".join(missing[:5]) + (", …" if len(missing) > 5 else "")
+    return [f"{name}: {len(missing)} of {len(ids)} questions have no score (NaN: {shown})"]
+
+
 def cut_notes(name: str, result: Any) -> list[str]:
     """SPEC §5: prompts longer than the model's context are cut for their own row only; say how many."""
     n = int(result.prompt_cut.sum())
@@ -182,9 +192,10 @@ def run_detectors(
             raw.add(f"{result.name}_{key}", np.asarray(values, dtype=np.float64))
         raw.add(f"{result.name}_capped", result.capped)  # SPEC §5: per question, answers cut at the budget
         raw.add(f"{result.name}_prompt_cut", result.prompt_cut)  # and prompts cut to fit the context
-        notes += result.notes + capped_notes(detector, result) + cut_notes(detector.name, result)
+        notes += result.notes + capped_notes(detector, result) + cut_notes(detector.name, result) + nan_notes(detector.name, result, ids)
         described[detector.name] = {"params": detector.get_params(), "raw": result.raw_name,
                                     "raw_direction": detector.raw_direction, "n_nonfinite": int((~np.isfinite(result.scores)).sum()),
+                                    "n_nan": int(np.isnan(result.scores).sum()),
                                     "responses": result.responses_summary(list(ids))}
         if detector in calibrated:
             if bar is not None:

@@ -62,21 +62,32 @@ def read_optional_controls(path: str | Path | None) -> ControlTable | None:
 
 
 def describe_verdict(verdict: dict[str, Any], title: str = "Verdict") -> str:
-    """The verdict as text (printed first by ``lara run`` and ``lara verdict``)."""
+    """The verdict as text (printed first by ``lara run`` and ``lara verdict``): the headline, one
+    line per detector with the questions it used and those it left out, the other modes, the
+    subsets, the warnings."""
     lines = [f"{title}: {_headline(verdict)}"]
-    lines += [f"  {line}" for line in _detector_lines(verdict)]
+    lines += [f"  {line}" for line in _detector_lines(verdict)] if verdict["detectors"] else []
     others = [m for m in verdict["modes"] if m != verdict["mode"]]
     for mode in others:
         m = verdict["modes"][mode]
         lines.append(f"  also {mode} mode{' (uncalibrated)' if mode == 'absolute' else ''}: "
                      f"{'reject' if m['reject'] else 'not rejected'}, combined {p_sentence(m['combined']['p_value'])}")
+    for mode, why in (verdict.get("unavailable") or {}).items():
+        lines.append(f"  {mode} mode unavailable: {why}")
     for name, sub in (verdict.get("subsets") or {}).items():
-        lines.append(f"  subset {name} ({sub['n']} questions): {_headline(sub)}")
+        lines.append(f"  subset {name} ({sub['n']} questions): {_headline(sub)}{_left_out_note(sub)}")
     lines += [f"  warning: {w}" for w in verdict.get("warnings", [])]
     return "\n".join(lines)
 
 
+def decided(verdict: dict[str, Any]) -> bool:
+    """Whether a mode decided (False: *no verdict*, which is not a negative answer)."""
+    return verdict.get("mode") is not None
+
+
 def _headline(v: dict[str, Any]) -> str:
+    if not decided(v):
+        return "NO VERDICT (no mode has a detector with a usable question; not a negative answer)"
     c = v["combined"]
     word = "CONTAMINATED" if v["reject"] else "not flagged"
     cal = "" if v["calibrated"] else ", uncalibrated"
@@ -84,11 +95,24 @@ def _headline(v: dict[str, Any]) -> str:
             f"{', '.join(c['detectors']) or 'no detector'})")
 
 
+def left_out_text(record: dict[str, Any]) -> str:
+    """``"3 (2 nan score, 1 too few controls)"`` or ``"0"``: the questions a statistic left out."""
+    parts = {**{k: v for k, v in (record.get("left_out") or {}).items() if v},
+             **{f"clean {k}": v for k, v in (record.get("clean_left_out") or {}).items() if v}}
+    total = sum(parts.values())
+    return f"{total} ({', '.join(f'{v} {k.replace(chr(95), chr(32))}' for k, v in parts.items())})" if total else "0"
+
+
+def _left_out_note(v: dict[str, Any]) -> str:
+    notes = [f"{name} left out {left_out_text(r)}" for name, r in v["detectors"].items() if left_out_text(r) != "0"]
+    return f"; {'; '.join(notes)}" if notes else ""
+
+
 def _detector_lines(v: dict[str, Any]) -> list[str]:
-    out = [f"{'detector':<18} {'within-AUC [95% CI]':<22} {'p':>8}  {'contaminated >= [95% CI]':<26} n"]
+    out = [f"{'detector':<18} {'within-AUC [95% CI]':<22} {'p':>8}  {'contaminated >= [95% CI]':<26} {'n':>5}  left out"]
     for name, r in v["detectors"].items():
         auc, frac = r["within_auc"], r["contaminated_fraction"]
-        out.append(f"{name:<18} {_fig(auc):<22} {_p(r['p_value']):>8}  {_fig(frac):<26} {r['n']}")
+        out.append(f"{name:<18} {_fig(auc):<22} {_p(r['p_value']):>8}  {_fig(frac):<26} {r['n']:>5}  {left_out_text(r)}")
     return out
 
 
@@ -114,23 +138,28 @@ def p_sentence(p: float | None) -> str:
 
 def verdict_markdown(verdict: dict[str, Any]) -> list[str]:
     """The "Verdict" section of a report (Markdown lines)."""
-    lines = ["## Verdict", "", f"**{_headline(verdict)}**", "",
-             "| Detector | within-AUC [95% CI] | p | contaminated fraction ≥ [95% CI] | n |", "|---|---|---|---|---|"]
-    for name, r in verdict["detectors"].items():
-        lines.append(f"| {name} | {_fig(r['within_auc'])} | {_p(r['p_value'])} | {_fig(r['contaminated_fraction'])} | {r['n']} |")
-    lines.append("")
+    lines = ["## Verdict", "", f"**{_headline(verdict)}**", ""]
+    if verdict["detectors"]:
+        lines += ["| Detector | within-AUC [95% CI] | p | contaminated fraction ≥ [95% CI] | n | left out |",
+                  "|---|---|---|---|---|---|"]
+        for name, r in verdict["detectors"].items():
+            lines.append(f"| {name} | {_fig(r['within_auc'])} | {_p(r['p_value'])} | {_fig(r['contaminated_fraction'])} | {r['n']} "
+                         f"| {left_out_text(r)} |")
+        lines.append("")
+    lines += [f"- {mode} mode unavailable: {why}" for mode, why in (verdict.get("unavailable") or {}).items()]
     rows = [("all audited", verdict)] + list((verdict.get("subsets") or {}).items())
     if len(rows) > 1 or len(verdict["modes"]) > 1:
         lines += ["| Questions | " + " | ".join(f"{m} mode" for m in verdict["modes"]) + " |",
                   "|---|" + "---|" * len(verdict["modes"])]
         for name, v in rows:
             cells = [(("**reject**" if v["modes"][m]["reject"] else "not rejected") + f", {p_sentence(v['modes'][m]['combined']['p_value'])}")
-                     if m in v["modes"] else "–" for m in verdict["modes"]]
+                     if m in v["modes"] else "unavailable" for m in verdict["modes"]]
             lines.append(f"| {name} ({v['n']}) | " + " | ".join(cells) + " |")
         lines.append("")
     lines += [f"Warning: {w}" for w in verdict.get("warnings", [])]
     lines += ["", "Within-AUC: the originals' mean rank among their own matched controls (0.5 when the benchmark was "
               "not trained on; in the relative mode, the audited questions' AUC against the clean set's). Calibrated "
               "by the mode: reference = differences to the reference model, relative = against a clean set, absolute = "
-              "as is (uncalibrated). The contaminated fraction is Storey's lower bound.", ""]
+              "as is (uncalibrated). The contaminated fraction is Storey's lower bound. Left out: questions whose score "
+              "is NaN or that have too few scored controls (±inf scores are ranked, not left out).", ""]
     return lines

@@ -2,7 +2,9 @@
 scores on the original questions and on their matched controls (higher = member).
 
 Shapes: ``original [N]``, ``controls [N, C]`` with NaN where a question has fewer valid controls.
-A question with fewer than 2 valid controls (or a non-finite original score) is left out (NaN).
+A question with fewer than 2 scored controls (or an original scored NaN) is left out (NaN) and
+counted (:func:`left_out`). ±inf are scores like any other: an original scored +inf (a perfectly
+predicted question, the strongest member evidence) ranks above all its controls.
 """
 
 from __future__ import annotations
@@ -21,16 +23,40 @@ MIN_CONTROLS = 2
 def _valid(original: np.ndarray, controls: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     original = np.asarray(original, dtype=np.float64)
     controls = np.asarray(controls, dtype=np.float64).reshape(len(original), -1)
-    ok = np.isfinite(controls)
-    usable = np.isfinite(original) & (ok.sum(axis=1) >= MIN_CONTROLS)
+    ok = ~np.isnan(controls)
+    usable = ~np.isnan(original) & (ok.sum(axis=1) >= MIN_CONTROLS)
     return original, controls, usable
+
+
+def left_out(original: np.ndarray, controls: np.ndarray | None = None, min_controls: int = MIN_CONTROLS) -> dict[str, int]:
+    """Questions a statistic leaves out, by reason: ``nan_score`` (the original scored NaN) and
+    ``too_few_controls`` (fewer than ``min_controls`` controls with a score)."""
+    original = np.asarray(original, dtype=np.float64)
+    out = {"nan_score": int(np.isnan(original).sum())}
+    if controls is not None:
+        scored = (~np.isnan(np.asarray(controls, dtype=np.float64).reshape(len(original), -1))).sum(axis=1)
+        out["too_few_controls"] = int((~np.isnan(original) & (scored < min_controls)).sum())
+    return out
+
+
+def first_controls(controls: np.ndarray, width: int) -> np.ndarray:
+    """``[N, width]``: each row's first ``width`` controls with a score, in index order; a row with
+    fewer is all NaN. Gives every question the same number of controls (the relative mode's
+    statistics must have one null distribution on both sides)."""
+    controls = np.asarray(controls, dtype=np.float64)
+    out = np.full((len(controls), width), np.nan)
+    for j, row in enumerate(controls):
+        scored = row[~np.isnan(row)]
+        if len(scored) >= width:
+            out[j] = scored[:width]
+    return out
 
 
 def within_ranks(original: np.ndarray, controls: np.ndarray) -> np.ndarray:
     """r_j = (#{i: s_i < s_0} + ½·#{i: s_i = s_0}) / C_j over question j's valid controls: the
     original's AUC against its own controls. ``[N]``, NaN where unusable."""
     original, controls, usable = _valid(original, controls)
-    ok = np.isfinite(controls)
+    ok = ~np.isnan(controls)
     below = ((controls < original[:, None]) & ok).sum(axis=1)
     ties = ((controls == original[:, None]) & ok).sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -49,13 +75,17 @@ def calibrated_scores(original: np.ndarray, controls: np.ndarray, tol: float = 1
         return out, record
     medians = np.full(len(original), np.nan)
     medians[usable] = np.nanmedian(controls[usable], axis=1)
-    deviations = (controls - medians[:, None])[usable]
-    pooled = deviations[np.isfinite(deviations)]
+    with np.errstate(invalid="ignore"):
+        deviations = (controls - medians[:, None])[usable]
+    pooled = deviations[np.isfinite(deviations)]  # an infinite control has no finite deviation to scale by
+    if not len(pooled):
+        return out, record
     fitted = robust_scale(pooled[:, None], tol=tol)
     record.add(["controls"], fitted)
     scale = float(fitted.scale[0])
     if scale > tol:
-        out[usable] = (original[usable] - medians[usable]) / scale
+        with np.errstate(invalid="ignore"):
+            out[usable] = (original[usable] - medians[usable]) / scale  # ±inf stays ±inf (ranked first or last)
     return out, record
 
 
@@ -68,15 +98,15 @@ def permutation_test(original: np.ndarray, controls: np.ndarray, n_permutations:
     original, controls, usable = _valid(original, controls)
     if not usable.any():
         return math.nan, math.nan
-    texts = [np.concatenate([[o], c[np.isfinite(c)]]) for o, c in zip(original[usable], controls[usable])]
+    texts = [np.concatenate([[o], c[~np.isnan(c)]]) for o, c in zip(original[usable], controls[usable])]
     width = max(len(t) for t in texts)
-    # rank_as_original[j, k]: question j's within-rank if its text k were the original (NaN padding)
+    # rank_as_original[j, k]: question j's within-rank if its text k were the original (NaN padding);
+    # comparisons, not differences, so ±inf scores rank (inf − inf would be NaN)
     table = np.full((len(texts), width), np.nan)
     for j, t in enumerate(texts):
-        others = t[None, :] - t[:, None]  # [k, i]: s_i − s_k
-        np.fill_diagonal(others, np.nan)
-        below = (others < 0).sum(axis=1)
-        ties = (others == 0).sum(axis=1)
+        others = ~np.eye(len(t), dtype=bool)  # [k, i]: text i is another text than k
+        below = ((t[None, :] < t[:, None]) & others).sum(axis=1)
+        ties = ((t[None, :] == t[:, None]) & others).sum(axis=1)
         table[j, : len(t)] = (below + 0.5 * ties) / (len(t) - 1)
     observed = float(table[:, 0].mean())
     sizes = np.array([len(t) for t in texts])
@@ -94,7 +124,7 @@ def question_pvalues(original: np.ndarray, controls: np.ndarray, seed: int = 0) 
     """p_j = (#{i: s_i > s_0} + U·(1 + #{i: s_i = s_0})) / (1 + C_j), U ~ uniform(0, 1) seeded:
     randomised ties, so p_j is uniform under H0. ``[N]``, NaN where unusable."""
     original, controls, usable = _valid(original, controls)
-    ok = np.isfinite(controls)
+    ok = ~np.isnan(controls)
     above = ((controls > original[:, None]) & ok).sum(axis=1)
     ties = ((controls == original[:, None]) & ok).sum(axis=1)
     u = np.random.default_rng(seed).random(len(original))
@@ -114,7 +144,7 @@ def storey_pi1(pvalues: np.ndarray, lam: float = 0.5) -> float:
 def bootstrap_ci(values: np.ndarray, statistic, n_resamples: int = 1000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
     """Percentile CI of ``statistic`` over questions resampled with replacement (finite values only)."""
     v = np.asarray(values, dtype=np.float64)
-    v = v[np.isfinite(v)]
+    v = v[~np.isnan(v)]
     if len(v) < 2:
         return math.nan, math.nan
     rng = np.random.default_rng(seed)
@@ -148,17 +178,30 @@ def bonferroni(pvalues: Sequence[float]) -> float:
     return math.nan if not len(p) else float(min(1.0, len(p) * p.min()))
 
 
-def mann_whitney_greater(audited: np.ndarray, clean: np.ndarray) -> tuple[float, float]:
-    """One-sided Mann–Whitney: are ``audited`` values stochastically larger than ``clean`` ones?
-    Returns (AUC = U / (n₁n₀), p-value); scipy's, with its tie correction."""
-    from scipy.stats import mannwhitneyu
+def mann_whitney_greater(audited: np.ndarray, clean: np.ndarray, n_permutations: int = 10_000, seed: int = 0,
+                         chunk: int = 1000) -> tuple[float, float]:
+    """One-sided Mann–Whitney by permutation: are ``audited`` values stochastically larger than
+    ``clean`` ones? The statistic is U (mid-ranks for ties); its p-value is (1 + #{U_b ≥ U}) /
+    (1 + B) over B seeded reassignments of the pooled values to the two groups: exact in size under
+    H0 (both drawn alike) at any sample size and with any ties, where the normal approximation is
+    not (2–3 clean questions, discrete within-ranks). Returns (AUC = U / (n₁n₀), p); NaN values
+    are left out (counted by the caller), ±inf rank."""
+    from scipy.stats import rankdata
 
     a, c = (np.asarray(x, dtype=np.float64) for x in (audited, clean))
-    a, c = a[np.isfinite(a)], c[np.isfinite(c)]
+    a, c = a[~np.isnan(a)], c[~np.isnan(c)]
     if not len(a) or not len(c):
         return math.nan, math.nan
-    result = mannwhitneyu(a, c, alternative="greater")
-    return float(result.statistic) / (len(a) * len(c)), float(result.pvalue)
+    ranks = rankdata(np.concatenate([a, c]))
+    shift = len(a) * (len(a) + 1) / 2
+    observed = ranks[: len(a)].sum() - shift
+    rng = np.random.default_rng(seed)
+    exceed = 0
+    for start in range(0, n_permutations, chunk):
+        b = min(chunk, n_permutations - start)
+        picks = rng.permuted(np.tile(np.arange(len(ranks)), (b, 1)), axis=1)[:, : len(a)]
+        exceed += int((ranks[picks].sum(axis=1) - shift >= observed - 1e-9).sum())
+    return float(observed) / (len(a) * len(c)), (1 + exceed) / (1 + n_permutations)
 
 
 def empirical_pvalues(audited: np.ndarray, clean: np.ndarray, seed: int = 0) -> np.ndarray:
@@ -166,9 +209,9 @@ def empirical_pvalues(audited: np.ndarray, clean: np.ndarray, seed: int = 0) -> 
     (#{c > a} + U·(1 + #{c = a})) / (1 + n_clean) — uniform under H0 (audited drawn like clean)."""
     a = np.asarray(audited, dtype=np.float64)
     c = np.asarray(clean, dtype=np.float64)
-    c = c[np.isfinite(c)]
+    c = c[~np.isnan(c)]
     above = (c[None, :] > a[:, None]).sum(axis=1)
     ties = (c[None, :] == a[:, None]).sum(axis=1)
     u = np.random.default_rng(seed).random(len(a))
     p = (above + u * (1 + ties)) / (1 + len(c))
-    return np.where(np.isfinite(a), p, np.nan)
+    return np.where(np.isnan(a), np.nan, p)

@@ -9,7 +9,9 @@ RL data", combined over detectors, in the first available of three modes.
 * **absolute**: the within-question test as it is; its size depends on how exchangeable the
   generator's similars are with real questions, so it is marked ``"calibrated": false``.
 
-Every available mode is computed and reported; the first available one decides.
+Every available mode is computed and reported; the first available one decides. A mode in which no
+detector has a usable question is unavailable and never decides; with no available mode the
+result is *no verdict* (never "not flagged").
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ MODES = ("reference", "relative", "absolute")
 ABSOLUTE_WARNING = ("absolute mode: the within-question test assumes the generator's similar questions are exchangeable "
                     "with real ones; its size depends on the generator and is not calibrated. Give a reference model (the "
                     "checkpoint before RL) or a clean set drawn like the audited questions for a calibrated verdict")
+NO_VERDICT = ("no verdict: no mode has a detector with a usable question (scores NaN, or too few scored controls); "
+              "this is not a negative answer — fix the scores (see the counts left out) and run the verdict again")
 RELATIVE_WARNING = ("relative mode is valid only if the clean set is drawn like the audited questions (same sources, same "
                     "kinds of problems)")
 
@@ -110,31 +114,54 @@ class ScoredSet:
 
 def within_test(original: np.ndarray, controls: np.ndarray, s: VerdictSettings) -> dict[str, Any]:
     """SPEC §8.3–8.4 for one detector: the permutation p-value, the within-AUC T with a bootstrap
-    CI over questions, Storey's contaminated fraction with its CI, and the questions used."""
+    CI over questions, Storey's contaminated fraction with its CI, the questions used and those
+    left out (by reason)."""
     t, p = stats.permutation_test(original, controls, s.permutations, s.seed)
     r = stats.within_ranks(original, controls)
     pj = stats.question_pvalues(original, controls, s.seed)
-    return _figures(p, t, stats.bootstrap_ci(r, np.mean, s.bootstrap, s.seed), pj, s, int(np.isfinite(r).sum()))
+    out = _figures(p, t, stats.bootstrap_ci(r, np.mean, s.bootstrap, s.seed), pj, s, int((~np.isnan(r)).sum()))
+    out["left_out"] = stats.left_out(original, controls)
+    return out
 
 
 def relative_test(audited: np.ndarray, clean: np.ndarray, s: VerdictSettings) -> dict[str, Any]:
-    """SPEC §8.6 relative: audited statistics against a clean set's (one-sided Mann–Whitney); the
-    AUC of audited vs clean (0.5 under H0) with a two-sample bootstrap CI; the difference of means;
-    Storey's fraction from each audited value's p-value against the clean values."""
+    """SPEC §8.6 relative: audited statistics against a clean set's (one-sided Mann–Whitney, exact
+    by permutation); the AUC of audited vs clean (0.5 under H0) with a two-sample bootstrap CI; the
+    difference of means; Storey's fraction from each audited value's p-value against the clean
+    values; the NaN values left out on each side."""
     from scipy.stats import rankdata
 
-    auc, p = stats.mann_whitney_greater(audited, clean)
-    a, c = audited[np.isfinite(audited)], clean[np.isfinite(clean)]
+    auc, p = stats.mann_whitney_greater(audited, clean, s.permutations, s.seed)
+    a, c = audited[~np.isnan(audited)], clean[~np.isnan(clean)]
     rng = np.random.default_rng(s.seed)
     draws, deltas = np.full(s.bootstrap, np.nan), np.full(s.bootstrap, np.nan)
     for b in range(s.bootstrap if len(a) and len(c) else 0):
         ra, rc = a[rng.integers(0, len(a), len(a))], c[rng.integers(0, len(c), len(c))]
         ranks = rankdata(np.concatenate([ra, rc]))[: len(ra)]  # AUC from ranks: O(n log n), ties averaged
         draws[b] = (ranks.sum() - len(ra) * (len(ra) + 1) / 2) / (len(ra) * len(rc))
-        deltas[b] = ra.mean() - rc.mean()
+        with np.errstate(invalid="ignore"):
+            deltas[b] = ra.mean() - rc.mean()
     out = _figures(p, auc, _interval(draws), stats.empirical_pvalues(audited, clean, s.seed), s, len(a))
-    out["difference"] = {"value": float(a.mean() - c.mean()) if len(a) and len(c) else math.nan, "ci": _interval(deltas)}
+    with np.errstate(invalid="ignore"):
+        out["difference"] = {"value": float(a.mean() - c.mean()) if len(a) and len(c) else math.nan, "ci": _interval(deltas)}
     out["n_clean"] = int(len(c))
+    out["left_out"] = {"nan_score": int(np.isnan(audited).sum())}
+    out["clean_left_out"] = {"nan_score": int(np.isnan(clean).sum())}
+    return out
+
+
+def relative_within_test(audited: tuple[np.ndarray, np.ndarray], clean: tuple[np.ndarray, np.ndarray],
+                         s: VerdictSettings) -> dict[str, Any]:
+    """The relative mode for a detector with controls: each side's within-ranks over the *same*
+    number of controls C (the smaller of the two sets' widths; a question with fewer scored
+    controls is left out and counted), so r_j has one null distribution on both sides."""
+    (a_orig, a_ctl), (c_orig, c_ctl) = audited, clean
+    width = min(a_ctl.shape[1], c_ctl.shape[1])
+    a_ctl, c_ctl = stats.first_controls(a_ctl, width), stats.first_controls(c_ctl, width)
+    out = relative_test(stats.within_ranks(a_orig, a_ctl), stats.within_ranks(c_orig, c_ctl), s)
+    out["controls_per_question"] = width
+    out["left_out"] = stats.left_out(a_orig, a_ctl, width)
+    out["clean_left_out"] = stats.left_out(c_orig, c_ctl, width)
     return out
 
 
@@ -161,8 +188,24 @@ def _combine(per_detector: dict[str, dict[str, Any]], s: VerdictSettings) -> dic
 
 def _mode(per_detector: dict[str, dict[str, Any]], s: VerdictSettings) -> dict[str, Any]:
     combined = _combine(per_detector, s)
-    return {"reject": bool(math.isfinite(combined["p_value"]) and combined["p_value"] < s.alpha), "combined": combined,
-            "detectors": per_detector}
+    return {"reject": bool(combined["p_value"] < s.alpha), "combined": combined, "detectors": per_detector}
+
+
+def _reference_mode(audited: ScoredSet, reference: ScoredSet, names: list[str], s: VerdictSettings) -> dict[str, dict[str, Any]]:
+    ref = reference.subset(audited.ids)
+    width = max(audited.width, ref.width)
+    with np.errstate(invalid="ignore"):  # inf − inf: NaN, left out and counted
+        return {n: within_test(audited.original(n) - ref.original(n), audited.control_matrix(n, width) - ref.control_matrix(n, width), s)
+                for n in names if ref.has_controls(n) and n in ref.scores.columns}
+
+
+def _relative_mode(audited: ScoredSet, clean: ScoredSet, names: list[str], s: VerdictSettings) -> dict[str, dict[str, Any]]:
+    out = {n: relative_within_test((audited.original(n), audited.control_matrix(n)), (clean.original(n), clean.control_matrix(n)), s)
+           for n in names if clean.has_controls(n)}
+    plain = [n for n in (s.detectors or ("lara",)) if n not in out and n in audited.scores.columns
+             and n in clean.scores.columns and not audited.has_controls(n)]
+    out.update({n: relative_test(audited.original(n), clean.original(n), s) for n in plain})
+    return out
 
 
 def compute_verdict(audited: ScoredSet, reference: ScoredSet | None = None, clean: ScoredSet | None = None,
@@ -170,35 +213,37 @@ def compute_verdict(audited: ScoredSet, reference: ScoredSet | None = None, clea
     """The verdict on ``audited`` (see the module docstring): every available mode, the first deciding.
 
     ``reference``: the reference model's scores on the same questions and controls; ``clean``: the
-    audited model's scores on a clean set (and its controls)."""
+    audited model's scores on a clean set (and its controls). A mode in which no detector has a
+    usable question is unavailable (listed under ``unavailable`` with why) and never decides;
+    when no mode is available the result is *no verdict*: ``mode`` and ``reject`` are None."""
     s = settings
     with_controls = [n for n in (s.detectors or (audited.controls.columns if audited.controls else ())) if audited.has_controls(n)]
-    modes: dict[str, dict[str, Any]] = {}
+    candidates: dict[str, dict[str, dict[str, Any]]] = {}
     if reference is not None:
-        ref = reference.subset(audited.ids)
-        usable = [n for n in with_controls if ref.has_controls(n) and n in ref.scores.columns]
-        width = max(audited.width, ref.width)
-        if usable:
-            modes["reference"] = _mode({n: within_test(audited.original(n) - ref.original(n),
-                                                        audited.control_matrix(n, width) - ref.control_matrix(n, width), s)
-                                        for n in usable}, s)
+        candidates["reference"] = _reference_mode(audited, reference, with_controls, s)
     if clean is not None:
-        relative = {n: relative_test(stats.within_ranks(audited.original(n), audited.control_matrix(n)),
-                                     stats.within_ranks(clean.original(n), clean.control_matrix(n)), s)
-                    for n in with_controls if clean.has_controls(n)}
-        plain = [n for n in (s.detectors or ("lara",)) if n not in relative and n in audited.scores.columns
-                 and n in clean.scores.columns and not audited.has_controls(n)]
-        relative.update({n: relative_test(audited.original(n), clean.original(n), s) for n in plain})
-        if relative:
-            modes["relative"] = _mode(relative, s)
+        candidates["relative"] = _relative_mode(audited, clean, with_controls, s)
     if with_controls:
-        modes["absolute"] = _mode({n: within_test(audited.original(n), audited.control_matrix(n), s) for n in with_controls}, s)
-    if not modes:
+        candidates["absolute"] = {n: within_test(audited.original(n), audited.control_matrix(n), s) for n in with_controls}
+    if not any(candidates.values()):
         raise InputError("no verdict can be computed: score the questions' controls (lara detect --sets SETS.jsonl), "
                          "or give a clean set for the relative mode")
+    modes = {m: _mode(per, s) for m, per in candidates.items() if any(math.isfinite(r["p_value"]) for r in per.values())}
+    unavailable = {m: _why_unavailable(per) for m, per in candidates.items() if m not in modes}
+    base = {"alpha": s.alpha, "n": len(audited.ids), "modes": modes, "unavailable": unavailable}
+    if not modes:
+        return {**base, "mode": None, "calibrated": None, "reject": None, "detectors": {},
+                "combined": {"p_value": math.nan, "method": s.combine, "detectors": []}, "warnings": [NO_VERDICT]}
     mode = next(m for m in MODES if m in modes)
     warnings = [ABSOLUTE_WARNING] if mode == "absolute" else []
     if "relative" in modes:
         warnings.append(RELATIVE_WARNING)
-    return {"mode": mode, "calibrated": mode != "absolute", "alpha": s.alpha, "n": len(audited.ids), **modes[mode],
-            "modes": modes, "warnings": warnings}
+    return {**base, "mode": mode, "calibrated": mode != "absolute", **modes[mode], "warnings": warnings}
+
+
+def _why_unavailable(per_detector: dict[str, dict[str, Any]]) -> str:
+    if not per_detector:
+        return "no detector has the scores this mode needs"
+    counts = "; ".join(f"{n}: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in r.get("left_out", {}).items() if v)
+                       for n, r in per_detector.items())
+    return f"no detector has a usable question ({counts or 'no questions'})"

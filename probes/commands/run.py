@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
 from ._common import quiet_library_progress_bars
+from .verdict import NO_VERDICT_EXIT
 
 
 
@@ -15,6 +17,9 @@ RUN_EXAMPLES = """examples:
   lara run configs/demo.yaml --set generation.similars=3         # redoes generate and what depends on it
   lara run configs/demo.yaml --set detect.names=[ppl,cdd] --set run_dir=runs/quick
   lara run audit.yaml --set model.source=/models/my-rl-ckpt --set model.dtype=bfloat16
+
+Exit status: 0 when every model has a verdict (or none is asked for), 2 on an error, 3 when a model
+has no verdict (no mode had a detector with a usable question: NaN scores, too few controls).
 
 A run directory holds config.resolved.yaml, run.log, ledger/ (stage records), sets.jsonl and, per
 model, acts.h5, metrics.h5, lara.csv, detectors.csv, scores.csv and report/. Kill it at any point
@@ -56,6 +61,10 @@ def handle(args: argparse.Namespace) -> int:
     print(result.summary)
     print(f"\nstages run: {len(result.ran)}, up to date: {len(result.skipped)}; run directory: {result.run_dir} "
           f"(reports: {', '.join(str(p / 'report.md') for p in result.reports.values())})")
+    if result.undecided:
+        print(f"error: no verdict on {', '.join(result.undecided)}: no mode had a detector with a usable question "
+              "(see the counts left out above); this is not a negative answer", file=sys.stderr)
+        return NO_VERDICT_EXIT
     return 0
 
 

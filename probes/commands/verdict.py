@@ -9,7 +9,12 @@ from typing import Any
 
 
 
-VERDICT_EXAMPLES = """examples:
+NO_VERDICT_EXIT = 3  # no mode had a usable detector: not a negative answer
+
+VERDICT_EXAMPLES = """exit status: 0 a verdict (contaminated or not), 2 an error, 3 no verdict (no mode had a detector
+with a usable question: the scores are NaN or too few controls were scored; the counts say which)
+
+examples:
   lara detect ppl,min_k,cdd q.jsonl --model ./rl --sets sets.jsonl -o rl.csv        # also scores 3 controls per question
   lara detect ppl,min_k,cdd q.jsonl --model ./sft --sets sets.jsonl -o sft.csv      # the reference model, same texts
   lara verdict rl.csv --reference-scores sft.csv -o verdict.json                    # reference mode (calibrated)
@@ -53,7 +58,7 @@ def _beside(scores: Path, given: Path | None) -> Path | None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from ..calibration.audit import audit_verdict, describe_verdict, read_optional_controls
+    from ..calibration.audit import audit_verdict, decided, describe_verdict, read_optional_controls
     from ..calibration.verdict import VerdictSettings
     from ..report.build import jsonable
     from ..scores import ScoreTable, read_labels, read_splits
@@ -73,4 +78,4 @@ def handle(args: argparse.Namespace) -> int:
     args.output.write_text(json.dumps(jsonable(verdict), indent=1) + "\n", encoding="utf-8")
     print(describe_verdict(verdict))
     print(f"wrote {args.output}")
-    return 0
+    return 0 if decided(verdict) else NO_VERDICT_EXIT

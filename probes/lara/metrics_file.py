@@ -179,6 +179,7 @@ def compute_metrics(
 
     tmp = output.with_name(output.name + ".tmp")
     n_texts = 0
+    non_finite: list[int] = []  # questions with a reason-less NaN/inf metric, counted from the values themselves
     workers = workers or min(4, os.cpu_count() or 1)
     with h5py.File(tmp, "w") as f, ThreadPoolExecutor(workers) if workers > 1 else contextlib.nullcontext() as pool:
         ds = _create(f, records, layouts, labels, provenance, k1)
@@ -191,19 +192,23 @@ def compute_metrics(
             hi = lo + len(part)
             for name in ("metrics", "S", "R", "n_similars"):
                 ds[name][lo:hi] = result[name]
+            for k in np.flatnonzero(~np.isfinite(result["metrics"]).all(axis=(1, 2))):
+                if not part[k].reason:
+                    non_finite.append(lo + int(k))
+                    f["reasons"][lo + int(k)] = "non_finite_values: a metric is NaN or inf"
             del rows, result
             if bar is not None:
                 bar.update(len(part))
         if bar is not None:
             bar.close()
     os.replace(tmp, output)
-    reasons: dict[str, int] = {}
+    reasons: dict[str, int] = {"non_finite_values": len(non_finite)} if non_finite else {}
     for lay in layouts:
         if lay.reason:
             key = lay.reason.split(":")[0]
             reasons[key] = reasons.get(key, 0) + 1
     return MetricsSummary(
-        output=output, n_questions=len(layouts), n_scored=sum(not lay.reason for lay in layouts), reasons=reasons,
+        output=output, n_questions=len(layouts), n_scored=sum(not lay.reason for lay in layouts) - len(non_finite), reasons=reasons,
         n_layers=n_layers, n_texts=n_texts, seconds=time.perf_counter() - start,
     )
 

@@ -64,6 +64,7 @@ class RunResult:
     summary: str = ""
     verdicts: str = ""
     main: bool = True
+    undecided: list[str] = field(default_factory=list)  # models whose verdict is "no verdict"
 
 
 @dataclass
@@ -169,8 +170,9 @@ class _Run:
             self._report_stages(name, self.states[name])
             result.reports[name] = self.run_dir / name / "report"
         result.summary = "\n\n".join(stages.section(self.run_dir, name, config) for name in self.models)
-        result.verdicts = "\n".join(stages.verdict_line(self.run_dir, name, config) for name in self.models
-                                    if (self.run_dir / name / "verdict.json").is_file())
+        judged = [name for name in self.models if (self.run_dir / name / "verdict.json").is_file()]
+        result.verdicts = "\n".join(stages.verdict_line(self.run_dir, name, config) for name in judged)
+        result.undecided = [name for name in judged if not stages.verdict_decided(self.run_dir, name)]
         (self.run_dir / "report.md").write_text(result.summary + "\n", encoding="utf-8")
         result.ran, result.skipped = list(ledger.ran), list(ledger.skipped)
         logger.info("run %s: %d stages run, %d up to date", self.run_dir, len(ledger.ran), len(ledger.skipped))

@@ -257,3 +257,10 @@ def verdict_line(run_dir: Path, name: str, config: RunConfig) -> str:
 
     role = "audited model" if name == config.name else "control"
     return describe_verdict(json.loads((run_dir / name / "verdict.json").read_text(encoding="utf-8")), f"Verdict on {name} ({role})")
+
+
+def verdict_decided(run_dir: Path, name: str) -> bool:
+    """Whether the model's verdict decided (False: no verdict)."""
+    from ..calibration.audit import decided
+
+    return decided(json.loads((run_dir / name / "verdict.json").read_text(encoding="utf-8")))

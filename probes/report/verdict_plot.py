@@ -38,8 +38,11 @@ def plot_verdict(verdict: dict[str, Any], path: Path) -> None:
                 ax.plot([r["within_auc"]["value"]], [y], marker="o", markersize=6, color=MODE_COLORS[mode],
                         markerfacecolor=MODE_COLORS[mode] if m["reject"] else "white",
                         label=f"{mode}{' (uncalibrated)' if mode == 'absolute' else ''}" if row == 0 else None)
-        word = "CONTAMINATED" if v["reject"] else "not flagged"
-        ax.set_title(f"{title} (n={v['n']}): {word}\n{v['mode']} mode, {p_sentence(v['combined']['p_value'])}", fontsize=9)
+        if v["mode"] is None:
+            ax.set_title(f"{title} (n={v['n']}): NO VERDICT\nno mode had a usable question", fontsize=9)
+        else:
+            word = "CONTAMINATED" if v["reject"] else "not flagged"
+            ax.set_title(f"{title} (n={v['n']}): {word}\n{v['mode']} mode, {p_sentence(v['combined']['p_value'])}", fontsize=9)
         ax.set_xlim(0.0, 1.0)
         ax.set_xlabel("within-AUC (0.5 = not trained on)", fontsize=8)
     axes[0].set_yticks(range(len(names)))

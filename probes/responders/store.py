@@ -132,7 +132,9 @@ class CachedResponder:
         missing = {(i, j) for i, row in enumerate(keys) for j, k in enumerate(row) if k not in found}
         # completion j of a prompt depends on (seed, prompt, j) only, so regenerating the prompts
         # that miss anything, in chunks, and keeping the missing indices is exact
-        todo = sorted({i for i, _ in missing}, key=lambda i: (-len(prompts[i]), i))  # similar lengths together
+        first = {prompts[i]: i for i, _ in sorted(missing, reverse=True)}  # a prompt asked for twice is run once
+        todo = sorted(first.values(), key=lambda i: (-len(prompts[i]), i))  # similar lengths together
+        missing = {(i, j) for i, j in missing if first[prompts[i]] == i}
         per_chunk = max(1, self.chunk_rows // params.n)
         with self._bar(len(missing), kind, len(todo) > per_chunk) as bar:
             for start in range(0, len(todo), per_chunk):

@@ -113,13 +113,35 @@ def test_cauchy_combination_against_its_formula():
 def test_mann_whitney_against_a_pairwise_count_and_scipy():
     rng = np.random.default_rng(7)
     a, c = rng.integers(0, 6, 25).astype(float), rng.integers(0, 5, 30).astype(float)
-    auc, p = mann_whitney_greater(np.r_[a, NAN], c)
+    auc, p = mann_whitney_greater(np.r_[a, NAN], c, n_permutations=50_000)
     pairs = sum(1.0 if x > y else 0.5 if x == y else 0.0 for x in a for y in c)
     assert auc == pytest.approx(pairs / (25 * 30))
-    assert p == pytest.approx(mannwhitneyu(a, c, alternative="greater").pvalue)
+    # the permutation p-value agrees with the normal approximation where that one is good (25 vs 30)
+    assert p == pytest.approx(mannwhitneyu(a, c, alternative="greater").pvalue, abs=0.01)
     emp = empirical_pvalues(np.array([10.0, 2.0]), np.array([1.0, 2.0, 3.0]), seed=8)
     u = np.random.default_rng(8).random(2)
     assert emp[0] == pytest.approx(u[0] / 4) and emp[1] == pytest.approx((1 + 2 * u[1]) / 4)
+
+
+def _exact_mann_whitney(a: list[float], c: list[float]) -> float:
+    """P(U_b >= U) over every assignment of the pooled values to the two groups (a naive enumeration)."""
+    pooled = a + c
+
+    def u(group: tuple[int, ...]) -> float:
+        rest = [pooled[k] for k in range(len(pooled)) if k not in group]
+        return sum(1.0 if pooled[i] > y else 0.5 if pooled[i] == y else 0.0 for i in group for y in rest)
+
+    observed = u(tuple(range(len(a))))
+    splits = list(itertools.combinations(range(len(pooled)), len(a)))
+    return sum(u(g) >= observed - 1e-12 for g in splits) / len(splits)
+
+
+@pytest.mark.parametrize("a,c", [([1.0, 2 / 3, 1.0, 1 / 3, 1.0, 2 / 3], [0.0, 1 / 3]),   # 2 clean questions, ties
+                                 ([0.5, 1.0, 1.0, 0.5, 0.0], [0.0, 0.5, 0.0]),
+                                 ([3.0, np.inf, 2.0, 5.0], [1.0, 2.0, -np.inf, 0.0])])  # ±inf rank
+def test_mann_whitney_permutation_pvalue_against_exact_enumeration(a, c):
+    _, p = mann_whitney_greater(np.array(a), np.array(c), n_permutations=100_000, seed=1)
+    assert p == pytest.approx(_exact_mann_whitney(a, c), abs=0.005)
 
 
 def test_calibrated_scores_by_a_naive_loop():

@@ -112,3 +112,22 @@ def test_not_a_sets_file_is_refused(tmp_path, audit):
         compute_metrics(bad, audit.acts, tmp_path / "m.h5")
     with pytest.raises(InputError, match="not a LaRA metrics file"):
         MetricsFile.read(audit.acts)
+
+
+def test_a_question_with_a_nan_metric_is_counted_from_the_values(audit, tmp_path):
+    """A NaN activation row written around the cache's check makes its question's metrics NaN with no
+    recorded reason: the summary counts it from the values (before: "0 NaN")."""
+    import shutil
+
+    import h5py
+
+    acts = tmp_path / "acts.h5"
+    shutil.copy(audit.acts, acts)
+    original = read_sets(audit.sets)[3].question.question
+    with h5py.File(acts, "r+") as f:
+        texts = [t.decode() if isinstance(t, bytes) else t for t in f["texts"][:]]
+        f["activations"][texts.index(original)] = np.nan
+    summary = compute_metrics(audit.sets, acts, tmp_path / "m.h5")
+    assert summary.reasons == {"non_finite_values": 1} and summary.n_scored == summary.n_questions - 1
+    assert "1 NaN" in summary.describe() and "non_finite_values 1" in summary.describe()
+    assert MetricsFile.read(tmp_path / "m.h5").reasons[3].startswith("non_finite_values")
