@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import json
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+
+from cache.fingerprint import text_hash
 
 from .calibration.controls import ControlTable
 from .calibration.stats import calibrated_scores
@@ -57,17 +61,47 @@ class DetectSummary:
         return "\n".join(lines)
 
     def write(self, output: str | Path) -> list[Path]:
+        """SCORES.csv, .raw.csv, .controls.csv (or none: a stale one from an earlier run is removed)
+        and, last, .meta.json, which binds the controls file to these scores by its sha256."""
         output = Path(output)
-        raw_path = output.with_suffix(".raw.csv")
-        meta_path = output.with_suffix(".meta.json")
+        raw_path, meta_path, controls_path = (output.with_suffix(x) for x in (".raw.csv", ".meta.json", ".controls.csv"))
         self.table.write_csv(output)
         self.raw.write_csv(raw_path)
-        meta_path.write_text(json.dumps(self.info, indent=1, default=str) + "\n", encoding="utf-8")
-        written = [output, raw_path, meta_path]
+        written = [output, raw_path]
         if self.controls is not None:
-            written.append(output.with_suffix(".controls.csv"))
-            self.controls.write_csv(written[-1])
-        return written
+            self.controls.write_csv(controls_path)
+            written.append(controls_path)
+            self.info["controls_file"] = {"name": controls_path.name, "sha256": file_sha256(controls_path)}
+        else:
+            if controls_path.exists():
+                logger.info("removing %s: it belongs to an earlier run (these scores have no controls)", controls_path)
+                controls_path.unlink()
+            self.info["controls_file"] = None
+        write_text_atomically(meta_path, json.dumps(self.info, indent=1, default=str) + "\n")
+        return [*written, meta_path]
+
+
+def file_sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def settings_digest(detector: Any, responder: Any) -> str:
+    """What makes two models' scores of one text comparable (SPEC §8.6–8.7): the detector, its
+    parameters and how a question becomes a prompt — everything but the model itself."""
+    identity = responder.identity
+    settings = {"detector": detector.name, "params": detector.get_params(), "prompt_format": identity.get("prompt_format"),
+                "system": identity.get("system")}
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def parse_params(items: Sequence[str], names: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -177,7 +211,8 @@ def run_detectors(
         check_reference(detector, responder, reference)
     rows = [(qid, c, text) for qid in ids for c, text in enumerate((controls or {}).get(qid, ()), start=1)]
     calibrated = [d for d in detectors if controls is not None and (calibrate is None or d.name in calibrate)]
-    control_table = ControlTable([r[0] for r in rows], np.array([r[1] for r in rows], dtype=np.int64)) if controls is not None else None
+    control_table = ControlTable([r[0] for r in rows], np.array([r[1] for r in rows], dtype=np.int64),
+                                 text_hash=[text_hash(r[2]) for r in rows]) if controls is not None else None
     table, raw = ScoreTable(list(ids)), ScoreTable(list(ids))
     bar = _progress(progress, len(detectors) + len(calibrated))
     described, calibration = {}, {}
@@ -196,6 +231,7 @@ def run_detectors(
         described[detector.name] = {"params": detector.get_params(), "raw": result.raw_name,
                                     "raw_direction": detector.raw_direction, "n_nonfinite": int((~np.isfinite(result.scores)).sum()),
                                     "n_nan": int(np.isnan(result.scores).sum()),
+                                    "settings_digest": settings_digest(detector, responder),
                                     "responses": result.responses_summary(list(ids))}
         if detector in calibrated:
             if bar is not None:

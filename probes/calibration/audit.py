@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 from ..errors import ConfigError, InputError
 from ..scores import ScoreTable
 from .controls import ControlTable
+from .files import ScoredFiles
 from .verdict import ScoredSet, VerdictSettings, compute_verdict
 
 CLEAN_SPLIT = "clean_ref"
@@ -31,34 +32,39 @@ def subset_ids(ids: Sequence[str], name: str, labels: Mapping[str, int | None], 
     return chosen
 
 
-def audit_verdict(scores: ScoreTable, controls: ControlTable | None, *, reference: tuple[ScoreTable, ControlTable | None] | None = None,
-                  clean: tuple[ScoreTable, ControlTable | None] | None = None, labels: Mapping[str, int | None] | None = None,
-                  splits: Mapping[str, str | None] | None = None, subsets: Sequence[str] | None = None,
-                  settings: VerdictSettings = VerdictSettings()) -> dict[str, Any]:
-    """The verdict on the audited questions of ``scores`` and one per subset.
+def audit_verdict(audited: ScoredFiles, *, reference: ScoredFiles | None = None, clean: ScoredFiles | None = None,
+                  labels: Mapping[str, int | None] | None = None, splits: Mapping[str, str | None] | None = None,
+                  subsets: Sequence[str] | None = None, settings: VerdictSettings = VerdictSettings()) -> dict[str, Any]:
+    """The verdict on the audited questions of ``audited`` and one per subset.
 
     Questions whose split is ``clean_ref`` are the clean set (relative mode) unless ``clean`` gives
     one, and are never audited. Labels, when present, are not used by the verdict itself: they
-    only define the ``members`` / ``non_members`` subsets."""
+    only define the ``members`` / ``non_members`` subsets. The files' notes (controls ignored or
+    not checked) go into the verdict's ``notes``."""
     labels, splits = labels or {}, splits or {}
+    scores, controls = audited.scores, audited.controls
     in_clean = [i for i in scores.ids if splits.get(i) == CLEAN_SPLIT]
     audited_ids = [i for i in scores.ids if i not in set(in_clean)]
     if not audited_ids:
         raise InputError("every scored question is in the clean set (split clean_ref); nothing to audit")
-    audited = ScoredSet(scores, controls, audited_ids)
-    ref = ScoredSet(reference[0], reference[1]) if reference is not None else None
-    clean_set = ScoredSet(clean[0], clean[1]) if clean is not None else (ScoredSet(scores, controls, in_clean) if in_clean else None)
-    verdict = compute_verdict(audited, ref, clean_set, settings)
+    audited_set = ScoredSet(scores, controls, audited_ids, audited.settings)
+    ref = ScoredSet(reference.scores, reference.controls, settings=reference.settings) if reference is not None else None
+    clean_set = (ScoredSet(clean.scores, clean.controls, settings=clean.settings) if clean is not None
+                 else ScoredSet(scores, controls, in_clean, audited.settings) if in_clean else None)
+    verdict = compute_verdict(audited_set, ref, clean_set, settings)
+    file_notes = [n for f in (audited, reference, clean) if f is not None for n in f.notes]
+    verdict["notes"] = file_notes + verdict.get("notes", [])
     verdict["subsets"] = {}
     for name in settings.subsets if subsets is None else subsets:
         ids = subset_ids(audited_ids, name, labels, splits)
         if ids:
-            verdict["subsets"][name] = compute_verdict(audited.subset(ids), ref, clean_set, settings)
+            verdict["subsets"][name] = compute_verdict(audited_set.subset(ids), ref, clean_set, settings)
     return verdict
 
 
-def read_optional_controls(path: str | Path | None) -> ControlTable | None:
-    return ControlTable.read_csv(path) if path else None
+def scored_files(scores: ScoreTable, controls: ControlTable | None = None) -> ScoredFiles:
+    """In-memory scores (and controls) as :func:`audit_verdict` takes them."""
+    return ScoredFiles(scores, controls)
 
 
 def describe_verdict(verdict: dict[str, Any], title: str = "Verdict") -> str:
@@ -77,6 +83,7 @@ def describe_verdict(verdict: dict[str, Any], title: str = "Verdict") -> str:
     for name, sub in (verdict.get("subsets") or {}).items():
         lines.append(f"  subset {name} ({sub['n']} questions): {_headline(sub)}{_left_out_note(sub)}")
     lines += [f"  warning: {w}" for w in verdict.get("warnings", [])]
+    lines += [f"  note: {n}" for n in verdict.get("notes", [])]
     return "\n".join(lines)
 
 
@@ -157,6 +164,7 @@ def verdict_markdown(verdict: dict[str, Any]) -> list[str]:
             lines.append(f"| {name} ({v['n']}) | " + " | ".join(cells) + " |")
         lines.append("")
     lines += [f"Warning: {w}" for w in verdict.get("warnings", [])]
+    lines += [f"Note: {n}" for n in verdict.get("notes", [])]
     lines += ["", "Within-AUC: the originals' mean rank among their own matched controls (0.5 when the benchmark was "
               "not trained on; in the relative mode, the audited questions' AUC against the clean set's). Calibrated "
               "by the mode: reference = differences to the reference model, relative = against a clean set, absolute = "

@@ -76,11 +76,13 @@ class VerdictSettings:
 
 @dataclass
 class ScoredSet:
-    """One model's scores on some questions (``ids``) and, optionally, on their controls."""
+    """One model's scores on some questions (``ids``) and, optionally, on their controls;
+    ``settings``: each detector's settings digest (from ``lara detect``'s meta; ``{}`` unknown)."""
 
     scores: ScoreTable
     controls: ControlTable | None
     ids: list[str] = field(default_factory=list)
+    settings: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.ids:
@@ -109,7 +111,7 @@ class ScoredSet:
         return int(self.controls.index.max()) if self.controls is not None and len(self.controls.index) else 0
 
     def subset(self, ids: Sequence[str]) -> "ScoredSet":
-        return ScoredSet(self.scores, self.controls, list(ids))
+        return ScoredSet(self.scores, self.controls, list(ids), self.settings)
 
 
 def within_test(original: np.ndarray, controls: np.ndarray, s: VerdictSettings) -> dict[str, Any]:
@@ -191,12 +193,17 @@ def _mode(per_detector: dict[str, dict[str, Any]], s: VerdictSettings) -> dict[s
     return {"reject": bool(combined["p_value"] < s.alpha), "combined": combined, "detectors": per_detector}
 
 
-def _reference_mode(audited: ScoredSet, reference: ScoredSet, names: list[str], s: VerdictSettings) -> dict[str, dict[str, Any]]:
+def _reference_mode(audited: ScoredSet, reference: ScoredSet, names: list[str], s: VerdictSettings,
+                    notes: list[str]) -> dict[str, dict[str, Any]]:
+    from .files import check_aligned
+
     ref = reference.subset(audited.ids)
+    usable = [n for n in names if ref.has_controls(n) and n in ref.scores.columns]
+    notes += check_aligned(audited, ref, usable) if usable else []
     width = max(audited.width, ref.width)
     with np.errstate(invalid="ignore"):  # inf − inf: NaN, left out and counted
         return {n: within_test(audited.original(n) - ref.original(n), audited.control_matrix(n, width) - ref.control_matrix(n, width), s)
-                for n in names if ref.has_controls(n) and n in ref.scores.columns}
+                for n in usable}
 
 
 def _relative_mode(audited: ScoredSet, clean: ScoredSet, names: list[str], s: VerdictSettings) -> dict[str, dict[str, Any]]:
@@ -219,8 +226,9 @@ def compute_verdict(audited: ScoredSet, reference: ScoredSet | None = None, clea
     s = settings
     with_controls = [n for n in (s.detectors or (audited.controls.columns if audited.controls else ())) if audited.has_controls(n)]
     candidates: dict[str, dict[str, dict[str, Any]]] = {}
+    notes: list[str] = []
     if reference is not None:
-        candidates["reference"] = _reference_mode(audited, reference, with_controls, s)
+        candidates["reference"] = _reference_mode(audited, reference, with_controls, s, notes)
     if clean is not None:
         candidates["relative"] = _relative_mode(audited, clean, with_controls, s)
     if with_controls:
@@ -230,7 +238,7 @@ def compute_verdict(audited: ScoredSet, reference: ScoredSet | None = None, clea
                          "or give a clean set for the relative mode")
     modes = {m: _mode(per, s) for m, per in candidates.items() if any(math.isfinite(r["p_value"]) for r in per.values())}
     unavailable = {m: _why_unavailable(per) for m, per in candidates.items() if m not in modes}
-    base = {"alpha": s.alpha, "n": len(audited.ids), "modes": modes, "unavailable": unavailable}
+    base = {"alpha": s.alpha, "n": len(audited.ids), "modes": modes, "unavailable": unavailable, "notes": notes}
     if not modes:
         return {**base, "mode": None, "calibrated": None, "reject": None, "detectors": {},
                 "combined": {"p_value": math.nan, "method": s.combine, "detectors": []}, "warnings": [NO_VERDICT]}

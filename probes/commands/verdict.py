@@ -31,7 +31,8 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     verdict.add_argument("scores", type=Path, help="SCORES.csv of the audited model (lara detect --sets)")
-    verdict.add_argument("--controls", type=Path, help="its SCORES.controls.csv (default: beside SCORES.csv)")
+    verdict.add_argument("--controls", type=Path, help="its SCORES.controls.csv (default: the one beside SCORES.csv that "
+                         "lara detect recorded in SCORES.meta.json; a file the meta does not bind is refused)")
     verdict.add_argument("--reference-scores", type=Path, help="the reference model's SCORES.csv on the same questions (reference mode)")
     verdict.add_argument("--reference-controls", type=Path, help="the reference model's SCORES.controls.csv (default: beside it)")
     verdict.add_argument("--clean", type=Path, help="SCORES.csv of a clean set drawn like the audited questions (relative mode)")
@@ -49,19 +50,12 @@ def register(sub: Any) -> None:
     verdict.set_defaults(handler=handle)
 
 
-def _beside(scores: Path, given: Path | None) -> Path | None:
-    """An explicit controls file, else SCORES.controls.csv beside SCORES.csv if it exists."""
-    if given is not None:
-        return given
-    candidate = scores.with_suffix(".controls.csv")
-    return candidate if candidate.is_file() else None
-
-
 def handle(args: argparse.Namespace) -> int:
-    from ..calibration.audit import audit_verdict, decided, describe_verdict, read_optional_controls
+    from ..calibration.audit import audit_verdict, decided, describe_verdict
+    from ..calibration.files import read_scored
     from ..calibration.verdict import VerdictSettings
     from ..report.build import jsonable
-    from ..scores import ScoreTable, read_labels, read_splits
+    from ..scores import read_labels, read_splits
 
     settings = VerdictSettings(alpha=args.alpha, combine=args.combine, permutations=args.permutations, bootstrap=args.bootstrap,
                                seed=args.seed, detectors=tuple(d.strip() for d in args.detectors.split(",")) if args.detectors else None)
@@ -69,10 +63,10 @@ def handle(args: argparse.Namespace) -> int:
     for key, path, controls in (("audited", args.scores, args.controls), ("reference", args.reference_scores, args.reference_controls),
                                 ("clean", args.clean, args.clean_controls)):
         if path is not None:
-            tables[key] = (ScoreTable.read_csv(path), read_optional_controls(_beside(path, controls)))
+            tables[key] = read_scored(path, controls)
     labels = read_labels(args.questions, required=False) if args.questions else {}
     splits = read_splits(args.questions) if args.questions else {}
-    verdict = audit_verdict(*tables["audited"], reference=tables.get("reference"), clean=tables.get("clean"), labels=labels,
+    verdict = audit_verdict(tables["audited"], reference=tables.get("reference"), clean=tables.get("clean"), labels=labels,
                             splits=splits, subsets=[x.strip() for x in args.subsets.split(",")] if args.subsets else (),
                             settings=settings)
     args.output.write_text(json.dumps(jsonable(verdict), indent=1) + "\n", encoding="utf-8")

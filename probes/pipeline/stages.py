@@ -206,17 +206,21 @@ def verdict(run_dir: Path, name: str, config: RunConfig, tables: list[str], labe
     """``RUN/<model>/verdict.json``: the label-free verdict (SPEC §8) on the model's detector scores
     and controls (and LaRA's scores), against the reference model's when there is one."""
     from ..calibration.audit import audit_verdict, describe_verdict
-    from ..calibration.controls import ControlTable
+    from ..calibration.files import ScoredFiles, read_scored
     from ..report.build import jsonable
     from ..scores import ScoreTable, join_tables
 
-    def scored(model: str) -> tuple[Any, Any]:
-        controls = run_dir / model / "detectors.controls.csv"
-        return (ScoreTable.read_csv(run_dir / model / "detectors.csv"), ControlTable.read_csv(controls) if controls.is_file() else None)
+    def scored(model: str) -> ScoredFiles:
+        # the controls are read only when this run scored them, and only those its detect stage bound
+        return read_scored(run_dir / model / "detectors.csv", use_controls=config.calibrating)
 
-    scores, controls = scored(name) if config.detect.names else (None, None)
-    scores = join_tables([t for t in [scores] + [ScoreTable.read_csv(run_dir / t) for t in tables] if t is not None])
-    result = audit_verdict(scores, controls, reference=scored(reference) if reference else None, labels=labels or {},
+    lara = [ScoreTable.read_csv(run_dir / t) for t in tables]
+    if config.detect.names:
+        audited = scored(name)
+        audited.scores = join_tables([audited.scores, *lara])
+    else:
+        audited = ScoredFiles(join_tables(lara), None)
+    result = audit_verdict(audited, reference=scored(reference) if reference else None, labels=labels or {},
                            splits=splits, settings=config.verdict)
     (run_dir / name / "verdict.json").write_text(json.dumps(jsonable(result), indent=1) + "\n", encoding="utf-8")
     logger.info("%s", describe_verdict(result, f"verdict on {name}"))

@@ -100,7 +100,8 @@ def _scores(tmp_path: Path, ppl: np.ndarray, controls: np.ndarray) -> Path:
 def test_all_nan_scores_give_no_verdict_and_exit_3(tmp_path, capsys):
     rng = np.random.default_rng(1)
     scores = _scores(tmp_path, np.full(16, np.nan), rng.normal(size=(16, 3)))
-    assert main(["verdict", str(scores), "-o", str(tmp_path / "v.json"), "--permutations", "200", "--bootstrap", "50"]) == 3
+    assert main(["verdict", str(scores), "--controls", str(tmp_path / "s.controls.csv"), "-o", str(tmp_path / "v.json"),
+                 "--permutations", "200", "--bootstrap", "50"]) == 3
     out = capsys.readouterr().out
     assert "NO VERDICT" in out and "not flagged" not in out and "16 nan score" in out
     saved = json.loads((tmp_path / "v.json").read_text())
@@ -112,7 +113,8 @@ def test_part_nan_scores_are_counted_where_the_verdict_is_shown(tmp_path, capsys
     ppl = rng.normal(size=16)
     ppl[:8] = np.nan
     scores = _scores(tmp_path, ppl, rng.normal(size=(16, 3)))
-    assert main(["verdict", str(scores), "-o", str(tmp_path / "v.json"), "--permutations", "200", "--bootstrap", "50"]) == 0
+    assert main(["verdict", str(scores), "--controls", str(tmp_path / "s.controls.csv"), "-o", str(tmp_path / "v.json"),
+                 "--permutations", "200", "--bootstrap", "50"]) == 0
     out = capsys.readouterr().out
     assert "8 (8 nan score)" in out
     saved = json.loads((tmp_path / "v.json").read_text())

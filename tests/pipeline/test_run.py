@@ -101,6 +101,20 @@ def test_changing_a_detector_setting_redoes_detection_and_what_follows(first_run
     run_pipeline(load_run_config(path), progress=False)
 
 
+def test_turning_calibration_off_leaves_no_stale_controls_to_the_verdict(first_run):
+    """Before: the verdict stage read detectors.controls.csv even when calibration was off and the
+    ledger no longer tracked it, so the old controls still decided an absolute-mode verdict."""
+    path, _ = first_run
+    run_dir = path.parent / "run"
+    off = run_pipeline(load_run_config(path, ["calibration.controls=0"]), progress=False)
+    assert {"detect/rl", "verdict/rl"} <= set(off.ran)
+    assert not (run_dir / "rl" / "detectors.controls.csv").exists()
+    verdict = json.loads((run_dir / "rl" / "verdict.json").read_text())
+    assert set(verdict["modes"]) == {"relative"} and set(verdict["detectors"]) == {"lara"}
+    run_pipeline(load_run_config(path), progress=False)
+    assert (run_dir / "rl" / "detectors.controls.csv").exists()
+
+
 def test_a_killed_run_finishes_without_redoing_finished_stages(smoke_testbed, tmp_path, monkeypatch):
     testbed, _ = smoke_testbed
     path = write_config(tmp_path, testbed, controls=[])

@@ -129,13 +129,13 @@ def test_control_table_round_trip_and_control_texts(tmp_path):
 
 
 def test_verdict_report_section_figure_and_text(tmp_path):
-    from probes.calibration.audit import audit_verdict, describe_verdict, verdict_markdown
+    from probes.calibration.audit import audit_verdict, describe_verdict, scored_files, verdict_markdown
     from probes.report.build import jsonable
     from probes.report.verdict_plot import plot_verdict
 
     (a_scores, a_ctl), (r_scores, r_ctl) = world(contamination=1.0, seed=7)
     labels = {qid: int(i < 30) for i, qid in enumerate(a_scores.ids)}
-    verdict = jsonable(audit_verdict(a_scores, a_ctl, reference=(r_scores, r_ctl), labels=labels,
+    verdict = jsonable(audit_verdict(scored_files(a_scores, a_ctl), reference=scored_files(r_scores, r_ctl), labels=labels,
                                      subsets=["members", "non_members"], settings=FAST))
     assert set(verdict["subsets"]) == {"members", "non_members"} and verdict["subsets"]["members"]["n"] == 30
     plot_verdict(verdict, tmp_path / "verdict.png")
@@ -178,14 +178,14 @@ def test_no_usable_question_in_any_mode_is_no_verdict_never_not_flagged():
 def test_rows_left_out_are_counted_per_detector_and_subset_and_inf_is_ranked():
     """Before: NaN originals vanished from the counts (16 -> 8 questions, nothing said), and an
     original scored +inf (a perfectly predicted question) was dropped instead of ranked first."""
-    from probes.calibration.audit import audit_verdict, describe_verdict
+    from probes.calibration.audit import audit_verdict, describe_verdict, scored_files
 
     (a_scores, a_ctl), _ = world(seed=10, n=16)
     ppl = a_scores.columns["ppl"]
     ppl[:8] = np.nan
     ppl[8] = np.inf
     labels = {qid: int(i % 2 == 0) for i, qid in enumerate(a_scores.ids)}
-    verdict = audit_verdict(a_scores, a_ctl, labels=labels, subsets=["members"], settings=FAST)
+    verdict = audit_verdict(scored_files(a_scores, a_ctl), labels=labels, subsets=["members"], settings=FAST)
     record = verdict["detectors"]["ppl"]
     assert record["n"] == 8 and record["left_out"] == {"nan_score": 8, "too_few_controls": 0}
     members = verdict["subsets"]["members"]["detectors"]["ppl"]
