@@ -30,7 +30,7 @@ class Duplicate:
     dropped_set: str
     kept: str
     kept_set: str
-    similarity: float  # rapidfuzz ratio / 100 of the normalised texts (1.0 = exact)
+    similarity: float  # rapidfuzz ratio / 100 of the canonical texts (1.0 = the same once canonical)
 
     def describe(self) -> str:
         kind = "exact" if self.similarity >= 1.0 else f"near, {self.similarity:.2f}"
@@ -47,16 +47,20 @@ class Paired:
 def pair_sets(sets: dict[str, Sequence[Question]], near: float = 0.9) -> Paired:
     """One labelled list (members 1, non-members 0, clean_ref: label None, split ``clean_ref``) with
     duplicates removed: a question is dropped when a question kept before it (sets in :data:`SETS`
-    order, then file order) has the same quantities in the same order and a normalised text equal
-    to it or at rapidfuzz ratio ≥ ``near``. Quantities must match because a question with other
-    numbers is another problem — exactly what the generator's similar questions are."""
+    order, then file order) has the same quantities in the same order and a canonical text
+    (:func:`~probes.questions.canonical.canonical`: numbering, source tags, number formats and
+    LaTeX spellings unified) equal to it or at rapidfuzz ratio ≥ ``near``. Quantities must match
+    because a question with other numbers is another problem — exactly what the generator's
+    similar questions are."""
+    from .canonical import canonical, numbers as quantities
+
     kept: list[tuple[str, Question]] = []
     by_numbers: dict[tuple[str, ...], list[tuple[int, str]]] = {}
     duplicates: list[Duplicate] = []
     for name in SETS:
         for q in sets.get(name, ()):
-            text = normalise(q.question)
-            numbers = tuple(_NUMBER.findall(text))
+            text = canonical(q.question)
+            numbers = quantities(text)
             match = _best_match(text, by_numbers.get(numbers, []), near)
             if match is not None:
                 index, similarity = match

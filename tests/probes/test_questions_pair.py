@@ -75,3 +75,25 @@ def test_pair_cli_warns_on_a_planted_confound(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "warning: the blind baseline" in text and "olympiad (40)" in text and "gsm (40)" in text
     assert json.loads(out.with_suffix(".meta.json").read_text())["pairing"]["blind_baseline"]["confounded"] is True
+
+
+def test_the_same_problem_from_two_sources_is_a_duplicate_and_other_numbers_are_not():
+    """Before, only texts with identical number sequences were compared, so these passed as distinct
+    (rapidfuzz ratios of 0.875-0.993 after normalising case and spaces)."""
+    from probes.questions.canonical import canonical
+
+    pairs = [
+        ("Find the number of positive divisors of 1000.", "Problem 5. Find the number of positive divisors of 1,000."),
+        ("Find the remainder when 7^100 is divided by 13.", "(2024 AIME I) Find the remainder when $7^{100}$ is divided by 13."),
+        (r"Compute $\frac12 + \frac{1}{3}$.", r"Compute \(\dfrac{1}{2}+\frac13\)."),
+        ("How many ways can 6 people sit at a round table? [HMMT 2019]", "12. How many ways can 6 people sit at a round table?"),
+    ]
+    for member, nonmember in pairs:
+        assert canonical(member) == canonical(nonmember), (member, nonmember)
+        paired = pair_sets({"members": [Question("m", member)], "non_members": [Question("n", nonmember)]})
+        assert [d.dropped for d in paired.duplicates] == ["n"], (member, nonmember)
+    templated = [Question("m", "Ava has 1,000 apples and gives 3 to Ben. How many are left?"),
+                 Question("n", "Ava has 1,200 apples and gives 3 to Ben. How many are left?"),
+                 Question("k", r"Compute $\frac12 + \frac{1}{5}$.")]
+    kept = pair_sets({"members": templated[:1], "non_members": templated[1:] + [Question("z", r"Compute $\frac12 + \frac{1}{3}$.")]})
+    assert not kept.duplicates  # other numbers: other problems
