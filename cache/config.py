@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-from .configio import from_mapping, load_yaml
+from .configio import decode_prompt_texts, from_mapping, load_yaml
+
+PROMPT_TEXT_KEYS = ("extraction.system_prompt",)  # "\n" is a newline, as on the command line (configio.prompt_text)
 from .errors import ConfigError
 
 DType = Literal["auto", "float32", "float16", "bfloat16"]
@@ -148,7 +150,7 @@ class CacheConfig:
     @classmethod
     def from_yaml(cls, path: str | Path, overrides: Mapping[str, Mapping[str, Any]] | None = None) -> "CacheConfig":
         """Load a YAML file; ``overrides`` (e.g. from CLI flags) win over the file per key."""
-        data = load_yaml(path)
+        data = decode_prompt_texts(load_yaml(path), PROMPT_TEXT_KEYS)
         return cls.from_dict(merge_sections(data, overrides or {}))
 
     def to_dict(self) -> dict[str, Any]:

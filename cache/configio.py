@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import types
 import typing
 from pathlib import Path
@@ -19,6 +20,30 @@ import yaml
 from .errors import ConfigError
 
 T = TypeVar("T")
+
+
+def prompt_text(value: str) -> str:
+    """A prompt text as a config key or a command-line flag gives it: ``\\n`` is a newline and
+    ``\\\\`` a backslash, nothing else is an escape. One rule for both: ``--template "Q: {prompt}\\nA:"``
+    in a shell (which keeps the backslash) and ``template: "Q: {prompt}\\nA:"`` in YAML (which turns
+    it into a newline itself) give the same prompt. A LaTeX command in a prompt text keeps its
+    backslash (``\\boxed``), except those starting with n: write ``\\\\neq``."""
+    return re.sub(r"\\(\\|n)", lambda m: "\\" if m.group(1) == "\\" else "\n", value)
+
+
+def decode_prompt_texts(data: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """``data`` (a parsed config) with :func:`prompt_text` applied to the dotted ``keys`` that hold strings."""
+    import copy
+
+    out = copy.deepcopy(dict(data))
+    for dotted in keys:
+        node: Any = out
+        *path, last = dotted.split(".")
+        for key in path:
+            node = node.get(key) if isinstance(node, dict) else None
+        if isinstance(node, dict) and isinstance(node.get(last), str):
+            node[last] = prompt_text(node[last])
+    return out
 
 
 def literal_choices(cls: type, field_name: str) -> tuple[str, ...]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from cache.backends import BACKENDS
 from cache.config import ExtractionConfig, ModelConfig
-from cache.configio import literal_choices
+from cache.configio import literal_choices, prompt_text
 from cache.errors import ConfigError
 
 from ._common import quiet_library_progress_bars
@@ -60,7 +60,7 @@ def register(sub: Any) -> None:
     ext.add_argument("--max-length", type=int, help="token limit per text (default: the model's context)")
     ext.add_argument("--on-long", choices=literal_choices(ExtractionConfig, "on_long"), help="texts over the limit (default: truncate)")
     ext.add_argument("--prompt-format", choices=literal_choices(ExtractionConfig, "prompt_format"), help="raw text or chat template (default: raw)")
-    ext.add_argument("--system-prompt", help="system turn for --prompt-format chat")
+    ext.add_argument("--system-prompt", type=prompt_text, help="system turn for --prompt-format chat (\\n: a newline)")
     ext.add_argument("--pool-span", choices=literal_choices(ExtractionConfig, "pool_span"), help="text: the text's tokens only; all: also BOS/template")
     ext.add_argument("--padding-side", choices=literal_choices(ExtractionConfig, "padding_side"))
     ext.add_argument("--storage-dtype", choices=literal_choices(ExtractionConfig, "storage_dtype"), help="dtype of stored rows (default: float32)")
@@ -78,14 +78,14 @@ _EXTRACTION_FLAGS = (
 
 def cache_config_from_args(args: argparse.Namespace) -> Any:
     """A CacheConfig from ``--config`` (if any) with the explicitly given flags on top."""
-    from cache.config import CacheConfig, merge_sections
-    from cache.configio import load_yaml
+    from cache.config import PROMPT_TEXT_KEYS, CacheConfig, merge_sections
+    from cache.configio import decode_prompt_texts, load_yaml
 
     overrides = {
         "model": {k: getattr(args, k) for k in _MODEL_FLAGS if getattr(args, k) is not None},
         "extraction": {k: getattr(args, k) for k in _EXTRACTION_FLAGS if getattr(args, k) is not None},
     }
-    base = load_yaml(args.config) if args.config else {}
+    base = decode_prompt_texts(load_yaml(args.config), PROMPT_TEXT_KEYS) if args.config else {}
     merged = merge_sections(base, overrides)
     if not (merged.get("model") or {}).get("source"):
         raise ConfigError("give the model with --model DIR (or model.source in --config)")

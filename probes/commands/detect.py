@@ -8,7 +8,7 @@ from typing import Any
 
 from cache.config import ModelConfig
 from cache.distributed import Ranks
-from cache.configio import literal_choices
+from cache.configio import literal_choices, prompt_text
 from cache.errors import ConfigError
 
 from ._common import quiet_library_progress_bars
@@ -58,8 +58,9 @@ def register(sub: Any) -> None:
     detect.add_argument("--dtype", choices=literal_choices(ModelConfig, "dtype"), help="compute dtype (default: auto)")
     detect.add_argument("--trust-remote-code", action="store_true", default=None, help="run code shipped with the checkpoint")
     detect.add_argument("--prompt-format", choices=["auto", "chat", "raw"], default="auto", help="chat template or raw text (default: auto)")
-    detect.add_argument("--template", default="{prompt}", help="raw-format prompt text with {prompt} (default: {prompt})")
-    detect.add_argument("--system-prompt", help="system turn for the chat format")
+    detect.add_argument("--template", type=prompt_text, default="{prompt}",
+                        help="raw-format prompt text with {prompt}; \\n is a newline, as in a YAML config (default: {prompt})")
+    detect.add_argument("--system-prompt", type=prompt_text, help="system turn for the chat format (\\n: a newline)")
     detect.add_argument("--batch-size", type=int, default=16, help="completions generated together (default: 16)")
     detect.add_argument("--param", action="append", default=[], metavar="DETECTOR.NAME=VALUE",
                         help="detector hyperparameter, repeatable, e.g. --param min_knn.k=5 --param cdd.n=20")

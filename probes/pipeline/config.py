@@ -20,7 +20,7 @@ from typing import Any, Literal, Mapping, Sequence
 import yaml
 
 from cache.config import ExtractionConfig, ModelConfig
-from cache.configio import from_mapping, load_yaml
+from cache.configio import decode_prompt_texts, from_mapping, load_yaml
 from generation.config import GenerationConfig
 
 from ..calibration.controls import DEFAULT_CONTROLS
@@ -30,6 +30,8 @@ from ..errors import ConfigError
 # keys holding file-system paths, resolved against the config file's directory
 PATH_KEYS = ("questions", "run_dir", "model.source", "score.clean_ref", "detect.store")
 SCORE_MODES = ("split", "crossfit")
+# prompt texts: "\n" is a newline whether YAML or the shell kept the backslash (cache.configio.prompt_text)
+PROMPT_TEXT_KEYS = ("detect.template", "detect.system_prompt", "extraction.system_prompt")
 
 
 @dataclass(frozen=True)
@@ -270,7 +272,7 @@ def load_run_config(path: str | Path, sets: Sequence[str] = ()) -> RunConfig:
     data = load_yaml(path)
     data = _resolve_paths(data, path.resolve().parent)
     overrides = [(keys, _absolute_if_path(keys, value)) for keys, value in parse_set(sets)]
-    data = apply_sets(data, overrides)
+    data = decode_prompt_texts(apply_sets(data, overrides), PROMPT_TEXT_KEYS)
     if data.get("run_dir") is None:
         data["run_dir"] = str(Path("runs") / path.stem)
     return config_from_dict(data)

@@ -121,3 +121,25 @@ def test_detect_with_a_reference_model_and_a_sampling_temperature(audit, other_g
     assert finite.sum() > 25 and "partial_completion_exact_match" in raw.columns
     assert main(["detect", "ref", str(audit.questions), "--model", str(audit.model_dir), "-o", str(out)]) == 2
     assert "needs a reference model" in capsys.readouterr().err
+
+
+def test_a_template_reads_the_same_from_the_shell_and_from_yaml(audit, tmp_path, capsys):
+    """Before: ``--template "Q: {prompt}\\nA:"`` kept a literal backslash-n (bash passes it through)
+    while the YAML config's ``"Q: {prompt}\\nA:"`` is a newline: same model, other PPL, no warning."""
+    from probes.pipeline.config import load_run_config
+
+    common = ["ppl", str(audit.questions), "--model", str(audit.model_dir), "--device", "cpu", "--prompt-format", "raw",
+              "--param", "ppl.max_new_tokens=8", "--store", str(tmp_path / "s.sqlite"), "--no-progress"]
+    assert main(["detect", *common, "--template", "Q: {prompt}\\nA:", "-o", str(tmp_path / "shell.csv")]) == 0
+    assert main(["detect", *common, "--template", "Q: {prompt}\nA:", "-o", str(tmp_path / "yaml.csv")]) == 0
+    shell, yaml_like = ScoreTable.read_csv(tmp_path / "shell.csv"), ScoreTable.read_csv(tmp_path / "yaml.csv")
+    np.testing.assert_array_equal(shell.columns["ppl"], yaml_like.columns["ppl"])
+    meta = json.loads((tmp_path / "shell.meta.json").read_text())
+    assert meta["responder"]["prompt_format"]["template"] == "Q: {prompt}\nA:"
+    # in a config: YAML's double quotes, single quotes (a literal backslash) and --set all give the newline
+    for quoted in ('"Q: {prompt}\\nA:"', "'Q: {prompt}\\nA:'"):
+        (tmp_path / "run.yaml").write_text(f"questions: q.jsonl\nmodel: {{source: m}}\ndetect: {{names: [ppl], template: {quoted}}}\n")
+        assert load_run_config(tmp_path / "run.yaml").detect.template == "Q: {prompt}\nA:", quoted
+    assert load_run_config(tmp_path / "run.yaml", ["detect.template='Q: {prompt}\\nA:'"]).detect.template == "Q: {prompt}\nA:"
+    assert main(["detect", *common, "--template", r"\\neq {prompt}", "-o", str(tmp_path / "latex.csv")]) == 0
+    assert json.loads((tmp_path / "latex.meta.json").read_text())["responder"]["prompt_format"]["template"] == r"\neq {prompt}"
