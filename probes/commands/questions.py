@@ -7,6 +7,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from cache.configio import prompt_text
+
 from ..errors import InputError
 
 QUESTIONS_EXAMPLES = """examples:
@@ -39,10 +41,13 @@ def register(sub: Any) -> None:
     imp.add_argument("--label", type=int, choices=[0, 1], help="label every question: 1 = member, 0 = non-member")
     imp.add_argument("--split-name", help="set every question's split, e.g. clean_ref (LaRA's clean reference)")
     imp.add_argument("--where", action="append", default=[], metavar="COLUMN=VALUE",
-                     help="keep only rows whose COLUMN (dotted for nested) equals VALUE, repeatable, e.g. --where data_source=olympiads")
+                     help="keep only rows whose COLUMN (dotted for nested) equals VALUE, repeatable, e.g. --where data_source=numina_olympiads")
     imp.add_argument("--sample", type=int, metavar="N", help="a random sample of N rows (after --where), seeded by --seed, in table order")
     imp.add_argument("--seed", type=int, default=0, help="seed of --sample (default: 0)")
     imp.add_argument("--limit", type=int, help="import at most N questions")
+    imp.add_argument("--strip-suffix", type=prompt_text, metavar="TEXT",
+                     help="remove this fixed instruction from the end of every question that carries it (e.g. RL data's "
+                     "answer-format line, which only members would carry: a confound); \\n is a newline; recorded in the provenance")
     imp.set_defaults(handler=handle_import)
     from .pair import register_pair
 
@@ -68,8 +73,8 @@ def handle_import(args: argparse.Namespace) -> int:
             raise InputError(f"--{flag} must be at least 1")
     spec = TableSource(args.source, config=args.config, split=args.split, revision=args.revision)
     options = ImportOptions(preset=args.preset, fields=parse_pairs(args.field, "--field", "question=problem"), label=args.label,
-                            split_name=args.split_name, limit=args.limit, where=parse_pairs(args.where, "--where", "data_source=olympiads"),
-                            sample=args.sample, seed=args.seed)
+                            split_name=args.split_name, limit=args.limit, where=parse_pairs(args.where, "--where", "data_source=numina_olympiads"),
+                            sample=args.sample, seed=args.seed, strip_suffix=args.strip_suffix)
     result = import_questions(spec, options)
     files = write_questions(result, args.output)
     print(result.describe())

@@ -36,6 +36,7 @@ class ImportOptions:
     where: dict[str, str] = field(default_factory=dict)  # {column (dotted for nested): value}: keep matching rows only
     sample: int | None = None  # a seeded random sample of this many rows (after ``where``), in table order
     seed: int = 0
+    strip_suffix: str | None = None  # a fixed instruction the questions end with (e.g. RL data's answer format), removed
 
 
 @dataclass
@@ -44,12 +45,20 @@ class ImportResult:
     provenance: dict[str, Any]
 
     def describe(self) -> str:
-        skipped = self.provenance["skipped"]
+        p = self.provenance
+        skipped = p["skipped"]
         extra = "; skipped " + ", ".join(f"{n} {why}" for why, n in skipped.items()) if skipped else ""
         chat = sum("chat" in q.extra for q in self.questions)
-        return (f"{len(self.questions)} questions from {self.provenance['rows']} rows of {self.provenance['source']} "
-                f"({self.provenance['preset']} fields: " + ", ".join(f"{k}<-{v}" for k, v in self.provenance["fields"].items())
-                + f"){'; ' + str(chat) + ' in chat format' if chat else ''}{extra}")
+        lines = [f"{len(self.questions)} questions from {p['rows']} rows of {p['source']} "
+                 f"({p['preset']} fields: " + ", ".join(f"{k}<-{v}" for k, v in p["fields"].items())
+                 + f"){'; ' + str(chat) + ' in chat format' if chat else ''}{extra}"]
+        if p.get("ids_note"):
+            lines.append(f"note: {p['ids_note']}")
+        if p.get("strip_suffix") is not None:
+            s = p["suffix"]
+            lines.append(f"instruction suffix {p['strip_suffix']!r} removed from {s['stripped']} question(s)"
+                         + (f"; {s['absent']} did not end with it and are kept as they are" if s["absent"] else ""))
+        return "\n".join(lines)
 
 
 def import_questions(spec: TableSource, options: ImportOptions) -> ImportResult:
@@ -62,16 +71,24 @@ def import_questions(spec: TableSource, options: ImportOptions) -> ImportResult:
     n_rows = len(table)
     rows = select_rows(table, options)
     selected = table if len(rows) == n_rows else table.select(rows)
-    questions, skipped = rows_to_questions(iter(selected), columns, preset, options,
-                                           default_source=_source_name(spec.source))
-    provenance.update({"preset": preset.name, "fields": columns, "label": options.label, "split_name": options.split_name,
+    source = _source_name(spec.source)
+    ids_note = None
+    try:
+        questions, skipped, suffix = rows_to_questions(iter(selected), columns, preset, options, default_source=source)
+    except _RepeatedIds as repeated:  # a preset's id column that is not unique: text hashes instead, said so
+        ids_note = (f"ids from text hashes: the id column {columns['id']!r} repeats ({repeated.value!r} on rows "
+                    f"{rows[repeated.first]} and {rows[repeated.again]})")
+        columns = {k: v for k, v in columns.items() if k != "id"}
+        questions, skipped, suffix = rows_to_questions(iter(selected), columns, preset, options, default_source=source)
+    provenance.update({"ids_note": ids_note, "strip_suffix": options.strip_suffix, "suffix": suffix,"preset": preset.name, "fields": columns, "label": options.label, "split_name": options.split_name,
                        "limit": options.limit, "where": options.where or None, "sample": options.sample,
                        "seed": options.seed if options.sample else None, "rows": n_rows, "rows_selected": len(rows),
                        "questions": len(questions), "skipped": dict(Counter(reason for reason, _ in skipped)),
                        "skipped_examples": [f"row {rows[k]}: {reason}" for reason, k in skipped[:10]],
                        "imported_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
     if not questions:
-        raise InputError(f"{spec.source}: no question imported ({provenance['skipped'] or 'empty table'})")
+        why = provenance["skipped"] or ("empty table" if not n_rows else f"0 of {n_rows} rows selected")
+        raise InputError(f"{spec.source}: no question imported ({why})")
     return ImportResult(questions, provenance)
 
 
@@ -89,7 +106,18 @@ def select_rows(table: Any, options: ImportOptions) -> list[int]:
             raise InputError(f"--where {missing[0]}=…: no such column; columns: {', '.join(table.column_names)}")
         heads = sorted({p.split(".")[0] for p in paths})
         view = table.select_columns(heads)
-        indices = [i for i, row in enumerate(view) if all(str(_get(row, p)) == v for p, v in paths.items())]
+        seen: dict[str, Counter] = {p: Counter() for p in paths}
+        indices = []
+        for i, row in enumerate(view):
+            values = {p: str(_get(row, p)) for p in paths}
+            for p, v in values.items():
+                seen[p][v] += 1
+            if all(values[p] == v for p, v in paths.items()):
+                indices.append(i)
+        if not indices:
+            shown = "; ".join(f"{p} has " + ", ".join(f"{v!r} ({n})" for v, n in seen[p].most_common(8)) for p in paths)
+            raise InputError(f"--where {' '.join(f'{p}={v}' for p, v in paths.items())}: 0 of {len(view)} rows matched "
+                             f"({shown})")
     if options.sample is not None and options.sample < len(indices):
         indices = sorted(random.Random(options.seed).sample(indices, options.sample))
     return indices
@@ -123,38 +151,71 @@ def _actual(path: str, by_lower: dict[str, str]) -> str:
     return ".".join([by_lower.get(head.lower(), head), *rest])
 
 
+class _RepeatedIds(Exception):
+    """The id column a preset chose repeats a value (rows ``first`` and ``again``)."""
+
+    def __init__(self, value: str, first: int, again: int) -> None:
+        super().__init__(value)
+        self.value, self.first, self.again = value, first, again
+
+
 def rows_to_questions(rows: Iterable[dict[str, Any]], columns: dict[str, str], preset: Preset, options: ImportOptions,
-                      default_source: str) -> tuple[list[Question], list[tuple[str, int]]]:
-    """The questions of ``rows`` and the skipped rows as ``(reason, row index)``."""
+                      default_source: str) -> tuple[list[Question], list[tuple[str, int]], dict[str, int]]:
+    """The questions of ``rows``, the skipped rows as ``(reason, row index)``, and how many questions
+    had ``options.strip_suffix`` removed (``stripped``) or did not end with it (``absent``).
+
+    Raises:
+        _RepeatedIds: the preset's id column repeats a value (the caller falls back to text hashes).
+        InputError: an id column named with ``--field id=`` repeats a value.
+    """
     questions: list[Question] = []
     skipped: list[tuple[str, int]] = []
     ids: dict[str, int] = {}
+    suffix = {"stripped": 0, "absent": 0}
     for index, row in enumerate(rows):
         if options.limit is not None and len(questions) >= options.limit:
             break
         text, chat = _question_text(row, columns, index)
+        if text and options.strip_suffix is not None:
+            text, removed = _without_suffix(text, options.strip_suffix)
+            suffix["stripped" if removed else "absent"] += 1
         if not text or not text.strip():
             skipped.append(("empty question", index))
             continue
         qid = _id(row, columns, text, chat)
         if qid in ids:
-            if "id" in columns:
+            if "id" in columns and "id" in options.fields:
                 raise InputError(f"row {index}: duplicate id {qid!r} (first on row {ids[qid]}); ids in column "
                                  f"{columns['id']!r} must be unique, or drop --field id to use text hashes")
+            if "id" in columns:
+                raise _RepeatedIds(qid, ids[qid], index)
             skipped.append(("duplicate question text", index))
             continue
         ids[qid] = index
-        answer, answer_extra = preset.answer(_get(row, columns.get("answer")))
-        extra = {k: row[k] for k in preset.keep if k in row and row[k] not in (None, "")}
-        extra.update(answer_extra)
-        if chat is not None:
-            extra["chat"] = chat
-        source = _get(row, columns.get("source"))
-        questions.append(Question(
-            id=qid, question=text, label=options.label if options.label is not None else _label(_get(row, columns.get("label")), index),
-            answer=answer, source=str(source) if source not in (None, "") else default_source,
-            split=options.split_name or _optional_str(_get(row, columns.get("split"))), extra=extra))
-    return questions, skipped
+        questions.append(_question(row, columns, preset, options, qid, text, chat, index, default_source))
+    return questions, skipped, suffix
+
+
+def _question(row: dict[str, Any], columns: dict[str, str], preset: Preset, options: ImportOptions, qid: str, text: str,
+              chat: dict[str, Any] | None, index: int, default_source: str) -> Question:
+    answer, answer_extra = preset.answer(_get(row, columns.get("answer")))
+    extra = {k: row[k] for k in preset.keep if k in row and row[k] not in (None, "")}
+    extra.update(answer_extra)
+    if chat is not None:
+        extra["chat"] = chat
+    source = _get(row, columns.get("source"))
+    return Question(
+        id=qid, question=text, label=options.label if options.label is not None else _label(_get(row, columns.get("label")), index),
+        answer=answer, source=str(source) if source not in (None, "") else default_source,
+        split=options.split_name or _optional_str(_get(row, columns.get("split"))), extra=extra)
+
+
+def _without_suffix(text: str, suffix: str) -> tuple[str, bool]:
+    """``text`` without a trailing ``suffix`` (spacing at the junction and the end ignored), and whether it had it."""
+    body, tail = text.rstrip(), suffix.strip()
+    if tail and body.endswith(tail):
+        return body[: len(body) - len(tail)].rstrip(), True
+    return text, False
 
 
 def _question_text(row: dict[str, Any], columns: dict[str, str], index: int) -> tuple[str | None, dict[str, Any] | None]:

@@ -4,6 +4,7 @@ answers, chat questions and provenance come out right, and a hub name offline fa
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -115,7 +116,13 @@ def test_field_overrides_and_errors_name_what_to_fix(tmp_path, capsys):
     assert "no question column among body" in capsys.readouterr().err
     dup = tmp_path / "dup.jsonl"
     dup.write_text("".join(json.dumps({"id": "same", "question": q}) + "\n" for q in ("a?", "b?")))
-    assert main(["-q", "questions", "import", str(dup), "-o", str(tmp_path / "o.jsonl")]) == 2
+    # an id column found by the preset that repeats: text hashes instead, with a note (issue 21, item 8)
+    assert main(["questions", "import", str(dup), "-o", str(tmp_path / "o.jsonl")]) == 0
+    assert "note: ids from text hashes: the id column 'id' repeats ('same' on rows 0 and 1)" in capsys.readouterr().out
+    assert [q.id for q in read_questions(tmp_path / "o.jsonl")] == ["q" + hashlib.sha256(f"\x00{q}".encode()).hexdigest()[:12]
+                                                                   for q in ("a?", "b?")]
+    # one named with --field id= must be unique
+    assert main(["-q", "questions", "import", str(dup), "--field", "id=id", "-o", str(tmp_path / "o.jsonl")]) == 2
     assert "duplicate id 'same'" in capsys.readouterr().err
     assert main(["-q", "questions", "import", str(tmp_path / "missing.parquet"), "-o", str(tmp_path / "o.jsonl")]) == 2
     assert "no such file" in capsys.readouterr().err
