@@ -16,6 +16,7 @@ from typing import Any, Callable, Generic, TypeVar
 
 from . import records as r
 from .config import GenerationConfig
+from .identity import code_digest
 from .llm import CallStats, ChatClient, TransportFailure, build_request, derive_seed
 from .parsing import ParseError, parse_blanked, parse_description, parse_string_list
 from .prompts import PromptTemplate
@@ -46,6 +47,7 @@ class LLMGenerator:
         c, o = self.config, self.config.openai
         return {
             "backend": "openai",
+            "code": code_digest(),
             "model": o.model,
             "base_url": o.base_url,
             "templates": {step: {"id": t.id, "sha256": t.sha256} for step, t in self.templates.items()},

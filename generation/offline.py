@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 from . import records as r
 from .config import GenerationConfig
+from .identity import code_digest
 from .numbers import Slot, find_slots, in_math, rendered_value, replace_spans, signed_span, vary
 from .records import Failure, PerturbationSet, Question
 from .relations import kept, relations
@@ -63,6 +64,7 @@ class OfflineGenerator:
         return {
             "backend": "offline",
             "algorithm": ALGORITHM_VERSION,
+            "code": code_digest(),
             "seed": c.seed,
             "similars": c.similars,
             "paraphrases": c.paraphrases,

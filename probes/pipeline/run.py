@@ -149,7 +149,7 @@ class _Run:
         self.sets = None
         if config.lara or config.calibrating:
             self.sets = ledger.run(
-                "generate", {"questions": self.q_digest, "generation": stages.generation_settings(config)}, ["sets.jsonl"],
+                "generate", stages.generate_inputs(config, self.q_digest), ["sets.jsonl"],
                 lambda: stages.generate(self.questions, self.run_dir / "sets.jsonl", config, self.progress),
             )["sets.jsonl"]
         for name, model in config.models():

@@ -50,6 +50,16 @@ def generation_settings(config: RunConfig) -> dict[str, Any]:
     return settings
 
 
+def generate_inputs(config: RunConfig, questions_digest: str) -> dict[str, Any]:
+    """The generate stage's key: the questions, the settings, and the generator's identity (its
+    algorithm version, a digest of its code, the content of each LLM prompt template), so an
+    edited template or an upgraded generator redoes the sets."""
+    from generation.identity import generator_identity
+
+    return {"questions": questions_digest, "generation": generation_settings(config),
+            "generator": generator_identity(config.generation)}
+
+
 def model_identity(model: ModelConfig, ledger: Ledger) -> dict[str, Any]:
     """The model settings plus, for a local checkpoint, the content digest of its directory."""
     identity: dict[str, Any] = dataclasses.asdict(model)

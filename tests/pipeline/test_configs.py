@@ -130,3 +130,31 @@ def test_a_model_that_is_not_a_causal_lm_is_one_line(tmp_path, capsys):
     assert "not a causal language model" in err
     err = _one_line_error(capsys, ["detect", "ppl", str(q), "--model", str(bert), "-o", str(tmp_path / "s.csv")])
     assert "not a causal language model" in err
+
+
+def test_the_generate_stage_key_follows_template_content_and_generator_code(tmp_path, monkeypatch):
+    """Before, the key held template *file names* only: a template edited in place, or an upgrade of
+    the offline generator, left the old sets "up to date" (issue 21, item 9)."""
+    import shutil
+
+    import generation.identity
+    from generation.config import default_prompts_dir
+    from probes.pipeline import stages
+    from probes.pipeline.config import config_from_dict
+    from probes.pipeline.ledger import stage_key
+
+    templates = tmp_path / "templates"
+    shutil.copytree(default_prompts_dir(), templates)
+    llm = config_from_dict({"questions": "q.jsonl", "model": {"source": "m"}, "detect": {"names": ["ppl"]},
+                            "generation": {"backend": "openai", "openai": {"base_url": "http://127.0.0.1:9/v1", "model": "x",
+                                           "templates": {"similars": str(templates / "similar_questions.v1.txt")}}}})
+    before = stage_key(stages.generate_inputs(llm, "q"))
+    assert stage_key(stages.generate_inputs(llm, "q")) == before  # deterministic
+    path = templates / "similar_questions.v1.txt"
+    path.write_text(path.read_text() + "\nBe concise.\n")  # edited in place, same file name
+    assert stage_key(stages.generate_inputs(llm, "q")) != before
+
+    offline = config_from_dict({"questions": "q.jsonl", "model": {"source": "m"}, "detect": {"names": ["ppl"]}})
+    before = stage_key(stages.generate_inputs(offline, "q"))
+    monkeypatch.setattr(generation.identity, "_CODE_DIGEST", "0123456789abcdef")  # the generator's code changed
+    assert stage_key(stages.generate_inputs(offline, "q")) != before
