@@ -162,10 +162,15 @@ def load_model(config: ModelConfig) -> LoadedModel:
     }
     if source.revision and not source.is_local:
         common["revision"] = source.revision
+    if source.is_local:
+        _check_tokenizer_files(Path(source.location), config.source)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source.location, **common)
     except Exception as err:  # noqa: BLE001 - re-raised with the source named and a next step
         raise ModelLoadError(f"cannot load the tokenizer of {config.source!r}: {type(err).__name__}: {err}") from err
+    if not tokenizer("Layer probe 12.", add_special_tokens=False)["input_ids"]:
+        raise ModelLoadError(f"the tokenizer of {config.source!r} turns text into no tokens: its vocabulary files are missing "
+                             "or empty; save the tokenizer beside the weights (tokenizer.save_pretrained(DIR))")
     _ensure_pad_token(tokenizer, config.source)
 
     _check_causal_lm(source, config, common)
@@ -193,6 +198,18 @@ def load_model(config: ModelConfig) -> LoadedModel:
         config.source, type(model).__name__, layout.n_blocks, layout.d_model, input_device(model), next(model.parameters()).dtype,
     )
     return LoadedModel(model=model, tokenizer=tokenizer, layout=layout, source=source, config=config)
+
+
+TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "tokenizer.model", "spiece.model", "vocab.txt", "sentencepiece.bpe.model",
+                   "tiktoken.model", "qwen.tiktoken")
+
+
+def _check_tokenizer_files(directory: Path, source: str) -> None:
+    """Refuse a checkpoint directory without a tokenizer vocabulary: transformers would build an
+    empty tokenizer from its config alone, and every text would become zero tokens."""
+    if not any((directory / name).is_file() for name in TOKENIZER_FILES) and not any(directory.glob("*.tiktoken")):
+        raise ModelLoadError(f"the model directory {source!r} has no tokenizer (none of {', '.join(TOKENIZER_FILES[:5])}, …); "
+                             "copy the tokenizer's files beside the weights (tokenizer.save_pretrained(DIR))")
 
 
 def check_finite_weights(model: Any, source: str) -> None:

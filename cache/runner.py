@@ -31,6 +31,7 @@ from .errors import ConfigError, InputError, NonFiniteError
 from .fingerprint import FINGERPRINT_METHOD, text_hash
 from .layers import LayerSelection, resolve_layers
 from .loading import LoadedModel, load_model
+from .outputs import check_free_space, check_writable
 from .prompts import PromptEncoder
 from .store import SCHEMA_VERSION, RowBlock, StoreWriter
 
@@ -111,6 +112,7 @@ def run_cache(
     output = Path(output)
     texts = list(texts)
     _check_texts(texts)
+    check_writable(output, "activation store")  # before a model is loaded
     unique = list(dict.fromkeys(texts))
     keys = [text_hash(t) for t in unique]
     ex = config.extraction
@@ -144,6 +146,7 @@ def run_cache(
             ranks.barrier()  # every rank has read the same committed rows before any writes
         n_already = sum(k in done for k in keys)
         todo = [i for i, k in enumerate(keys) if k not in done]
+        _check_room(output, len(todo), len(done), len(selection.labels) * loaded.layout.d_model, ex.storage_dtype)
         started = time.perf_counter()
         n_computed = n_truncated = n_tokens = 0
         if todo:
@@ -202,6 +205,15 @@ def _extract_rows(work: list[int], unique: list[str], keys: list[str], encoded: 
     finally:
         bar.close()
     return n_computed, n_truncated, n_tokens
+
+
+def _check_room(output: Path, n_new: int, n_stored: int, values_per_row: int, storage_dtype: str) -> None:
+    """Refuse before extraction when the disk cannot hold what this run writes: its shards and the
+    merged file (old and new rows) side by side."""
+    if not n_new:
+        return
+    row = values_per_row * np.dtype(storage_dtype).itemsize + 512  # + key, text, counts and HDF5 overhead
+    check_free_space(output.parent, row * (2 * n_new + n_stored), "activation store")
 
 
 def _check_finite_rows(pooled: np.ndarray, texts: list[str], loaded: LoadedModel) -> None:

@@ -264,9 +264,10 @@ class StoreWriter:
             raise
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
         try:
-            self.flush()
+            if exc_type is None or not issubclass(exc_type, OSError):  # a full or read-only disk takes no retry
+                self.flush()
         finally:
             self._release_lock()
 
@@ -352,9 +353,27 @@ def read_provenance(f: h5py.File, path: Path) -> dict[str, Any]:
 def _write_atomic(path: Path, provenance: Mapping[str, Any], rows: RowBlock) -> None:
     """Write key-unique ``rows`` to ``path`` via a temporary file, fsync, rename."""
     tmp = path.with_name(path.name + ".tmp")
-    with h5py.File(tmp, "w") as f:
+    with _hdf5_on_disk(tmp) as f:
         _write_block(_create_datasets(f, provenance, len(rows), rows.activations.shape[1:]), 0, rows)
     _fsync_and_rename(tmp, path)
+
+
+@contextlib.contextmanager
+def _hdf5_on_disk(path: Path) -> Iterator[h5py.File]:
+    """A new HDF5 file written through a Python file object: a full or read-only disk then raises
+    a plain ``OSError`` from our own handle and the half-written file is removed. (Written by
+    HDF5's own driver, a failed write left handles that crashed the interpreter at exit.)"""
+    handle = open(path, "w+b")  # HDF5 reads back what it wrote
+    try:
+        with h5py.File(handle, "w") as f:
+            yield f
+        handle.flush()
+    except BaseException:
+        with contextlib.suppress(OSError):
+            handle.close()
+        path.unlink(missing_ok=True)
+        raise
+    handle.close()
 
 
 def _create_datasets(f: h5py.File, provenance: Mapping[str, Any], n: int, row_shape: tuple[int, ...]) -> dict[str, Any]:
@@ -389,6 +408,9 @@ def _merge(sources: Sequence[Path], target: Path, provenance: Mapping[str, Any])
     """Write the union of ``sources`` (first occurrence of a key wins) sorted by key to
     ``target``, streaming ``_COPY_ROWS`` rows at a time."""
     tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
+    from .outputs import check_free_space
+
+    check_free_space(target.parent, sum(source.stat().st_size for source in sources), "merged activation store")
     handles = [h5py.File(source, "r") for source in sources]
     try:
         index: dict[str, tuple[int, int]] = {}
@@ -396,7 +418,7 @@ def _merge(sources: Sequence[Path], target: Path, provenance: Mapping[str, Any])
             for row, key in enumerate(f["keys"][:]):
                 index.setdefault(key.decode("ascii"), (s, row))
         ordered = sorted(index)
-        with h5py.File(tmp, "w") as out:
+        with _hdf5_on_disk(tmp) as out:
             datasets = _create_datasets(out, provenance, len(ordered), tuple(handles[0]["activations"].shape[1:]))
             for start in range(0, len(ordered), _COPY_ROWS):
                 chunk = ordered[start : start + _COPY_ROWS]

@@ -20,7 +20,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from .errors import InputError
 
@@ -200,6 +200,24 @@ def unexplained_gaps(record: PerturbationSet) -> list[str]:
 # ----------------------------------------------------------------------------- reading questions
 
 
+def jsonl_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` of the non-blank lines of a UTF-8 JSONL file — the one reader of
+    question, set and label files: a byte-order mark is skipped, any other encoding is refused
+    naming the line."""
+    path = Path(path)
+    with open(path, "rb") as handle:
+        for lineno, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise InputError(f"{path}:{lineno}: not UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1}); "
+                                 "re-encode the file as UTF-8") from None
+            if lineno == 1:
+                line = line.removeprefix("\ufeff")
+            if line.strip():
+                yield lineno, line
+
+
 def read_questions(path: str | Path) -> list[Question]:
     """Questions of a JSONL file, in file order; errors name the line and what to fix."""
     path = Path(path)
@@ -207,13 +225,7 @@ def read_questions(path: str | Path) -> list[Question]:
         raise InputError(f"questions file not found: {path}")
     questions: list[Question] = []
     seen: dict[str, int] = {}
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as err:
-        raise InputError(f"{path}: not UTF-8 ({err}); re-encode the file as UTF-8") from err
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    for lineno, line in jsonl_lines(path):
         question = parse_question(line, f"{path}:{lineno}")
         if question.id in seen:
             raise InputError(f"{path}:{lineno}: duplicate id {question.id!r} (first on line {seen[question.id]}); ids must be unique")
@@ -261,23 +273,20 @@ def read_sets(path: str | Path) -> list[PerturbationSet]:
         raise InputError(f"perturbation-set file not found: {path}; make it with `lara generate QUESTIONS.jsonl -o {path}`")
     records: list[PerturbationSet] = []
     seen: set[str] = set()
-    with open(path, encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = PerturbationSet.from_dict(json.loads(line))
-            except json.JSONDecodeError as err:
-                raise InputError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
-            except (KeyError, TypeError, AttributeError) as err:
-                raise InputError(
-                    f"{path}:{lineno}: not a perturbation set (missing or malformed {err}); "
-                    "expected the output of `lara generate`"
-                ) from None
-            if record.question.id in seen:
-                raise InputError(f"{path}:{lineno}: duplicate question id {record.question.id!r}")
-            seen.add(record.question.id)
-            records.append(record)
+    for lineno, line in jsonl_lines(path):
+        try:
+            record = PerturbationSet.from_dict(json.loads(line))
+        except json.JSONDecodeError as err:
+            raise InputError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
+        except (KeyError, TypeError, AttributeError) as err:
+            raise InputError(
+                f"{path}:{lineno}: not a perturbation set (missing or malformed {err}); "
+                "expected the output of `lara generate`"
+            ) from None
+        if record.question.id in seen:
+            raise InputError(f"{path}:{lineno}: duplicate question id {record.question.id!r}")
+        seen.add(record.question.id)
+        records.append(record)
     if not records:
         raise InputError(f"{path} holds no perturbation sets")
     return records

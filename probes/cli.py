@@ -2,18 +2,20 @@
 parser beside its handler).
 
 Commands import their heavy modules only when they run; ``main`` takes ``argv`` so tests call it
-directly. User errors (bad input, config, model, mismatched cache) print one message and exit
-with status 2; ``--debug`` shows the traceback as well.
+directly. User errors (bad input, config, model, mismatched cache) and a full or read-only disk
+print one message and exit with status 2; ``--debug`` shows the traceback as well.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import sqlite3
 import sys
 from typing import Sequence
 
 from cache.errors import CacheError
+from cache.outputs import disk_error_message
 from generation.errors import GenerationError
 
 from .commands import command_modules
@@ -42,6 +44,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.debug:
             logger.exception("failed")
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except (OSError, sqlite3.OperationalError) as err:  # a full or read-only disk: one line, work kept
+        message = disk_error_message(err)
+        if message is None:
+            raise
+        if args.debug:
+            logger.exception("failed")
+        print(f"error: {message}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted; finished rows are kept and the next run resumes from them", file=sys.stderr)

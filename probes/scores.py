@@ -22,6 +22,8 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
+from generation.records import jsonl_lines
+
 from .errors import InputError
 
 
@@ -112,20 +114,17 @@ def read_labels(path: str | Path, required: bool = True) -> dict[str, int | None
     if not path.is_file():
         raise InputError(f"labels file not found: {path}")
     labels: dict[str, int | None] = {}
-    with open(path, encoding="utf-8") as handle:
-        for lineno, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise InputError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
-            if not isinstance(data, dict) or "id" not in data:
-                raise InputError(f"{path}:{lineno}: expected an object with 'id' and 'label'")
-            label = data.get("label")
-            if label is not None and (isinstance(label, bool) or label not in (0, 1)):
-                raise InputError(f"{path}:{lineno}: 'label' must be 1 (member), 0 (non-member) or null, got {label!r}")
-            labels[str(data["id"])] = label
+    for lineno, line in jsonl_lines(path):
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise InputError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
+        if not isinstance(data, dict) or "id" not in data:
+            raise InputError(f"{path}:{lineno}: expected an object with 'id' and 'label'")
+        label = data.get("label")
+        if label is not None and (isinstance(label, bool) or label not in (0, 1)):
+            raise InputError(f"{path}:{lineno}: 'label' must be 1 (member), 0 (non-member) or null, got {label!r}")
+        labels[str(data["id"])] = label
     if required and not any(v is not None for v in labels.values()):
         raise InputError(f"{path}: no question has a label (1 member / 0 non-member)")
     return labels
@@ -134,24 +133,20 @@ def read_labels(path: str | Path, required: bool = True) -> dict[str, int | None
 def read_question_texts(path: str | Path) -> dict[str, str]:
     """``{id: question}`` of the objects of a JSONL file that carry a ``question`` (a questions file)."""
     out: dict[str, str] = {}
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                data = json.loads(line)
-                if isinstance(data, dict) and "id" in data and isinstance(data.get("question"), str):
-                    out[str(data["id"])] = data["question"]
+    for _, line in jsonl_lines(path):
+        data = json.loads(line)
+        if isinstance(data, dict) and "id" in data and isinstance(data.get("question"), str):
+            out[str(data["id"])] = data["question"]
     return out
 
 
 def read_splits(path: str | Path) -> dict[str, str | None]:
     """``{id: split}`` from a questions JSONL file (``None`` where a question has no split)."""
     out: dict[str, str | None] = {}
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                data = json.loads(line)
-                if isinstance(data, dict) and "id" in data:
-                    out[str(data["id"])] = data.get("split")
+    for _, line in jsonl_lines(path):
+        data = json.loads(line)
+        if isinstance(data, dict) and "id" in data:
+            out[str(data["id"])] = data.get("split")
     return out
 
 

@@ -78,6 +78,7 @@ def register(sub: Any) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from cache.loading import load_model
+    from cache.outputs import check_writable
     from generation.config import default_cache_dir
     from generation.records import read_questions
 
@@ -91,6 +92,9 @@ def handle(args: argparse.Namespace) -> int:
     if bool(args.endpoint) == bool(args.source):
         raise ConfigError("give the audited model with --model DIR, or a served one with --endpoint URL --api-model NAME")
     questions = read_questions(args.questions)
+    store_path = args.store or default_cache_dir().parent / "responses.sqlite"
+    check_writable(args.output, "scores file")  # before any model is loaded or answer generated
+    check_writable(store_path, "response store")
     overrides = {k: v for k, v in {"device": args.device, "dtype": args.dtype, "trust_remote_code": args.trust_remote_code,
                                    "gpus_per_rank": args.gpus_per_rank}.items() if v is not None}
     ranks = None if args.endpoint else Ranks.from_env()  # under torchrun: this rank's share of every batch call
@@ -115,7 +119,7 @@ def handle(args: argparse.Namespace) -> int:
     else:
         quiet_library_progress_bars(args.verbose)
         backend = LocalResponder(load_model(model_config(args.source)), prompt_format, batch_size=args.batch_size)
-    store = ResponseStore(args.store or default_cache_dir().parent / "responses.sqlite")
+    store = ResponseStore(store_path)
     progress = not args.no_progress and (ranks is None or ranks.rank == 0)
     responder = on_ranks(CachedResponder(backend, store, progress=progress), ranks)
     reference = None

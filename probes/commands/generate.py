@@ -58,11 +58,13 @@ def generation_config_from_args(args: argparse.Namespace) -> Any:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from cache.outputs import check_writable
     from generation.pipeline import run_generation
     from generation.records import read_questions
 
     config = generation_config_from_args(args)
     questions = read_questions(args.questions)
+    check_writable(args.output, "perturbation-set file")  # before any request is sent
     summary = run_generation(questions, args.output, config, progress=not args.no_progress, overwrite=args.overwrite)
     print(summary.describe())
     return 0

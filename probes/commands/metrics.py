@@ -33,9 +33,12 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from cache.outputs import check_writable
+
     from ..lara.metrics_file import compute_metrics
 
     layers = [x.strip() for x in args.layers.split(",")] if args.layers else None
+    check_writable(args.output, "metrics file")
     summary = compute_metrics(args.sets, args.activations, args.output, layers=layers, eps=args.eps,
                               min_paraphrases=args.min_paraphrases, chunk_mib=args.chunk_mib, progress=not args.no_progress)
     print(summary.describe())

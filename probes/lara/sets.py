@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from generation.records import PerturbationSet
+from generation.errors import InputError as GenerationInputError
+from generation.records import PerturbationSet, jsonl_lines
 
 from ..errors import InputError
 
@@ -104,11 +105,9 @@ def distinct_texts(records: Sequence[PerturbationSet]) -> list[str]:
 def looks_like_sets(path: str | Path) -> bool:
     """True when the first record of a JSONL file is a perturbation set."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            for line in handle:
-                if line.strip():
-                    data = json.loads(line)
-                    return isinstance(data, dict) and {"similars", "blanked", "paraphrases"} <= set(data)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        for _, line in jsonl_lines(path):
+            data = json.loads(line)
+            return isinstance(data, dict) and {"similars", "blanked", "paraphrases"} <= set(data)
+    except (OSError, GenerationInputError, json.JSONDecodeError):
         return False
     return False

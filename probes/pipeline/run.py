@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from cache.distributed import Ranks
+from cache.outputs import check_writable
 
 from ..detect import detector_names
 from ..detectors import REGISTRY
@@ -80,7 +81,7 @@ class _ModelState:
 def run_pipeline(config: RunConfig, progress: bool = True) -> RunResult:
     """Run (or finish, or update) the audit described by ``config`` (data-parallel under torchrun)."""
     run_dir = Path(config.run_dir or "runs/run")
-    run_dir.mkdir(parents=True, exist_ok=True)
+    check_writable(run_dir, "run directory", directory=True)  # before anything is generated or loaded
     ranks = Ranks.from_env()
     handler = logging.FileHandler(run_dir / "run.log", encoding="utf-8")
     tag = f" rank{ranks.rank}" if ranks is not None else ""
