@@ -83,12 +83,15 @@ def handle(args: argparse.Namespace) -> int:
     from generation.records import read_questions
 
     from ..detect import detector_names, parse_params, run_detectors
+    from ..detectors import get_detector
     from ..responders.distributed import on_ranks, sum_counts_over_ranks
     from ..responders.local import LocalResponder, PromptFormat
     from ..responders.store import CachedResponder, ResponseStore
 
     names = detector_names(args.detectors, reference=bool(args.reference))
     params = parse_params(args.param, names)
+    for name in names:  # unknown names and parameters refused before any model is loaded
+        get_detector(name, **params[name])
     if bool(args.endpoint) == bool(args.source):
         raise ConfigError("give the audited model with --model DIR, or a served one with --endpoint URL --api-model NAME")
     questions = read_questions(args.questions)

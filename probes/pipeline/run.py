@@ -47,6 +47,7 @@ from . import stages
 from .config import RunConfig, dump_config
 from .ledger import Ledger
 from .lock import run_directory_lock
+from .validate import validate_run
 
 logger = logging.getLogger(__name__)
 
@@ -120,6 +121,7 @@ class _Run:
                              "at the top of the paper's config show")
         self.questions = read_questions(path)
         self.config = config = with_chat_system_turn(config, self.questions)
+        validate_run(config, self.questions)  # every key checked before stage 1
         self.q_digest = self.ledger.digest(path)
         if self.writes:
             (run_dir / "config.resolved.yaml").write_text(dump_config(config), encoding="utf-8")

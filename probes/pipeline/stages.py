@@ -13,7 +13,6 @@ from cache.config import CacheConfig, ModelConfig
 from cache.distributed import Ranks
 
 from ..detectors import REGISTRY
-from ..errors import InputError
 from .config import RunConfig
 from .ledger import Ledger
 
@@ -129,9 +128,6 @@ def detect(run_dir: Path, name: str, config: RunConfig, model: LazyModel, questi
     from ..responders.store import CachedResponder, ResponseStore
 
     d = config.detect
-    unknown = [n for n in names if n not in REGISTRY]
-    if unknown:
-        raise InputError(f"unknown detector {', '.join(unknown)} in 'detect.names'; known: {', '.join(REGISTRY)}")
     prompt_format = PromptFormat(mode=d.prompt_format, template=d.template, system=d.system_prompt)
     if d.endpoint is not None and name == config.name:
         from ..responders.openai_api import OpenAIResponder

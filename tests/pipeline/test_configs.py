@@ -126,6 +126,7 @@ def test_a_model_that_is_not_a_causal_lm_is_one_line(tmp_path, capsys):
     q.write_text('{"id": "a", "question": "What is 12 + 7?", "label": 1}\n{"id": "b", "question": "What is 3 + 4?", "label": 0}\n')
     err = _one_line_error(capsys, ["run", str(CONFIGS / "demo.yaml"), "--set", f"model.source={bert}", "--set", "controls=[]",
                                    "--set", "detect.names=[ppl]",  # without controls, ref has no reference model
+                                   "--set", "lara=false", "--set", "fusion=[]",  # two questions: no clean reference
                                    "--set", f"questions={q}", "--set", f"run_dir={tmp_path / 'run'}", "--no-progress"])
     assert "not a causal language model" in err
     err = _one_line_error(capsys, ["detect", "ppl", str(q), "--model", str(bert), "-o", str(tmp_path / "s.csv")])
@@ -158,3 +159,29 @@ def test_the_generate_stage_key_follows_template_content_and_generator_code(tmp_
     before = stage_key(stages.generate_inputs(offline, "q"))
     monkeypatch.setattr(generation.identity, "_CODE_DIGEST", "0123456789abcdef")  # the generator's code changed
     assert stage_key(stages.generate_inputs(offline, "q")) != before
+
+
+@pytest.mark.parametrize("override,key", [
+    ("extraction.backend=hff", "extraction.backend 'hff'"),
+    ("detect.names=[ppl,cdd,min_knnn]", "detect.names: unknown detector 'min_knnn' (did you mean 'min_knn'?)"),
+    ("detect.params.cdd.nn=20", "detect.params.cdd: detector 'cdd' has no parameter nn"),
+    ("fusion=[{detectors: [ppl, self_critque]}]", "fusion[0].detectors: no score column 'self_critque'"),
+    ("score.clean_ref=crossfit", "score.clean_ref 'crossfit': no question is labelled 0"),
+])
+def test_a_bad_key_is_refused_before_stage_one_naming_the_key(override, key, tmp_path, capsys):
+    """Before: each of these failed only when its stage was reached — after generation and model
+    loading, hours on a 70B model (issue 21, item 13)."""
+    import json
+
+    questions = tmp_path / "q.jsonl"
+    rows = [{"id": f"m{i}", "question": f"Ann has {i + 2} pens and buys {i + 3} more. How many pens?", "label": 1} for i in range(6)]
+    questions.write_text("".join(json.dumps(r) + "\n" for r in rows))  # members only: no clean reference for LaRA's crossfit
+    run_dir = tmp_path / "run"
+    argv = ["run", str(CONFIGS / "demo.yaml"), "--set", f"questions={questions}", "--set", f"run_dir={run_dir}",
+            "--set", "verdict.subsets=[members]", "--set", override, "--no-progress"]
+    if "clean_ref" not in override:  # give LaRA its clean reference so only the key under test is wrong
+        rows.append({"id": "c0", "question": "Bo has 4 cups and 5 plates. How many things?", "split": "clean_ref"})
+        questions.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    err = _one_line_error(capsys, argv)
+    assert key in err and " --" not in err  # config keys, not CLI flags
+    assert not (run_dir / "sets.jsonl").exists() and "loaded" not in (run_dir / "run.log").read_text()

@@ -1,0 +1,142 @@
+"""Everything in a ``lara run`` config checked before stage 1, against the questions it will read:
+a misspelled backend, detector, detector parameter or fusion column, or a LaRA score with no
+possible clean reference, is refused at once — not after generation and model loading, hours
+into a run on a large model. Every problem is named by its config key, all in one message."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import ConfigError
+from .config import RunConfig
+
+logger = logging.getLogger(__name__)
+
+CLEAN_SPLIT = "clean_ref"
+WINDOWS = ("early", "mid", "late")
+
+
+def validate_run(config: RunConfig, questions: Sequence[Any]) -> None:
+    """Raise one :class:`ConfigError` listing every problem of ``config`` (by key), if any."""
+    labels = [q.label for q in questions]
+    splits = {q.split for q in questions}
+    problems = (_extraction(config) + _detectors(config) + _lara(config, labels, splits)
+                + _fusion(config, labels, splits) + _verdict(config, labels, splits))
+    if problems:
+        raise ConfigError("the config cannot run as it is: " + "; ".join(problems))
+
+
+def _extraction(config: RunConfig) -> list[str]:
+    from cache.backends import BACKENDS
+
+    if config.lara and config.extraction.backend not in BACKENDS:
+        return [f"extraction.backend {config.extraction.backend!r}: choose {', '.join(BACKENDS)}"]
+    return []
+
+
+def _detectors(config: RunConfig) -> list[str]:
+    from ..detect import detector_names, with_sampling_temperature
+    from ..detectors import REGISTRY, get_detector
+
+    d = config.detect
+    names = detector_names(d.names, reference=config.reference_name() is not None)
+    problems = [f"detect.names: {_unknown(n, REGISTRY)}" for n in names if n not in REGISTRY]
+    problems += [f"detect.params.{n}: {_unknown(n, REGISTRY)}" for n in d.params if n not in REGISTRY]
+    params = with_sampling_temperature(d.params, [n for n in names if n in REGISTRY], d.sampling_temperature)
+    for name in (n for n in names if n in REGISTRY):
+        try:
+            detector = get_detector(name, **params.get(name, {}))
+        except ConfigError as err:
+            problems.append(f"detect.params.{name}: {err}")
+            continue
+        if d.endpoint is not None:
+            problems += _served(name, detector)
+    problems += [f"calibration.detectors: {_unknown(n, REGISTRY)}" for n in config.calibration.detectors or () if n not in REGISTRY]
+    return problems
+
+
+def _served(name: str, detector: Any) -> list[str]:
+    """A detector the served audited model cannot feed (full-vocabulary logits, a reference)."""
+    from ..detectors import check_access
+    from ..responders.openai_api import OpenAIResponder
+
+    class _Served:  # what an OpenAI-compatible server offers, without contacting it
+        access = OpenAIResponder.access
+        identity = {"kind": "openai"}
+
+    try:
+        check_access(detector, _Served())
+    except ConfigError as err:
+        return [f"detect.endpoint: {err}"]
+    return []
+
+
+def _lara(config: RunConfig, labels: list[Any], splits: set[Any]) -> list[str]:
+    if not config.lara:
+        return []
+    mode = config.score.clean_ref
+    has_split, has_nonmembers = CLEAN_SPLIT in splits, 0 in labels
+    if mode is None and not (has_split or has_nonmembers):
+        return ["score.clean_ref: LaRA needs a clean reference, and the questions have none — no question has split "
+                "'clean_ref' and none is labelled 0; mark known-clean questions, give a file, or set lara: false"]
+    if mode == "split" and not has_split:
+        return ["score.clean_ref 'split': no question has split 'clean_ref'"]
+    if mode == "crossfit" and not has_nonmembers:
+        return ["score.clean_ref 'crossfit': no question is labelled 0 (non-member) to cross-fit over"]
+    if mode not in (None, "split", "crossfit") and not Path(mode).is_file():
+        return [f"score.clean_ref {mode!r}: not 'split', 'crossfit' or an existing file"]
+    return []
+
+
+def _columns(config: RunConfig) -> set[str]:
+    """Every score column the run's fusion can read."""
+    from ..detect import detector_names
+
+    names = detector_names(config.detect.names, reference=config.reference_name() is not None)
+    columns = set(names)
+    if config.calibrating:
+        columns |= {f"{n}@cal" for n in names if config.calibration.detectors is None or n in config.calibration.detectors}
+    if config.reference_name() is not None:
+        columns |= {f"{n}@ref" for n in names if n != "ref"}
+    if config.lara:
+        columns |= {"lara"}
+        if config.score.variants:
+            columns |= {f"lara_{m.lower()}" for m in config.score.metric_set} | {f"lara_{w}" for w in WINDOWS}
+    return columns
+
+
+def _fusion(config: RunConfig, labels: list[Any], splits: set[Any]) -> list[str]:
+    columns, problems = _columns(config), []
+    for i, spec in enumerate(config.fusion):
+        problems += [f"fusion[{i}].detectors: no score column {c!r} in this run ({', '.join(sorted(columns))})"
+                     for c in spec.detectors if c not in columns]
+        if spec.method == "stacking" and not any(x is not None for x in labels):
+            problems.append(f"fusion[{i}].method stacking learns from labels, and no question has one")
+        if spec.method == "robust-z" and spec.clean_ref is None and CLEAN_SPLIT not in splits and 0 not in labels:
+            problems.append(f"fusion[{i}].clean_ref: robust-z needs a clean reference (split clean_ref or label 0 questions), "
+                            "or clean_ref: all")
+    return problems
+
+
+def _verdict(config: RunConfig, labels: list[Any], splits: set[Any]) -> list[str]:
+    from ..detect import detector_names
+
+    names = set(detector_names(config.detect.names, reference=config.reference_name() is not None)) | {"lara"}
+    problems = [f"verdict.detectors: {n!r} is not a detector of this run" for n in config.verdict.detectors or () if n not in names]
+    for name in config.verdict.subsets:
+        if name in ("members", "non_members"):
+            if {"members": 1, "non_members": 0}[name] not in labels:  # an audit without labels: said, not refused
+                logger.warning("verdict.subsets: no question is labelled %d, so the %s subset gets no verdict",
+                               1 if name == "members" else 0, name)
+        elif name not in splits:
+            problems.append(f"verdict.subsets: {name!r} is neither members, non_members nor a split of the questions")
+    return problems
+
+
+def _unknown(name: str, known: Any) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f"unknown detector {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "") + f"; known: {', '.join(known)}"
