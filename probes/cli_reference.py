@@ -15,8 +15,11 @@ HEADER = """# CLI reference
 
 Generated from the parser by `python -m probes.cli_reference > docs/cli.md` (a test fails when a
 flag changes and this page does not). Every command also prints its options and examples with
-`lara COMMAND --help`. User errors print one `error:` line and exit with status 2; `--debug` adds
-the traceback. Global flags, before the command: `-v/--verbose`, `-q/--quiet`, `--debug`.
+`lara COMMAND --help`. User errors — bad input or config, a mismatched file, a full or read-only
+disk — print one `error:` line and exit with status 2; `--debug` adds the traceback. `lara verdict`
+and `lara run` exit with status 3 when there is no verdict (no mode had a detector with a usable
+question: not a negative answer); Ctrl-C exits with 130, finished work kept. Global flags, before
+the command: `-v/--verbose`, `-q/--quiet`, `--debug`.
 
 """
 

@@ -43,12 +43,14 @@ def names_rank_one(stderr: str) -> bool:
     return "local_rank: 1" in stderr or "rank 1" in stderr.lower()
 
 
-def stored_responses(path: Path) -> int:
-    """Rows committed to the SQLite response store at ``path`` so far (0 before it exists)."""
+def stored_responses(path: Path, kind: str | None = None) -> int:
+    """Rows committed to the SQLite response store at ``path`` so far (of ``kind``, e.g. ``generate``;
+    0 before it exists)."""
     import sqlite3
 
+    query = "SELECT COUNT(*) FROM responses" + (" WHERE kind = ?" if kind else "")
     try:
         with sqlite3.connect(path, timeout=1) as db:
-            return db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+            return db.execute(query, (kind,) if kind else ()).fetchone()[0]
     except sqlite3.Error:
         return 0

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import signal
-import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -15,15 +14,11 @@ from pathlib import Path
 import numpy as np
 
 from probes.scores import ScoreTable
-from tests.torchrun import ENV, lara_command
+from tests.torchrun import ENV, lara_command, stored_responses
 
 
 def _generated(path: Path) -> int:
-    try:
-        with sqlite3.connect(path, timeout=1) as db:
-            return db.execute("SELECT COUNT(*) FROM responses WHERE kind = 'generate'").fetchone()[0]
-    except sqlite3.Error:
-        return 0
+    return stored_responses(path, "generate")
 
 
 def _detect(questions: Path, model: Path, store: Path, out: Path) -> list[str]:

@@ -18,32 +18,30 @@ from probes.cli import main
 from probes.scores import ScoreTable
 
 
-@pytest.fixture(scope="module")
-def nan_checkpoint(toy_dirs, tmp_path_factory) -> Path:
-    """The GPT-2 toy with NaN in one weight tensor, its safetensors header intact."""
+def _edited_checkpoint(source: Path, out: Path, suffix: str, edit) -> Path:
+    """A copy of ``source`` whose first weight named ``*suffix`` is changed by ``edit``, its
+    safetensors header intact."""
     from safetensors.torch import load_file, save_file
 
-    out = tmp_path_factory.mktemp("nan-ckpt") / "gpt2-nan"
-    shutil.copytree(toy_dirs["gpt2"], out)
+    shutil.copytree(source, out)
     weights = load_file(out / "model.safetensors")
-    name = next(k for k in weights if k.endswith("attn.c_attn.weight"))
-    weights[name][0, :5] = float("nan")
+    edit(weights[next(k for k in weights if k.endswith(suffix))])
     save_file(weights, out / "model.safetensors", metadata={"format": "pt"})
     return out
+
+
+@pytest.fixture(scope="module")
+def nan_checkpoint(toy_dirs, tmp_path_factory) -> Path:
+    """The GPT-2 toy with NaN in one weight tensor."""
+    return _edited_checkpoint(toy_dirs["gpt2"], tmp_path_factory.mktemp("nan-ckpt") / "gpt2-nan", "attn.c_attn.weight",
+                              lambda w: w[0, :5].fill_(float("nan")))
 
 
 @pytest.fixture(scope="module")
 def overflowing_checkpoint(toy_dirs, tmp_path_factory) -> Path:
     """Finite weights that overflow float32 in the forward pass (inf, then NaN, activations)."""
-    from safetensors.torch import load_file, save_file
-
-    out = tmp_path_factory.mktemp("overflow-ckpt") / "gpt2-overflow"
-    shutil.copytree(toy_dirs["gpt2"], out)
-    weights = load_file(out / "model.safetensors")
-    name = next(k for k in weights if k.endswith("h.0.mlp.c_fc.weight"))
-    weights[name][:, :] = 3e38
-    save_file(weights, out / "model.safetensors", metadata={"format": "pt"})
-    return out
+    return _edited_checkpoint(toy_dirs["gpt2"], tmp_path_factory.mktemp("overflow-ckpt") / "gpt2-overflow",
+                              "h.0.mlp.c_fc.weight", lambda w: w.fill_(3e38))
 
 
 def _one_error_line(capsys) -> str:

@@ -81,3 +81,27 @@ def test_cut_prompts_and_capped_answers_are_recorded_per_question(responder, tmp
     assert raw[2].split(",")[header.index("ppl_prompt_cut")] == "1.0" and raw[1].split(",")[0] == "q1"
     meta = json.loads((tmp_path / "s.meta.json").read_text())
     assert meta["detectors"]["logprober"]["responses"]["prompt_cut_ids"] == ["long"]
+
+
+def test_self_critique_second_answers_on_the_testbed_do_not_depend_on_their_batch():
+    """The shipped testbed with the demo's settings (raw "Q: {prompt}\\nA:", 64 new tokens, batches of
+    64): Self-Critique's second prompts run long on a 256-position model, and before the fix 63 of
+    128 second answers differed from generating them one at a time (here: the first 48 questions)."""
+    from pathlib import Path
+
+    from cache.config import ModelConfig
+    from cache.loading import load_model
+    from probes.detectors import get_detector
+
+    testbed = Path(__file__).resolve().parents[2] / "probes" / "testbed" / "checkpoints" / "cpu-seed0"
+    questions = [json.loads(line)["question"] for line in (testbed / "questions.jsonl").read_text().splitlines()[:48]]
+    loaded = load_model(ModelConfig(source=str(testbed / "rl"), device="cpu", dtype="float32"))
+    responder = LocalResponder(loaded, PromptFormat(mode="raw", template="Q: {prompt}\nA:"), batch_size=64)
+    critique = get_detector("self_critique", max_new_tokens=64)
+    params = GenerationParams(max_new_tokens=64)
+    first = [g[0] for g in responder.generate(questions, params)]
+    prompts = [critique.critique_prompt(q, a.text) for q, a in zip(questions, first)]
+    batched = [g[0] for g in responder.generate(prompts, params)]
+    alone = [responder.generate([p], params)[0][0] for p in prompts]
+    assert max(len(responder.encode_prompt(p)) for p in prompts) > 256 - 64  # the long rows that used to cap the others
+    assert [g.token_ids for g in batched] == [g.token_ids for g in alone]
