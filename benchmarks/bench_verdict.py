@@ -26,7 +26,8 @@ import numpy as np
 
 from generation.pipeline import run_generation
 from generation.records import read_questions, read_sets
-from probes.calibration.controls import ControlTable, control_texts
+from probes.calibration.controls import control_texts
+from probes.calibration.files import read_scored
 from probes.calibration.verdict import ScoredSet, VerdictSettings, compute_verdict
 from probes.pipeline import load_run_config, run_pipeline
 from probes.scores import ScoreTable, join_tables
@@ -35,10 +36,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def scored(run_dir: Path, model: str, with_lara: bool = True) -> ScoredSet:
-    tables = [ScoreTable.read_csv(run_dir / model / "detectors.csv")]
+    """The model's scores with the controls its detect stage bound (and its settings digests), as ``lara run`` reads them."""
+    files = read_scored(run_dir / model / "detectors.csv")
+    tables = [files.scores]
     if with_lara and (run_dir / model / "lara.csv").is_file():
         tables.append(ScoreTable.read_csv(run_dir / model / "lara.csv"))
-    return ScoredSet(join_tables(tables), ControlTable.read_csv(run_dir / model / "detectors.controls.csv"))
+    return ScoredSet(join_tables(tables), files.controls, settings=files.settings)
 
 
 def rates(audited: ScoredSet, groups: dict[str, list[str]], draws: int, size: int, settings: VerdictSettings,
