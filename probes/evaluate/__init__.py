@@ -19,17 +19,21 @@ from .bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, blocks, percentile_ci, s
 from .delong import delong_test
 from .roc import RocPoints, auc, roc_points, tpr_at_fpr, youden
 
-__all__ = ["compare", "evaluate", "figures", "tpr_key", "auc", "roc_points", "tpr_at_fpr", "youden", "delong_test", "RocPoints"]
+__all__ = ["LOW_FPRS", "compare", "evaluate", "figures", "tpr_key", "auc", "roc_points", "tpr_at_fpr", "youden", "delong_test",
+           "RocPoints"]
+
+LOW_FPRS = (0.01, 0.001)  # SPEC §7: TPR at 1 % and 0.1 % FPR beside the main rate (DIBA's headline figure)
 
 
 def tpr_key(fpr: float = 0.05) -> str:
-    """Name of the TPR@FPR figure: ``tpr_at_5fpr`` for 5 %."""
+    """Name of the TPR@FPR figure: ``tpr_at_5fpr`` for 5 %, ``tpr_at_0p1fpr`` for 0.1 %."""
     return f"tpr_at_{100 * fpr:g}fpr".replace(".", "p")
 
 
 def figures(labels: np.ndarray, scores: np.ndarray, fpr: float = 0.05, strict: bool = False) -> dict[str, np.ndarray]:
     """Point figures of each row of ``labels``/``scores`` [B, n] (finite scores): ``[B]`` arrays
-    ``auc``, ``tpr_at_fpr``, ``f1_youden``, ``accuracy_youden``, ``youden_threshold``."""
+    ``auc``, ``tpr_at_fpr``, ``f1_youden``, ``accuracy_youden``, ``youden_threshold``, and
+    ``tpr_key(f)`` for each low rate f of :data:`LOW_FPRS`."""
     points = roc_points(labels, scores)
     point = youden(points)
     return {
@@ -38,6 +42,7 @@ def figures(labels: np.ndarray, scores: np.ndarray, fpr: float = 0.05, strict: b
         "f1_youden": point.f1,
         "accuracy_youden": point.accuracy,
         "youden_threshold": point.threshold,
+        **{tpr_key(low): tpr_at_fpr(points, low, strict) for low in LOW_FPRS},
     }
 
 
@@ -65,7 +70,9 @@ def evaluate(
     Returns:
         ``{"auc", tpr_key(fpr), "f1_youden", "accuracy_youden": {"value", "ci", "n"},
         "youden_threshold": {"value"}, "n", "n_used", "n_nonfinite", "n_members", "n_non_members",
-        "settings"}``.
+        "low_fpr", "settings"}``; ``low_fpr`` maps ``tpr_key(f)`` of each rate of :data:`LOW_FPRS`
+        to its figure, or to ``{"value": None, "resolvable": False, "why": …}`` when there are
+        fewer than 1/f non-members (no ROC point can show that rate).
     """
     y, s = _check(labels, scores)
     finite = np.isfinite(s)
@@ -87,6 +94,7 @@ def evaluate(
     return {
         "auc": figure("auc"),
         tpr_key(fpr): figure("tpr_at_fpr"),
+        "low_fpr": {tpr_key(low): _low_rate(figure, low, n_neg, n_used) for low in LOW_FPRS},
         "f1_youden": figure("f1_youden"),
         "accuracy_youden": figure("accuracy_youden"),
         "youden_threshold": {"value": point["youden_threshold"], "n": n_used},
@@ -133,6 +141,15 @@ def compare(
         "n_left_out": int((~both).sum()),
         "settings": {"n_bootstrap": n_bootstrap, "seed": seed, "ci": ci},
     }
+
+
+def _low_rate(figure: Any, fpr: float, n_neg: int, n_used: int) -> dict[str, Any]:
+    """TPR at a low FPR with its CI, or "not resolvable" with fewer than 1/FPR non-members."""
+    needed = int(round(1 / fpr))
+    if n_neg < needed:
+        return {"value": None, "ci": [None, None], "n": n_used, "fpr": fpr, "resolvable": False,
+                "why": f"{n_neg} non-members: at least {needed} are needed to resolve FPR = {100 * fpr:g}%"}
+    return {**figure(tpr_key(fpr)), "fpr": fpr, "resolvable": True}
 
 
 def _bootstrap(y: np.ndarray, s: np.ndarray, n_resamples: int, seed: int, fpr: float, strict: bool) -> dict[str, np.ndarray]:

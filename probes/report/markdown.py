@@ -53,27 +53,29 @@ def _detection(report: dict[str, Any], s: dict[str, Any]) -> list[str]:
         "",
         "## Detection",
         "",
-        f"| Method | ROC-AUC | F1 | TPR@FPR={pct} | n (non-finite) |",
-        "|---|---|---|---|---|",
+        f"| Method | ROC-AUC | F1 | TPR@FPR={pct} | TPR@1% | TPR@0.1% | n (non-finite) |",
+        "|---|---|---|---|---|---|---|",
     ]
     for name in report["detectors_order"]:
         r = report["detectors"][name]
         if "error" in r:
-            lines.append(f"| {name} | – | – | – | {r['n']} ({r['n_nonfinite']}): {r['error']} |")
+            lines.append(f"| {name} | – | – | – | – | – | {r['n']} ({r['n_nonfinite']}): {r['error']} |")
             continue
-        lines.append(
-            f"| {name} | {_fig(r['auc'])} | {_fig(r['f1_youden'])} | {_fig(r[s['tpr_key']])} | {r['n']} ({r['n_nonfinite']}) |"
-        )
+        low = [_low(r.get("low_fpr", {}).get(k)) for k in ("tpr_at_1fpr", "tpr_at_0p1fpr")]
+        lines.append(f"| {name} | {_fig(r['auc'])} | {_fig(r['f1_youden'])} | {_fig(r[s['tpr_key']])} | {low[0]} | {low[1]} "
+                     f"| {r['n']} ({r['n_nonfinite']}) |")
     blind = report.get("blind") or {}
     if "auc" in blind:
-        lines.append(f"| {blind['name']} | {_fig(blind['auc'])} | – | – | {blind['auc']['n']} (0) |")
+        lines.append(f"| {blind['name']} | {_fig(blind['auc'])} | – | – | – | – | {blind['auc']['n']} (0) |")
     op = "<" if s["strict"] else "≤"
     lines += [
         "",
         f"Values with {100 * s['ci']:g}% CIs from a stratified bootstrap ({s['n_bootstrap']} resamples, seed {s['seed']}, "
         f"percentile intervals). Members are positive and higher scores mean member. TPR@FPR={pct} is the largest TPR "
-        f"among ROC points with FPR {op} {pct}. F1 is taken at the Youden threshold (max TPR − FPR), chosen on these same "
-        "samples, so it is optimistic. Non-finite scores are left out of a detector's figures and counted.",
+        f"among ROC points with FPR {op} {pct}, and so are TPR@1% and TPR@0.1% (DIBA's low false-positive rates): a rate "
+        "needs at least 1/FPR non-members to be resolved and reads *not resolvable* with fewer. F1 is taken at the Youden "
+        "threshold (max TPR − FPR), chosen on these same samples, so it is optimistic. Non-finite scores are left out of a "
+        "detector's figures and counted.",
         "",
     ]
     if "auc" in blind:
@@ -150,6 +152,13 @@ def _fig(fig: dict[str, Any], signed: bool = False) -> str:
     if lo is None or hi is None or lo != lo or hi != hi:
         return text
     return f"{text} [{fmt.format(lo)}, {fmt.format(hi)}]"
+
+
+def _low(fig: dict[str, Any] | None) -> str:
+    """A low-FPR rate: its figure, or *not resolvable* with too few non-members."""
+    if fig is None:
+        return "–"
+    return _fig(fig) if fig.get("resolvable", True) else "not resolvable"
 
 
 def _num(x: Any) -> str:

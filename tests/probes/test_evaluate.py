@@ -209,3 +209,21 @@ def test_group_means_ci():
     np.testing.assert_allclose(got["non_members"]["mean"], values[~y].mean(axis=0))
     assert (got["members"]["ci_low"] < got["members"]["mean"]).all()
     assert (got["members"]["ci_low"] > got["non_members"]["ci_high"]).all()
+
+
+def test_tpr_at_low_fprs_against_a_loop_and_not_resolvable_with_few_non_members():
+    """SPEC §7: TPR at 1 % and 0.1 % FPR, each with its CI, or "not resolvable" when there are fewer
+    than 1/FPR non-members."""
+    rng = np.random.default_rng(4)
+    y = np.r_[np.ones(300, bool), np.zeros(1200, bool)]
+    s = rng.normal(size=1500) + 1.5 * y
+    result = evaluate(y, s, n_bootstrap=200, seed=1)
+    one = result["low_fpr"]["tpr_at_1fpr"]
+    assert one["resolvable"] and one["value"] == pytest.approx(naive_tpr_at_fpr(y.tolist(), s.tolist(), 0.01), abs=1e-12)
+    assert one["ci"][0] <= one["value"] <= one["ci"][1]
+    tenth = result["low_fpr"]["tpr_at_0p1fpr"]
+    assert tenth["resolvable"] and tenth["value"] == pytest.approx(naive_tpr_at_fpr(y.tolist(), s.tolist(), 0.001), abs=1e-12)
+    small = evaluate(y[:400], s[:400], n_bootstrap=50)  # 300 members, 100 non-members
+    assert small["low_fpr"]["tpr_at_1fpr"]["resolvable"]
+    assert small["low_fpr"]["tpr_at_0p1fpr"] == {"value": None, "ci": [None, None], "n": 400, "fpr": 0.001, "resolvable": False,
+                                                 "why": "100 non-members: at least 1000 are needed to resolve FPR = 0.1%"}
