@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 from ..errors import ConfigError, InputError
 from ..scores import ScoreTable
 from .controls import ControlTable
+from .decisions import QuestionDecisions, decide_questions, describe_questions
 from .files import ScoredFiles
 from .verdict import ScoredSet, VerdictSettings, compute_verdict
 
@@ -34,8 +35,10 @@ def subset_ids(ids: Sequence[str], name: str, labels: Mapping[str, int | None], 
 
 def audit_verdict(audited: ScoredFiles, *, reference: ScoredFiles | None = None, clean: ScoredFiles | None = None,
                   labels: Mapping[str, int | None] | None = None, splits: Mapping[str, str | None] | None = None,
-                  subsets: Sequence[str] | None = None, settings: VerdictSettings = VerdictSettings()) -> dict[str, Any]:
-    """The verdict on the audited questions of ``audited`` and one per subset.
+                  subsets: Sequence[str] | None = None,
+                  settings: VerdictSettings = VerdictSettings()) -> tuple[dict[str, Any], QuestionDecisions | None]:
+    """The verdict on the audited questions of ``audited``, one per subset, and the per-question
+    decisions (SPEC §8.10; None with no verdict), summarised under the verdict's ``questions``.
 
     Questions whose split is ``clean_ref`` are the clean set (relative mode) unless ``clean`` gives
     one, and are never audited. Labels, when present, are not used by the verdict itself: they
@@ -54,12 +57,14 @@ def audit_verdict(audited: ScoredFiles, *, reference: ScoredFiles | None = None,
     verdict = compute_verdict(audited_set, ref, clean_set, settings)
     file_notes = [n for f in (audited, reference, clean) if f is not None for n in f.notes]
     verdict["notes"] = file_notes + verdict.get("notes", [])
+    decisions = decide_questions(verdict, audited_set, ref, clean_set, settings)
+    verdict["questions"] = decisions.summary() if decisions is not None else None
     verdict["subsets"] = {}
     for name in settings.subsets if subsets is None else subsets:
         ids = subset_ids(audited_ids, name, labels, splits)
         if ids:
             verdict["subsets"][name] = compute_verdict(audited_set.subset(ids), ref, clean_set, settings)
-    return verdict
+    return verdict, decisions
 
 
 def scored_files(scores: ScoreTable, controls: ControlTable | None = None) -> ScoredFiles:
@@ -84,6 +89,8 @@ def describe_verdict(verdict: dict[str, Any], title: str = "Verdict") -> str:
         lines.append(f"  subset {name} ({sub['n']} questions): {_headline(sub)}{_left_out_note(sub)}")
     lines += [f"  warning: {w}" for w in verdict.get("warnings", [])]
     lines += [f"  note: {n}" for n in verdict.get("notes", [])]
+    if "questions" in verdict:
+        lines.append(f"  {describe_questions(verdict['questions'])}")
     return "\n".join(lines)
 
 

@@ -10,7 +10,8 @@ predicted question, the strongest member evidence) ranks above all its controls.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+import warnings
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -75,18 +76,29 @@ def calibrated_scores(original: np.ndarray, controls: np.ndarray, tol: float = 1
         return out, record
     medians = np.full(len(original), np.nan)
     medians[usable] = np.nanmedian(controls[usable], axis=1)
-    with np.errstate(invalid="ignore"):
-        deviations = (controls - medians[:, None])[usable]
-    pooled = deviations[np.isfinite(deviations)]  # an infinite control has no finite deviation to scale by
-    if not len(pooled):
+    fitted = pooled_control_scale(controls[usable], tol)
+    if fitted is None:
         return out, record
-    fitted = robust_scale(pooled[:, None], tol=tol)
     record.add(["controls"], fitted)
     scale = float(fitted.scale[0])
     if scale > tol:
         with np.errstate(invalid="ignore"):
             out[usable] = (original[usable] - medians[usable]) / scale  # ±inf stays ±inf (ranked first or last)
     return out, record
+
+
+def pooled_control_scale(controls: np.ndarray, tol: float = 1e-8) -> Any:
+    """SPEC §8.2's σ̂: the normalised MAD (zero-scale rule) of every scored control's deviation from
+    its own question's control median, pooled over the questions of ``controls`` ``[N, C]``; None
+    without a finite deviation. Returns the fitted :class:`~probes.robust.RobustScale`."""
+    controls = np.asarray(controls, dtype=np.float64)
+    if not len(controls) or np.isnan(controls).all():
+        return None
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a row without a scored control
+        deviations = controls - np.nanmedian(controls, axis=1)[:, None]
+    pooled = deviations[np.isfinite(deviations)]  # an infinite control has no finite deviation to scale by
+    return robust_scale(pooled[:, None], tol=tol) if len(pooled) else None
 
 
 def permutation_test(original: np.ndarray, controls: np.ndarray, n_permutations: int = 10_000, seed: int = 0,

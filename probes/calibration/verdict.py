@@ -28,6 +28,7 @@ from . import stats
 from .controls import ControlTable
 
 MODES = ("reference", "relative", "absolute")
+PLAIN_RELATIVE = ("lara", "reward_gain")  # detectors without controls that enter the relative mode by their scores
 ABSOLUTE_WARNING = ("absolute mode: the within-question test assumes the generator's similar questions are exchangeable "
                     "with real ones; its size depends on the generator and is not calibrated. Give a reference model (the "
                     "checkpoint before RL) or a clean set drawn like the audited questions for a calibrated verdict")
@@ -51,6 +52,9 @@ class VerdictSettings:
         seed: seed of every random draw.
         subsets: groups of the audited questions with a verdict of their own (``members``,
             ``non_members`` by label, or a split name); labels never enter a verdict otherwise.
+        fdr: the false-discovery rate of the per-question decisions (SPEC §8.10).
+        fdr_method: ``bh`` (Benjamini–Hochberg) or ``two-stage`` (Benjamini–Krieger–Yekutieli's
+            adaptive BH, more power when many questions are contaminated).
     """
 
     alpha: float = 0.05
@@ -61,10 +65,16 @@ class VerdictSettings:
     storey_lambda: float = 0.5
     seed: int = 0
     subsets: tuple[str, ...] = ()
+    fdr: float = 0.10
+    fdr_method: Literal["bh", "two-stage"] = "bh"
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:
             raise ConfigError(f"verdict alpha must be in (0, 1), got {self.alpha}")
+        if not 0 < self.fdr < 1:
+            raise ConfigError(f"verdict fdr must be in (0, 1), got {self.fdr}")
+        if self.fdr_method not in ("bh", "two-stage"):
+            raise ConfigError(f"verdict fdr_method: {self.fdr_method!r}; choose bh or two-stage")
         if self.combine not in ("cauchy", "bonferroni"):
             raise ConfigError(f"verdict combine: {self.combine!r}; choose cauchy or bonferroni")
         if self.detectors is not None:
@@ -209,7 +219,7 @@ def _reference_mode(audited: ScoredSet, reference: ScoredSet, names: list[str], 
 def _relative_mode(audited: ScoredSet, clean: ScoredSet, names: list[str], s: VerdictSettings) -> dict[str, dict[str, Any]]:
     out = {n: relative_within_test((audited.original(n), audited.control_matrix(n)), (clean.original(n), clean.control_matrix(n)), s)
            for n in names if clean.has_controls(n)}
-    plain = [n for n in (s.detectors or ("lara",)) if n not in out and n in audited.scores.columns
+    plain = [n for n in (s.detectors or PLAIN_RELATIVE) if n not in out and n in audited.scores.columns
              and n in clean.scores.columns and not audited.has_controls(n)]
     out.update({n: relative_test(audited.original(n), clean.original(n), s) for n in plain})
     return out

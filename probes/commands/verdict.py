@@ -18,6 +18,7 @@ examples:
   lara detect ppl,min_k,cdd q.jsonl --model ./rl --sets sets.jsonl -o rl.csv        # also scores 3 controls per question
   lara detect ppl,min_k,cdd q.jsonl --model ./sft --sets sets.jsonl -o sft.csv      # the reference model, same texts
   lara verdict rl.csv --reference-scores sft.csv -o verdict.json                    # reference mode (calibrated)
+  lara verdict rl.csv --reference-scores sft.csv --fdr 0.05 -o verdict.json         # which questions: verdict.questions.csv
   lara verdict rl.csv --questions q.jsonl --subsets members,non_members -o v.json   # clean_ref questions: relative mode
   lara verdict rl.csv -o verdict.json                                               # absolute mode (uncalibrated)
 """
@@ -46,19 +47,25 @@ def register(sub: Any) -> None:
     verdict.add_argument("--permutations", type=int, default=10_000, help="permutations of the within-question test (default: 10000)")
     verdict.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of the CIs (default: 1000)")
     verdict.add_argument("--seed", type=int, default=0)
+    verdict.add_argument("--fdr", type=float, default=0.10, help="false-discovery rate of the per-question decisions, written "
+                         "to VERDICT.questions.csv (default: 0.10)")
+    verdict.add_argument("--fdr-method", choices=["bh", "two-stage"], default="bh",
+                         help="Benjamini-Hochberg, or its two-stage adaptive form (default: bh)")
     verdict.add_argument("-o", "--output", type=Path, required=True, help="VERDICT.json")
     verdict.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
     from ..calibration.audit import audit_verdict, decided, describe_verdict
+    from ..calibration.decisions import write_no_decisions
     from ..calibration.files import read_scored
     from ..calibration.verdict import VerdictSettings
     from ..report.build import jsonable
     from ..scores import read_labels, read_splits
 
     settings = VerdictSettings(alpha=args.alpha, combine=args.combine, permutations=args.permutations, bootstrap=args.bootstrap,
-                               seed=args.seed, detectors=tuple(d.strip() for d in args.detectors.split(",")) if args.detectors else None)
+                               seed=args.seed, detectors=tuple(d.strip() for d in args.detectors.split(",")) if args.detectors else None,
+                               fdr=args.fdr, fdr_method=args.fdr_method)
     tables = {}
     for key, path, controls in (("audited", args.scores, args.controls), ("reference", args.reference_scores, args.reference_controls),
                                 ("clean", args.clean, args.clean_controls)):
@@ -66,10 +73,15 @@ def handle(args: argparse.Namespace) -> int:
             tables[key] = read_scored(path, controls)
     labels = read_labels(args.questions, required=False) if args.questions else {}
     splits = read_splits(args.questions) if args.questions else {}
-    verdict = audit_verdict(tables["audited"], reference=tables.get("reference"), clean=tables.get("clean"), labels=labels,
+    verdict, decisions = audit_verdict(tables["audited"], reference=tables.get("reference"), clean=tables.get("clean"), labels=labels,
                             splits=splits, subsets=[x.strip() for x in args.subsets.split(",")] if args.subsets else (),
                             settings=settings)
+    table = args.output.with_suffix(".questions.csv")
+    if decisions is not None:
+        decisions.write_csv(table)
+    else:
+        write_no_decisions([i for i in tables["audited"].scores.ids if splits.get(i) != "clean_ref"], table)
     args.output.write_text(json.dumps(jsonable(verdict), indent=1) + "\n", encoding="utf-8")
     print(describe_verdict(verdict))
-    print(f"wrote {args.output}")
+    print(f"wrote {args.output}, {table}")
     return 0 if decided(verdict) else NO_VERDICT_EXIT

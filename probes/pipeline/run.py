@@ -15,6 +15,7 @@ Run directory::
     RUN_DIR/<model>/responses.sqlite  the audited model's completions and scores, reused on a rerun
     RUN_DIR/<model>/scores.csv     every score column, fused columns included (+ .meta.json: how each was fused)
     RUN_DIR/<model>/verdict.json   the label-free verdict (SPEC §8)
+    RUN_DIR/<model>/questions.csv  which questions: per-question p-values, q-values and flags (SPEC §8.10)
     RUN_DIR/<model>/report/        report.json, report.md, plots
     RUN_DIR/report.md              every model's verdict and detection table
 
@@ -257,7 +258,7 @@ class _Run:
             verdict = ledger.run(
                 f"verdict/{name}", {"tables": state.tables, "questions": self.q_digest, "verdict": dataclasses.asdict(config.verdict),
                                     "reference": reference_digests if verdict_ref else None},
-                [f"{name}/verdict.json"],
+                [f"{name}/verdict.json", f"{name}/questions.csv"],
                 lambda: stages.verdict(run_dir, name, config, lara_tables, self.labels, self.splits, verdict_ref),
             )[f"{name}/verdict.json"]
         ledger.run(

@@ -210,8 +210,10 @@ def reference_differences(table: Any, reference: Any) -> dict[str, Any]:
 def verdict(run_dir: Path, name: str, config: RunConfig, tables: list[str], labels: dict[str, int | None] | None,
             splits: dict[str, str | None], reference: str | None) -> None:
     """``RUN/<model>/verdict.json``: the label-free verdict (SPEC §8) on the model's detector scores
-    and controls (and LaRA's scores), against the reference model's when there is one."""
+    and controls (and LaRA's scores), against the reference model's when there is one; and
+    ``RUN/<model>/questions.csv``, its per-question decisions (SPEC §8.10)."""
     from ..calibration.audit import audit_verdict, describe_verdict
+    from ..calibration.decisions import write_no_decisions
     from ..calibration.files import ScoredFiles, read_scored
     from ..report.build import jsonable
     from ..scores import ScoreTable, join_tables
@@ -226,8 +228,12 @@ def verdict(run_dir: Path, name: str, config: RunConfig, tables: list[str], labe
         audited.scores = join_tables([audited.scores, *lara])
     else:
         audited = ScoredFiles(join_tables(lara), None)
-    result = audit_verdict(audited, reference=scored(reference) if reference else None, labels=labels or {},
-                           splits=splits, settings=config.verdict)
+    result, decisions = audit_verdict(audited, reference=scored(reference) if reference else None, labels=labels or {},
+                                      splits=splits, settings=config.verdict)
+    if decisions is not None:
+        decisions.write_csv(run_dir / name / "questions.csv")
+    else:
+        write_no_decisions([i for i in audited.scores.ids if splits.get(i) != "clean_ref"], run_dir / name / "questions.csv")
     (run_dir / name / "verdict.json").write_text(json.dumps(jsonable(result), indent=1) + "\n", encoding="utf-8")
     logger.info("%s", describe_verdict(result, f"verdict on {name}"))
 

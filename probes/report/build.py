@@ -61,6 +61,9 @@ def build_report(
     }
     if verdict is not None:
         report["verdict"] = dict(verdict)
+        flagged = (verdict.get("questions") or {}).get("flagged") or []
+        if texts and flagged:
+            report["texts"] = {i: texts[i] for i in flagged if i in texts}  # the flagged questions' texts, for the report
     if labels is None:
         report["mode"] = "audit"
         report["counts"] = {"n_scored": len(table.ids)}

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..calibration.audit import verdict_markdown
+from .flagged import flagged_markdown
 
 PLOTS = (
     ("verdict.png", "Verdict: within-AUC per detector, mode and subset"),
@@ -27,6 +28,7 @@ def render_markdown(report: dict[str, Any], plots: list[str] | tuple[str, ...] =
         lines += verdict_markdown(report["verdict"])
         if "verdict.png" in plots:
             lines += ["![Verdict: within-AUC per detector, mode and subset](verdict.png)", ""]
+        lines += flagged_markdown(report["verdict"].get("questions"), report.get("texts"))
     if report["mode"] == "audit":
         lines += _audit(report)
     else:

@@ -136,7 +136,7 @@ def test_verdict_report_section_figure_and_text(tmp_path):
     (a_scores, a_ctl), (r_scores, r_ctl) = world(contamination=1.0, seed=7)
     labels = {qid: int(i < 30) for i, qid in enumerate(a_scores.ids)}
     verdict = jsonable(audit_verdict(scored_files(a_scores, a_ctl), reference=scored_files(r_scores, r_ctl), labels=labels,
-                                     subsets=["members", "non_members"], settings=FAST))
+                                     subsets=["members", "non_members"], settings=FAST)[0])
     assert set(verdict["subsets"]) == {"members", "non_members"} and verdict["subsets"]["members"]["n"] == 30
     plot_verdict(verdict, tmp_path / "verdict.png")
     assert (tmp_path / "verdict.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -185,7 +185,7 @@ def test_rows_left_out_are_counted_per_detector_and_subset_and_inf_is_ranked():
     ppl[:8] = np.nan
     ppl[8] = np.inf
     labels = {qid: int(i % 2 == 0) for i, qid in enumerate(a_scores.ids)}
-    verdict = audit_verdict(scored_files(a_scores, a_ctl), labels=labels, subsets=["members"], settings=FAST)
+    verdict, _ = audit_verdict(scored_files(a_scores, a_ctl), labels=labels, subsets=["members"], settings=FAST)
     record = verdict["detectors"]["ppl"]
     assert record["n"] == 8 and record["left_out"] == {"nan_score": 8, "too_few_controls": 0}
     members = verdict["subsets"]["members"]["detectors"]["ppl"]

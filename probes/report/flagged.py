@@ -1,0 +1,50 @@
+"""The "Flagged questions" section of a report (SPEC §8.10): each question the per-question
+decisions flagged, with its own score and its controls' in the deciding mode, so a reader sees why."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+SHOWN = 25  # questions listed in report.md (verdict.json holds up to 50, questions.csv all)
+
+
+def flagged_markdown(block: Mapping[str, Any] | None, texts: Mapping[str, str] | None = None) -> list[str]:
+    """Markdown lines of the section (none when the verdict has no per-question decisions)."""
+    if not block:
+        return []
+    mode = block["mode"] + ("" if block["calibrated"] else ", uncalibrated")
+    method = "Benjamini–Hochberg" if block["method"] == "bh" else "two-stage adaptive Benjamini–Hochberg"
+    lines = ["## Flagged questions", "",
+             f"**{block['n_flagged']} of {block['n_tested']} questions flagged** at a false-discovery rate of "
+             f"{100 * block['fdr']:g}% ({mode} mode; {method} over each question's combined conformal p-value). "
+             "Expected share of clean questions among the flagged: at most the FDR"
+             + (" — if the generator's similars are exchangeable with real questions, which the absolute mode cannot show."
+                if not block["calibrated"] else ".") + " `questions.csv` holds every question's p- and q-value.", ""]
+    if not block["flagged_detail"]:
+        return lines
+    names = list(block["flagged_detail"][0]["detectors"])
+    lines += ["| Question | q | " + " | ".join(f"{n}: score (controls) → p" for n in names) + " |",
+              "|---|---|" + "---|" * len(names)]
+    for item in block["flagged_detail"][:SHOWN]:
+        text = (texts or {}).get(item["id"], "")
+        label = f"`{item['id']}`" + (f" {_short(text)}" if text else "")
+        cells = [_cell(item["detectors"][n]) for n in names]
+        lines.append(f"| {label} | {item['q_value']:.3f} | " + " | ".join(cells) + " |")
+    more = block["n_flagged"] - min(SHOWN, len(block["flagged_detail"]))
+    lines += ([f"", f"… and {more} more in `questions.csv`."] if more > 0 else []) + [""]
+    return lines
+
+
+def _cell(d: Mapping[str, Any]) -> str:
+    controls = "" if d["controls"] is None else " (" + ", ".join(_num(x) for x in d["controls"]) + ")"
+    return f"{_num(d['score'])}{controls} → {d['p_value']:.3f}"
+
+
+def _num(x: float) -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3g}"
+
+
+def _short(text: str, width: int = 60) -> str:
+    text = " ".join(text.split()).replace("|", "\\|")
+    return text if len(text) <= width else text[: width - 1] + "…"

@@ -1,0 +1,132 @@
+"""Per-question decisions (SPEC §8.10): residuals and conformal p-values against plain loops,
+Benjamini–Hochberg against a plain step-up loop, the decisions of a verdict's deciding mode on
+planted data, and the false-discovery guarantee by simulation."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+
+import numpy as np
+import pytest
+
+from probes.calibration import conformal
+from probes.calibration.audit import audit_verdict, describe_verdict, scored_files
+from probes.calibration.verdict import VerdictSettings
+from probes.scores import ScoreTable
+
+from .test_verdict import tables, world
+
+FAST = VerdictSettings(permutations=500, bootstrap=20)
+
+
+def naive_residuals(original, controls):
+    """(original residual, control residuals) of each question by plain loops: a question needs 3
+    scored controls; its controls' residuals join the null even when its original has no score."""
+    out = []
+    for o, row in zip(original, controls):
+        scored = [x for x in row if not math.isnan(x)]
+        if len(scored) < 3:
+            out.append((None, []))
+            continue
+        own = None if math.isnan(o) else o - statistics.median(scored)
+        others = [x - statistics.median(scored[:k] + scored[k + 1:]) for k, x in enumerate(scored)]
+        out.append((own, others))
+    return out
+
+
+def test_residuals_and_conformal_pvalues_against_plain_loops():
+    rng = np.random.default_rng(0)
+    original = rng.normal(size=12)
+    controls = rng.normal(size=(12, 4))
+    controls[2, 1:] = np.nan  # one scored control: unusable
+    controls[5, 3] = np.nan   # three scored controls: usable
+    original[7] = np.nan
+    naive = naive_residuals(original.tolist(), controls.tolist())
+    got_original = conformal.original_residuals(original, controls)
+    got_null = conformal.control_residuals(original, controls)
+    null = [x for _, others in naive for x in others]
+    for j, (own, others) in enumerate(naive):
+        assert sorted(got_null[j][~np.isnan(got_null[j])].tolist()) == pytest.approx(sorted(others), abs=1e-12)
+        assert math.isnan(got_original[j]) if own is None else got_original[j] == pytest.approx(own, abs=1e-12)
+    assert math.isnan(got_original[7]) and np.isfinite(got_null[7]).all() and np.isnan(got_null[2]).all()
+    p = conformal.conformal_pvalues(got_original, got_null)
+    for j, (own, _) in enumerate(naive):
+        expected = math.nan if own is None else (1 + sum(x >= own for x in null)) / (1 + len(null))
+        assert (math.isnan(p[j]) and math.isnan(expected)) or p[j] == pytest.approx(expected, abs=1e-12)
+    assert conformal.conformal_pvalues(np.array([np.inf, -np.inf]), np.array([0.0, np.inf]))[0] == pytest.approx(2 / 3)
+
+
+def naive_step_up(pvalues, q):
+    """Benjamini–Hochberg by the book: the largest k with p_(k) ≤ k q / m; adjusted p-values by
+    the step-up minimum over ranks from the top."""
+    items = sorted((p, i) for i, p in enumerate(pvalues) if not math.isnan(p))
+    m = len(items)
+    k_max = max((k for k in range(1, m + 1) if items[k - 1][0] <= k * q / m), default=0)
+    flagged = {i for _, i in items[:k_max]}
+    adjusted, running = {}, 1.0
+    for k in range(m, 0, -1):
+        p, i = items[k - 1]
+        running = min(running, p * m / k)
+        adjusted[i] = min(running, 1.0)
+    return [i in flagged for i in range(len(pvalues))], [adjusted.get(i, math.nan) for i in range(len(pvalues))]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_benjamini_hochberg_against_a_plain_step_up_loop(seed):
+    rng = np.random.default_rng(seed)
+    p = np.concatenate([rng.uniform(size=40), rng.uniform(0, 0.01, size=int(rng.integers(0, 15)))])
+    p[3] = np.nan
+    flagged, q = conformal.benjamini_hochberg(p, 0.1)
+    want_flagged, want_q = naive_step_up(p.tolist(), 0.1)
+    assert flagged.tolist() == want_flagged
+    np.testing.assert_allclose(q, want_q, atol=1e-12)
+    two_stage, _ = conformal.benjamini_hochberg(p, 0.1, "two-stage")
+    assert two_stage.sum() >= flagged.sum()  # the adaptive form never flags fewer here
+
+
+def test_a_verdict_carries_its_decisions_and_they_find_planted_questions(tmp_path):
+    (a_scores, a_ctl), (r_scores, r_ctl) = world(n=80, contamination=0.0, seed=3)
+    planted = [f"q{i}" for i in range(10)]
+    a_scores.columns["ppl"][:10] += 3.0  # RL raised ten originals far above their controls
+    verdict, decisions = audit_verdict(scored_files(a_scores, a_ctl), reference=scored_files(r_scores, r_ctl), settings=FAST)
+    block = verdict["questions"]
+    assert block["mode"] == "reference" and block["calibrated"] and block["fdr"] == 0.1 and block["method"] == "bh"
+    assert set(block["flagged"]) >= set(planted[:8]) and len(set(block["flagged"]) - set(planted)) <= 2
+    assert block["n_flagged"] == len(block["flagged"]) == int(decisions.flagged.sum())
+    first = block["flagged_detail"][0]
+    assert first["id"] in planted and len(first["detectors"]["ppl"]["controls"]) == 3
+    assert "which questions:" in describe_verdict(verdict) and "flagged at FDR 10%" in describe_verdict(verdict)
+    decisions.write_csv(tmp_path / "q.csv")
+    header, *rows = (tmp_path / "q.csv").read_text().splitlines()
+    assert header == "id,mode,ppl_residual,ppl_p,p_value,q_value,flagged" and len(rows) == 80
+    assert sum(r.endswith(",1") for r in rows) == block["n_flagged"]
+    # the absolute mode marks its flags uncalibrated
+    alone, _ = audit_verdict(scored_files(a_scores, a_ctl), settings=FAST)
+    assert alone["questions"]["mode"] == "absolute" and not alone["questions"]["calibrated"]
+
+
+def test_in_the_relative_mode_the_null_is_the_clean_set():
+    rng = np.random.default_rng(9)
+    audited = ScoreTable([f"q{i}" for i in range(30)], {"lara": np.r_[rng.normal(size=25), [9.0] * 5]})
+    clean = ScoreTable([f"c{i}" for i in range(40)], {"lara": rng.normal(size=40)})
+    verdict, decisions = audit_verdict(scored_files(audited), clean=scored_files(clean), settings=FAST)
+    assert verdict["questions"]["mode"] == "relative"
+    evidence = decisions.detectors["lara"]
+    assert evidence.null_size == 40
+    expected = [(1 + sum(c >= a for c in clean.columns["lara"])) / 41 for a in audited.columns["lara"]]
+    np.testing.assert_allclose(evidence.p_value, expected)
+
+
+def test_no_flag_under_the_global_null_at_most_q_of_the_time():
+    """Clean audited sets (reference mode, a generator bias both models share): BH at q = 0.10
+    flags any question in at most q + Monte-Carlo error of them."""
+    any_flag = 0
+    reps = 300
+    for seed in range(reps):
+        (a_scores, a_ctl), (r_scores, r_ctl) = world(n=40, contamination=0.0, seed=1000 + seed)
+        verdict, _ = audit_verdict(scored_files(a_scores, a_ctl), reference=scored_files(r_scores, r_ctl),
+                                   settings=VerdictSettings(permutations=50, bootstrap=2))
+        any_flag += verdict["questions"]["n_flagged"] > 0
+    assert any_flag / reps <= 0.10 + 2 * math.sqrt(0.1 * 0.9 / reps)
