@@ -31,10 +31,18 @@ def prompt_text(value: str) -> str:
     return re.sub(r"\\(\\|n)", lambda m: "\\" if m.group(1) == "\\" else "\n", value)
 
 
-def decode_prompt_texts(data: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
-    """``data`` (a parsed config) with :func:`prompt_text` applied to the dotted ``keys`` that hold strings."""
+def encode_prompt_text(value: str) -> str:
+    """The inverse of :func:`prompt_text` for a value written back to a config (a backslash
+    doubled), so reading the written config gives the same text again."""
+    return value.replace("\\", "\\\\")
+
+
+def decode_prompt_texts(data: Mapping[str, Any], keys: tuple[str, ...], rule: Any = None) -> dict[str, Any]:
+    """``data`` (a parsed config) with :func:`prompt_text` (or ``rule``) applied to the dotted
+    ``keys`` that hold strings."""
     import copy
 
+    rule = rule or prompt_text
     out = copy.deepcopy(dict(data))
     for dotted in keys:
         node: Any = out
@@ -42,7 +50,7 @@ def decode_prompt_texts(data: Mapping[str, Any], keys: tuple[str, ...]) -> dict[
         for key in path:
             node = node.get(key) if isinstance(node, dict) else None
         if isinstance(node, dict) and isinstance(node.get(last), str):
-            node[last] = prompt_text(node[last])
+            node[last] = rule(node[last])
     return out
 
 

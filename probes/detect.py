@@ -62,10 +62,13 @@ class DetectSummary:
 
     def write(self, output: str | Path) -> list[Path]:
         """SCORES.csv, .raw.csv, .controls.csv (or none: a stale one from an earlier run is removed)
-        and, last, .meta.json, which binds the controls file to these scores by its sha256."""
+        and, last, .meta.json, which binds both SCORES.csv and the controls file by their sha256
+        (the old meta is removed first, so an interrupted write binds nothing)."""
         output = Path(output)
         raw_path, meta_path, controls_path = (output.with_suffix(x) for x in (".raw.csv", ".meta.json", ".controls.csv"))
+        meta_path.unlink(missing_ok=True)  # an interrupted write leaves no meta, so nothing beside it is trusted
         self.table.write_csv(output)
+        self.info["scores_file"] = {"name": output.name, "sha256": file_sha256(output)}
         self.raw.write_csv(raw_path)
         written = [output, raw_path]
         if self.controls is not None:
@@ -95,12 +98,11 @@ def write_text_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def settings_digest(detector: Any, responder: Any) -> str:
-    """What makes two models' scores of one text comparable (SPEC §8.6–8.7): the detector, its
-    parameters and how a question becomes a prompt — everything but the model itself."""
-    identity = responder.identity
-    settings = {"detector": detector.name, "params": detector.get_params(), "prompt_format": identity.get("prompt_format"),
-                "system": identity.get("system")}
+def settings_digest(detector: Any) -> str:
+    """What makes two models' scores of one text comparable (SPEC §8.6–8.7), the prompt format
+    aside (compared on its own, since a served model's is not visible): the detector and its
+    parameters, the sampling temperature included."""
+    settings = {"detector": detector.name, "params": detector.get_params()}
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
 
 
@@ -231,7 +233,7 @@ def run_detectors(
         described[detector.name] = {"params": detector.get_params(), "raw": result.raw_name,
                                     "raw_direction": detector.raw_direction, "n_nonfinite": int((~np.isfinite(result.scores)).sum()),
                                     "n_nan": int(np.isnan(result.scores).sum()),
-                                    "settings_digest": settings_digest(detector, responder),
+                                    "settings_digest": settings_digest(detector),
                                     "responses": result.responses_summary(list(ids))}
         if detector in calibrated:
             if bar is not None:

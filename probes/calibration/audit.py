@@ -50,10 +50,11 @@ def audit_verdict(audited: ScoredFiles, *, reference: ScoredFiles | None = None,
     audited_ids = [i for i in scores.ids if i not in set(in_clean)]
     if not audited_ids:
         raise InputError("every scored question is in the clean set (split clean_ref); nothing to audit")
-    audited_set = ScoredSet(scores, controls, audited_ids, audited.settings)
-    ref = ScoredSet(reference.scores, reference.controls, settings=reference.settings) if reference is not None else None
-    clean_set = (ScoredSet(clean.scores, clean.controls, settings=clean.settings) if clean is not None
-                 else ScoredSet(scores, controls, in_clean, audited.settings) if in_clean else None)
+    audited_set = ScoredSet(scores, controls, audited_ids, audited.settings, audited.prompt_format)
+    ref = (ScoredSet(reference.scores, reference.controls, settings=reference.settings, prompt_format=reference.prompt_format)
+           if reference is not None else None)
+    clean_set = (ScoredSet(clean.scores, clean.controls, settings=clean.settings, prompt_format=clean.prompt_format)
+                 if clean is not None else audited_set.subset(in_clean) if in_clean else None)
     verdict = compute_verdict(audited_set, ref, clean_set, settings)
     file_notes = [n for f in (audited, reference, clean) if f is not None for n in f.notes]
     verdict["notes"] = file_notes + verdict.get("notes", [])

@@ -32,6 +32,7 @@ class ScoredFiles:
     controls: ControlTable | None
     settings: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    prompt_format: dict[str, Any] | None = None  # how the questions were prompted (a local model's; None: unknown or served)
 
 
 def read_scored(scores_path: str | Path, controls_path: str | Path | None = None, use_controls: bool = True) -> ScoredFiles:
@@ -46,13 +47,20 @@ def read_scored(scores_path: str | Path, controls_path: str | Path | None = None
     scores_path = Path(scores_path)
     table = ScoreTable.read_csv(scores_path)
     meta = _read_meta(scores_path.with_suffix(".meta.json"))
+    stale_meta = meta is not None and not _meta_describes(meta, scores_path)
+    if stale_meta:
+        meta = None
     settings = {n: d["settings_digest"] for n, d in (meta or {}).get("detectors", {}).items() if d.get("settings_digest")}
-    out = ScoredFiles(table, None, settings)
+    prompt = ((meta or {}).get("responder") or {}).get("prompt_format")
+    out = ScoredFiles(table, None, settings, prompt_format=prompt)
+    if stale_meta:
+        out.notes.append(f"{scores_path.with_suffix('.meta.json').name} was written with other scores than {scores_path.name} "
+                         "(an interrupted write, or another run's file): it is not used")
     if not use_controls:
         return out
     beside = scores_path.with_suffix(".controls.csv")
     given = Path(controls_path) if controls_path is not None else None
-    if meta is None or "controls_file" not in meta:
+    if meta is None or "controls_file" not in meta or not _meta_describes(meta, scores_path):
         return _unbound(out, scores_path, given, beside)
     bound = meta["controls_file"]
     if bound is None:
@@ -75,6 +83,14 @@ def read_scored(scores_path: str | Path, controls_path: str | Path | None = None
                             "rerun lara detect --sets to the same -o, or give the right file with --controls")
     out.controls = ControlTable.read_csv(path)
     return out
+
+
+def _meta_describes(meta: dict[str, Any], scores_path: Path) -> bool:
+    """Whether the meta was written with these very scores (its recorded sha256 of SCORES.csv)."""
+    from ..detect import file_sha256
+
+    bound = meta.get("scores_file")
+    return bound is None or bound.get("sha256") == file_sha256(scores_path)
 
 
 def _unbound(out: ScoredFiles, scores_path: Path, given: Path | None, beside: Path) -> ScoredFiles:
@@ -100,20 +116,34 @@ def _read_meta(path: Path) -> dict[str, Any] | None:
     return meta if isinstance(meta, dict) else None
 
 
+def check_settings(audited: Any, other: Any, names: list[str], role: str) -> list[str]:
+    """Refuse a reference or clean set scored with other detector parameters, or (both being local
+    models) another prompt format, than the audited scores; notes for what could not be compared."""
+    notes = []
+    for name in names:
+        ours, theirs = audited.settings.get(name), other.settings.get(name)
+        if ours and theirs and ours != theirs:
+            raise MismatchError(f"the {role} scored {name!r} with other detector settings than the audited model (settings "
+                                f"digest {theirs[:12]}… vs {ours[:12]}…): rerun both with the same detector parameters and "
+                                "sampling temperature")
+        if not (ours and theirs):
+            notes.append(f"{name}: the {role}'s detector settings were not compared with the audited model's (a score file "
+                         "has no lara detect meta)")
+    a, b = audited.prompt_format, other.prompt_format
+    if a is not None and b is not None and a != b:
+        raise MismatchError(f"the {role} read its questions in another prompt format than the audited model ({b} vs {a}); "
+                            "score both with the same --prompt-format, --template and --system-prompt")
+    if names and (a is None) != (b is None):
+        notes.append(f"the prompt formats of the audited model and the {role} were not compared (one is a served model)")
+    return notes
+
+
 def check_aligned(audited: Any, reference: Any, names: list[str]) -> list[str]:
     """Refuse a reference that did not score the audited model's control texts with the same settings
     (SPEC §8.7: differences are taken control by control). ``audited`` / ``reference``:
     :class:`~probes.calibration.verdict.ScoredSet`. Returns notes when something could not be
     checked (tables built in code carry no text hashes)."""
-    notes = []
-    for name in names:
-        ours, theirs = audited.settings.get(name), reference.settings.get(name)
-        if ours and theirs and ours != theirs:
-            raise MismatchError(f"the reference scored {name!r} with other settings than the audited model (settings "
-                                f"digest {theirs[:12]}… vs {ours[:12]}…): rerun both with the same detector parameters, "
-                                "prompt format and sampling temperature")
-        if not (ours and theirs):
-            notes.append(f"{name}: the two models' detector settings were not compared (a score file has no lara detect meta)")
+    notes = check_settings(audited, reference, names, "reference")
     a, r = (s.controls.hashes() if s.controls is not None else None for s in (audited, reference))
     if a is None or r is None:
         return notes + ["the two models' control texts were not compared (a control table carries no text hashes)"]

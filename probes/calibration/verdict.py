@@ -93,6 +93,7 @@ class ScoredSet:
     controls: ControlTable | None
     ids: list[str] = field(default_factory=list)
     settings: dict[str, str] = field(default_factory=dict)
+    prompt_format: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.ids:
@@ -121,7 +122,7 @@ class ScoredSet:
         return int(self.controls.index.max()) if self.controls is not None and len(self.controls.index) else 0
 
     def subset(self, ids: Sequence[str]) -> "ScoredSet":
-        return ScoredSet(self.scores, self.controls, list(ids), self.settings)
+        return ScoredSet(self.scores, self.controls, list(ids), self.settings, self.prompt_format)
 
 
 def within_test(original: np.ndarray, controls: np.ndarray, s: VerdictSettings) -> dict[str, Any]:
@@ -172,8 +173,9 @@ def relative_within_test(audited: tuple[np.ndarray, np.ndarray], clean: tuple[np
     a_ctl, c_ctl = stats.first_controls(a_ctl, width), stats.first_controls(c_ctl, width)
     out = relative_test(stats.within_ranks(a_orig, a_ctl), stats.within_ranks(c_orig, c_ctl), s)
     out["controls_per_question"] = width
-    out["left_out"] = stats.left_out(a_orig, a_ctl, width)
-    out["clean_left_out"] = stats.left_out(c_orig, c_ctl, width)
+    needed = max(width, stats.MIN_CONTROLS)
+    out["left_out"] = stats.left_out(a_orig, a_ctl, needed)
+    out["clean_left_out"] = stats.left_out(c_orig, c_ctl, needed)
     return out
 
 
@@ -216,7 +218,11 @@ def _reference_mode(audited: ScoredSet, reference: ScoredSet, names: list[str], 
                 for n in usable}
 
 
-def _relative_mode(audited: ScoredSet, clean: ScoredSet, names: list[str], s: VerdictSettings) -> dict[str, dict[str, Any]]:
+def _relative_mode(audited: ScoredSet, clean: ScoredSet, names: list[str], s: VerdictSettings,
+                   notes: list[str]) -> dict[str, dict[str, Any]]:
+    from .files import check_settings
+
+    notes += check_settings(audited, clean, [n for n in names if n in clean.scores.columns], "clean set")
     out = {n: relative_within_test((audited.original(n), audited.control_matrix(n)), (clean.original(n), clean.control_matrix(n)), s)
            for n in names if clean.has_controls(n)}
     plain = [n for n in (s.detectors or PLAIN_RELATIVE) if n not in out and n in audited.scores.columns
@@ -240,7 +246,7 @@ def compute_verdict(audited: ScoredSet, reference: ScoredSet | None = None, clea
     if reference is not None:
         candidates["reference"] = _reference_mode(audited, reference, with_controls, s, notes)
     if clean is not None:
-        candidates["relative"] = _relative_mode(audited, clean, with_controls, s)
+        candidates["relative"] = _relative_mode(audited, clean, with_controls, s, notes)
     if with_controls:
         candidates["absolute"] = {n: within_test(audited.original(n), audited.control_matrix(n), s) for n in with_controls}
     if not any(candidates.values()):

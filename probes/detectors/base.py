@@ -73,6 +73,14 @@ class Detector:
     capped_by_design: ClassVar[bool] = False  # its responses stop at the budget on purpose (CDD's 100 tokens)
     requires_reference: ClassVar[bool] = False  # compares with a reference model (``ref``)
 
+    def check_params(self) -> None:
+        """Refuse a hyperparameter outside its range (:class:`ConfigError`), before any work:
+        ``get_detector`` calls it, so ``lara run`` and ``lara detect`` refuse at once."""
+
+    def _require(self, ok: bool, parameter: str, rule: str) -> None:
+        if not ok:
+            raise ConfigError(f"detector {self.name!r}: {parameter} = {getattr(self, parameter)!r}, but {rule}")
+
     def fit(self, clean_questions: Sequence[str] = (), reference: Any = None) -> "Detector":
         """Learn what the detector needs before scoring: known-clean questions, a reference model's
         responder. Returns ``self``; detectors that need neither ignore them."""
@@ -126,7 +134,9 @@ def get_detector(name: str, **params: Any) -> Detector:
     unknown = [p for p in params if p not in allowed]
     if unknown:
         raise ConfigError(f"detector {name!r} has no parameter {', '.join(unknown)}; its parameters: {', '.join(allowed)}")
-    return cls(**params)
+    detector = cls(**params)
+    detector.check_params()
+    return detector
 
 
 def check_access(detector: Detector, responder: Any) -> list[str]:

@@ -33,6 +33,9 @@ class PartialCompletion(Detector):
     def __init__(self, ratio: float = 0.6) -> None:
         self.ratio = ratio
 
+    def check_params(self) -> None:
+        self._require(0 < self.ratio < 1, "ratio", "it is the share of the question kept, in (0, 1)")
+
     def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
         rouge = np.full(len(questions), np.nan)
         exact = np.full(len(questions), np.nan)

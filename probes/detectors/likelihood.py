@@ -77,6 +77,10 @@ class _LikelihoodDetector(Detector):
     def needs(self) -> frozenset[Access]:  # type: ignore[override]
         return frozenset({Access.SAMPLING, Access.CHOSEN_LOGPROBS} if self.target == "response" else {Access.TEXT_LOGPROBS})
 
+    def check_params(self) -> None:
+        self._require(self.target in ("response", "question"), "target", "it must be response or question")
+        self._require(self.max_new_tokens >= 1, "max_new_tokens", "it must be >= 1")
+
     def _targets(self, questions: Sequence[str], responder: Any) -> tuple[list[TargetText], list[list[Any]]]:
         return read_targets(questions, responder, self.target, self.max_new_tokens)
 
@@ -113,6 +117,10 @@ class MinK(_LikelihoodDetector):
     def __init__(self, k: float = 0.2, target: Target = "response", max_new_tokens: int = GREEDY_TOKENS) -> None:
         super().__init__(target, max_new_tokens)
         self.k = k
+
+    def check_params(self) -> None:
+        super().check_params()
+        self._require(0 < self.k <= 1, "k", "it is a share of the tokens, in (0, 1]")
 
     def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
         rows, gens = self._targets(questions, responder)
@@ -161,6 +169,10 @@ class ReCaLL(_RescoringDetector):
         super().__init__(target, max_new_tokens)
         self.prefix = prefix
         self.n_prefix = n_prefix
+
+    def check_params(self) -> None:
+        super().check_params()
+        self._require(self.n_prefix >= 1, "n_prefix", "it must be >= 1")
 
     def fit(self, clean_questions: Sequence[str] = (), reference: Any = None) -> "ReCaLL":
         """The prefix pool: ``prefix`` if given, else known-clean questions (the first

@@ -8,7 +8,6 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
-from ..errors import ConfigError
 from ..responders.base import Access, GenerationParams
 from . import stats
 from .base import Detector, DetectorResult, builtin_text, register, template_text
@@ -32,6 +31,13 @@ class CDD(Detector):
         self.xi = xi
         self.max_tokens = max_tokens
         self.seed = seed
+
+    def check_params(self) -> None:
+        self._require(self.n >= 1, "n", "it must be >= 1")
+        self._require(self.temperature > 0, "temperature", "sampling needs a temperature > 0")
+        self._require(0 <= self.alpha < 1, "alpha", "it is a share of the longest length, in [0, 1)")
+        self._require(0 <= self.xi < 1, "xi", "it is a share of the samples, in [0, 1)")
+        self._require(self.max_tokens >= 1, "max_tokens", "it must be >= 1")
 
     def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
         greedy = responder.generate(questions, greedy_params(self.max_tokens))
@@ -60,9 +66,15 @@ class MinKNN(Detector):
         self.unit = unit
         self.seed = seed
 
+    def check_params(self) -> None:
+        self._require(self.n >= 2, "n", "nearest neighbours need at least 2 samples")
+        self._require(1 <= self.k <= self.n, "k", f"it must be between 1 and n = {self.n}")
+        self._require(self.temperature > 0, "temperature", "sampling needs a temperature > 0")
+        self._require(0 < self.top_p <= 1, "top_p", "it must be in (0, 1]")
+        self._require(self.max_new_tokens >= 1, "max_new_tokens", "it must be >= 1")
+        self._require(self.unit in ("tokens", "characters"), "unit", "choose tokens or characters")
+
     def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
-        if self.unit not in ("tokens", "characters"):
-            raise ConfigError(f"unit {self.unit!r}: choose tokens or characters")
         samples = responder.generate(questions, GenerationParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
                                                                  top_p=self.top_p, n=self.n, seed=self.seed))
         raw = [stats.min_knn_statistic([s.token_ids if self.unit == "tokens" else s.text for s in row], self.k) for row in samples]
@@ -85,6 +97,11 @@ class SelfCritique(Detector):
     def __init__(self, template: str = "self_critique.v1.txt", max_new_tokens: int = GREEDY_TOKENS) -> None:
         self.template = template
         self.max_new_tokens = max_new_tokens
+
+    def check_params(self) -> None:
+        self._require(self.max_new_tokens >= 1, "max_new_tokens", "it must be >= 1")
+        text = template_text(self.template)  # a missing template is refused here, naming it
+        self._require("$question" in text and "$response" in text, "template", "it must contain $question and $response")
 
     def critique_prompt(self, question: str, response: str) -> str:
         """The second prompt: the question, the first answer quoted, and the instruction."""
@@ -112,6 +129,11 @@ class EntropyTemp(Detector):
         self.max_new_tokens = max_new_tokens
         self.seed = seed
 
+    def check_params(self) -> None:
+        self._require(self.n >= 1, "n", "it must be >= 1")
+        self._require(self.temperature > 0, "temperature", "sampling needs a temperature > 0")
+        self._require(self.max_new_tokens >= 1, "max_new_tokens", "it must be >= 1")
+
     def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
         greedy = [g[0] for g in responder.generate(questions, greedy_params(self.max_new_tokens))]
         samples = responder.generate(questions, GenerationParams(max_new_tokens=self.max_new_tokens,
@@ -132,6 +154,9 @@ class EntropyNoise(Detector):
     def __init__(self, prefix: str | None = None, max_new_tokens: int = GREEDY_TOKENS) -> None:
         self.prefix = prefix
         self.max_new_tokens = max_new_tokens
+
+    def check_params(self) -> None:
+        self._require(self.max_new_tokens >= 1, "max_new_tokens", "it must be >= 1")
 
     def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
         prefix = self.prefix if self.prefix is not None else builtin_text("noise_prefix.v1.txt")

@@ -20,7 +20,7 @@ from typing import Any, Literal, Mapping, Sequence
 import yaml
 
 from cache.config import ExtractionConfig, ModelConfig
-from cache.configio import decode_prompt_texts, from_mapping, load_yaml
+from cache.configio import decode_prompt_texts, encode_prompt_text, from_mapping, load_yaml
 from generation.config import GenerationConfig
 
 from ..calibration.controls import DEFAULT_CONTROLS
@@ -328,8 +328,10 @@ def _absolute_if_path(keys: list[str], value: Any) -> Any:
 
 
 def dump_config(config: RunConfig) -> str:
-    """The resolved config as YAML (what the run used)."""
-    return yaml.safe_dump(_plain(config.to_dict()), sort_keys=False, allow_unicode=True)
+    """The resolved config as YAML (what the run used; loading it gives the same config — prompt
+    texts are written with their backslashes doubled, as :func:`load_run_config` reads them)."""
+    data = decode_prompt_texts(_plain(config.to_dict()), PROMPT_TEXT_KEYS, encode_prompt_text)
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
 def _plain(value: Any) -> Any:

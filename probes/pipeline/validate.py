@@ -112,6 +112,7 @@ def _fusion(config: RunConfig, labels: list[Any], splits: set[Any]) -> list[str]
     for i, spec in enumerate(config.fusion):
         problems += [f"fusion[{i}].detectors: no score column {c!r} in this run ({', '.join(sorted(columns))})"
                      for c in spec.detectors if c not in columns]
+        columns.add(spec.column())  # a later fusion may read this one's column
         if spec.method == "stacking" and not any(x is not None for x in labels):
             problems.append(f"fusion[{i}].method stacking learns from labels, and no question has one")
         if spec.method == "robust-z" and spec.clean_ref is None and CLEAN_SPLIT not in splits and 0 not in labels:
@@ -121,10 +122,8 @@ def _fusion(config: RunConfig, labels: list[Any], splits: set[Any]) -> list[str]
 
 
 def _verdict(config: RunConfig, labels: list[Any], splits: set[Any]) -> list[str]:
-    from ..detect import detector_names
-
-    names = set(detector_names(config.detect.names, reference=config.reference_name() is not None)) | {"lara"}
-    problems = [f"verdict.detectors: {n!r} is not a detector of this run" for n in config.verdict.detectors or () if n not in names]
+    names = _columns(config) | {spec.column() for spec in config.fusion}
+    problems = [f"verdict.detectors: {n!r} is not a score column of this run" for n in config.verdict.detectors or () if n not in names]
     for name in config.verdict.subsets:
         if name in ("members", "non_members"):
             if {"members": 1, "non_members": 0}[name] not in labels:  # an audit without labels: said, not refused

@@ -11,11 +11,13 @@ from __future__ import annotations
 import re
 import unicodedata
 
-# "Problem 5.", "Question 12:", "Exercise 3)", "#4.", "5.", "(5)", "5)" at the very start
-_NUMBERING = re.compile(r"^\s*(?:(?:problem|question|exercise|example|task|q)\s*#?\s*\d+[a-z]?\s*[.):\-]?|#?\d+[a-z]?\s*[.):]|\(\d+[a-z]?\))\s+")
-# a bracketed source tag at the start or the end: "(2024 AIME I)", "[AMC 12B 2021, Problem 7]", "(Source: HMMT)"
+# "Problem 5.", "Question 12:", "Exercise 3)", "#4.", "5.", "(5)", "5)" at the very start — a
+# numbering always ends in punctuation ("Exercise 30 minutes a day" is a question, not a number)
+_NUMBERING = re.compile(r"^\s*(?:(?:problem|question|exercise|example|task)\s*#?\s*\d+[a-z]?\s*[.):]|#?\d+[a-z]?\s*[.):]|\(\d+[a-z]?\))\s+")
+# a bracketed source tag at the start or the end, which always names a contest or a source:
+# "(2024 AIME I)", "[AMC 12B 2021, Problem 7]", "(Source: HMMT)"; "(mod 2023)" or "[1, 2000]" is maths
 _CONTESTS = r"aime|amc|imo|usamo|usajmo|hmmt|putnam|olympiad|mathcounts|aops|isl|bmo|cmo|jbmo|apmo|source"
-_TAG = rf"[(\[](?=[^()\[\]]{{0,60}}[)\]])(?=[^()\[\]]*(?:(?:19|20)\d\d|\b(?:{_CONTESTS})\b))[^()\[\]]*[)\]]"
+_TAG = rf"[(\[](?=[^()\[\]]{{0,60}}[)\]])(?=[^()\[\]]*\b(?:{_CONTESTS})\b)[^()\[\]]*[)\]]"
 _LEADING_TAG = re.compile(rf"^\s*{_TAG}\s*")
 _TRAILING_TAG = re.compile(rf"\s*{_TAG}\s*$")
 _THOUSANDS = re.compile(r"(?<![\d.])(\d{1,3})((?:,\d{3})+)(?![\d])")

@@ -78,6 +78,16 @@ class ResponseStore:
         self._db.close()
 
 
+def prompts_per_chunk(batch_rows: int, n: int) -> int:
+    """Prompts run and committed together: chunks of whole batches where that stays small (n
+    completions per prompt, ``batch_rows`` per batch: lcm(batch, n) rows if at most 32 batches),
+    else about one batch's worth (at least one prompt)."""
+    import math
+
+    whole = batch_rows // math.gcd(batch_rows, n)
+    return whole if whole * n <= 32 * batch_rows else max(1, batch_rows // n)
+
+
 def _key(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -135,7 +145,7 @@ class CachedResponder:
         first = {prompts[i]: i for i, _ in sorted(missing, reverse=True)}  # a prompt asked for twice is run once
         todo = sorted(first.values(), key=lambda i: (-len(prompts[i]), i))  # similar lengths together
         missing = {(i, j) for i, j in missing if first[prompts[i]] == i}
-        per_chunk = max(1, self.chunk_rows // params.n)
+        per_chunk = prompts_per_chunk(self.chunk_rows, params.n)
         with self._bar(len(missing), kind, len(todo) > per_chunk) as bar:
             for start in range(0, len(todo), per_chunk):
                 chunk = todo[start : start + per_chunk]

@@ -81,9 +81,46 @@ def test_a_reference_scored_on_other_sets_is_refused_naming_the_first_question(b
     capsys.readouterr()
     assert main(["verdict", str(tmp_path / "rl.csv"), "--reference-scores", str(tmp_path / "base2.csv"), "-o",
                  str(tmp_path / "v.json"), *FAST]) == 2
-    assert "other settings" in capsys.readouterr().err
+    assert "other detector settings" in capsys.readouterr().err
     # the same sets and settings: a reference-mode verdict
     _detect(bank_questions, other_gpt2_dir, tmp_path / "base3.csv", tmp_path / "s.sqlite", "--sets", str(sets[0]), "--controls", "3")
     assert main(["verdict", str(tmp_path / "rl.csv"), "--reference-scores", str(tmp_path / "base3.csv"), "-o",
                  str(tmp_path / "v.json"), *FAST]) in (0, 3)
     assert json.loads((tmp_path / "v.json").read_text())["mode"] == "reference"
+
+
+def test_scores_overwritten_without_their_meta_do_not_inherit_its_controls(bank_questions, sets, toy_dirs, other_gpt2_dir,
+                                                                          tmp_path, capsys):
+    """A write of model B's scores over model A's -o that stops before the meta (a full disk, Ctrl-C)
+    must not pair B's scores with A's controls: the meta records the sha256 of SCORES.csv too."""
+    from probes.scores import ScoreTable
+
+    scores = tmp_path / "scores.csv"
+    _detect(bank_questions, toy_dirs["gpt2"], scores, tmp_path / "s.sqlite", "--sets", str(sets[0]), "--controls", "3")
+    _detect(bank_questions, other_gpt2_dir, tmp_path / "b.csv", tmp_path / "s.sqlite")
+    ScoreTable.read_csv(tmp_path / "b.csv").write_csv(scores)  # B's scores landed, A's meta and controls stayed
+    capsys.readouterr()
+    assert main(["verdict", str(scores), "-o", str(tmp_path / "v.json"), *FAST]) == 2
+    assert "score the questions' controls" in capsys.readouterr().err
+
+
+def test_a_served_model_and_a_local_reference_are_compared_on_their_parameters():
+    """The settings digest holds the detector and its parameters; prompt formats are compared only
+    when both are known (a served model's template is the server's)."""
+    import numpy as np
+
+    from probes.calibration.files import check_settings
+    from probes.calibration.verdict import ScoredSet
+    from probes.errors import MismatchError
+    from probes.scores import ScoreTable
+
+    def scored(digest, prompt):
+        return ScoredSet(ScoreTable(["a"], {"ppl": np.zeros(1)}), None, settings={"ppl": digest}, prompt_format=prompt)
+
+    local = {"mode": "raw", "template": "Q: {prompt}\nA:", "system": None, "chat": False}
+    assert "one is a served model" in check_settings(scored("d1", None), scored("d1", local), ["ppl"], "reference")[0]
+    assert check_settings(scored("d1", local), scored("d1", dict(local)), ["ppl"], "reference") == []
+    with pytest.raises(MismatchError, match="another prompt format"):
+        check_settings(scored("d1", local), scored("d1", {**local, "template": "{prompt}"}), ["ppl"], "clean set")
+    with pytest.raises(MismatchError, match="the clean set scored 'ppl' with other detector settings"):
+        check_settings(scored("d1", local), scored("d2", local), ["ppl"], "clean set")

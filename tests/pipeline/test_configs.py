@@ -185,3 +185,49 @@ def test_a_bad_key_is_refused_before_stage_one_naming_the_key(override, key, tmp
     err = _one_line_error(capsys, argv)
     assert key in err and " --" not in err  # config keys, not CLI flags
     assert not (run_dir / "sets.jsonl").exists() and "loaded" not in (run_dir / "run.log").read_text()
+
+
+def test_unusual_valid_configs_pass_validation(tmp_path):
+    """A fusion of an earlier fusion's column, a LaRA variant in the verdict, and an audit without
+    labels asking for label subsets (said in the log, not refused)."""
+    import json
+
+    from generation.records import read_questions
+    from probes.pipeline.validate import validate_run
+
+    questions = tmp_path / "q.jsonl"
+    rows = [{"id": f"q{i}", "question": f"Ann has {i + 2} pens. How many?", "split": "clean_ref" if i < 3 else None}
+            for i in range(8)]
+    questions.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = load_run_config(CONFIGS / "demo.yaml", [f"questions={questions}", "controls=[]", "detect.names=[ppl,cdd]",
+                                                      "fusion=[{detectors: [ppl, cdd], name: out}, {detectors: [out, lara]}]",
+                                                      "verdict.detectors=[ppl, lara_zrsm]"])
+    validate_run(config, read_questions(questions))
+
+
+@pytest.mark.parametrize("override,message", [
+    ("detect.params.ppl.target=answer", "detect.params.ppl: detector 'ppl': target = 'answer'"),
+    ("detect.params.min_k.k=20", "detect.params.min_k: detector 'min_k': k = 20"),
+    ("detect.params.cdd.n=0", "detect.params.cdd: detector 'cdd': n = 0"),
+])
+def test_detector_parameter_values_are_checked_before_stage_one(override, message, tmp_path, capsys):
+    err = _one_line_error(capsys, ["run", str(CONFIGS / "demo.yaml"), "--set", f"run_dir={tmp_path / 'run'}", "--set", override,
+                                   "--no-progress"])
+    assert message in err and not (tmp_path / "run" / "sets.jsonl").exists()
+
+
+def test_the_resolved_config_reloads_to_the_same_prompt_texts(tmp_path):
+    """config.resolved.yaml is read again with the prompt-text rule: a backslash must survive it."""
+    from probes.pipeline.config import dump_config
+
+    config = load_run_config(CONFIGS / "demo.yaml", ["detect.template='\\\\neq Q: {prompt}\\nA:'"])
+    assert config.detect.template == "\\neq Q: {prompt}\nA:"
+    (tmp_path / "resolved.yaml").write_text(dump_config(config))
+    assert load_run_config(tmp_path / "resolved.yaml").detect.template == config.detect.template
+
+
+def test_chunks_of_a_detector_pass_are_whole_batches_when_small():
+    from probes.responders.store import prompts_per_chunk
+
+    assert prompts_per_chunk(16, 50) == 8 and prompts_per_chunk(64, 20) == 16 and prompts_per_chunk(64, 8) == 8
+    assert prompts_per_chunk(16, 1) == 16 and prompts_per_chunk(64, 49) == 1 and prompts_per_chunk(8, 50) == 4

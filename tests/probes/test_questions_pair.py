@@ -97,3 +97,11 @@ def test_the_same_problem_from_two_sources_is_a_duplicate_and_other_numbers_are_
                  Question("k", r"Compute $\frac12 + \frac{1}{5}$.")]
     kept = pair_sets({"members": templated[:1], "non_members": templated[1:] + [Question("z", r"Compute $\frac12 + \frac{1}{3}$.")]})
     assert not kept.duplicates  # other numbers: other problems
+    # brackets and leading numbers that are mathematics, not numbering or source tags
+    distinct = [("Find the least x with 3^x = 1 (mod 2023).", "Find the least x with 3^x = 1 (mod 2021)."),
+                ("Let f(x) = x^2 + 1. Compute f(2024)", "Let f(x) = x^2 + 1. Compute f(2019)"),
+                ("How many primes lie in [1, 2000]", "How many primes lie in [1, 2024]"),
+                ("Exercise 30 minutes a day for 7 days: how many minutes?", "Exercise 45 minutes a day for 7 days: how many minutes?")]
+    for a, b in distinct:
+        assert canonical(a) != canonical(b), (a, b)
+        assert not pair_sets({"members": [Question("m", a)], "non_members": [Question("n", b)]}).duplicates, (a, b)

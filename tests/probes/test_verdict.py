@@ -195,3 +195,14 @@ def test_rows_left_out_are_counted_per_detector_and_subset_and_inf_is_ranked():
     assert stats.within_ranks(ppl, a_ctl.matrix("ppl", a_scores.ids))[8] == 1.0  # +inf above every control
     t, _ = stats.permutation_test(ppl, a_ctl.matrix("ppl", a_scores.ids), 200, 0)
     assert math.isfinite(t)
+
+
+def test_a_clean_set_scored_with_other_settings_is_refused():
+    from probes.errors import MismatchError
+
+    (a_scores, a_ctl), _ = world(seed=11)
+    (c_scores, c_ctl), _ = world(seed=12)
+    audited = ScoredSet(a_scores, a_ctl, settings={"ppl": "digest-a"})
+    clean = ScoredSet(c_scores, c_ctl, settings={"ppl": "digest-b"})
+    with pytest.raises(MismatchError, match="clean set scored 'ppl' with other detector settings"):
+        compute_verdict(audited, clean=clean, settings=FAST)
