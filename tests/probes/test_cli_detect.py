@@ -105,7 +105,7 @@ def test_detect_with_a_reference_model_and_a_sampling_temperature(audit, other_g
     out = tmp_path / "s.csv"
     argv = ["detect", "ref,zlib,partial_completion,min_knn", str(audit.questions), "--model", str(audit.model_dir),
             "--reference", str(other_gpt2_dir), "--device", "cpu", "--prompt-format", "raw", "--template", "Q: {prompt}\nA:",
-            "--param", "ref.max_new_tokens=8", "--param", "zlib.max_new_tokens=8", "--param", "min_knn.n=3",
+            "--param", "ref.max_new_tokens=8", "--param", "zlib.max_new_tokens=8", "--param", "min_knn.n=3", "--param", "min_knn.k=2",
             "--param", "min_knn.max_new_tokens=8", "--sampling-temperature", "1.0", "--store", str(tmp_path / "store.sqlite"),
             "-o", str(out), "--no-progress"]
     assert main(argv) == 0
