@@ -138,6 +138,13 @@ def capped_notes(detector: Any, result: Any) -> list[str]:
     return [text]
 
 
+def check_answers(name: str, ids: Sequence[str], answers: Sequence[Any] | None) -> None:
+    """Refuse, before any work, a detector that reads answers when no question has one."""
+    if answers is None or not any(a is not None and str(a).strip() for a in answers):
+        raise ConfigError(f"detector {name!r} compares answers with each question's known answer, and no question has one: "
+                          "give questions with an 'answer' field (lara questions import extracts it), or drop the detector")
+
+
 def nan_notes(name: str, result: Any, ids: Sequence[str]) -> list[str]:
     """Questions a detector could not score (NaN) are counted where the scores are shown; every
     statistic downstream leaves them out and counts them again."""
@@ -158,13 +165,14 @@ def cut_notes(name: str, result: Any) -> list[str]:
             "(per question in the raw table's _prompt_cut column and the meta's prompt_cut_ids)"]
 
 
-def detector_names(spec: str | Sequence[str], reference: bool = False) -> list[str]:
+def detector_names(spec: str | Sequence[str], reference: bool = False, answers: bool = False) -> list[str]:
     """Registry names from ``"a,b"`` / ``["a", "b"]``; ``all`` is every detector whose needs can be
-    met (those comparing with a reference model only when one is given)."""
+    met (those comparing with a reference model only when one is given, those reading answers
+    only when the questions have them)."""
     items = [n.strip() for n in spec.split(",")] if isinstance(spec, str) else [str(n).strip() for n in spec]
     items = [n for n in items if n]
     if items == ["all"]:
-        return [n for n, cls in REGISTRY.items() if reference or not cls.requires_reference]
+        return [n for n, cls in REGISTRY.items() if (reference or not cls.requires_reference) and (answers or not cls.requires_answers)]
     return items
 
 
@@ -194,6 +202,7 @@ def run_detectors(
     sampling_temperature: float | None = None,
     controls: Mapping[str, Sequence[str]] | None = None,
     calibrate: Sequence[str] | None = None,
+    answers: Sequence[Any] | None = None,
 ) -> DetectSummary:
     """Score ``questions`` with each named detector (registry names) through ``responder``.
 
@@ -202,7 +211,10 @@ def run_detectors(
         sampling_temperature: the temperature of the sampling detectors whose params set none.
         controls: ``{question id: its matched controls}`` (SPEC §8.1): the detectors in
             ``calibrate`` (default: all) also score them, with the same parameters, and the
-            table gains their ``<det>@cal`` columns.
+            table gains their ``<det>@cal`` columns. A detector that reads answers has no
+            controls (generated similars have none).
+        answers: each question's known answer (None where unknown), for the detectors that
+            read one (``reward_gain``).
     """
     start = time.perf_counter()
     params = with_sampling_temperature(params or {}, names, sampling_temperature)
@@ -211,8 +223,13 @@ def run_detectors(
     for detector in detectors:  # refuse before any work
         notes += check_access(detector, responder)
         check_reference(detector, responder, reference)
+        if detector.requires_answers:
+            check_answers(detector.name, ids, answers)
     rows = [(qid, c, text) for qid in ids for c, text in enumerate((controls or {}).get(qid, ()), start=1)]
-    calibrated = [d for d in detectors if controls is not None and (calibrate is None or d.name in calibrate)]
+    calibrated = [d for d in detectors if controls is not None and (calibrate is None or d.name in calibrate)
+                  and not d.requires_answers]
+    notes += [f"{d.name}: not scored on the controls (generated similar questions have no answers); it enters the relative "
+              "mode against a clean set with answers" for d in detectors if controls is not None and d.requires_answers]
     control_table = ControlTable([r[0] for r in rows], np.array([r[1] for r in rows], dtype=np.int64),
                                  text_hash=[text_hash(r[2]) for r in rows]) if controls is not None else None
     table, raw = ScoreTable(list(ids)), ScoreTable(list(ids))
@@ -221,7 +238,7 @@ def run_detectors(
     for detector in detectors:
         if bar is not None:
             bar.set_postfix_str(detector.name)
-        detector.fit(clean_questions, reference=reference)
+        detector.fit(clean_questions, reference=reference, answers=answers)
         result = detector.score(questions, responder)
         table.add(result.name, result.scores)
         raw.add(result.raw_name, result.raw)

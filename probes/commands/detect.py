@@ -88,13 +88,13 @@ def handle(args: argparse.Namespace) -> int:
     from ..responders.local import LocalResponder, PromptFormat
     from ..responders.store import CachedResponder, ResponseStore
 
-    names = detector_names(args.detectors, reference=bool(args.reference))
+    questions = read_questions(args.questions)
+    names = detector_names(args.detectors, reference=bool(args.reference), answers=any(q.answer is not None for q in questions))
     params = parse_params(args.param, names)
     for name in names:  # unknown names and parameters refused before any model is loaded
         get_detector(name, **params[name])
     if bool(args.endpoint) == bool(args.source):
         raise ConfigError("give the audited model with --model DIR, or a served one with --endpoint URL --api-model NAME")
-    questions = read_questions(args.questions)
     store_path = args.store or default_cache_dir().parent / "responses.sqlite"
     check_writable(args.output, "scores file")  # before any model is loaded or answer generated
     check_writable(store_path, "response store")
@@ -142,7 +142,8 @@ def handle(args: argparse.Namespace) -> int:
     summary = run_detectors(names, [q.id for q in questions], [q.question for q in questions], responder, params,
                             clean_questions=clean, progress=progress, reference=reference,
                             sampling_temperature=args.sampling_temperature, controls=controls,
-                            calibrate=[n.strip() for n in args.calibrate.split(",")] if args.calibrate else None)
+                            calibrate=[n.strip() for n in args.calibrate.split(",")] if args.calibrate else None,
+                            answers=[q.answer for q in questions])
     if ranks is not None:
         sum_counts_over_ranks(summary.info, ranks)
         if ranks.rank != 0:

@@ -17,6 +17,7 @@ from .likelihood import PPL, LogProber, MinK, MinKPlusPlus, ReCaLL, Zlib  # impo
 from .reference import Ref
 from .sampling import CDD, EntropyNoise, EntropyTemp, MinKNN, SelfCritique
 from .completion import PartialCompletion
+from .rl import PolicyDrift, RewardGain
 from ..token_distributions import entropy_from_logprobs
 from .stats import (
     cdd_peak,
@@ -43,8 +44,10 @@ __all__ = [
     "MinKNN",
     "MinKPlusPlus",
     "PartialCompletion",
+    "PolicyDrift",
     "ReCaLL",
     "Ref",
+    "RewardGain",
     "SelfCritique",
     "Zlib",
     "Detector",

@@ -71,7 +71,9 @@ class Detector:
     needs: ClassVar[frozenset[Access]]
     summary: ClassVar[str]
     capped_by_design: ClassVar[bool] = False  # its responses stop at the budget on purpose (CDD's 100 tokens)
-    requires_reference: ClassVar[bool] = False  # compares with a reference model (``ref``)
+    requires_reference: ClassVar[bool] = False  # compares with a reference model (``ref``, ``policy_drift``, ``reward_gain``)
+    reference_needs: ClassVar[frozenset[Access]] = frozenset({Access.TEXT_LOGPROBS})  # what it asks of that reference
+    requires_answers: ClassVar[bool] = False  # reads each question's known answer (``reward_gain``); no controls then
 
     def check_params(self) -> None:
         """Refuse a hyperparameter outside its range (:class:`ConfigError`), before any work:
@@ -81,9 +83,10 @@ class Detector:
         if not ok:
             raise ConfigError(f"detector {self.name!r}: {parameter} = {getattr(self, parameter)!r}, but {rule}")
 
-    def fit(self, clean_questions: Sequence[str] = (), reference: Any = None) -> "Detector":
+    def fit(self, clean_questions: Sequence[str] = (), reference: Any = None, answers: Sequence[Any] | None = None) -> "Detector":
         """Learn what the detector needs before scoring: known-clean questions, a reference model's
-        responder. Returns ``self``; detectors that need neither ignore them."""
+        responder, the scored questions' known answers. Returns ``self``; detectors that need none
+        of them ignore them."""
         return self
 
     def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:  # pragma: no cover - abstract
@@ -171,8 +174,10 @@ def check_reference(detector: Detector, responder: Any, reference: Any) -> None:
     if reference is None:
         raise ConfigError(f"detector {detector.name!r} needs a reference model (e.g. the checkpoint before RL): "
                           "lara detect ... --reference DIR, or in lara run a controls: entry with reference: true")
-    if Access.TEXT_LOGPROBS not in reference.access:
-        raise ConfigError(f"detector {detector.name!r}: the reference model cannot score text; give a local checkpoint")
+    lacking = set(detector.reference_needs) - set(reference.access)
+    if lacking:
+        raise ConfigError(f"detector {detector.name!r} needs {', '.join(sorted(a.value for a in lacking))} of the reference "
+                          "model, which it cannot supply; give a local checkpoint")
     ours, theirs = getattr(responder, "vocabulary_fingerprint", None), getattr(reference, "vocabulary_fingerprint", None)
     if ours is None or theirs is None:
         raise ConfigError(f"detector {detector.name!r} compares log-probs of the same tokens under two models, so both "

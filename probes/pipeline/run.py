@@ -207,7 +207,8 @@ class _Run:
         detect.pop("store")
         if name != config.name:
             detect["endpoint"] = None  # controls are always run locally
-        names = detector_names(config.detect.names, reference=self.reference is not None)
+        names = detector_names(config.detect.names, reference=self.reference is not None,
+                               answers=any(q.answer is not None for q in self.questions))
         uses_reference = self.reference is not None and any(REGISTRY[n].requires_reference for n in names if n in REGISTRY)
         key = {"questions": self.q_digest, "model": state.identity, "detect": detect,
                "reference": stages.model_identity(dict(config.models())[self.reference], self.ledger) if uses_reference else None,

@@ -154,7 +154,7 @@ def detect(run_dir: Path, name: str, config: RunConfig, model: LazyModel, questi
     summary = run_detectors(names, [q.id for q in questions], [q.question for q in questions], responder, d.params,
                             clean_questions=clean, progress=progress, reference=reference_responder,
                             sampling_temperature=d.sampling_temperature, controls=controls,
-                            calibrate=config.calibration.detectors)
+                            calibrate=config.calibration.detectors, answers=[q.answer for q in questions])
     if ranks is not None:
         sum_counts_over_ranks(summary.info, ranks)
         if not ranks.is_main:
@@ -195,13 +195,14 @@ def fuse(run_dir: Path, name: str, config: RunConfig, tables: list[str], labels:
 
 
 def reference_differences(table: Any, reference: Any) -> dict[str, Any]:
-    """``<det>@ref`` = s_audited(q) − s_reference(q) of every detector column both tables hold (SPEC §8.7)."""
+    """``<det>@ref`` = s_audited(q) − s_reference(q) of every detector column both tables hold (SPEC §8.7),
+    but for the detectors that already compare with the reference (``ref``, ``policy_drift``, ``reward_gain``)."""
     import numpy as np
 
     row = {qid: i for i, qid in enumerate(reference.ids)}
     out = {}
     for column, values in table.columns.items():
-        if column in reference.columns and "@" not in column and column in REGISTRY and column != "ref":
+        if column in reference.columns and "@" not in column and column in REGISTRY and not REGISTRY[column].requires_reference:
             theirs = np.array([reference.columns[column][row[i]] if i in row else np.nan for i in table.ids])
             out[f"{column}@ref"] = values - theirs
     return out

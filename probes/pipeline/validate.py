@@ -22,8 +22,9 @@ def validate_run(config: RunConfig, questions: Sequence[Any]) -> None:
     """Raise one :class:`ConfigError` listing every problem of ``config`` (by key), if any."""
     labels = [q.label for q in questions]
     splits = {q.split for q in questions}
-    problems = (_extraction(config) + _detectors(config) + _lara(config, labels, splits)
-                + _fusion(config, labels, splits) + _verdict(config, labels, splits))
+    answers = any(q.answer is not None and str(q.answer).strip() for q in questions)
+    problems = (_extraction(config) + _detectors(config, answers) + _lara(config, labels, splits)
+                + _fusion(config, labels, splits, answers) + _verdict(config, labels, splits, answers))
     if problems:
         raise ConfigError("the config cannot run as it is: " + "; ".join(problems))
 
@@ -36,13 +37,15 @@ def _extraction(config: RunConfig) -> list[str]:
     return []
 
 
-def _detectors(config: RunConfig) -> list[str]:
+def _detectors(config: RunConfig, answers: bool) -> list[str]:
     from ..detect import detector_names, with_sampling_temperature
     from ..detectors import REGISTRY, get_detector
 
     d = config.detect
-    names = detector_names(d.names, reference=config.reference_name() is not None)
+    names = detector_names(d.names, reference=config.reference_name() is not None, answers=answers)
     problems = [f"detect.names: {_unknown(n, REGISTRY)}" for n in names if n not in REGISTRY]
+    problems += [f"detect.names: {n!r} compares answers with each question's known answer, and no question has one"
+                 for n in names if n in REGISTRY and REGISTRY[n].requires_answers and not answers]
     problems += [f"detect.params.{n}: {_unknown(n, REGISTRY)}" for n in d.params if n not in REGISTRY]
     params = with_sampling_temperature(d.params, [n for n in names if n in REGISTRY], d.sampling_temperature)
     for name in (n for n in names if n in REGISTRY):
@@ -90,16 +93,20 @@ def _lara(config: RunConfig, labels: list[Any], splits: set[Any]) -> list[str]:
     return []
 
 
-def _columns(config: RunConfig) -> set[str]:
+def _columns(config: RunConfig, answers: bool) -> set[str]:
     """Every score column the run's fusion can read."""
     from ..detect import detector_names
 
-    names = detector_names(config.detect.names, reference=config.reference_name() is not None)
+    from ..detectors import REGISTRY
+
+    names = detector_names(config.detect.names, reference=config.reference_name() is not None, answers=answers)
+    known = [n for n in names if n in REGISTRY]
     columns = set(names)
     if config.calibrating:
-        columns |= {f"{n}@cal" for n in names if config.calibration.detectors is None or n in config.calibration.detectors}
+        columns |= {f"{n}@cal" for n in known if (config.calibration.detectors is None or n in config.calibration.detectors)
+                    and not REGISTRY[n].requires_answers}
     if config.reference_name() is not None:
-        columns |= {f"{n}@ref" for n in names if n != "ref"}
+        columns |= {f"{n}@ref" for n in known if not REGISTRY[n].requires_reference}
     if config.lara:
         columns |= {"lara"}
         if config.score.variants:
@@ -107,8 +114,8 @@ def _columns(config: RunConfig) -> set[str]:
     return columns
 
 
-def _fusion(config: RunConfig, labels: list[Any], splits: set[Any]) -> list[str]:
-    columns, problems = _columns(config), []
+def _fusion(config: RunConfig, labels: list[Any], splits: set[Any], answers: bool) -> list[str]:
+    columns, problems = _columns(config, answers), []
     for i, spec in enumerate(config.fusion):
         problems += [f"fusion[{i}].detectors: no score column {c!r} in this run ({', '.join(sorted(columns))})"
                      for c in spec.detectors if c not in columns]
@@ -121,8 +128,8 @@ def _fusion(config: RunConfig, labels: list[Any], splits: set[Any]) -> list[str]
     return problems
 
 
-def _verdict(config: RunConfig, labels: list[Any], splits: set[Any]) -> list[str]:
-    names = _columns(config) | {spec.column() for spec in config.fusion}
+def _verdict(config: RunConfig, labels: list[Any], splits: set[Any], answers: bool) -> list[str]:
+    names = _columns(config, answers) | {spec.column() for spec in config.fusion}
     problems = [f"verdict.detectors: {n!r} is not a score column of this run" for n in config.verdict.detectors or () if n not in names]
     for name in config.verdict.subsets:
         if name in ("members", "non_members"):

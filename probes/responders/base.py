@@ -26,6 +26,7 @@ class Access(str, Enum):
     TEXT_LOGPROBS = "text_logprobs"  # teacher-forced log-probs of a given text
     VOCAB_MOMENTS = "vocab_moments"  # full-vocabulary μ, σ of log p at each position (Min-K%++)
     VOCAB_MOMENTS_TOPK = "vocab_moments_topk"  # μ, σ from the top-K log-probs (an approximation)
+    FULL_DISTRIBUTION = "full_distribution"  # whole next-token distributions, to compare two models (policy drift)
 
 
 @dataclass(frozen=True)
@@ -179,6 +180,10 @@ class Responder(Protocol):
     def question_context(self, lead: str = "") -> str:
         """The formatted prompt's text before the question when the user message is ``lead``
         followed by the question, to score a question in place."""
+
+    def divergence(self, prompts: Sequence[str], completions: Sequence[list[int]], reference: Any) -> list[np.ndarray]:
+        """``[T]`` per-position KL(this model ‖ ``reference``) along each completion of each prompt
+        (local models: needs :attr:`Access.FULL_DISTRIBUTION`)."""
 
 
 @dataclass

@@ -45,6 +45,12 @@ class DistributedResponder:
         items = [f"{a}\x00{b}" for a, b in pairs]
         return self._split(items, [len(a) + len(b) for a, b in pairs], lambda idx: self.responder.score_ids([pairs[i] for i in idx]))
 
+    def divergence(self, prompts: Sequence[str], completions: Sequence[list[int]], reference: Any) -> list[Any]:
+        items = [f"{p}\x00{c}" for p, c in zip(prompts, completions, strict=True)]
+        return self._split(items, [len(p) + len(c) for p, c in zip(prompts, completions)],
+                           lambda idx: self.responder.divergence([prompts[i] for i in idx], [completions[i] for i in idx],
+                                                                 getattr(reference, "responder", reference)))
+
     def _split(self, items: list[str], weights: list[int], run: Callable[[list[int]], list[Any]]) -> list[Any]:
         """``run`` on this rank's share of ``items`` (indices), gathered into one list in item order on
         every rank. Repeated items are computed once, by one rank, as one process computes them once."""

@@ -23,6 +23,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 from .base import CallCounter, Generation, GenerationParams, TextScore
 
 
@@ -164,6 +166,28 @@ class CachedResponder:
     def score_ids(self, pairs: Sequence[tuple[list[int], list[int]]]) -> list[TextScore]:
         keys = [_key("score_ids", self.identity, c, t) for c, t in pairs]
         return self._scored(keys, lambda idx: self.responder.score_ids([pairs[i] for i in idx]))
+
+    def divergence(self, prompts: Sequence[str], completions: Sequence[list[int]], reference: Any) -> list[np.ndarray]:
+        """Per-position KL(this model ‖ ``reference``) along each completion, kept in the store (keyed
+        by both models' identities, the prompt and the completion's ids)."""
+        keys = [_key("divergence", self.identity, reference.identity, p, list(c)) for p, c in zip(prompts, completions, strict=True)]
+        found = self.store.get_many(keys)
+        self.counter.cache_hits += len(found)
+        first: dict[str, int] = {}
+        for i, k in enumerate(keys):
+            if k not in found:
+                first.setdefault(k, i)
+        todo = list(first.values())
+        with self._bar(len(todo), "score", len(todo) > self.chunk_rows) as bar:
+            for start in range(0, len(todo), self.chunk_rows):
+                chunk = todo[start : start + self.chunk_rows]
+                values = self.responder.divergence([prompts[i] for i in chunk], [completions[i] for i in chunk], reference)
+                new = {keys[i]: {"kl": v.tolist()} for i, v in zip(chunk, values)}
+                self.store.put_many("divergence", new)
+                self.counter.scored += len(new)
+                found.update(new)
+                bar.update(len(chunk))
+        return [np.array(found[k]["kl"], dtype=np.float64) for k in keys]
 
     def _scored(self, keys: list[str], run: Any) -> list[TextScore]:
         found = self.store.get_many(keys)

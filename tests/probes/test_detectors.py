@@ -24,6 +24,8 @@ EXPECTED_DIRECTIONS = {
     "zlib": ("zlib_ratio", "lower = member"),
     "ref": ("ref_ll_difference", "higher = member"),
     "partial_completion": ("partial_rouge_l", "higher = member"),
+    "policy_drift": ("policy_kl", "higher = member"),
+    "reward_gain": ("reward_gain", "higher = member"),
 }
 
 

@@ -1,0 +1,117 @@
+"""The detectors that compare a model with its checkpoint before RL, after DIBA (Liu et al. 2025,
+"Auditing Data Membership in RLVR", arXiv 2511.14045; SPEC §5):
+
+* ``policy_drift`` — how far the audited policy moved from the reference on the question: the
+  full-vocabulary KL(π_audited ‖ π_reference) at every position of the audited model's own sampled
+  answers, averaged over each answer's tokens, then over the answers.
+* ``reward_gain`` — how much more often the audited model is now right: the mean verifier reward
+  of its sampled answers minus the reference's (:mod:`probes.verifier`).
+
+Both sample with Min-kNN's parameters by default (n = 32, T = 0.7, top-p 0.95, 1,024 tokens, seed
+0; the sampling temperature of a run replaces T), so the audited model's samples come from the
+response store when Min-kNN drew them. RL improves a model on every question of its kind, not only
+its training questions: a reward gain or a drift on a question is evidence of membership only
+relative to similar questions — the calibration of SPEC §8 (controls for policy drift; a clean set
+for reward gain, whose generated controls have no answers).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..responders.base import Access, GenerationParams
+from .base import Detector, DetectorResult, check_reference, register
+
+
+class _SamplingComparison(Detector):
+    """Sampling parameters shared by the two detectors (Min-kNN's defaults)."""
+
+    requires_reference = True
+
+    def __init__(self, n: int = 32, temperature: float = 0.7, top_p: float = 0.95, max_new_tokens: int = 1024,
+                 seed: int = 0) -> None:
+        self.n = n
+        self.temperature = temperature
+        self.top_p = top_p
+        self.max_new_tokens = max_new_tokens
+        self.seed = seed
+
+    def check_params(self) -> None:
+        self._require(self.n >= 1, "n", "it must be >= 1")
+        self._require(self.temperature > 0, "temperature", "the answers are sampled: it must be > 0")
+        self._require(0 < self.top_p <= 1, "top_p", "it must be in (0, 1]")
+        self._require(self.max_new_tokens >= 1, "max_new_tokens", "it must be >= 1")
+
+    def fit(self, clean_questions: Sequence[str] = (), reference: Any = None, answers: Sequence[Any] | None = None) -> "Detector":
+        self.reference_ = reference
+        return self
+
+    def _params(self) -> GenerationParams:
+        return GenerationParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p,
+                                n=self.n, seed=self.seed)
+
+
+@register
+class PolicyDrift(_SamplingComparison):
+    name = "policy_drift"
+    raw_name = "policy_kl"
+    raw_direction = "higher = member"
+    summary = "policy drift: mean full-vocabulary KL(audited ‖ reference) along the audited model's sampled answers"
+    needs = frozenset({Access.SAMPLING, Access.TOKEN_IDS, Access.FULL_DISTRIBUTION})
+    reference_needs = frozenset({Access.FULL_DISTRIBUTION})
+
+    def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
+        reference = getattr(self, "reference_", None)
+        check_reference(self, responder, reference)
+        samples = responder.generate(questions, self._params())
+        prompts = [q for q, row in zip(questions, samples) for _ in row]
+        kl = responder.divergence(prompts, [s.token_ids for row in samples for s in row], reference)
+        per_answer = np.array([float(v.mean()) if len(v) else np.nan for v in kl]).reshape(len(questions), self.n)
+        raw = np.array([float(row[~np.isnan(row)].mean()) if (~np.isnan(row)).any() else np.nan for row in per_answer])
+        empty = int(np.isnan(per_answer).sum())
+        notes = [f"{self.name}: {empty} empty answer(s) have no token to compare (left out of their question's mean)"] if empty else []
+        return self._result(raw, notes=notes, responses=samples)
+
+
+@register
+class RewardGain(_SamplingComparison):
+    name = "reward_gain"
+    raw_name = "reward_gain"
+    raw_direction = "higher = member"
+    summary = "reward gain: mean verifier reward of sampled answers, audited minus reference (needs answers)"
+    needs = frozenset({Access.SAMPLING})
+    reference_needs = frozenset({Access.SAMPLING})
+    requires_answers = True
+
+    def fit(self, clean_questions: Sequence[str] = (), reference: Any = None, answers: Sequence[Any] | None = None) -> "Detector":
+        super().fit(clean_questions, reference)
+        self.answers_ = list(answers) if answers is not None else None
+        return self
+
+    def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
+        from ..verifier import judge
+
+        reference = getattr(self, "reference_", None)
+        check_reference(self, responder, reference)
+        answers = getattr(self, "answers_", None)
+        if answers is None or len(answers) != len(questions):
+            raise ConfigError("reward_gain needs each question's known answer (the 'answer' field of the questions file)")
+        ours, theirs = responder.generate(questions, self._params()), reference.generate(questions, self._params())
+        rules: Counter = Counter()
+        gain, audited, base = (np.full(len(questions), np.nan) for _ in range(3))
+        for i, answer in enumerate(answers):
+            if answer is None or str(answer).strip() == "":
+                continue
+            judged = [[judge(g.text, answer) for g in row] for row in (ours[i], theirs[i])]
+            rules.update(j.rule for row in judged for j in row)
+            audited[i], base[i] = (float(np.mean([j.reward for j in row])) for row in judged)
+            gain[i] = audited[i] - base[i]
+        missing = int(np.isnan(gain).sum())
+        notes = [f"{self.name}: answers judged by " + ", ".join(f"{rule} {n}" for rule, n in sorted(rules.items()))]
+        notes += [f"{self.name}: {missing} question(s) without an answer (NaN)"] if missing else []
+        return self._result(gain, notes=notes, responses=[a + b for a, b in zip(ours, theirs)],
+                            reward_audited=audited, reward_reference=base)

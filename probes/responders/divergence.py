@@ -1,0 +1,85 @@
+"""How far a model's token distribution moved from a reference's along given completions (policy
+drift, SPEC §5): at every position of a completion, the full-vocabulary KL(π_audited(·|ctx) ‖
+π_reference(·|ctx)) of the two models' next-token distributions (temperature 1), the context being
+the prompt and the completion so far.
+
+Both models read the very same token ids (the audited model's prompt, formatted and fitted to its
+context as for generation, then the completion's ids as generated), so they must share a tokenizer
+(checked before any work). Memory: ``[batch, tokens, vocab]`` logits of both models up to the
+responder's ``score_budget_mib``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+
+def local_of(responder: Any) -> Any:
+    """The :class:`~probes.responders.local.LocalResponder` under store and rank wrappers."""
+    while not hasattr(responder, "model") and hasattr(responder, "responder"):
+        responder = responder.responder
+    if not hasattr(responder, "model"):
+        from ..errors import ConfigError
+
+        raise ConfigError("policy drift compares full next-token distributions: the reference must be a local checkpoint")
+    return responder
+
+
+def policy_kl(audited: Any, reference: Any, prompts: Sequence[str], completions: Sequence[list[int]]) -> list[np.ndarray]:
+    """``[T]`` per-position KL(audited ‖ reference) in nats along each completion (``T`` = its
+    number of tokens; a completion cut to fit the context keeps the positions that fit)."""
+    import torch
+
+    audited, reference = local_of(audited), local_of(reference)
+    pairs = []
+    for prompt, completion in zip(prompts, completions, strict=True):
+        context, _ = audited._fit_prompt(audited.encode_prompt(prompt))
+        fitted = audited._fit_pair(list(context), list(completion))
+        pairs.append((fitted[0], fitted[1]))
+    vocab = audited.model.get_output_embeddings().weight.shape[0]
+    budget = max(1, int(audited.score_budget_mib * 2**20 // (vocab * 4 * 2)))  # two models' logits at once
+    order = sorted(range(len(pairs)), key=lambda i: -(len(pairs[i][0]) + len(pairs[i][1])))
+    out: list[np.ndarray | None] = [None] * len(pairs)
+    with torch.inference_mode():
+        for batch in _batches(order, [len(c) + len(t) for c, t in pairs], budget):
+            for i, kl in zip(batch, _batch_kl(audited, reference, [pairs[i] for i in batch])):
+                out[i] = kl
+    return out  # type: ignore[return-value]
+
+
+def _batches(order: list[int], lengths: list[int], budget_tokens: int) -> list[list[int]]:
+    """Consecutive groups of ``order`` whose padded size (longest × count) fits ``budget_tokens``."""
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and max(lengths[j] for j in batches[-1] + [i]) * (len(batches[-1]) + 1) <= budget_tokens:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
+
+
+def _batch_kl(audited: Any, reference: Any, pairs: list[tuple[list[int], list[int]]]) -> list[np.ndarray]:
+    import torch
+
+    device = audited.loaded.device
+    pad = audited.tokenizer.pad_token_id
+    full = [c + t for c, t in pairs]
+    width = max(len(x) for x in full)
+    ids = torch.tensor([x + [pad] * (width - len(x)) for x in full], device=device)
+    attention = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in full], device=device)
+    logits_a = audited.model(input_ids=ids, attention_mask=attention).logits
+    logits_r = reference.model(input_ids=ids.to(reference.loaded.device), attention_mask=attention.to(reference.loaded.device)).logits
+    out = []
+    for row, (context, text) in enumerate(pairs):
+        first, stop = max(len(context), 1), len(context) + len(text)
+        if stop <= first:
+            out.append(np.zeros(0))
+            continue
+        logp_a = torch.log_softmax(logits_a[row, first - 1 : stop - 1].float(), dim=-1)  # [T, V]
+        logp_r = torch.log_softmax(logits_r[row, first - 1 : stop - 1].float().to(logp_a.device), dim=-1)
+        p_a = logp_a.exp()
+        terms = torch.where(p_a > 0, p_a * (logp_a - logp_r), torch.zeros_like(p_a))  # 0·log 0 = 0
+        out.append(terms.sum(-1).double().cpu().numpy())
+    return out

@@ -1,0 +1,128 @@
+"""The detectors that compare with the checkpoint before RL (SPEC §5): policy drift against a naive
+per-position KL over the full vocabulary (exactly 0 against itself), reward gain against rewards
+computed by hand on the shipped testbed, and the verifier's rules."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from probes.detect import run_detectors
+from probes.detectors import get_detector
+from probes.errors import ConfigError
+from probes.responders.base import GenerationParams
+from probes.responders.local import LocalResponder, PromptFormat
+from probes.responders.store import CachedResponder, ResponseStore
+from probes.verifier import judge
+
+TESTBED = Path(__file__).resolve().parents[2] / "probes" / "testbed" / "checkpoints" / "cpu-seed0"
+QUESTIONS = ["What is 2 + 3?", "A train travels 60 km in 1.5 hours. What is its average speed?", "Hi"]
+RAW = PromptFormat(mode="raw", template="Q: {prompt}\nA:")
+
+
+@pytest.fixture(scope="module")
+def pair(loaded_models, other_gpt2_dir):
+    from cache.config import ModelConfig
+    from cache.loading import load_model
+
+    audited = LocalResponder(loaded_models["gpt2"], RAW, batch_size=4)
+    reference = LocalResponder(load_model(ModelConfig(source=str(other_gpt2_dir), device="cpu")), RAW, batch_size=4)
+    return audited, reference
+
+
+def naive_kl(audited, reference, prompt: str, completion: list[int]) -> float:
+    """Mean over the completion's positions of Σ_v p_a(v) (log p_a(v) − log p_r(v)), one sequence at
+    a time, in float64, summed over the vocabulary by a plain loop."""
+    ids = audited.encode_prompt(prompt) + completion
+    with torch.inference_mode():
+        la = torch.log_softmax(audited.model(input_ids=torch.tensor([ids])).logits[0].double(), -1)
+        lr = torch.log_softmax(reference.model(input_ids=torch.tensor([ids])).logits[0].double(), -1)
+    start = len(ids) - len(completion)
+    per_position = []
+    for t in range(start, len(ids)):
+        a, r = la[t - 1].tolist(), lr[t - 1].tolist()
+        per_position.append(sum(math.exp(x) * (x - y) for x, y in zip(a, r)))
+    return float(np.mean(per_position))
+
+
+def test_policy_drift_against_a_naive_full_vocabulary_kl_and_zero_against_itself(pair):
+    audited, reference = pair
+    detector = get_detector("policy_drift", n=3, max_new_tokens=10, temperature=1.0).fit(reference=reference)
+    result = detector.score(QUESTIONS, audited)
+    samples = audited.generate(QUESTIONS, GenerationParams(max_new_tokens=10, temperature=1.0, top_p=0.95, n=3))
+    for i, (question, row) in enumerate(zip(QUESTIONS, samples)):
+        per_answer = [naive_kl(audited, reference, question, s.token_ids) for s in row if s.token_ids]
+        assert result.raw[i] == pytest.approx(np.mean(per_answer), rel=1e-4, abs=1e-6)
+    assert (result.raw > 0).all() and result.n_responses.tolist() == [3, 3, 3]
+    itself = get_detector("policy_drift", n=3, max_new_tokens=10, temperature=1.0).fit(reference=audited)
+    assert (itself.score(QUESTIONS, audited).raw == 0.0).all()  # a model is its own reference: exactly 0
+
+
+def test_policy_drift_through_the_store_reuses_min_knn_samples_and_refuses_a_served_model(pair, tmp_path):
+    audited, reference = pair
+    store = ResponseStore(tmp_path / "s.sqlite")
+    cached, cached_ref = CachedResponder(audited, store), CachedResponder(reference, store)
+    params = {"min_knn": {"n": 4, "k": 2, "max_new_tokens": 8}, "policy_drift": {"n": 4, "max_new_tokens": 8}}
+    summary = run_detectors(["min_knn", "policy_drift"], ["a", "b", "c"], QUESTIONS, cached, params, reference=cached_ref)
+    assert summary.info["counts"]["generated"] == 12  # policy drift read Min-kNN's 12 samples from the store
+    direct = get_detector("policy_drift", n=4, max_new_tokens=8).fit(reference=reference).score(QUESTIONS, audited)
+    np.testing.assert_allclose(summary.table.columns["policy_drift"], direct.scores, rtol=1e-6)
+
+    class Served:
+        access = frozenset(a for a in audited.access if a.value != "full_distribution")
+        identity = {"kind": "openai"}
+
+    with pytest.raises(ConfigError, match="needs full_distribution"):
+        run_detectors(["policy_drift"], ["a"], QUESTIONS[:1], Served(), reference=cached_ref)
+
+
+def test_the_verifier_rules_by_hand():
+    assert tuple(vars(judge("6 * 2 = 12. 12 + 16 = 28. The answer is 28.", 28)).values()) == (1.0, "math-verify")
+    assert judge("The answer is 27.", 28).reward == 0.0
+    assert judge(r"So the answer is $\boxed{\frac{1}{2}}$", "0.5").reward == 1.0 and judge(r"\boxed{2}", "0.5").reward == 0.0
+    assert tuple(vars(judge("so 4 + 6 = 10\n#### 1,000", "1000")).values()) == (1.0, "####")
+    assert judge("#### 12", 13).reward == 0.0
+    assert tuple(vars(judge("The capital is\nParis.", "Paris")).values()) == (1.0, "exact")
+    assert judge("The answer is B.", "B").rule == "exact"
+
+
+def test_reward_gain_against_rewards_computed_by_hand_on_the_testbed(tmp_path):
+    from cache.config import ModelConfig
+    from cache.loading import load_model
+
+    rows = [json.loads(line) for line in (TESTBED / "questions.jsonl").read_text().splitlines()[:12]]
+    questions, answers = [r["question"] for r in rows], [r["answer"] for r in rows]
+    rl = LocalResponder(load_model(ModelConfig(source=str(TESTBED / "rl"), device="cpu")), RAW, batch_size=64)
+    sft = LocalResponder(load_model(ModelConfig(source=str(TESTBED / "sft"), device="cpu")), RAW, batch_size=64)
+    result = get_detector("reward_gain", n=6, max_new_tokens=48, temperature=1.0).fit(reference=sft, answers=answers).score(questions, rl)
+    params = GenerationParams(max_new_tokens=48, temperature=1.0, top_p=0.95, n=6)
+
+    def by_hand(responder):  # the testbed's own reward: the first "The answer is N" equals the answer
+        rewards = []
+        for row, answer in zip(responder.generate(questions, params), answers):
+            found = [re.search(r"The answer is (-?\d+)", g.text) for g in row]
+            rewards.append(np.mean([bool(m) and int(m.group(1)) == answer for m in found]))
+        return np.array(rewards)
+
+    np.testing.assert_allclose(result.extra["reward_audited"], by_hand(rl))
+    np.testing.assert_allclose(result.extra["reward_reference"], by_hand(sft))
+    np.testing.assert_allclose(result.raw, by_hand(rl) - by_hand(sft))
+    assert any("answers judged by math-verify 144" in n for n in result.notes)
+    itself = get_detector("reward_gain", n=6, max_new_tokens=48, temperature=1.0).fit(reference=rl, answers=answers)
+    assert (itself.score(questions, rl).raw == 0.0).all()
+
+
+def test_reward_gain_without_answers_is_refused_in_one_line_and_never_calibrated(pair):
+    audited, reference = pair
+    with pytest.raises(ConfigError, match="no question has one"):
+        run_detectors(["reward_gain"], ["a", "b"], QUESTIONS[:2], audited, reference=reference, answers=[None, None])
+    summary = run_detectors(["reward_gain"], ["a", "b"], QUESTIONS[:2], audited, {"reward_gain": {"n": 2, "max_new_tokens": 6}},
+                            reference=reference, answers=["5", None], controls={"a": ["What is 3 + 4?", "What is 1 + 9?"]})
+    assert "reward_gain@cal" not in summary.table.columns and math.isnan(summary.table.columns["reward_gain"][1])
+    assert any("not scored on the controls" in n for n in summary.info["notes"])
