@@ -35,10 +35,12 @@ def aucs(seed: int, root: Path) -> dict[str, float]:
 
     audited, reference = responder(model.path), responder(model.reference)
     questions = [q for q, _ in model.members] + [q for q, _ in model.non_members]
+    answers = [a for _, a in model.members] + [a for _, a in model.non_members]  # reward gain judges against them
     labels = [1] * len(model.members) + [0] * len(model.non_members)
     out = {}
     for name in REGISTRY:
-        out[name] = roc_auc_score(labels, get_detector(name).fit(reference=reference).score(questions, audited).scores)
+        detector = get_detector(name).fit(reference=reference, answers=answers)
+        out[name] = roc_auc_score(labels, detector.score(questions, audited).scores)
     out["min_k_plus_plus (question)"] = roc_auc_score(
         labels, get_detector("min_k_plus_plus", target="question").score(questions, audited).scores)
     return out

@@ -107,7 +107,10 @@ def main() -> None:
                                                        clean=rl.subset(clean_ids), seed=args.seed),
              "SFT control, absolute mode, similars as generated now (arithmetic relations)":
                  rates(sft, groups, args.subsets, args.size, dataclasses.replace(settings, detectors=None), seed=args.seed)}
-    detectors = list(sft.controls.columns)
+    from probes.detectors import REGISTRY
+
+    # the SFT checkpoint is its own reference: drift and reward gain are 0 there, so they are not rescored
+    detectors = [n for n in sft.controls.columns if not REGISTRY[n].requires_reference]
     before = old_generator_controls(run_dir, config, questions, detectors)
     found["SFT control, absolute mode, similars as generated before (order only)"] = rates(
         before, groups, args.subsets, args.size, settings, seed=args.seed)

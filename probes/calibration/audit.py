@@ -106,8 +106,9 @@ def _headline(v: dict[str, Any]) -> str:
     c = v["combined"]
     word = "CONTAMINATED" if v["reject"] else "not flagged"
     cal = "" if v["calibrated"] else ", uncalibrated"
+    left = f"; left out, no information: {', '.join(c['left_out'])}" if c.get("left_out") else ""
     return (f"{word} at alpha = {v['alpha']:g} ({v['mode']} mode{cal}; {c['method']} {p_sentence(c['p_value'])} over "
-            f"{', '.join(c['detectors']) or 'no detector'})")
+            f"{', '.join(c['detectors']) or 'no detector'}{left})")
 
 
 def left_out_text(record: dict[str, Any]) -> str:

@@ -53,6 +53,14 @@ def first_controls(controls: np.ndarray, width: int) -> np.ndarray:
     return out
 
 
+def all_tied(original: np.ndarray, controls: np.ndarray) -> bool:
+    """Whether every usable question's original ties with all its scored controls: then no
+    permutation can change anything, the test carries no information (p would be 1), and the
+    detector is left out of a combination (a constant detector, e.g. a model's drift from itself)."""
+    original, controls, usable = _valid(original, controls)
+    return bool(usable.any()) and all(bool((row[~np.isnan(row)] == o).all()) for o, row in zip(original[usable], controls[usable]))
+
+
 def within_ranks(original: np.ndarray, controls: np.ndarray) -> np.ndarray:
     """r_j = (#{i: s_i < s_0} + ½·#{i: s_i = s_0}) / C_j over question j's valid controls: the
     original's AUC against its own controls. ``[N]``, NaN where unusable."""

@@ -134,6 +134,8 @@ def within_test(original: np.ndarray, controls: np.ndarray, s: VerdictSettings) 
     pj = stats.question_pvalues(original, controls, s.seed)
     out = _figures(p, t, stats.bootstrap_ci(r, np.mean, s.bootstrap, s.seed), pj, s, int((~np.isnan(r)).sum()))
     out["left_out"] = stats.left_out(original, controls)
+    if stats.all_tied(original, controls):
+        out.update(p_value=math.nan, uninformative="every question's original ties with its controls")
     return out
 
 
@@ -160,6 +162,8 @@ def relative_test(audited: np.ndarray, clean: np.ndarray, s: VerdictSettings) ->
     out["n_clean"] = int(len(c))
     out["left_out"] = {"nan_score": int(np.isnan(audited).sum())}
     out["clean_left_out"] = {"nan_score": int(np.isnan(clean).sum())}
+    if len(a) and len(c) and np.unique(np.concatenate([a, c])).size == 1:
+        out.update(p_value=math.nan, uninformative="one value on both sides")
     return out
 
 
@@ -202,6 +206,9 @@ def _combine(per_detector: dict[str, dict[str, Any]], s: VerdictSettings) -> dic
 
 def _mode(per_detector: dict[str, dict[str, Any]], s: VerdictSettings) -> dict[str, Any]:
     combined = _combine(per_detector, s)
+    left = {n: r["uninformative"] for n, r in per_detector.items() if r.get("uninformative")}
+    if left:
+        combined["left_out"] = {n: f"no information ({why})" for n, why in left.items()}
     return {"reject": bool(combined["p_value"] < s.alpha), "combined": combined, "detectors": per_detector}
 
 

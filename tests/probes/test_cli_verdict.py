@@ -72,3 +72,19 @@ def test_verdict_in_every_mode_with_subsets(scored, audit, capsys):
         assert 0 <= r["p_value"] <= 1 and 0 <= r["within_auc"]["value"] <= 1 and 20 <= r["n"] <= 24  # an empty answer has no PPL
     assert main(["verdict", str(scored / "rl.csv"), "--permutations", "500", "--bootstrap", "50", "-o", str(out)]) == 0
     assert json.loads(out.read_text())["mode"] == "absolute" and "not calibrated" in capsys.readouterr().out
+
+
+def test_verdict_fdr_writes_the_per_question_table_beside_the_output(scored, capsys):
+    """``lara verdict --fdr Q`` (SPEC §8.10). The fixture scored 2 controls per question, and a
+    question needs 3 for its controls' residuals: every question is left out and counted, none is
+    flagged, and the line after the verdict says how many were tested."""
+    out = scored / "v.json"
+    assert main(["verdict", str(scored / "rl.csv"), "--reference-scores", str(scored / "base.csv"), "--fdr", "0.2",
+                 "--fdr-method", "two-stage", "--permutations", "200", "--bootstrap", "20", "-o", str(out)]) == 0
+    shown = capsys.readouterr().out
+    block = json.loads(out.read_text())["questions"]
+    assert (block["fdr"], block["method"], block["mode"], block["n_flagged"], block["n_tested"]) == (0.2, "two-stage", "reference", 0, 0)
+    assert all(d["left_out"]["too_few_controls"] > 0 for d in block["detectors"].values())
+    assert "which questions: 0 of 0 tested flagged at FDR 20% (reference mode, two-stage BH)" in shown
+    header, *rows = (scored / "v.questions.csv").read_text().splitlines()
+    assert header == "id,mode,ppl_residual,ppl_p,min_k_residual,min_k_p,p_value,q_value,flagged" and len(rows) == 34

@@ -206,3 +206,18 @@ def test_a_clean_set_scored_with_other_settings_is_refused():
     clean = ScoredSet(c_scores, c_ctl, settings={"ppl": "digest-b"})
     with pytest.raises(MismatchError, match="clean set scored 'ppl' with other detector settings"):
         compute_verdict(audited, clean=clean, settings=FAST)
+
+
+def test_a_detector_that_ties_everywhere_is_left_out_of_the_combination():
+    """A model's drift from itself is 0 on every text: its test has no information (its p would be
+    1, and a p of 1 makes the Cauchy combination 1 whatever the other detectors say)."""
+    (a_scores, a_ctl), _ = world(contamination=1.0, seed=13)
+    a_scores.add("policy_drift", np.zeros(60))
+    a_ctl.columns["policy_drift"] = np.zeros(len(a_ctl.ids))
+    verdict = compute_verdict(ScoredSet(a_scores, a_ctl), settings=FAST)
+    assert verdict["combined"]["detectors"] == ["ppl"] and "policy_drift" in verdict["combined"]["left_out"]
+    assert math.isnan(verdict["detectors"]["policy_drift"]["p_value"]) and verdict["reject"]
+    alone = ScoreTable([f"q{i}" for i in range(20)], {"reward_gain": np.zeros(20), "lara": np.arange(20.0)})
+    clean = ScoreTable([f"c{i}" for i in range(20)], {"reward_gain": np.zeros(20), "lara": np.arange(20.0) - 5})
+    relative = compute_verdict(ScoredSet(alone, None), clean=ScoredSet(clean, None), settings=FAST)
+    assert relative["combined"]["detectors"] == ["lara"] and "reward_gain" in relative["combined"]["left_out"]
