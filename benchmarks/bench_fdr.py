@@ -6,8 +6,8 @@ testbed, by simulation.
 Uses the scores of a finished ``lara run configs/demo.yaml`` (run first if missing). Draws random
 subsets of ``--size`` questions with 0, 10, 50 and 100 % members and decides each subset's
 questions exactly as ``lara run`` does — conformal p-values per question and detector in the
-deciding mode, Cauchy-combined, Benjamini–Hochberg at ``--fdr`` — over the detectors the run's
-verdict combined. Reports, per mix, the realised false-discovery proportion averaged over the
+deciding mode, Cauchy-combined, Benjamini–Hochberg at ``--fdr`` — over the detectors each model's own
+verdict combined in that mode. Reports, per mix, the realised false-discovery proportion averaged over the
 subsets (non-members flagged / flagged, 0 when nothing is) with its Monte-Carlo standard error,
 the power (members flagged / members) and the share of subsets with any flag:
 
@@ -44,6 +44,19 @@ def scored(run_dir: Path, model: str) -> ScoredSet:
     files = read_scored(run_dir / model / "detectors.csv")
     tables = [files.scores] + ([ScoreTable.read_csv(run_dir / model / "lara.csv")] if (run_dir / model / "lara.csv").is_file() else [])
     return ScoredSet(join_tables(tables), files.controls, settings=files.settings, prompt_format=files.prompt_format)
+
+
+def combined(model_dir: Path, modes: tuple[str, ...], only: str | None) -> list[list[str]]:
+    """The detectors each mode of the model's own verdict combined (a detector with no information
+    on that model, e.g. its drift from itself, was left out there and stays out), optionally cut to
+    the comma-separated ``only``."""
+    verdict = json.loads((model_dir / "verdict.json").read_text())
+    chosen = {d.strip() for d in only.split(",")} if only else None
+    lists = []
+    for mode in modes:
+        names = (verdict["modes"].get(mode) or {}).get("combined", {}).get("detectors") or []
+        lists.append([n for n in names if chosen is None or n in chosen])
+    return lists
 
 
 def rates(audited: ScoredSet, mode: str, detectors: list[str], members: list[str], non_members: list[str], args: argparse.Namespace,
@@ -89,25 +102,22 @@ def main() -> None:
     clean_ids = [q.id for q in questions if q.split == "clean_ref"]
     rl, sft = scored(run_dir, config.name), scored(run_dir, config.reference_name())
     settings = dataclasses.replace(config.verdict, fdr=args.fdr)
-    verdict = json.loads((run_dir / config.name / "verdict.json").read_text())
-    with_controls = [n for n in verdict["modes"]["reference"]["combined"]["detectors"]]
-    relative = [n for n in verdict["modes"]["relative"]["combined"]["detectors"]]
-    if args.detectors:
-        chosen = [d.strip() for d in args.detectors.split(",")]
-        with_controls, relative = [d for d in with_controls if d in chosen], [d for d in relative if d in chosen]
+    with_controls, relative = combined(run_dir / config.name, ("reference", "relative"), args.detectors)
+    sft_absolute, sft_relative = combined(run_dir / config.reference_name(), ("absolute", "relative"), args.detectors)
     found = {
         "RL checkpoint, reference mode (SFT reference)": rates(rl, "reference", with_controls, members, non_members, args, settings,
                                                                reference=sft),
         "RL checkpoint, relative mode (clean_ref problems)": rates(rl, "relative", relative, members, non_members, args, settings,
                                                                    clean=rl.subset(clean_ids)),
-        "SFT checkpoint (before RL), relative mode": rates(sft, "relative", relative, members, non_members, args, settings,
+        "SFT checkpoint (before RL), relative mode": rates(sft, "relative", sft_relative, members, non_members, args, settings,
                                                            clean=sft.subset(clean_ids)),
-        "SFT checkpoint (before RL), absolute mode (uncalibrated)": rates(sft, "absolute", with_controls, members, non_members, args,
+        "SFT checkpoint (before RL), absolute mode (uncalibrated)": rates(sft, "absolute", sft_absolute, members, non_members, args,
                                                                           settings),
     }
     print(f"Per-question decisions at FDR q = {args.fdr}: {args.subsets} random subsets of {args.size} questions per mix "
-          f"({time.perf_counter() - start:.0f} s); detectors: {', '.join(with_controls)} (reference, absolute), "
-          f"{', '.join(relative)} (relative)")
+          f"({time.perf_counter() - start:.0f} s); detectors: {', '.join(with_controls)} (reference), "
+          f"{', '.join(relative)} (relative); on the SFT checkpoint {', '.join(sft_absolute)} (absolute), "
+          f"{', '.join(sft_relative)} (relative)")
     for title, table in found.items():
         print(f"\n{title}")
         print(f"  {'mix':<14}{'realised FDR':>18}{'power':>9}{'any flag':>10}")

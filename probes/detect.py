@@ -19,6 +19,7 @@ from cache.fingerprint import text_hash
 from .calibration.controls import ControlTable
 from .calibration.stats import calibrated_scores
 from .detectors import REGISTRY, check_access, check_reference, get_detector
+from .detectors.base import has_answer
 from .errors import ConfigError
 from .scores import ScoreTable
 
@@ -140,7 +141,7 @@ def capped_notes(detector: Any, result: Any) -> list[str]:
 
 def check_answers(name: str, ids: Sequence[str], answers: Sequence[Any] | None) -> None:
     """Refuse, before any work, a detector that reads answers when no question has one."""
-    if answers is None or not any(a is not None and str(a).strip() for a in answers):
+    if answers is None or not any(has_answer(a) for a in answers):
         raise ConfigError(f"detector {name!r} compares answers with each question's known answer, and no question has one: "
                           "give questions with an 'answer' field (lara questions import extracts it), or drop the detector")
 

@@ -28,7 +28,7 @@ SHOWN_FLAGGED = 50  # flagged questions described in verdict.json (each with its
 @dataclass
 class DetectorEvidence:
     """One detector's per-question evidence ``[N]`` (``controls``: ``[N, C]`` decisive-mode scores of
-    the controls, or None), the size of its null pool, and the questions it left out by reason."""
+    the controls, or None), its null pool (what, and how many), and the questions it left out."""
 
     original: np.ndarray
     controls: np.ndarray | None
@@ -37,6 +37,7 @@ class DetectorEvidence:
     null_size: int
     scale: float
     left_out: dict[str, int]
+    null: str = "the controls' residuals"
 
 
 @dataclass
@@ -62,7 +63,8 @@ class QuestionDecisions:
             "fdr": self.fdr, "method": self.method, "mode": self.mode, "calibrated": self.calibrated,
             "n": len(self.ids), "n_tested": int(np.isfinite(self.p_value).sum()), "n_flagged": int(self.flagged.sum()),
             "flagged": [self.ids[i] for i in order],
-            "detectors": {n: {"null_size": d.null_size, "scale": d.scale, "left_out": d.left_out} for n, d in self.detectors.items()},
+            "detectors": {n: {"null": d.null, "null_size": d.null_size, "scale": d.scale, "left_out": d.left_out}
+                          for n, d in self.detectors.items()},
             "flagged_detail": [self._detail(i) for i in order[:SHOWN_FLAGGED]],
             "notes": self.notes,
         }
@@ -97,38 +99,58 @@ def describe_questions(block: dict[str, Any] | None, where: str = "") -> str:
     """One line: how many questions are flagged, at which FDR, in which mode, and the first ids."""
     if block is None:
         return "which questions: none decided (no verdict)"
-    mode = block["mode"] + ("" if block["calibrated"] else ", uncalibrated")
+    mode = f"{block['mode']} mode" + ("" if block["calibrated"] else ", uncalibrated")
     shown = ", ".join(block["flagged"][:8]) + (", …" if block["n_flagged"] > 8 else "")
     method = "BH" if block["method"] == "bh" else "two-stage BH"
     return (f"which questions: {block['n_flagged']} of {block['n_tested']} tested flagged at FDR {100 * block['fdr']:g}% "
-            f"({mode} mode, {method}){': ' + shown if shown else ''}{' -> ' + where if where else ''}")
+            f"({mode}, {method}){': ' + shown if shown else ''}{' -> ' + where if where else ''}")
 
 
 def decide_questions(verdict: dict[str, Any], audited: ScoredSet, reference: ScoredSet | None, clean: ScoredSet | None,
                      settings: VerdictSettings) -> QuestionDecisions | None:
-    """The per-question decisions in the verdict's deciding mode, over its detectors (None when
-    there is no verdict)."""
+    """The per-question decisions in the verdict's deciding mode, over its detectors, and — when a
+    clean set is given — over the detectors without controls (LaRA, reward gain) against it; each
+    detector's p-value is valid under its own null, and the Cauchy combination under any
+    dependence. None when there is no verdict."""
     mode = verdict.get("mode")
     if mode is None:
         return None
-    names = list(verdict["combined"]["detectors"])
-    evidence = {n: _evidence(mode, n, audited, reference, clean) for n in names}
+    notes: list[str] = []
+    evidence = {n: _evidence(mode, n, audited, reference, clean, settings, notes) for n in verdict["combined"]["detectors"]}
+    if mode != "relative" and clean is not None:
+        evidence.update({n: _against_clean_scores(n, audited, clean, settings) for n in _plain(audited, clean, settings)})
     evidence = {n: e for n, e in evidence.items() if e is not None}
     p_value = conformal.combine_per_question({n: e.p_value for n, e in evidence.items()}) if evidence else np.full(len(audited.ids), np.nan)
     flagged, q_value = conformal.benjamini_hochberg(p_value, settings.fdr, settings.fdr_method)
-    notes = [] if mode != "absolute" else ["flags from the absolute mode are uncalibrated, as its verdict is: the generator's "
-                                           "similars may not be exchangeable with real questions"]
+    if mode == "absolute":
+        notes.append("flags from the absolute mode are uncalibrated, as its verdict is: the generator's similars may not be "
+                     "exchangeable with real questions")
     return QuestionDecisions(list(audited.ids), mode, mode != "absolute", settings.fdr, settings.fdr_method, evidence,
                              p_value, q_value, flagged, notes)
 
 
-def _evidence(mode: str, name: str, audited: ScoredSet, reference: ScoredSet | None,
-              clean: ScoredSet | None) -> DetectorEvidence | None:
+def _plain(audited: ScoredSet, clean: ScoredSet, settings: VerdictSettings) -> list[str]:
+    """Detectors without controls that a clean set can calibrate (not constant on both sides)."""
+    from .verdict import PLAIN_RELATIVE
+
+    names = [n for n in (settings.detectors or PLAIN_RELATIVE) if n in audited.scores.columns and n in clean.scores.columns
+             and not audited.has_controls(n)]
+    out = []
+    for n in names:
+        values = np.concatenate([audited.original(n), clean.original(n)])
+        values = values[~np.isnan(values)]
+        if len(np.unique(values)) > 1:
+            out.append(n)
+    return out
+
+
+def _evidence(mode: str, name: str, audited: ScoredSet, reference: ScoredSet | None, clean: ScoredSet | None,
+              settings: VerdictSettings, notes: list[str]) -> DetectorEvidence | None:
     if mode == "relative":
         assert clean is not None
         if audited.has_controls(name) and clean.has_controls(name):
-            return _against_clean_residuals(name, audited, clean)
-        return _against_clean_scores(name, audited, clean)
+            return _against_clean_residuals(name, audited, clean, settings)
+        return _against_clean_scores(name, audited, clean, settings)
     original, controls = audited.original(name), audited.control_matrix(name)
     if mode == "reference":
         assert reference is not None
@@ -136,19 +158,27 @@ def _evidence(mode: str, name: str, audited: ScoredSet, reference: ScoredSet | N
         width = max(audited.width, ref.width)
         with np.errstate(invalid="ignore"):  # inf − inf is NaN: left out, counted
             original, controls = original - ref.original(name), audited.control_matrix(name, width) - ref.control_matrix(name, width)
-    return _against_control_residuals(original, controls)
+    evidence = _against_control_residuals(original, controls, settings)
+    if settings.decision_residual == "spec" and conformal.discrete(conformal.control_residuals(original, controls)):
+        notes.append(f"{name}: its scores are coarse (few distinct residuals), and an original's residual against all its "
+                     "controls is then not distributed like the pool's; set verdict.decision_residual: matched")
+    return evidence
 
 
-def _against_control_residuals(original: np.ndarray, controls: np.ndarray) -> DetectorEvidence:
+def _against_control_residuals(original: np.ndarray, controls: np.ndarray, settings: VerdictSettings) -> DetectorEvidence:
     """Null pool: every control residual of every question (each against its question's other controls)."""
-    residual = conformal.original_residuals(original, controls)
+    residual = conformal.original_residuals(original, controls, settings.decision_residual == "matched", settings.seed)
     null = conformal.control_residuals(original, controls)
     scale = _scale(controls)
-    return DetectorEvidence(original, controls, _scaled(residual, scale), conformal.conformal_pvalues(residual, null),
+    return DetectorEvidence(original, controls, _scaled(residual, scale), _pvalues(residual, null, settings),
                             int((~np.isnan(null)).sum()), scale, stats.left_out(original, controls, conformal.MIN_CONTROLS))
 
 
-def _against_clean_residuals(name: str, audited: ScoredSet, clean: ScoredSet) -> DetectorEvidence:
+def _pvalues(residual: np.ndarray, null: np.ndarray, settings: VerdictSettings) -> np.ndarray:
+    return conformal.conformal_pvalues(residual, null, settings.decision_pvalue == "randomised", settings.seed)
+
+
+def _against_clean_residuals(name: str, audited: ScoredSet, clean: ScoredSet, settings: VerdictSettings) -> DetectorEvidence:
     """Relative mode with controls: the audited originals' residuals against the clean originals'
     (the same number of controls on both sides)."""
     width = min(audited.width, clean.width)
@@ -156,19 +186,20 @@ def _against_clean_residuals(name: str, audited: ScoredSet, clean: ScoredSet) ->
     clean_residual = conformal.original_residuals(clean.original(name), stats.first_controls(clean.control_matrix(name), width))
     residual = conformal.original_residuals(original, controls)
     scale = _scale(controls)
-    return DetectorEvidence(original, controls, _scaled(residual, scale), conformal.conformal_pvalues(residual, clean_residual),
-                            int((~np.isnan(clean_residual)).sum()), scale, stats.left_out(original, controls, conformal.MIN_CONTROLS))
+    return DetectorEvidence(original, controls, _scaled(residual, scale), _pvalues(residual, clean_residual, settings),
+                            int((~np.isnan(clean_residual)).sum()), scale, stats.left_out(original, controls, conformal.MIN_CONTROLS),
+                            "the clean set's residuals")
 
 
-def _against_clean_scores(name: str, audited: ScoredSet, clean: ScoredSet) -> DetectorEvidence:
+def _against_clean_scores(name: str, audited: ScoredSet, clean: ScoredSet, settings: VerdictSettings) -> DetectorEvidence:
     """Relative mode without controls (LaRA, reward gain): each score against the clean set's scores."""
     from ..robust import robust_scale
 
     original, null = audited.original(name), clean.original(name)
     fitted = robust_scale(null[:, None])
     center, scale = float(fitted.center[0]), float(fitted.scale[0])
-    return DetectorEvidence(original, None, _scaled(original - center, scale), conformal.conformal_pvalues(original, null),
-                            int((~np.isnan(null)).sum()), scale, stats.left_out(original))
+    return DetectorEvidence(original, None, _scaled(original - center, scale), _pvalues(original, null, settings),
+                            int((~np.isnan(null)).sum()), scale, stats.left_out(original), "the clean set's scores")
 
 
 def _scaled(residual: np.ndarray, scale: float) -> np.ndarray:

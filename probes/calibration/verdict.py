@@ -55,6 +55,12 @@ class VerdictSettings:
         fdr: the false-discovery rate of the per-question decisions (SPEC §8.10).
         fdr_method: ``bh`` (Benjamini–Hochberg) or ``two-stage`` (Benjamini–Krieger–Yekutieli's
             adaptive BH, more power when many questions are contaminated).
+        decision_residual: an original's residual against the median of all its controls
+            (``spec``, SPEC §8.10) or of all but one (``matched``: exchangeable with the pool's
+            residuals for any scores; the SPEC's form is not for discrete ones).
+        decision_pvalue: ``spec`` (1 + #{null ≥ e}) / (1 + n_null), deterministic and conservative
+            with ties, or ``randomised`` over ties (exactly uniform, never 1; decisions then
+            depend on ``seed``).
     """
 
     alpha: float = 0.05
@@ -67,6 +73,8 @@ class VerdictSettings:
     subsets: tuple[str, ...] = ()
     fdr: float = 0.10
     fdr_method: Literal["bh", "two-stage"] = "bh"
+    decision_residual: Literal["spec", "matched"] = "spec"
+    decision_pvalue: Literal["spec", "randomised"] = "spec"
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:
@@ -75,6 +83,10 @@ class VerdictSettings:
             raise ConfigError(f"verdict fdr must be in (0, 1), got {self.fdr}")
         if self.fdr_method not in ("bh", "two-stage"):
             raise ConfigError(f"verdict fdr_method: {self.fdr_method!r}; choose bh or two-stage")
+        if self.decision_residual not in ("spec", "matched"):
+            raise ConfigError(f"verdict decision_residual: {self.decision_residual!r}; choose spec or matched")
+        if self.decision_pvalue not in ("spec", "randomised"):
+            raise ConfigError(f"verdict decision_pvalue: {self.decision_pvalue!r}; choose spec or randomised")
         if self.combine not in ("cauchy", "bonferroni"):
             raise ConfigError(f"verdict combine: {self.combine!r}; choose cauchy or bonferroni")
         if self.detectors is not None:
@@ -266,6 +278,11 @@ def compute_verdict(audited: ScoredSet, reference: ScoredSet | None = None, clea
         return {**base, "mode": None, "calibrated": None, "reject": None, "detectors": {},
                 "combined": {"p_value": math.nan, "method": s.combine, "detectors": []}, "warnings": [NO_VERDICT]}
     mode = next(m for m in MODES if m in modes)
+    plain = [n for n in (s.detectors or PLAIN_RELATIVE) if n in audited.scores.columns and not audited.has_controls(n)]
+    if mode != "relative" and plain:
+        notes.append(f"{', '.join(plain)}: no controls, so not in the {mode} mode's combination; "
+                     + ("in the relative mode against the clean set, and in the per-question decisions there"
+                        if clean is not None else "give a clean set (split clean_ref) to test them"))
     warnings = [ABSOLUTE_WARNING] if mode == "absolute" else []
     if "relative" in modes:
         warnings.append(RELATIVE_WARNING)

@@ -82,14 +82,14 @@ def handle(args: argparse.Namespace) -> int:
     from generation.config import default_cache_dir
     from generation.records import read_questions
 
-    from ..detect import detector_names, parse_params, run_detectors
+    from ..detect import detector_names, has_answer, parse_params, run_detectors
     from ..detectors import get_detector
     from ..responders.distributed import on_ranks, sum_counts_over_ranks
     from ..responders.local import LocalResponder, PromptFormat
     from ..responders.store import CachedResponder, ResponseStore
 
     questions = read_questions(args.questions)
-    names = detector_names(args.detectors, reference=bool(args.reference), answers=any(q.answer is not None for q in questions))
+    names = detector_names(args.detectors, reference=bool(args.reference), answers=any(has_answer(q.answer) for q in questions))
     params = parse_params(args.param, names)
     for name in names:  # unknown names and parameters refused before any model is loaded
         get_detector(name, **params[name])

@@ -111,6 +111,11 @@ class Detector:
                               prompt_cut=_count(responses, lambda x: getattr(x, "prompt_cut", 0) > 0))
 
 
+def has_answer(answer: Any) -> bool:
+    """Whether a question's known answer is given (not None, not blank): the one rule for every check."""
+    return answer is not None and str(answer).strip() != ""
+
+
 def _count(responses: Sequence[Sequence[Any]], test: Any) -> np.ndarray:
     """``[N]`` per question, how many of what it read pass ``test``."""
     return np.array([sum(bool(test(x)) for x in row) for row in responses], dtype=np.int64)
@@ -178,6 +183,8 @@ def check_reference(detector: Detector, responder: Any, reference: Any) -> None:
     if lacking:
         raise ConfigError(f"detector {detector.name!r} needs {', '.join(sorted(a.value for a in lacking))} of the reference "
                           "model, which it cannot supply; give a local checkpoint")
+    if not set(detector.reference_needs) - {Access.SAMPLING}:
+        return  # it only reads the reference's sampled answers (reward gain): any model, any tokenizer, served or local
     ours, theirs = getattr(responder, "vocabulary_fingerprint", None), getattr(reference, "vocabulary_fingerprint", None)
     if ours is None or theirs is None:
         raise ConfigError(f"detector {detector.name!r} compares log-probs of the same tokens under two models, so both "

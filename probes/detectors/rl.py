@@ -3,7 +3,8 @@
 
 * ``policy_drift`` — how far the audited policy moved from the reference on the question: the
   full-vocabulary KL(π_audited ‖ π_reference) at every position of the audited model's own sampled
-  answers, averaged over each answer's tokens, then over the answers.
+  answers (its end-of-sequence position included), averaged over each answer, then over the
+  answers.
 * ``reward_gain`` — how much more often the audited model is now right: the mean verifier reward
   of its sampled answers minus the reference's (:mod:`probes.verifier`).
 
@@ -24,7 +25,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..responders.base import Access, GenerationParams
-from .base import Detector, DetectorResult, check_reference, register
+from .base import Detector, DetectorResult, check_reference, has_answer, register
 
 
 class _SamplingComparison(Detector):
@@ -68,12 +69,13 @@ class PolicyDrift(_SamplingComparison):
         reference = getattr(self, "reference_", None)
         check_reference(self, responder, reference)
         samples = responder.generate(questions, self._params())
+        flat = [s for row in samples for s in row]
         prompts = [q for q, row in zip(questions, samples) for _ in row]
-        kl = responder.divergence(prompts, [s.token_ids for row in samples for s in row], reference)
+        kl = responder.divergence(prompts, [s.token_ids for s in flat], reference, [s.finish_reason == "stop" for s in flat])
         per_answer = np.array([float(v.mean()) if len(v) else np.nan for v in kl]).reshape(len(questions), self.n)
         raw = np.array([float(row[~np.isnan(row)].mean()) if (~np.isnan(row)).any() else np.nan for row in per_answer])
         empty = int(np.isnan(per_answer).sum())
-        notes = [f"{self.name}: {empty} empty answer(s) have no token to compare (left out of their question's mean)"] if empty else []
+        notes = [f"{self.name}: {empty} answer(s) have no position to compare (left out of their question's mean)"] if empty else []
         return self._result(raw, notes=notes, responses=samples)
 
 
@@ -104,7 +106,7 @@ class RewardGain(_SamplingComparison):
         rules: Counter = Counter()
         gain, audited, base = (np.full(len(questions), np.nan) for _ in range(3))
         for i, answer in enumerate(answers):
-            if answer is None or str(answer).strip() == "":
+            if not has_answer(answer):
                 continue
             judged = [[judge(g.text, answer) for g in row] for row in (ours[i], theirs[i])]
             rules.update(j.rule for row in judged for j in row)

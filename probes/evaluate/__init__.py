@@ -72,7 +72,7 @@ def evaluate(
         "youden_threshold": {"value"}, "n", "n_used", "n_nonfinite", "n_members", "n_non_members",
         "low_fpr", "settings"}``; ``low_fpr`` maps ``tpr_key(f)`` of each rate of :data:`LOW_FPRS`
         to its figure, or to ``{"value": None, "resolvable": False, "why": …}`` when there are
-        fewer than 1/f non-members (no ROC point can show that rate).
+        fewer than 1/f non-members (no ROC point can show that rate; 1/f + 1 when ``strict``).
     """
     y, s = _check(labels, scores)
     finite = np.isfinite(s)
@@ -94,7 +94,7 @@ def evaluate(
     return {
         "auc": figure("auc"),
         tpr_key(fpr): figure("tpr_at_fpr"),
-        "low_fpr": {tpr_key(low): _low_rate(figure, low, n_neg, n_used) for low in LOW_FPRS},
+        "low_fpr": {tpr_key(low): _low_rate(figure, low, n_neg, n_used, strict) for low in LOW_FPRS},
         "f1_youden": figure("f1_youden"),
         "accuracy_youden": figure("accuracy_youden"),
         "youden_threshold": {"value": point["youden_threshold"], "n": n_used},
@@ -143,9 +143,10 @@ def compare(
     }
 
 
-def _low_rate(figure: Any, fpr: float, n_neg: int, n_used: int) -> dict[str, Any]:
-    """TPR at a low FPR with its CI, or "not resolvable" with fewer than 1/FPR non-members."""
-    needed = int(round(1 / fpr))
+def _low_rate(figure: Any, fpr: float, n_neg: int, n_used: int, strict: bool) -> dict[str, Any]:
+    """TPR at a low FPR with its CI, or "not resolvable" with fewer than 1/FPR non-members (more
+    than 1/FPR when ``strict``: with exactly 1/FPR the one false positive it allows is excluded)."""
+    needed = int(round(1 / fpr)) + int(strict)
     if n_neg < needed:
         return {"value": None, "ci": [None, None], "n": n_used, "fpr": fpr, "resolvable": False,
                 "why": f"{n_neg} non-members: at least {needed} are needed to resolve FPR = {100 * fpr:g}%"}

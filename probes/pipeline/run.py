@@ -41,7 +41,7 @@ from typing import Any
 from cache.distributed import Ranks
 from cache.outputs import check_writable
 
-from ..detect import detector_names
+from ..detect import detector_names, has_answer
 from ..detectors import REGISTRY
 from ..errors import InputError
 from . import stages
@@ -208,7 +208,7 @@ class _Run:
         if name != config.name:
             detect["endpoint"] = None  # controls are always run locally
         names = detector_names(config.detect.names, reference=self.reference is not None,
-                               answers=any(q.answer is not None for q in self.questions))
+                               answers=any(has_answer(q.answer) for q in self.questions))
         uses_reference = self.reference is not None and any(REGISTRY[n].requires_reference for n in names if n in REGISTRY)
         key = {"questions": self.q_digest, "model": state.identity, "detect": detect,
                "reference": stages.model_identity(dict(config.models())[self.reference], self.ledger) if uses_reference else None,

@@ -20,9 +20,11 @@ WINDOWS = ("early", "mid", "late")
 
 def validate_run(config: RunConfig, questions: Sequence[Any]) -> None:
     """Raise one :class:`ConfigError` listing every problem of ``config`` (by key), if any."""
+    from ..detect import has_answer
+
     labels = [q.label for q in questions]
     splits = {q.split for q in questions}
-    answers = any(q.answer is not None and str(q.answer).strip() for q in questions)
+    answers = any(has_answer(q.answer) for q in questions)
     problems = (_extraction(config) + _detectors(config, answers) + _lara(config, labels, splits)
                 + _fusion(config, labels, splits, answers) + _verdict(config, labels, splits, answers))
     if problems:

@@ -38,7 +38,9 @@ def flagged_markdown(block: Mapping[str, Any] | None, texts: Mapping[str, str] |
 
 def _cell(d: Mapping[str, Any]) -> str:
     controls = "" if d["controls"] is None else " (" + ", ".join(_num(x) for x in d["controls"]) + ")"
-    return f"{_num(d['score'])}{controls} → {d['p_value']:.3f}"
+    p = d["p_value"]
+    shown = "– (left out)" if p is None or (isinstance(p, float) and math.isnan(p)) else f"{p:.3f}"
+    return f"{_num(d['score'])}{controls} → {shown}"
 
 
 def _num(x: float) -> str:

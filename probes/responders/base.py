@@ -181,9 +181,11 @@ class Responder(Protocol):
         """The formatted prompt's text before the question when the user message is ``lead``
         followed by the question, to score a question in place."""
 
-    def divergence(self, prompts: Sequence[str], completions: Sequence[list[int]], reference: Any) -> list[np.ndarray]:
-        """``[T]`` per-position KL(this model ‖ ``reference``) along each completion of each prompt
-        (local models: needs :attr:`Access.FULL_DISTRIBUTION`)."""
+    def divergence(self, prompts: Sequence[str], completions: Sequence[list[int]], reference: Any,
+                   stopped: Sequence[bool] | None = None) -> list[np.ndarray]:
+        """``[T]`` per-position KL(this model ‖ ``reference``) along each completion of each prompt,
+        and at the end-of-sequence position of those that ``stopped`` (local models: needs
+        :attr:`Access.FULL_DISTRIBUTION`)."""
 
 
 @dataclass

@@ -45,11 +45,14 @@ class DistributedResponder:
         items = [f"{a}\x00{b}" for a, b in pairs]
         return self._split(items, [len(a) + len(b) for a, b in pairs], lambda idx: self.responder.score_ids([pairs[i] for i in idx]))
 
-    def divergence(self, prompts: Sequence[str], completions: Sequence[list[int]], reference: Any) -> list[Any]:
-        items = [f"{p}\x00{c}" for p, c in zip(prompts, completions, strict=True)]
+    def divergence(self, prompts: Sequence[str], completions: Sequence[list[int]], reference: Any,
+                   stopped: Sequence[bool] | None = None) -> list[Any]:
+        stopped = list(stopped) if stopped is not None else [False] * len(prompts)
+        items = [f"{p}\x00{c}\x00{e}" for p, c, e in zip(prompts, completions, stopped, strict=True)]
         return self._split(items, [len(p) + len(c) for p, c in zip(prompts, completions)],
                            lambda idx: self.responder.divergence([prompts[i] for i in idx], [completions[i] for i in idx],
-                                                                 getattr(reference, "responder", reference)))
+                                                                 getattr(reference, "responder", reference),
+                                                                 [stopped[i] for i in idx]))
 
     def _split(self, items: list[str], weights: list[int], run: Callable[[list[int]], list[Any]]) -> list[Any]:
         """``run`` on this rank's share of ``items`` (indices), gathered into one list in item order on

@@ -27,23 +27,27 @@ def local_of(responder: Any) -> Any:
     return responder
 
 
-def policy_kl(audited: Any, reference: Any, prompts: Sequence[str], completions: Sequence[list[int]]) -> list[np.ndarray]:
-    """``[T]`` per-position KL(audited ‖ reference) in nats along each completion (``T`` = its
-    number of tokens; a completion cut to fit the context keeps the positions that fit)."""
+def policy_kl(audited: Any, reference: Any, prompts: Sequence[str], completions: Sequence[list[int]],
+              stopped: Sequence[bool] | None = None) -> list[np.ndarray]:
+    """``[T]`` per-position KL(audited ‖ reference) in nats along each completion: one position per
+    token, plus, for a completion that ``stopped`` at its end-of-sequence token, the position that
+    chose it (so an answer that stops at once still has a drift). A completion cut to fit the
+    context keeps the positions that fit (and loses its end)."""
     import torch
 
     audited, reference = local_of(audited), local_of(reference)
+    stopped = list(stopped) if stopped is not None else [False] * len(prompts)
     pairs = []
-    for prompt, completion in zip(prompts, completions, strict=True):
+    for prompt, completion, stop in zip(prompts, completions, stopped, strict=True):
         context, _ = audited._fit_prompt(audited.encode_prompt(prompt))
         fitted = audited._fit_pair(list(context), list(completion))
-        pairs.append((fitted[0], fitted[1]))
+        pairs.append((fitted[0], fitted[1], bool(stop) and not fitted[3]))
     vocab = audited.model.get_output_embeddings().weight.shape[0]
     budget = max(1, int(audited.score_budget_mib * 2**20 // (vocab * 4 * 2)))  # two models' logits at once
     order = sorted(range(len(pairs)), key=lambda i: -(len(pairs[i][0]) + len(pairs[i][1])))
     out: list[np.ndarray | None] = [None] * len(pairs)
     with torch.inference_mode():
-        for batch in _batches(order, [len(c) + len(t) for c, t in pairs], budget):
+        for batch in _batches(order, [len(c) + len(t) for c, t, _ in pairs], budget):
             for i, kl in zip(batch, _batch_kl(audited, reference, [pairs[i] for i in batch])):
                 out[i] = kl
     return out  # type: ignore[return-value]
@@ -60,24 +64,24 @@ def _batches(order: list[int], lengths: list[int], budget_tokens: int) -> list[l
     return batches
 
 
-def _batch_kl(audited: Any, reference: Any, pairs: list[tuple[list[int], list[int]]]) -> list[np.ndarray]:
+def _batch_kl(audited: Any, reference: Any, pairs: list[tuple[list[int], list[int], bool]]) -> list[np.ndarray]:
     import torch
 
     device = audited.loaded.device
     pad = audited.tokenizer.pad_token_id
-    full = [c + t for c, t in pairs]
+    full = [c + t for c, t, _ in pairs]
     width = max(len(x) for x in full)
     ids = torch.tensor([x + [pad] * (width - len(x)) for x in full], device=device)
     attention = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in full], device=device)
     logits_a = audited.model(input_ids=ids, attention_mask=attention).logits
     logits_r = reference.model(input_ids=ids.to(reference.loaded.device), attention_mask=attention.to(reference.loaded.device)).logits
     out = []
-    for row, (context, text) in enumerate(pairs):
-        first, stop = max(len(context), 1), len(context) + len(text)
+    for row, (context, text, ended) in enumerate(pairs):
+        first, stop = max(len(context), 1), len(context) + len(text) + ended  # logits at i predict token i + 1
         if stop <= first:
             out.append(np.zeros(0))
             continue
-        logp_a = torch.log_softmax(logits_a[row, first - 1 : stop - 1].float(), dim=-1)  # [T, V]
+        logp_a = torch.log_softmax(logits_a[row, first - 1 : stop - 1].float(), dim=-1)  # [T (+1), V]
         logp_r = torch.log_softmax(logits_r[row, first - 1 : stop - 1].float().to(logp_a.device), dim=-1)
         p_a = logp_a.exp()
         terms = torch.where(p_a > 0, p_a * (logp_a - logp_r), torch.zeros_like(p_a))  # 0·log 0 = 0

@@ -251,12 +251,13 @@ class LocalResponder:
             pairs.append((ids[:split], ids[split:]))
         return self.score_ids(pairs)
 
-    def divergence(self, prompts: Sequence[str], completions: Sequence[list[int]], reference: Any) -> list[np.ndarray]:
+    def divergence(self, prompts: Sequence[str], completions: Sequence[list[int]], reference: Any,
+                   stopped: Sequence[bool] | None = None) -> list[np.ndarray]:
         """Per-position KL(this model ‖ ``reference``) along each completion (:mod:`.divergence`)."""
         from .divergence import policy_kl
 
         self.counter.scored += len(prompts)
-        return policy_kl(self, reference, prompts, completions)
+        return policy_kl(self, reference, prompts, completions, stopped)
 
     def question_context(self, lead: str = "") -> str:
         """The formatted prompt's text before the question (e.g. ``"Q: "`` or a chat header, then

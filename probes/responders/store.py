@@ -167,10 +167,13 @@ class CachedResponder:
         keys = [_key("score_ids", self.identity, c, t) for c, t in pairs]
         return self._scored(keys, lambda idx: self.responder.score_ids([pairs[i] for i in idx]))
 
-    def divergence(self, prompts: Sequence[str], completions: Sequence[list[int]], reference: Any) -> list[np.ndarray]:
+    def divergence(self, prompts: Sequence[str], completions: Sequence[list[int]], reference: Any,
+                   stopped: Sequence[bool] | None = None) -> list[np.ndarray]:
         """Per-position KL(this model ‖ ``reference``) along each completion, kept in the store (keyed
-        by both models' identities, the prompt and the completion's ids)."""
-        keys = [_key("divergence", self.identity, reference.identity, p, list(c)) for p, c in zip(prompts, completions, strict=True)]
+        by both models' identities, the prompt, the completion's ids and whether it stopped)."""
+        stopped = list(stopped) if stopped is not None else [False] * len(prompts)
+        keys = [_key("divergence", self.identity, reference.identity, p, list(c), bool(e))
+                for p, c, e in zip(prompts, completions, stopped, strict=True)]
         found = self.store.get_many(keys)
         self.counter.cache_hits += len(found)
         first: dict[str, int] = {}
@@ -181,7 +184,8 @@ class CachedResponder:
         with self._bar(len(todo), "score", len(todo) > self.chunk_rows) as bar:
             for start in range(0, len(todo), self.chunk_rows):
                 chunk = todo[start : start + self.chunk_rows]
-                values = self.responder.divergence([prompts[i] for i in chunk], [completions[i] for i in chunk], reference)
+                values = self.responder.divergence([prompts[i] for i in chunk], [completions[i] for i in chunk], reference,
+                                                   [stopped[i] for i in chunk])
                 new = {keys[i]: {"kl": v.tolist()} for i, v in zip(chunk, values)}
                 self.store.put_many("divergence", new)
                 self.counter.scored += len(new)

@@ -227,3 +227,6 @@ def test_tpr_at_low_fprs_against_a_loop_and_not_resolvable_with_few_non_members(
     assert small["low_fpr"]["tpr_at_1fpr"]["resolvable"]
     assert small["low_fpr"]["tpr_at_0p1fpr"] == {"value": None, "ci": [None, None], "n": 400, "fpr": 0.001, "resolvable": False,
                                                  "why": "100 non-members: at least 1000 are needed to resolve FPR = 0.1%"}
+    strict = evaluate(y[:400], s[:400], n_bootstrap=0, strict=True)["low_fpr"]["tpr_at_1fpr"]
+    assert not strict["resolvable"] and strict["why"].startswith("100 non-members: at least 101")  # FPR < 1 %: 0 of 100 only
+    assert evaluate(y[:401], s[:401], n_bootstrap=0, strict=True)["low_fpr"]["tpr_at_1fpr"]["resolvable"]

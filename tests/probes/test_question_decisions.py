@@ -4,6 +4,8 @@ planted data, and the false-discovery guarantee by simulation."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import math
 import statistics
@@ -51,11 +53,35 @@ def test_residuals_and_conformal_pvalues_against_plain_loops():
         assert sorted(got_null[j][~np.isnan(got_null[j])].tolist()) == pytest.approx(sorted(others), abs=1e-12)
         assert math.isnan(got_original[j]) if own is None else got_original[j] == pytest.approx(own, abs=1e-12)
     assert math.isnan(got_original[7]) and np.isfinite(got_null[7]).all() and np.isnan(got_null[2]).all()
-    p = conformal.conformal_pvalues(got_original, got_null)
+    spec = conformal.conformal_pvalues(got_original, got_null)
+    p = conformal.conformal_pvalues(got_original, got_null, randomised=True, seed=7)
+    u = np.random.default_rng(7).random(12)
     for j, (own, _) in enumerate(naive):
-        expected = math.nan if own is None else (1 + sum(x >= own for x in null)) / (1 + len(null))
-        assert (math.isnan(p[j]) and math.isnan(expected)) or p[j] == pytest.approx(expected, abs=1e-12)
-    assert conformal.conformal_pvalues(np.array([np.inf, -np.inf]), np.array([0.0, np.inf]))[0] == pytest.approx(2 / 3)
+        if own is None:
+            assert math.isnan(p[j]) and math.isnan(spec[j])
+            continue
+        assert spec[j] == pytest.approx((1 + sum(x >= own for x in null)) / (1 + len(null)), abs=1e-12)  # SPEC §8.10
+        assert p[j] == pytest.approx((sum(x > own for x in null) + u[j] * (1 + sum(x == own for x in null))) / (1 + len(null)), abs=1e-12)
+    u2 = np.random.default_rng(0).random(2)
+    inf = conformal.conformal_pvalues(np.array([np.inf, -np.inf]), np.array([0.0, np.inf]), randomised=True)
+    assert inf[0] == pytest.approx(u2[0] * 2 / 3) and inf[1] == pytest.approx((2 + u2[1]) / 3) and inf[1] < 1  # never 1
+    assert conformal.conformal_pvalues(np.array([np.inf, -np.inf]), np.array([0.0, np.inf])).tolist() == [2 / 3, 1.0]
+
+
+def test_randomised_conformal_pvalues_are_uniform_with_heavy_ties_and_matched_residuals_are_valid():
+    """Discrete scores (each text 0 or 1 at random, 3 controls): with the SPEC's residual an
+    original reaches the top of the pool twice as often as the pool does, so small p-values come
+    too often; the matched residual (all but one control) keeps p uniform."""
+    rng = np.random.default_rng(1)
+    texts = rng.integers(0, 2, size=(4000, 4)).astype(float)
+    null = conformal.control_residuals(texts[:, 0], texts[:, 1:])
+    for matched, valid in ((False, False), (True, True)):
+        e = conformal.original_residuals(texts[:, 0], texts[:, 1:], matched=matched, seed=2)
+        p = conformal.conformal_pvalues(e, null, randomised=True, seed=3)
+        assert (abs((p <= 0.1).mean() - 0.1) < 0.015) == valid, (matched, (p <= 0.1).mean())
+        spec = conformal.conformal_pvalues(e, null)  # the SPEC's form: conservative, never below the randomised one
+        assert (spec >= p).all() and ((spec <= 0.15).mean() <= 0.15 + 0.015) == valid, (matched, (spec <= 0.15).mean())
+    assert conformal.discrete(null)
 
 
 def naive_step_up(pvalues, q):
@@ -117,6 +143,12 @@ def test_in_the_relative_mode_the_null_is_the_clean_set():
     assert evidence.null_size == 40
     expected = [(1 + sum(c >= a for c in clean.columns["lara"])) / 41 for a in audited.columns["lara"]]
     np.testing.assert_allclose(evidence.p_value, expected)
+    randomised = dataclasses.replace(FAST, decision_pvalue="randomised")
+    _, decisions = audit_verdict(scored_files(audited), clean=scored_files(clean), settings=randomised)
+    u = np.random.default_rng(FAST.seed).random(30)
+    expected = [(sum(c > a for c in clean.columns["lara"]) + u[k] * (1 + sum(c == a for c in clean.columns["lara"]))) / 41
+                for k, a in enumerate(audited.columns["lara"])]
+    np.testing.assert_allclose(decisions.detectors["lara"].p_value, expected)
 
 
 def test_no_flag_under_the_global_null_at_most_q_of_the_time():
@@ -152,3 +184,64 @@ def test_realised_fdr_is_at_most_q_with_power_on_planted_contamination(share):
         power.append(float((flagged < planted).sum() / planted))
     assert np.mean(fdp) <= 0.10 + 2 * np.std(fdp) / math.sqrt(reps)
     assert np.mean(power) > 0.5
+
+
+def test_relative_mode_residuals_against_the_clean_sets_by_a_plain_loop():
+    """Detectors with controls in the relative mode: each audited original's residual against the
+    clean originals' residuals (the same number of controls on both sides)."""
+    from probes.calibration.decisions import decide_questions
+    from probes.calibration.verdict import ScoredSet
+
+    (a_scores, a_ctl), _ = world(n=20, seed=21)
+    (c_scores, c_ctl), _ = world(n=25, seed=22)
+    c_scores = ScoreTable([f"c{i}" for i in range(25)], c_scores.columns)
+    from probes.calibration.controls import ControlTable
+
+    c_ctl = ControlTable([f"c{i[1:]}" for i in c_ctl.ids], c_ctl.index, c_ctl.columns)
+    audited, clean = ScoredSet(a_scores, a_ctl), ScoredSet(c_scores, c_ctl)
+    decisions = decide_questions({"mode": "relative", "combined": {"detectors": ["ppl"]}}, audited, None, clean, FAST)
+
+    def residuals(scored):
+        o, m = scored.original("ppl"), scored.control_matrix("ppl")
+        return [x - statistics.median(row) for x, row in zip(o.tolist(), m.tolist())]
+
+    null, own = residuals(clean), residuals(audited)
+    expected = [(1 + sum(x >= e for x in null)) / (1 + len(null)) for e in own]
+    np.testing.assert_allclose(decisions.detectors["ppl"].p_value, expected, atol=1e-12)
+    assert decisions.detectors["ppl"].null == "the clean set's residuals" and decisions.detectors["ppl"].null_size == 25
+
+
+def test_detectors_without_controls_join_the_reference_mode_decisions_against_the_clean_set():
+    """Reward gain and LaRA have no controls: the reference mode's combination leaves them out (and
+    says so), but a question's decision also weighs them against the clean set."""
+    from probes.calibration.audit import audit_verdict
+
+    (a_scores, a_ctl), (r_scores, r_ctl) = world(n=40, seed=31)
+    rng = np.random.default_rng(0)
+    gains = np.r_[np.full(8, 1.0), rng.uniform(-0.2, 0.3, size=32)]
+    a_scores.add("reward_gain", gains)
+    splits = {qid: ("clean_ref" if i >= 30 else None) for i, qid in enumerate(a_scores.ids)}
+    verdict, decisions = audit_verdict(scored_files(a_scores, a_ctl), reference=scored_files(r_scores, r_ctl), splits=splits,
+                                       settings=FAST)
+    assert verdict["mode"] == "reference" and "reward_gain" not in verdict["combined"]["detectors"]
+    assert any(n.startswith("reward_gain: no controls, so not in the reference mode's combination") for n in verdict["notes"])
+    assert set(decisions.detectors) == {"ppl", "reward_gain"} and decisions.detectors["reward_gain"].null == "the clean set's scores"
+    assert decisions.detectors["reward_gain"].null_size == 10 and len(decisions.ids) == 30
+
+
+def test_lara_verdict_fdr_decides_questions_through_the_cli(tmp_path, capsys):
+    from probes.calibration.controls import ControlTable
+    from probes.cli import main
+
+    (a_scores, a_ctl), _ = world(n=60, seed=41)
+    a_scores.columns["ppl"][:12] += 3.0
+    a_scores.write_csv(tmp_path / "s.csv")
+    a_ctl.write_csv(tmp_path / "s.controls.csv")
+    assert main(["verdict", str(tmp_path / "s.csv"), "--controls", str(tmp_path / "s.controls.csv"), "--fdr", "0.1",
+                 "--permutations", "200", "--bootstrap", "20", "-o", str(tmp_path / "v.json")]) == 0
+    shown = capsys.readouterr().out
+    block = json.loads((tmp_path / "v.json").read_text())["questions"]
+    assert block["mode"] == "absolute" and not block["calibrated"] and block["n_tested"] == 60 and block["n_flagged"] >= 8
+    assert f"which questions: {block['n_flagged']} of 60 tested flagged at FDR 10% (absolute mode, uncalibrated, BH)" in shown
+    rows = (tmp_path / "v.questions.csv").read_text().splitlines()
+    assert rows[1].split(",")[1] == "absolute (uncalibrated)" and sum(r.endswith(",1") for r in rows[1:]) == block["n_flagged"]

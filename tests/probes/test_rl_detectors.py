@@ -36,16 +36,17 @@ def pair(loaded_models, other_gpt2_dir):
     return audited, reference
 
 
-def naive_kl(audited, reference, prompt: str, completion: list[int]) -> float:
-    """Mean over the completion's positions of Σ_v p_a(v) (log p_a(v) − log p_r(v)), one sequence at
-    a time, in float64, summed over the vocabulary by a plain loop."""
+def naive_kl(audited, reference, prompt: str, completion: list[int], stopped: bool) -> float:
+    """Mean over the completion's positions (and the end-of-sequence one when it stopped) of
+    Σ_v p_a(v) (log p_a(v) − log p_r(v)), one sequence at a time, in float64, summed over the
+    vocabulary by a plain loop."""
     ids = audited.encode_prompt(prompt) + completion
     with torch.inference_mode():
         la = torch.log_softmax(audited.model(input_ids=torch.tensor([ids])).logits[0].double(), -1)
         lr = torch.log_softmax(reference.model(input_ids=torch.tensor([ids])).logits[0].double(), -1)
     start = len(ids) - len(completion)
     per_position = []
-    for t in range(start, len(ids)):
+    for t in range(start, len(ids) + stopped):  # the distribution at t − 1 predicts position t
         a, r = la[t - 1].tolist(), lr[t - 1].tolist()
         per_position.append(sum(math.exp(x) * (x - y) for x, y in zip(a, r)))
     return float(np.mean(per_position))
@@ -57,11 +58,23 @@ def test_policy_drift_against_a_naive_full_vocabulary_kl_and_zero_against_itself
     result = detector.score(QUESTIONS, audited)
     samples = audited.generate(QUESTIONS, GenerationParams(max_new_tokens=10, temperature=1.0, top_p=0.95, n=3))
     for i, (question, row) in enumerate(zip(QUESTIONS, samples)):
-        per_answer = [naive_kl(audited, reference, question, s.token_ids) for s in row if s.token_ids]
+        per_answer = [naive_kl(audited, reference, question, s.token_ids, s.finish_reason == "stop") for s in row
+                      if s.token_ids or s.finish_reason == "stop"]
         assert result.raw[i] == pytest.approx(np.mean(per_answer), rel=1e-4, abs=1e-6)
     assert (result.raw > 0).all() and result.n_responses.tolist() == [3, 3, 3]
     itself = get_detector("policy_drift", n=3, max_new_tokens=10, temperature=1.0).fit(reference=audited)
     assert (itself.score(QUESTIONS, audited).raw == 0.0).all()  # a model is its own reference: exactly 0
+
+
+def test_policy_drift_counts_the_end_of_sequence_position_of_a_stopped_answer(pair):
+    audited, reference = pair
+    completions = [audited.tokenizer.encode(" 5"), []]  # the second stopped at once: only its EOS position
+    kl = audited.divergence(QUESTIONS[:2], completions, reference, [True, True])
+    assert [len(x) for x in kl] == [len(completions[0]) + 1, 1]
+    for question, completion, row in zip(QUESTIONS, completions, kl):
+        assert row.mean() == pytest.approx(naive_kl(audited, reference, question, completion, True), rel=1e-5)
+    cut = audited.divergence(QUESTIONS[:1], completions[:1], reference, [False])[0]
+    np.testing.assert_allclose(cut, kl[0][:-1], rtol=1e-5)  # a capped answer has no end position
 
 
 def test_policy_drift_through_the_store_reuses_min_knn_samples_and_refuses_a_served_model(pair, tmp_path):
@@ -87,9 +100,12 @@ def test_the_verifier_rules_by_hand():
     assert judge("The answer is 27.", 28).reward == 0.0
     assert judge(r"So the answer is $\boxed{\frac{1}{2}}$", "0.5").reward == 1.0 and judge(r"\boxed{2}", "0.5").reward == 0.0
     assert tuple(vars(judge("so 4 + 6 = 10\n#### 1,000", "1000")).values()) == (1.0, "####")
-    assert judge("#### 12", 13).reward == 0.0
+    assert judge("#### 12", 13).reward == 0.0 and judge("work\n#### -7.", -7).reward == 1.0
+    assert tuple(vars(judge("work\n#### \\frac{3}{4}", 0.75)).values()) == (1.0, "####")  # #### read by value
+    assert tuple(vars(judge("#### Step 3: add them\nso \\boxed{42}", 42)).values()) == (1.0, "math-verify")  # a heading
     assert tuple(vars(judge("The capital is\nParis.", "Paris")).values()) == (1.0, "exact")
-    assert judge("The answer is B.", "B").rule == "exact"
+    assert tuple(vars(judge("The answer is B.", "B")).values()) == (1.0, "exact")
+    assert judge("I think the answer is C", "B").reward == 0.0 and judge("", 28).reward == 0.0
 
 
 def test_reward_gain_against_rewards_computed_by_hand_on_the_testbed(tmp_path):
