@@ -106,7 +106,7 @@ def main() -> None:
     sft_absolute, sft_relative = combined(run_dir / config.reference_name(), ("absolute", "relative"), args.detectors)
     found = {
         "RL checkpoint, reference mode (SFT reference)": rates(rl, "reference", with_controls, members, non_members, args, settings,
-                                                               reference=sft),
+                                                               reference=sft, clean=rl.subset(clean_ids)),
         "RL checkpoint, relative mode (clean_ref problems)": rates(rl, "relative", relative, members, non_members, args, settings,
                                                                    clean=rl.subset(clean_ids)),
         "SFT checkpoint (before RL), relative mode": rates(sft, "relative", sft_relative, members, non_members, args, settings,
@@ -115,7 +115,8 @@ def main() -> None:
                                                                           settings),
     }
     print(f"Per-question decisions at FDR q = {args.fdr}: {args.subsets} random subsets of {args.size} questions per mix "
-          f"({time.perf_counter() - start:.0f} s); detectors: {', '.join(with_controls)} (reference), "
+          f"({time.perf_counter() - start:.0f} s); detectors: {', '.join(with_controls)} (reference; with lara and reward gain "
+          "against the clean_ref problems, as lara run decides), "
           f"{', '.join(relative)} (relative); on the SFT checkpoint {', '.join(sft_absolute)} (absolute), "
           f"{', '.join(sft_relative)} (relative)")
     for title, table in found.items():

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import time
 from pathlib import Path
 
@@ -57,7 +58,8 @@ def rates(audited: ScoredSet, groups: dict[str, list[str]], draws: int, size: in
             for mode, result in verdict["modes"].items():
                 counts[f"{mode}/combined"] = counts.get(f"{mode}/combined", 0) + result["reject"]
                 for name, r in result["detectors"].items():
-                    counts[f"{mode}/{name}"] = counts.get(f"{mode}/{name}", 0) + (r["p_value"] < settings.alpha)
+                    if math.isfinite(r["p_value"]):  # a detector the mode left out (no information, not calibrated): no test
+                        counts[f"{mode}/{name}"] = counts.get(f"{mode}/{name}", 0) + (r["p_value"] < settings.alpha)
         out[group] = {k: v / draws for k, v in counts.items()}
     return out
 
@@ -65,7 +67,7 @@ def rates(audited: ScoredSet, groups: dict[str, list[str]], draws: int, size: in
 def old_generator_controls(run_dir: Path, config, questions, detectors: list[str]) -> ScoredSet:
     """The SFT control's scores on controls drawn by the previous offline algorithm (order only)."""
     from cache.loading import load_model
-    from probes.detect import run_detectors
+    from probes.detection import run_detectors
     from probes.responders.local import LocalResponder, PromptFormat
     from probes.responders.store import CachedResponder, ResponseStore
 
@@ -121,7 +123,7 @@ def main() -> None:
         keys = sorted({k for g in table.values() for k in g}, key=lambda k: (k.split("/")[0], k.split("/")[1] != "combined", k))
         print(f"  {'mode/detector':<32}" + "".join(f"{g:>14}" for g in table))
         for key in keys:
-            print(f"  {key:<32}" + "".join(f"{table[g].get(key, float('nan')):>14.3f}" for g in table))
+            print(f"  {key:<32}" + "".join(f"{table[g][key]:>14.3f}" if key in table[g] else f"{'left out':>14}" for g in table))
     (run_dir / "bench").mkdir(exist_ok=True)
     (run_dir / "bench" / "verdict_rates.json").write_text(json.dumps(found, indent=1) + "\n", encoding="utf-8")
 

@@ -8,7 +8,6 @@ or any split name of the questions file.
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..errors import ConfigError, InputError
@@ -107,6 +106,7 @@ def _headline(v: dict[str, Any]) -> str:
     word = "CONTAMINATED" if v["reject"] else "not flagged"
     cal = "" if v["calibrated"] else ", uncalibrated"
     left = f"; left out, no information: {', '.join(c['left_out'])}" if c.get("left_out") else ""
+    left += f"; left out, not calibrated by the reference: {', '.join(c['not_calibrated'])}" if c.get("not_calibrated") else ""
     return (f"{word} at alpha = {v['alpha']:g} ({v['mode']} mode{cal}; {c['method']} {p_sentence(c['p_value'])} over "
             f"{', '.join(c['detectors']) or 'no detector'}{left})")
 

@@ -28,6 +28,8 @@ from . import stats
 from .controls import ControlTable
 
 MODES = ("reference", "relative", "absolute")
+REFERENCE_CONSTANT = ("the reference scores every text the same (e.g. its drift from itself), so subtracting it calibrates "
+                      "nothing: this is the absolute mode's test, left out of the reference mode")
 PLAIN_RELATIVE = ("lara", "reward_gain")  # detectors without controls that enter the relative mode by their scores
 ABSOLUTE_WARNING = ("absolute mode: the within-question test assumes the generator's similar questions are exchangeable "
                     "with real ones; its size depends on the generator and is not calibrated. Give a reference model (the "
@@ -221,6 +223,9 @@ def _mode(per_detector: dict[str, dict[str, Any]], s: VerdictSettings) -> dict[s
     left = {n: r["uninformative"] for n, r in per_detector.items() if r.get("uninformative")}
     if left:
         combined["left_out"] = {n: f"no information ({why})" for n, why in left.items()}
+    uncalibrated = {n: r["not_calibrated"] for n, r in per_detector.items() if r.get("not_calibrated")}
+    if uncalibrated:
+        combined["not_calibrated"] = uncalibrated
     return {"reject": bool(combined["p_value"] < s.alpha), "combined": combined, "detectors": per_detector}
 
 
@@ -233,8 +238,19 @@ def _reference_mode(audited: ScoredSet, reference: ScoredSet, names: list[str], 
     notes += check_aligned(audited, ref, usable) if usable else []
     width = max(audited.width, ref.width)
     with np.errstate(invalid="ignore"):  # inf − inf: NaN, left out and counted
-        return {n: within_test(audited.original(n) - ref.original(n), audited.control_matrix(n, width) - ref.control_matrix(n, width), s)
-                for n in usable}
+        out = {n: within_test(audited.original(n) - ref.original(n), audited.control_matrix(n, width) - ref.control_matrix(n, width), s)
+               for n in usable}
+    for n in usable:
+        if math.isfinite(out[n]["p_value"]) and _constant(ref.original(n), ref.control_matrix(n, width)):
+            out[n].update(p_value=math.nan, not_calibrated=REFERENCE_CONSTANT)
+    return out
+
+
+def _constant(original: np.ndarray, controls: np.ndarray) -> bool:
+    """Whether every finite score (originals and controls) is one value."""
+    values = np.concatenate([np.ravel(original), np.ravel(controls)])
+    values = values[np.isfinite(values)]
+    return len(values) > 0 and bool((values == values[0]).all())
 
 
 def _relative_mode(audited: ScoredSet, clean: ScoredSet, names: list[str], s: VerdictSettings,
@@ -292,6 +308,8 @@ def compute_verdict(audited: ScoredSet, reference: ScoredSet | None = None, clea
 def _why_unavailable(per_detector: dict[str, dict[str, Any]]) -> str:
     if not per_detector:
         return "no detector has the scores this mode needs"
+    if all(r.get("not_calibrated") for r in per_detector.values()):
+        return f"{', '.join(per_detector)}: {REFERENCE_CONSTANT}"
     counts = "; ".join(f"{n}: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in r.get("left_out", {}).items() if v)
                        for n, r in per_detector.items())
     return f"no detector has a usable question ({counts or 'no questions'})"

@@ -221,3 +221,27 @@ def test_a_detector_that_ties_everywhere_is_left_out_of_the_combination():
     clean = ScoreTable([f"c{i}" for i in range(20)], {"reward_gain": np.zeros(20), "lara": np.arange(20.0) - 5})
     relative = compute_verdict(ScoredSet(alone, None), clean=ScoredSet(clean, None), settings=FAST)
     assert relative["combined"]["detectors"] == ["lara"] and "reward_gain" in relative["combined"]["left_out"]
+
+
+def test_a_detector_the_reference_scores_as_one_constant_is_left_out_of_the_reference_mode():
+    """Policy drift is measured against the reference, whose own drift is 0 on every text: the
+    reference mode's Δ is then the audited score itself — the absolute mode's test, with its bias —
+    so it may not sit in a calibrated combination. (On the clean world below, the audited model's
+    drift has the generator's bias: the absolute test rejects, the reference mode must not.)"""
+    from probes.calibration.audit import describe_verdict
+
+    (a_scores, a_ctl), (r_scores, r_ctl) = world(contamination=0.0, seed=14)
+    a_scores.add("policy_drift", a_scores.columns["ppl"].copy())  # biased like the absolute mode's PPL
+    a_ctl.columns["policy_drift"] = a_ctl.columns["ppl"].copy()
+    r_scores.add("policy_drift", np.zeros(60))
+    r_ctl.columns["policy_drift"] = np.zeros(len(r_ctl.ids))
+    verdict = compute_verdict(ScoredSet(a_scores, a_ctl), ScoredSet(r_scores, r_ctl), settings=FAST)
+    assert verdict["mode"] == "reference" and verdict["combined"]["detectors"] == ["ppl"] and not verdict["reject"]
+    assert "policy_drift" in verdict["combined"]["not_calibrated"] and math.isnan(verdict["detectors"]["policy_drift"]["p_value"])
+    assert verdict["modes"]["absolute"]["detectors"]["policy_drift"]["p_value"] < 0.01  # what it would have added
+    assert "left out, not calibrated by the reference: policy_drift" in describe_verdict(verdict)
+    r_scores.columns["ppl"][:] = 1.0
+    r_ctl.columns["ppl"][:] = 1.0
+    alone = compute_verdict(ScoredSet(a_scores, a_ctl), ScoredSet(r_scores, r_ctl), settings=FAST)
+    assert alone["mode"] == "absolute" and "reference" in alone["unavailable"]  # every detector uncalibrated: not a mode
+    assert "so subtracting it calibrates nothing" in alone["unavailable"]["reference"]
