@@ -24,14 +24,13 @@ import h5py
 import numpy as np
 
 from .backends import Extractor, create_extractor
-from .batching import collate, default_batch_tokens, plan_batches
 from .config import CacheConfig
 from .distributed import Ranks, assign
-from .errors import ConfigError, InputError, NonFiniteError
 from .fingerprint import FINGERPRINT_METHOD, text_hash
-from .layers import LayerSelection, resolve_layers
+from .layers import LayerSelection
 from .loading import LoadedModel, load_model
 from .outputs import check_free_space, check_writable
+from .pool import as_text_list, check_texts, layer_selection, make_encoder, pooled_batches
 from .prompts import PromptEncoder
 from .store import SCHEMA_VERSION, RowBlock, StoreWriter
 
@@ -110,8 +109,8 @@ def run_cache(
         bad settings or model; StoreMismatchError: ``output`` was written with another setup.
     """
     output = Path(output)
-    texts = list(texts)
-    _check_texts(texts)
+    texts = as_text_list(texts)
+    check_texts(texts)
     check_writable(output, "activation store")  # before a model is loaded
     unique = list(dict.fromkeys(texts))
     keys = [text_hash(t) for t in unique]
@@ -123,19 +122,8 @@ def run_cache(
         ranks.start_for(config.model)
     own_model = loaded is None
     loaded = loaded or load_model(config.model)
-    selection = resolve_layers(ex.layers, loaded.layout.n_blocks)
-    if selection.final_norm and loaded.layout.final_norm_path is None:
-        raise ConfigError("layer 'final_norm' was asked for but this model's final norm could not be located; "
-                          "pass --final-norm-path or drop 'final_norm'")
-    encoder = PromptEncoder(
-        loaded.tokenizer,
-        prompt_format=ex.prompt_format,
-        pool_span=ex.pool_span,
-        max_length=_max_length(ex.max_length, loaded),
-        on_long=ex.on_long,
-        system_prompt=ex.system_prompt,
-        add_generation_prompt=ex.add_generation_prompt,
-    )
+    selection = layer_selection(loaded, ex)
+    encoder = make_encoder(loaded, ex)
     _ = loaded.weights_fingerprint  # hashed before any backend wraps (and may modify) the model
     extractor = extractor or create_extractor(ex.backend, loaded, own_model=own_model)
     provenance = build_provenance(loaded, extractor, selection, encoder, config)
@@ -172,19 +160,12 @@ def _extract_rows(work: list[int], unique: list[str], keys: list[str], encoded: 
                   extractor: Extractor, selection: Any, loaded: LoadedModel, ex: Any, progress: bool) -> tuple[int, int, int]:
     """Pool the texts ``work`` (indices into ``unique``) not yet ``done`` into ``writer``, batch by
     batch; returns (rows computed, of them truncated, tokens)."""
-    budget = ex.max_batch_tokens or default_batch_tokens(loaded.device.type)
-    plan = plan_batches([len(encoded[i]) for i in work], [keys[i] for i in work], ex.batch_size, budget)
-    plan = [[work[j] for j in batch] for batch in plan]
-    plan = [batch for batch in plan if any(keys[i] not in done for i in batch)]
     n_computed = n_truncated = n_tokens = 0
     bar = _progress_bar(sum(keys[i] not in done for i in work), progress)
     started = time.perf_counter()
     try:
-        for batch in plan:
+        for batch, pooled in pooled_batches(work, encoded, keys, extractor, selection, loaded, ex, unique, done):
             items = [encoded[i] for i in batch]
-            tokens = collate(items, loaded.tokenizer.pad_token_id, ex.padding_side)
-            pooled = extractor.pool(tokens, selection).numpy()
-            _check_finite_rows(pooled, [unique[i] for i in batch], loaded)
             fresh = [j for j, i in enumerate(batch) if keys[i] not in done]
             writer.add(
                 RowBlock(
@@ -214,17 +195,6 @@ def _check_room(output: Path, n_new: int, n_stored: int, values_per_row: int, st
         return
     row = values_per_row * np.dtype(storage_dtype).itemsize + 512  # + key, text, counts and HDF5 overhead
     check_free_space(output.parent, row * (2 * n_new + n_stored), "activation store")
-
-
-def _check_finite_rows(pooled: np.ndarray, texts: list[str], loaded: LoadedModel) -> None:
-    """Refuse non-finite activations at their source (``pooled``: ``[batch, n_layers, d]``): a NaN
-    row would make every metric of its question NaN downstream."""
-    bad = ~np.isfinite(pooled).all(axis=(1, 2))
-    if bad.any():
-        first = texts[int(np.argmax(bad))]
-        raise NonFiniteError(f"the model produced non-finite activations (NaN/inf) for {int(bad.sum())} of {len(texts)} texts "
-                             f"in a batch (first: {first[:60]!r}); nothing of that batch was stored. The compute dtype "
-                             f"({loaded.dtype}) overflows or the model is broken: try --dtype float32 or bfloat16")
 
 
 def _commit(writer: StoreWriter, ranks: Ranks | None, n_computed: int, device: str) -> int:
@@ -286,29 +256,6 @@ def build_provenance(
         "libraries": {name: _version(name) for name in ("torch", "transformers", "transformer-lens", "nnsight", "h5py", "numpy")},
         "config": config.to_dict(),
     }
-
-
-def _check_texts(texts: list[str]) -> None:
-    if not texts:
-        raise InputError("no texts to cache")
-    for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise InputError(f"text {i} is a {type(text).__name__}, not a string")
-        if not text.strip():
-            raise InputError(f"text {i} is empty; remove empty texts before caching")
-
-
-def _max_length(requested: int | None, loaded: LoadedModel) -> int | None:
-    limit = loaded.max_positions
-    model_max = getattr(loaded.tokenizer, "model_max_length", None)
-    if limit is None and isinstance(model_max, int) and model_max < 1_000_000:
-        limit = model_max
-    if requested is None:
-        return limit
-    if limit is not None and requested > limit:
-        logger.warning("max_length %d is above the model's context of %d; using %d", requested, limit, limit)
-        return limit
-    return requested
 
 
 def _progress_bar(total: int, enabled: bool) -> Any:

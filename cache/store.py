@@ -122,6 +122,8 @@ class ActivationStore:
 
     >>> store = ActivationStore("acts.h5")
     >>> store.get(["What is 2 + 2?"]).shape   # [n, n_layers, d]
+    >>> store["What is 2 + 2?"].shape         # [n_layers, d]: one text
+    >>> store[["a", "b"]].shape               # [2, n_layers, d]
 
     The file is opened for each read and closed after it, so a store object can be handed to
     worker processes; nothing is cached but the key → row index.
@@ -147,6 +149,17 @@ class ActivationStore:
     def __len__(self) -> int:
         return len(self._row)
 
+    def __repr__(self) -> str:
+        model = self.provenance.get("model", {}).get("source", "?")
+        return (f"ActivationStore({str(self.path)!r}: {len(self)} texts × {len(self.layer_labels)} layers × d_model {self.d_model}, "
+                f"{self.storage_dtype}, model {model!r}, backend {self.provenance.get('backend', '?')!r})")
+
+    def __getitem__(self, texts: str | Sequence[str]) -> np.ndarray:
+        """``store[text]`` → ``[n_layers, d]``; ``store[[texts]]`` → ``[n, n_layers, d]`` (float32)."""
+        if isinstance(texts, str):
+            return self.get(texts)[0]
+        return self.get(texts)
+
     def __contains__(self, text: object) -> bool:
         return isinstance(text, str) and text_hash(text) in self._row
 
@@ -159,20 +172,29 @@ class ActivationStore:
         with self._open() as f:
             return [_as_str(t) for t in f["texts"][:]]
 
-    def get(self, texts: Sequence[str], layers: Sequence[str | int] | None = None) -> np.ndarray:
+    def get(self, texts: str | Sequence[str], layers: str | int | Sequence[str | int] | None = None,
+            as_torch: bool = False) -> Any:
         """Pooled activations of ``texts``: ``[n, n_layers, d]`` float32 (rows in the given order).
 
         Args:
-            texts: texts to look up (repeats allowed).
-            layers: labels to keep (``"embed"``, block indices, ``"final_norm"``); all by default.
+            texts: texts to look up (repeats allowed); a plain string is one text (``n`` = 1).
+            layers: labels to keep (``"embed"``, block indices — negative ones count from the
+                last block, as when caching — ``"final_norm"``); one label or several; all by default.
+            as_torch: return a ``torch.Tensor`` instead of a numpy array.
 
         Raises:
-            KeyError: some texts are not in the store (count and first ones named).
+            KeyError: some texts are not in the store (count and first ones named), or a layer is not.
         """
-        return self.get_by_keys([text_hash(t) for t in texts], layers=layers, texts=texts)
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        data = self.get_by_keys([text_hash(t) for t in texts], layers=layers, texts=texts)
+        if as_torch:
+            import torch
+
+            return torch.from_numpy(np.ascontiguousarray(data))
+        return data
 
     def get_by_keys(
-        self, keys: Sequence[str], layers: Sequence[str | int] | None = None, texts: Sequence[str] | None = None
+        self, keys: Sequence[str], layers: str | int | Sequence[str | int] | None = None, texts: Sequence[str] | None = None
     ) -> np.ndarray:
         """Like :meth:`get`, by text hash."""
         layer_index = self._layer_index(layers)
@@ -183,8 +205,9 @@ class ActivationStore:
             data = data[:, layer_index, :]
         return data.astype(np.float32, copy=False)
 
-    def metadata(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+    def metadata(self, texts: str | Sequence[str]) -> dict[str, np.ndarray]:
         """``n_tokens``, ``n_pooled`` and ``truncated`` of ``texts`` (each ``[n]``)."""
+        texts = [texts] if isinstance(texts, str) else list(texts)
         return self._read(("n_tokens", "n_pooled", "truncated"), self._rows_of([text_hash(t) for t in texts], texts))
 
     def check_matches(self, current: Mapping[str, Any]) -> None:
@@ -206,12 +229,15 @@ class ActivationStore:
             raise KeyError(f"{len(missing)} of {len(keys)} texts are not in {self.path}, e.g. {', '.join(shown)}")
         return np.fromiter((self._row[k] for k in keys), dtype=np.int64, count=len(keys))
 
-    def _layer_index(self, layers: Sequence[str | int] | None) -> list[int]:
+    def _layer_index(self, layers: str | int | Sequence[str | int] | None) -> list[int]:
         if layers is None:
             return list(range(len(self.layer_labels)))
+        n_blocks = int(self.provenance.get("model", {}).get("n_blocks") or 0)
         index = []
-        for layer in layers:
-            label = str(layer)
+        for layer in [layers] if isinstance(layers, (str, int, np.integer)) else layers:
+            label = str(layer).strip().lower()
+            if label.lstrip("-").isdigit() and int(label) < 0 and n_blocks:
+                label = str(int(label) + n_blocks)  # as caching resolves it: -1 is the last block
             if label not in self.layer_labels:
                 raise KeyError(f"layer {label!r} is not stored in {self.path}; stored: {', '.join(self.layer_labels)}")
             index.append(self.layer_labels.index(label))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
 import logging
 import os
@@ -179,14 +178,15 @@ def detector_names(spec: str | Sequence[str], reference: bool = False, answers: 
 
 def with_sampling_temperature(params: dict[str, dict[str, Any]], names: Sequence[str],
                               temperature: float | None) -> dict[str, dict[str, Any]]:
-    """``params`` with ``temperature`` given to every named detector that samples at a temperature
-    (CDD, Min-kNN, Entropy-Temp), unless its own parameters set one (SPEC §5: audit at the RL
-    rollouts' temperature when it is known)."""
+    """``params`` with ``temperature`` given to every named detector that declares it samples at a
+    temperature (``samples_at_temperature``: CDD, Min-kNN, Entropy-Temp, policy drift, reward
+    gain), unless its own parameters set one (SPEC §5: audit at the RL rollouts' temperature when
+    it is known)."""
     out = {n: dict(params.get(n, {})) for n in names}
     if temperature is None:
         return out
     for n in names:
-        if n in REGISTRY and "temperature" in inspect.signature(REGISTRY[n].__init__).parameters:
+        if n in REGISTRY and REGISTRY[n].samples_at_temperature:
             out[n].setdefault("temperature", temperature)
     return out
 
@@ -298,3 +298,32 @@ def _progress(progress: bool, total: int) -> Any:
 def _counts(counter: Any) -> dict[str, int]:
     return {"generated": counter.generated, "scored": counter.scored, "cache_hits": counter.cache_hits,
             "requests": counter.requests}
+
+
+def detect_questions(questions: Sequence[Any], names: Sequence[str], responder: Any, *, params: dict[str, dict[str, Any]] | None = None,
+                     reference: Any = None, sampling_temperature: float | None = None, sets: Sequence[Any] | None = None,
+                     n_controls: int = 3, calibrate: Sequence[str] | None = None, progress: bool = False,
+                     ranks: Any = None) -> DetectSummary | None:
+    """Score ``questions`` (``generation.records.Question``) with the detectors ``names`` — the
+    entry ``lara detect``, the ``detect`` stage and the Python API share. ``sets``: the questions'
+    perturbation sets, whose first ``n_controls`` similar questions are scored as controls
+    (``calibrate``: by these detectors only); questions of split ``clean_ref`` are the clean set
+    of the detectors that need one; answers are passed to those that need them. Under a launched
+    job (``ranks``), the counts are summed over the ranks and only the main rank gets the summary
+    (the others get None)."""
+    controls = None
+    if sets is not None:
+        from .calibration.controls import control_texts
+
+        controls = control_texts(list(sets), n_controls)
+    summary = run_detectors(list(names), [q.id for q in questions], [q.question for q in questions], responder, params,
+                            clean_questions=[q.question for q in questions if q.split == "clean_ref"], progress=progress,
+                            reference=reference, sampling_temperature=sampling_temperature, controls=controls,
+                            calibrate=list(calibrate) if calibrate is not None else None, answers=[q.answer for q in questions])
+    if ranks is not None:
+        from .responders.distributed import sum_counts_over_ranks
+
+        sum_counts_over_ranks(summary.info, ranks)
+        if not ranks.is_main:
+            return None
+    return summary

@@ -59,3 +59,16 @@ def test_command_modules_are_small_and_cli_only_assembles():
     assert long_functions == []
     cli = (ROOT / "probes" / "cli.py").read_text(encoding="utf-8")
     assert "add_parser(" not in cli and len(cli.splitlines()) <= 120
+
+
+def test_every_package_is_in_the_wheel():
+    """``pyproject.toml`` lists the packages explicitly: a package missing from the list is absent
+    from a fresh install (a renamed or new subpackage once was)."""
+    import tomllib
+
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    listed, mapped = set(setuptools["packages"]), setuptools.get("package-dir", {})
+    found = {".".join(p.parent.relative_to(ROOT).parts) for top in ("cache", "generation", "probes")
+             for p in (ROOT / top).rglob("__init__.py")}
+    assert found - listed == set()
+    assert all((ROOT / mapped.get(name, name.replace(".", "/"))).is_dir() for name in listed - found)  # data-only (prompts)

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..evaluate import evaluate
+from ..evaluation import evaluate
 
 WARNING = ("the blind baseline (question text only, no model) separates members from non-members: the two sets differ "
            "in ways visible without the model, so a detector's AUC near the blind AUC says nothing about contamination")

@@ -75,17 +75,30 @@ class QuestionDecisions:
                                   "controls": None if d.controls is None else [float(x) for x in d.controls[i] if not math.isnan(x)]}
                               for n, d in self.detectors.items()}}
 
+    def columns(self) -> dict[str, list[Any]]:
+        """The table, column by column: ``id, mode, <det>_residual, <det>_p…, p_value, q_value, flagged``."""
+        mode = self.mode if self.calibrated else f"{self.mode} (uncalibrated)"
+        out: dict[str, list[Any]] = {"id": list(self.ids), "mode": [mode] * len(self.ids)}
+        for n, d in self.detectors.items():
+            out[f"{n}_residual"], out[f"{n}_p"] = d.residual.tolist(), d.p_value.tolist()
+        out.update(p_value=self.p_value.tolist(), q_value=self.q_value.tolist(), flagged=[int(f) for f in self.flagged])
+        return out
+
     def write_csv(self, path: str | Path) -> None:
-        """``id, mode, <det>_residual, <det>_p…, p_value, q_value, flagged`` (atomically)."""
+        """:meth:`columns` as CSV (atomically)."""
         from ..scores import format_number, write_csv_atomically
 
-        names = list(self.detectors)
-        header = ["id", "mode", *[f"{n}_{x}" for n in names for x in ("residual", "p")], "p_value", "q_value", "flagged"]
-        rows = ([qid, self.mode if self.calibrated else f"{self.mode} (uncalibrated)",
-                 *[format_number(v) for n in names for v in (self.detectors[n].residual[i], self.detectors[n].p_value[i])],
-                 format_number(self.p_value[i]), format_number(self.q_value[i]), int(self.flagged[i])]
-                for i, qid in enumerate(self.ids))
-        write_csv_atomically(path, header, rows)
+        columns = self.columns()
+        numeric = [k for k in columns if k not in ("id", "mode", "flagged")]
+        rows = ([columns["id"][i], columns["mode"][i], *[format_number(columns[k][i]) for k in numeric], columns["flagged"][i]]
+                for i in range(len(self.ids)))
+        write_csv_atomically(path, ["id", "mode", *numeric, "flagged"], rows)
+
+    def to_frame(self) -> Any:
+        """:meth:`columns` as a ``pandas.DataFrame`` indexed by id."""
+        import pandas as pd
+
+        return pd.DataFrame(self.columns()).set_index("id")
 
 
 def write_no_decisions(ids: list[str], path: str | Path) -> None:

@@ -74,7 +74,7 @@ def read_scored(scores_path: str | Path, controls_path: str | Path | None = None
     if not path.is_file():
         raise InputError(f"{scores_path.with_suffix('.meta.json').name} records the controls file {bound['name']}, which is "
                          f"missing; rerun lara detect --sets to the same -o")
-    from ..detect import file_sha256
+    from ..detection import file_sha256
 
     digest = file_sha256(path)
     if digest != bound["sha256"]:
@@ -87,7 +87,7 @@ def read_scored(scores_path: str | Path, controls_path: str | Path | None = None
 
 def _meta_describes(meta: dict[str, Any], scores_path: Path) -> bool:
     """Whether the meta was written with these very scores (its recorded sha256 of SCORES.csv)."""
-    from ..detect import file_sha256
+    from ..detection import file_sha256
 
     bound = meta.get("scores_file")
     return bound is None or bound.get("sha256") == file_sha256(scores_path)

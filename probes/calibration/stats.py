@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..evaluate.bootstrap import percentile_interval
+from ..evaluation.bootstrap import percentile_interval
 from ..robust import ZeroScaleRecord, robust_scale
 
 MIN_CONTROLS = 2

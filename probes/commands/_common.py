@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 def quiet_library_progress_bars(verbose: bool) -> None:
     """Hide transformers' weight-loading bars (ours shows the extraction) unless verbose."""
@@ -10,3 +12,20 @@ def quiet_library_progress_bars(verbose: bool) -> None:
 
         transformers.utils.logging.disable_progress_bar()
 
+
+
+def from_settings(cls: type, name: str, default: bool = True) -> dict[str, Any]:
+    """``choices`` (when the field is a ``Literal``) and ``default`` of the settings dataclass field
+    ``cls.name``, for ``add_argument``: a flag takes both from the one source of truth."""
+    import dataclasses
+
+    from cache.configio import literal_choices
+
+    out: dict[str, Any] = {}
+    try:
+        out["choices"] = list(literal_choices(cls, name))
+    except TypeError:
+        pass
+    if default:
+        out["default"] = {f.name: f for f in dataclasses.fields(cls)}[name].default
+    return out

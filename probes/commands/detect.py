@@ -11,7 +11,8 @@ from cache.distributed import Ranks
 from cache.configio import literal_choices, prompt_text
 from cache.errors import ConfigError
 
-from ._common import quiet_library_progress_bars
+from ..pipeline.config import DetectSettings
+from ._common import from_settings, quiet_library_progress_bars
 
 
 
@@ -57,7 +58,7 @@ def register(sub: Any) -> None:
                         "rank) spreads it over G of its node's GPUs (local rank r: GPUs r*G .. r*G+G-1)")
     detect.add_argument("--dtype", choices=literal_choices(ModelConfig, "dtype"), help="compute dtype (default: auto)")
     detect.add_argument("--trust-remote-code", action="store_true", default=None, help="run code shipped with the checkpoint")
-    detect.add_argument("--prompt-format", choices=["auto", "chat", "raw"], default="auto", help="chat template or raw text (default: auto)")
+    detect.add_argument("--prompt-format", **from_settings(DetectSettings, "prompt_format"), help="chat template or raw text (default: auto)")
     detect.add_argument("--template", type=prompt_text, default="{prompt}",
                         help="raw-format prompt text with {prompt}; \\n is a newline, as in a YAML config (default: {prompt})")
     detect.add_argument("--system-prompt", type=prompt_text, help="system turn for the chat format (\\n: a newline)")
@@ -65,7 +66,7 @@ def register(sub: Any) -> None:
     detect.add_argument("--param", action="append", default=[], metavar="DETECTOR.NAME=VALUE",
                         help="detector hyperparameter, repeatable, e.g. --param min_knn.k=5 --param cdd.n=20")
     detect.add_argument("--sampling-temperature", type=float, metavar="T",
-                        help="temperature of every sampling detector (cdd, min_knn, entropy_temp) unless a --param sets it; "
+                        help="temperature of every sampling detector (cdd, min_knn, entropy_temp, policy_drift, reward_gain) unless a --param sets it; "
                         "use the RL rollouts' temperature when it is known (SPEC §5; often 1.0)")
     detect.add_argument("--sets", type=Path, help="perturbation sets of the questions (lara generate): their first "
                         "--controls similar questions are scored too, as matched controls (SCORES.controls.csv, <det>@cal columns)")
@@ -82,11 +83,11 @@ def handle(args: argparse.Namespace) -> int:
     from generation.config import default_cache_dir
     from generation.records import read_questions
 
-    from ..detect import detector_names, has_answer, parse_params, run_detectors
+    from ..detection import detect_questions, detector_names, has_answer, parse_params
     from ..detectors import get_detector
-    from ..responders.distributed import on_ranks, sum_counts_over_ranks
-    from ..responders.local import LocalResponder, PromptFormat
-    from ..responders.store import CachedResponder, ResponseStore
+    from ..responders.local import PromptFormat
+    from ..responders.open import open_responder
+    from ..responders.store import ResponseStore
 
     questions = read_questions(args.questions)
     names = detector_names(args.detectors, reference=bool(args.reference), answers=any(has_answer(q.answer) for q in questions))
@@ -95,6 +96,8 @@ def handle(args: argparse.Namespace) -> int:
         get_detector(name, **params[name])
     if bool(args.endpoint) == bool(args.source):
         raise ConfigError("give the audited model with --model DIR, or a served one with --endpoint URL --api-model NAME")
+    if args.endpoint and not args.api_model:
+        raise ConfigError("--endpoint needs --api-model NAME (the served model's name)")
     store_path = args.store or default_cache_dir().parent / "responses.sqlite"
     check_writable(args.output, "scores file")  # before any model is loaded or answer generated
     check_writable(store_path, "response store")
@@ -106,48 +109,36 @@ def handle(args: argparse.Namespace) -> int:
         config = ModelConfig(source=source, **overrides)
         return config if ranks is None else ranks.place(config)
 
+    def loader(source: str) -> Any:
+        def load() -> Any:
+            quiet_library_progress_bars(args.verbose)
+            return load_model(model_config(source))
+        return load
+
     if ranks is not None:
         ranks.start_for(model_config(args.source))
+    from ..pipeline.config import EndpointSettings
     from ..questions.chat import default_system_prompt
 
     system = default_system_prompt(questions, args.system_prompt, str(args.questions))
     prompt_format = PromptFormat(mode=args.prompt_format, template=args.template, system=system)
-    if args.endpoint:
-        from ..responders.openai_api import OpenAIResponder
-
-        if not args.api_model:
-            raise ConfigError("--endpoint needs --api-model NAME (the served model's name)")
-        backend: Any = OpenAIResponder(args.endpoint, args.api_model, api_key_env=args.api_key_env,
-                                       top_logprobs=args.top_logprobs, concurrency=args.concurrency, system=system)
-    else:
-        quiet_library_progress_bars(args.verbose)
-        backend = LocalResponder(load_model(model_config(args.source)), prompt_format, batch_size=args.batch_size)
-    store = ResponseStore(store_path)
+    endpoint = EndpointSettings(args.endpoint, args.api_model, args.api_key_env, args.top_logprobs, args.concurrency) if args.endpoint else None
+    store = ResponseStore(store_path)  # one store for the audited model and the reference
     progress = not args.no_progress and (ranks is None or ranks.rank == 0)
-    responder = on_ranks(CachedResponder(backend, store, progress=progress), ranks)
-    reference = None
-    if args.reference:
-        quiet_library_progress_bars(args.verbose)
-        loaded = load_model(model_config(args.reference))
-        reference = on_ranks(CachedResponder(LocalResponder(loaded, prompt_format, batch_size=args.batch_size), store,
-                                             progress=progress), ranks)
-    controls = None
+    opened = {"batch_size": args.batch_size, "ranks": ranks, "progress": progress}
+    responder = open_responder(loader(args.source), prompt_format, store, endpoint=endpoint, **opened)
+    reference = open_responder(loader(args.reference), prompt_format, store, **opened) if args.reference else None
+    sets = None
     if args.sets:
         from generation.records import read_sets
 
-        from ..calibration.controls import control_texts
-
-        controls = control_texts(read_sets(args.sets), args.controls)
-    clean = [q.question for q in questions if q.split == "clean_ref"]
-    summary = run_detectors(names, [q.id for q in questions], [q.question for q in questions], responder, params,
-                            clean_questions=clean, progress=progress, reference=reference,
-                            sampling_temperature=args.sampling_temperature, controls=controls,
-                            calibrate=[n.strip() for n in args.calibrate.split(",")] if args.calibrate else None,
-                            answers=[q.answer for q in questions])
-    if ranks is not None:
-        sum_counts_over_ranks(summary.info, ranks)
-        if ranks.rank != 0:
-            return 0
+        sets = read_sets(args.sets)
+    summary = detect_questions(questions, names, responder, params=params, reference=reference,
+                               sampling_temperature=args.sampling_temperature, sets=sets, n_controls=args.controls,
+                               calibrate=[n.strip() for n in args.calibrate.split(",")] if args.calibrate else None,
+                               progress=progress, ranks=ranks)
+    if summary is None:  # a rank other than the main one
+        return 0
     files = summary.write(args.output)
     print(summary.describe())
     print(f"wrote {', '.join(str(f) for f in files)}")

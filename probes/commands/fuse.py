@@ -7,6 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..pipeline.config import FusionSpec
+from ._common import from_settings
+
 
 
 FUSE_EXAMPLES = """examples:
@@ -26,10 +29,10 @@ def register(sub: Any) -> None:
     fuse.add_argument("scores", type=Path, nargs="+", help="one or more score CSVs, joined on id")
     fuse.add_argument("-o", "--output", type=Path, required=True, help="CSV: the joined columns plus the fused one")
     fuse.add_argument("--detectors", required=True, help="comma-separated columns to fuse, e.g. self_critique,lara")
-    fuse.add_argument("--method", choices=["robust-z", "rank-mix", "stacking"], default="robust-z", help="(default: robust-z)")
+    fuse.add_argument("--method", **from_settings(FusionSpec, "method"), help=f"(default: {FusionSpec.method})")
     fuse.add_argument("--weights", help="comma-separated weights (robust-z, rank-mix); rank-mix of two: β,1−β e.g. 0.65,0.35")
     fuse.add_argument("--labels", type=Path, help="questions JSONL with label (stacking, crossfit) and split (split)")
-    fuse.add_argument("--clean-ref", choices=["split", "crossfit", "all"], help="robust-z reference: split clean_ref, labelled "
+    fuse.add_argument("--clean-ref", **from_settings(FusionSpec, "clean_ref", default=False), help="robust-z reference: split clean_ref, labelled "
                       "non-members (cross-fitted), or all rows (an unsupervised audit); default: split, else crossfit")
     fuse.add_argument("--folds", type=int, default=5, help="cross-fitting / stacking folds (default: 5)")
     fuse.add_argument("--seed", type=int, default=0)

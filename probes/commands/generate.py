@@ -6,6 +6,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from generation.config import GenerationConfig
+
+from ._common import from_settings
+
 
 
 GENERATE_EXAMPLES = """examples:
@@ -31,7 +35,7 @@ def register(sub: Any) -> None:
     gen.add_argument("questions", type=Path, help="questions JSONL: one {\"id\", \"question\", [\"label\", ...]} object per line")
     gen.add_argument("-o", "--output", type=Path, required=True, help="perturbation sets JSONL (resumed if it or its .partial journal exists)")
     gen.add_argument("--config", type=Path, help="YAML config (see configs/generation.*.yaml); flags override it")
-    gen.add_argument("--backend", choices=["offline", "openai"], help="offline (default, deterministic) or openai (any OpenAI-compatible endpoint)")
+    gen.add_argument("--backend", **from_settings(GenerationConfig, "backend", default=False), help="offline (default, deterministic) or openai (any OpenAI-compatible endpoint)")
     gen.add_argument("-K", "--similars", type=int, help="similar questions per question (default: 5)")
     gen.add_argument("-M", "--paraphrases", type=int, help="paraphrases per blanked variant (default: 5)")
     gen.add_argument("--blanks", type=int, help="[BLANK] markers per blanked variant (default: 1)")

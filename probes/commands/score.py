@@ -6,6 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ..lara.protocol import ScoreOptions
+from ._common import from_settings
+
 
 
 SCORE_EXAMPLES = """examples:
@@ -31,9 +34,9 @@ def register(sub: Any) -> None:
     score.add_argument("--save-reference", type=Path, help="write the reference fitted on the whole clean pool (JSON) for reuse")
     score.add_argument("--metric-set", default="zRSM,DC,zRSI", help="metrics to aggregate (default: zRSM,DC,zRSI)")
     score.add_argument("--layers", default="all", help="all | early | mid | late | 9-17 | 0,5,10 (default: all block layers)")
-    score.add_argument("--dc", choices=["abs", "signed"], default="abs", help="DC alignment: |z| (default) or +z")
+    score.add_argument("--dc", **from_settings(ScoreOptions, "dc"), help="DC alignment: |z| (default) or +z")
     score.add_argument("--outer-abs", action="store_true", help="wrap every aligned z in |.| (the public code's variant)")
-    score.add_argument("--zero-scale", choices=["eps", "drop"], default="eps", help="cells with MAD = 0: divide by eps (default) or leave out")
+    score.add_argument("--zero-scale", **from_settings(ScoreOptions, "zero_scale"), help="cells with MAD = 0: divide by eps (default) or leave out")
     score.add_argument("--eps", type=float, default=1e-8, help="added to the reference scale (default: 1e-8)")
     score.add_argument("--folds", type=int, default=5, help="cross-fitting folds (default: 5)")
     score.add_argument("--seed", type=int, default=0, help="seed of the fold assignment (default: 0)")

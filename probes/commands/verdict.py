@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-
+from ..calibration.verdict import VerdictSettings
+from ._common import from_settings
 
 NO_VERDICT_EXIT = 3  # no mode had a usable detector: not a negative answer
 
@@ -42,15 +43,18 @@ def register(sub: Any) -> None:
                          "and splits define --subsets (the verdict itself never reads labels)")
     verdict.add_argument("--subsets", help="also a verdict on these groups, e.g. members,non_members (by label) or a split name")
     verdict.add_argument("--detectors", help="detectors combined, comma-separated (default: all with controls, and lara in the relative mode)")
-    verdict.add_argument("--alpha", type=float, default=0.05, help="level of the combined test (default: 0.05)")
-    verdict.add_argument("--combine", choices=["cauchy", "bonferroni"], default="cauchy", help="(default: cauchy)")
-    verdict.add_argument("--permutations", type=int, default=10_000, help="permutations of the within-question test (default: 10000)")
-    verdict.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples of the CIs (default: 1000)")
-    verdict.add_argument("--seed", type=int, default=0)
-    verdict.add_argument("--fdr", type=float, default=0.10, help="false-discovery rate of the per-question decisions, written "
-                         "to VERDICT.questions.csv (default: 0.10)")
-    verdict.add_argument("--fdr-method", choices=["bh", "two-stage"], default="bh",
-                         help="Benjamini-Hochberg, or its two-stage adaptive form (default: bh)")
+    verdict.add_argument("--alpha", type=float, **from_settings(VerdictSettings, "alpha"),
+                         help=f"level of the combined test (default: {VerdictSettings.alpha})")
+    verdict.add_argument("--combine", **from_settings(VerdictSettings, "combine"), help=f"(default: {VerdictSettings.combine})")
+    verdict.add_argument("--permutations", type=int, **from_settings(VerdictSettings, "permutations"),
+                         help=f"permutations of the within-question test (default: {VerdictSettings.permutations})")
+    verdict.add_argument("--bootstrap", type=int, **from_settings(VerdictSettings, "bootstrap"),
+                         help=f"bootstrap resamples of the CIs (default: {VerdictSettings.bootstrap})")
+    verdict.add_argument("--seed", type=int, **from_settings(VerdictSettings, "seed"))
+    verdict.add_argument("--fdr", type=float, **from_settings(VerdictSettings, "fdr"), help="false-discovery rate of the per-question "
+                         f"decisions, written to VERDICT.questions.csv (default: {VerdictSettings.fdr:.2f})")
+    verdict.add_argument("--fdr-method", **from_settings(VerdictSettings, "fdr_method"),
+                         help=f"Benjamini-Hochberg, or its two-stage adaptive form (default: {VerdictSettings.fdr_method})")
     verdict.add_argument("-o", "--output", type=Path, required=True, help="VERDICT.json")
     verdict.set_defaults(handler=handle)
 

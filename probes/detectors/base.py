@@ -74,6 +74,7 @@ class Detector:
     requires_reference: ClassVar[bool] = False  # compares with a reference model (``ref``, ``policy_drift``, ``reward_gain``)
     reference_needs: ClassVar[frozenset[Access]] = frozenset({Access.TEXT_LOGPROBS})  # what it asks of that reference
     requires_answers: ClassVar[bool] = False  # reads each question's known answer (``reward_gain``); no controls then
+    samples_at_temperature: ClassVar[bool] = False  # samples answers at its ``temperature`` (the run's sampling temperature applies)
 
     def check_params(self) -> None:
         """Refuse a hyperparameter outside its range (:class:`ConfigError`), before any work:

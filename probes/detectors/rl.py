@@ -32,6 +32,7 @@ class _SamplingComparison(Detector):
     """Sampling parameters shared by the two detectors (Min-kNN's defaults)."""
 
     requires_reference = True
+    samples_at_temperature = True
 
     def __init__(self, n: int = 32, temperature: float = 0.7, top_p: float = 0.95, max_new_tokens: int = 1024,
                  seed: int = 0) -> None:

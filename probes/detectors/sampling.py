@@ -20,6 +20,7 @@ class CDD(Detector):
     raw_name = "cdd_peak"
     raw_direction = "higher = member"
     summary = "CDD: share of samples within α·ℓ_max token edits of the greedy output (N = 50, T = 0.8)"
+    samples_at_temperature = True
     needs = frozenset({Access.SAMPLING, Access.TOKEN_IDS})
     capped_by_design = True  # it compares the first max_tokens tokens only
 
@@ -54,6 +55,7 @@ class MinKNN(Detector):
     raw_name = "min_knn_distance"
     raw_direction = "lower = member"
     summary = "Min-kNN distance: mean of the k smallest nearest-neighbour edit distances among 32 samples"
+    samples_at_temperature = True
     needs = frozenset({Access.SAMPLING, Access.TOKEN_IDS})
 
     def __init__(self, n: int = 32, k: int = 10, temperature: float = 0.7, top_p: float = 0.95,
@@ -121,6 +123,7 @@ class EntropyTemp(Detector):
     raw_name = "entropy_temp_similarity"
     raw_direction = "higher = member"
     summary = "Entropy-Temp: penalized cosine of the greedy answer's entropies and sampled answers' (mean over samples)"
+    samples_at_temperature = True
     needs = frozenset({Access.SAMPLING, Access.ENTROPY_EXACT})
 
     def __init__(self, n: int = 5, temperature: float = 1.0, max_new_tokens: int = GREEDY_TOKENS, seed: int = 0) -> None:

@@ -1,6 +1,6 @@
 """Evaluation of detector scores against membership labels (SPEC §7).
 
->>> from probes.evaluate import evaluate, compare
+>>> from probes.evaluation import evaluate, compare
 >>> r = evaluate(labels, scores)           # labels [n] 1 = member; scores [n], higher = member
 >>> r["auc"]["value"], r["auc"]["ci"]      # ROC-AUC and its stratified-bootstrap 95 % CI
 >>> compare(labels, scores_a, scores_b)    # ΔAUC with paired-bootstrap CI and DeLong's test

@@ -92,7 +92,7 @@ class DetectSettings:
         batch_size: completions generated together (local model).
         params: ``{detector: {parameter: value}}``.
         sampling_temperature: the temperature of every sampling detector (CDD, Min-kNN,
-            Entropy-Temp) whose ``params`` set none — the RL rollouts' temperature when known
+            Entropy-Temp, policy drift, reward gain) whose ``params`` set none — the RL rollouts' temperature when known
             (SPEC §5); None keeps each detector's default.
         endpoint: serve the audited model instead of loading it (controls are always local).
         store: response store (SQLite); default ``RUN_DIR/<model>/responses.sqlite``.

@@ -2,22 +2,7 @@
 output-level detectors (and their matched controls) → fusion → verdict → evaluation report, for
 the audited model and each control.
 
-Run directory::
-
-    RUN_DIR/config.resolved.yaml   the settings the run used
-    RUN_DIR/run.log                every run's log, appended
-    RUN_DIR/ledger/                stage records (see :mod:`.ledger`)
-    RUN_DIR/sets.jsonl             perturbation sets (shared by every model)
-    RUN_DIR/<model>/acts.h5        pooled activations of every text of the sets
-    RUN_DIR/<model>/metrics.h5     zRSM, DC, zRSI per question and layer
-    RUN_DIR/<model>/lara.csv       LaRA scores (+ .meta.json)
-    RUN_DIR/<model>/detectors.csv  output-level detector scores (+ .raw.csv, .meta.json, .controls.csv)
-    RUN_DIR/<model>/responses.sqlite  the audited model's completions and scores, reused on a rerun
-    RUN_DIR/<model>/scores.csv     every score column, fused columns included (+ .meta.json: how each was fused)
-    RUN_DIR/<model>/verdict.json   the label-free verdict (SPEC §8)
-    RUN_DIR/<model>/questions.csv  which questions: per-question p-values, q-values and flags (SPEC §8.10)
-    RUN_DIR/<model>/report/        report.json, report.md, plots
-    RUN_DIR/report.md              every model's verdict and detection table
+The run directory's files: :mod:`.layout` (every path of a run in one place).
 
 Models are processed in two passes: first what needs the model itself (activations, LaRA,
 detectors), then what needs every model's scores (fusion with the reference model's differences,
@@ -41,11 +26,12 @@ from typing import Any
 from cache.distributed import Ranks
 from cache.outputs import check_writable
 
-from ..detect import detector_names, has_answer
+from ..detection import detector_names, has_answer
 from ..detectors import REGISTRY
 from ..errors import InputError
 from . import stages
 from .config import RunConfig, dump_config
+from .layout import SETS, RunLayout
 from .ledger import Ledger
 from .lock import run_directory_lock
 from .validate import validate_run
@@ -85,7 +71,7 @@ def run_pipeline(config: RunConfig, progress: bool = True) -> RunResult:
     run_dir = Path(config.run_dir or "runs/run")
     check_writable(run_dir, "run directory", directory=True)  # before anything is generated or loaded
     ranks = Ranks.from_env()
-    handler = logging.FileHandler(run_dir / "run.log", encoding="utf-8")
+    handler = logging.FileHandler(RunLayout(run_dir).log, encoding="utf-8")
     tag = f" rank{ranks.rank}" if ranks is not None else ""
     handler.setFormatter(logging.Formatter(f"%(asctime)s{tag} %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
@@ -113,6 +99,7 @@ class _Run:
         from generation.records import read_questions
 
         self.run_dir, self.progress, self.ranks = run_dir, progress, ranks
+        self.layout = RunLayout(run_dir)
         self.writes = ranks is None or ranks.is_main  # the process that writes the run's shared files
         self.ledger = Ledger(run_dir, ranks)
         path = Path(config.questions)
@@ -125,7 +112,7 @@ class _Run:
         validate_run(config, self.questions)  # every key checked before stage 1
         self.q_digest = self.ledger.digest(path)
         if self.writes:
-            (run_dir / "config.resolved.yaml").write_text(dump_config(config), encoding="utf-8")
+            self.layout.config.write_text(dump_config(config), encoding="utf-8")
             self._record_question_provenance(path)
         labels: dict[str, int | None] = {q.id: q.label for q in self.questions}
         n_labelled = sum(v is not None for v in labels.values())
@@ -142,7 +129,7 @@ class _Run:
         from ..questions.importing import provenance_path
 
         source = provenance_path(path)
-        target = self.run_dir / "questions.meta.json"
+        target = self.layout.questions_meta
         if source.is_file():
             target.write_bytes(source.read_bytes())
         elif target.exists():
@@ -153,9 +140,9 @@ class _Run:
         self.sets = None
         if config.lara or config.calibrating:
             self.sets = ledger.run(
-                "generate", stages.generate_inputs(config, self.q_digest), ["sets.jsonl"],
-                lambda: stages.generate(self.questions, self.run_dir / "sets.jsonl", config, self.progress),
-            )["sets.jsonl"]
+                "generate", stages.generate_inputs(config, self.q_digest), [SETS],
+                lambda: stages.generate(self.questions, self.layout.sets, config, self.progress),
+            )[SETS]
         for name, model in config.models():
             self.states[name] = state = _ModelState(stages.model_identity(model, ledger))
             if config.lara:
@@ -172,30 +159,30 @@ class _Run:
         result = RunResult(self.run_dir)
         for name in self.models:
             self._report_stages(name, self.states[name])
-            result.reports[name] = self.run_dir / name / "report"
+            result.reports[name] = self.layout.path(self.layout.model(name).report)
         result.summary = "\n\n".join(stages.section(self.run_dir, name, config) for name in self.models)
-        judged = [name for name in self.models if (self.run_dir / name / "verdict.json").is_file()]
+        judged = [name for name in self.models if self.layout.path(self.layout.model(name).verdict).is_file()]
         result.verdicts = "\n".join(stages.verdict_line(self.run_dir, name, config) for name in judged)
         result.undecided = [name for name in judged if not stages.verdict_decided(self.run_dir, name)]
-        (self.run_dir / "report.md").write_text(result.summary + "\n", encoding="utf-8")
+        self.layout.report_md.write_text(result.summary + "\n", encoding="utf-8")
         result.ran, result.skipped = list(ledger.ran), list(ledger.skipped)
         logger.info("run %s: %d stages run, %d up to date", self.run_dir, len(ledger.ran), len(ledger.skipped))
         return result
 
     def _lara_stages(self, name: str, state: _ModelState) -> None:
-        config, ledger, run_dir = self.config, self.ledger, self.run_dir
+        config, ledger, run_dir, files = self.config, self.ledger, self.run_dir, self.layout.model(name)
         acts = ledger.run(
             f"cache/{name}", {"sets": self.sets, "model": state.identity, "extraction": dataclasses.asdict(config.extraction)},
-            [f"{name}/acts.h5"], lambda: stages.cache(run_dir, name, config, self.models[name], self.progress), every_rank=True,
-        )[f"{name}/acts.h5"]
-        state.metrics_rel = f"{name}/metrics.h5"
+            [files.acts], lambda: stages.cache(run_dir, name, config, self.models[name], self.progress), every_rank=True,
+        )[files.acts]
+        state.metrics_rel = files.metrics
         state.metrics = ledger.run(
             f"metrics/{name}", {"sets": self.sets, "acts": acts, "metrics": dataclasses.asdict(config.metrics)},
             [state.metrics_rel], lambda: stages.metrics(run_dir, name, config, self.progress),
         )[state.metrics_rel]
         state.tables.update(ledger.run(
             f"score/{name}", {"metrics": state.metrics, "questions": self.q_digest, "score": dataclasses.asdict(config.score)},
-            [f"{name}/lara.csv", f"{name}/lara.meta.json"], lambda: stages.score(run_dir, name, config, self.labels),
+            list(files.lara), lambda: stages.score(run_dir, name, config, self.labels),
         ))
 
     def _detect_stage(self, name: str, state: _ModelState) -> dict[str, str]:
@@ -214,8 +201,7 @@ class _Run:
                "reference": stages.model_identity(dict(config.models())[self.reference], self.ledger) if uses_reference else None,
                "calibration": {"controls": self._controls_digest(), **dataclasses.asdict(config.calibration)}
                if config.calibrating else None}
-        outputs = [f"{name}/detectors.csv", f"{name}/detectors.raw.csv", f"{name}/detectors.meta.json"]
-        outputs += [f"{name}/detectors.controls.csv"] if config.calibrating else []
+        outputs = self.layout.model(name).detectors(config.calibrating)
         served = config.detect.endpoint is not None and name == config.name  # its server spreads the work, not the ranks
         ranks = None if served else self.ranks
         return self.ledger.run(
@@ -236,36 +222,37 @@ class _Run:
 
             from ..calibration.controls import control_texts
 
-            texts = control_texts(read_sets(self.run_dir / "sets.jsonl"), self.config.calibration.controls)
+            texts = control_texts(read_sets(self.layout.sets), self.config.calibration.controls)
             self._controls = hashlib.sha256(json.dumps(texts, sort_keys=True).encode()).hexdigest()
         return self._controls
 
     def _report_stages(self, name: str, state: _ModelState) -> None:
         """fuse → verdict → evaluate of one model, once every model's scores exist."""
-        config, ledger, run_dir = self.config, self.ledger, self.run_dir
-        score_tables = {k: v for k, v in state.tables.items() if k.endswith(".csv") and k.split("/")[-1] in ("lara.csv", "detectors.csv")}
-        reference_table = f"{self.reference}/detectors.csv" if self.reference and name != self.reference and config.detect.names else None
+        config, ledger, run_dir, files = self.config, self.ledger, self.run_dir, self.layout.model(name)
+        score_tables = {k: v for k, v in state.tables.items() if k in (files.lara[0], files.detectors(False)[0])}
+        reference_table = (self.layout.model(self.reference).detectors(False)[0]
+                           if self.reference and name != self.reference and config.detect.names else None)
         reference_digests = {t: d for t, d in self.states[self.reference].tables.items()} if self.reference and config.detect.names else {}
         scores = ledger.run(
             f"fuse/{name}", {"tables": score_tables, "questions": self.q_digest, "fusion": [dataclasses.asdict(f) for f in config.fusion],
                              "reference": reference_digests.get(reference_table) if reference_table else None},
-            [f"{name}/scores.csv", f"{name}/scores.meta.json"],
+            list(files.scores),
             lambda: stages.fuse(run_dir, name, config, list(score_tables), self.labels, self.splits, reference_table),
-        )[f"{name}/scores.csv"]
+        )[files.scores[0]]
         verdict = None
         if config.calibrating or (config.lara and "clean_ref" in self.splits.values()):
             verdict_ref = self.reference if self.reference and name != self.reference and config.calibrating else None
-            lara_tables = [t for t in score_tables if t.endswith("lara.csv")]
+            lara_tables = [t for t in score_tables if t == files.lara[0]]
             verdict = ledger.run(
                 f"verdict/{name}", {"tables": state.tables, "questions": self.q_digest, "verdict": dataclasses.asdict(config.verdict),
                                     "reference": reference_digests if verdict_ref else None},
-                [f"{name}/verdict.json", f"{name}/questions.csv"],
+                [files.verdict, files.questions],
                 lambda: stages.verdict(run_dir, name, config, lara_tables, self.labels, self.splits, verdict_ref),
-            )[f"{name}/verdict.json"]
+            )[files.verdict]
         ledger.run(
             f"evaluate/{name}", {"scores": scores, "questions": self.q_digest, "metrics": state.metrics, "verdict": verdict,
                                  "evaluate": dataclasses.asdict(config.evaluate)},
-            [f"{name}/report"],
+            [files.report],
             lambda: stages.evaluate(run_dir, name, config, self.labels, state.metrics_rel, self.questions, verdict is not None),
         )
 

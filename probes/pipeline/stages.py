@@ -14,6 +14,7 @@ from cache.distributed import Ranks
 
 from ..detectors import REGISTRY
 from .config import RunConfig
+from .layout import RunLayout
 from .ledger import Ledger
 
 logger = logging.getLogger(__name__)
@@ -81,10 +82,11 @@ def cache(run_dir: Path, name: str, config: RunConfig, model: LazyModel, progres
 
     from ..lara.sets import distinct_texts
 
-    texts = distinct_texts(read_sets(run_dir / "sets.jsonl"))
+    layout = RunLayout(run_dir)
+    texts = distinct_texts(read_sets(layout.sets))
     (run_dir / name).mkdir(parents=True, exist_ok=True)
     loaded = model.get()
-    summary = run_cache(texts, run_dir / name / "acts.h5", CacheConfig(model=loaded.config, extraction=config.extraction),
+    summary = run_cache(texts, layout.path(layout.model(name).acts), CacheConfig(model=loaded.config, extraction=config.extraction),
                         loaded=loaded, progress=progress)
     logger.info("%s", summary.describe())
 
@@ -92,8 +94,9 @@ def cache(run_dir: Path, name: str, config: RunConfig, model: LazyModel, progres
 def metrics(run_dir: Path, name: str, config: RunConfig, progress: bool) -> None:
     from ..lara.metrics_file import compute_metrics
 
-    m = config.metrics
-    summary = compute_metrics(run_dir / "sets.jsonl", run_dir / name / "acts.h5", run_dir / name / "metrics.h5",
+    m, layout = config.metrics, RunLayout(run_dir)
+    files = layout.model(name)
+    summary = compute_metrics(layout.sets, layout.path(files.acts), layout.path(files.metrics),
                               layers=list(m.layers) if m.layers else None, eps=m.eps, min_paraphrases=m.min_paraphrases,
                               progress=progress)
     logger.info("%s", summary.describe())
@@ -107,11 +110,13 @@ def score(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int | N
     s = config.score
     options = ScoreOptions(metric_set=s.metric_set, layers=s.layers, dc=s.dc, outer_abs=s.outer_abs, eps=s.eps,
                            zero_scale=s.zero_scale)
-    metrics = MetricsFile.read(run_dir / name / "metrics.h5")
+    layout = RunLayout(run_dir)
+    metrics = MetricsFile.read(layout.path(layout.model(name).metrics))
     result = score_metrics(metrics, s.clean_ref, options, labels=labels, n_folds=s.folds,
                            seed=s.seed, variants=s.variants)
-    result.table.write_csv(run_dir / name / "lara.csv")
-    result.write_info(run_dir / name / "lara.meta.json")
+    table, meta = layout.model(name).lara
+    result.table.write_csv(layout.path(table))
+    result.write_info(layout.path(meta))
     info = result.info
     logger.info("LaRA: %d questions scored against a clean reference of %d (%s)", info["n_questions"],
                 info["n_reference"], info["clean_ref_mode"])
@@ -122,50 +127,37 @@ def detect(run_dir: Path, name: str, config: RunConfig, model: LazyModel, questi
     """Score the questions with the detectors ``names`` on model ``name`` (``reference``: the
     reference model's name and lazy model, for the detectors that compare with one; ``ranks``:
     under torchrun, every batch call split across the ranks, rank 0 writing)."""
-    from ..detect import run_detectors
-    from ..responders.distributed import on_ranks, sum_counts_over_ranks
-    from ..responders.local import LocalResponder, PromptFormat
-    from ..responders.store import CachedResponder, ResponseStore
+    from ..detection import detect_questions
+    from ..responders.local import PromptFormat
+    from ..responders.open import open_responder
 
     d = config.detect
     prompt_format = PromptFormat(mode=d.prompt_format, template=d.template, system=d.system_prompt)
-    if d.endpoint is not None and name == config.name:
-        from ..responders.openai_api import OpenAIResponder
-
-        e = d.endpoint
-        backend: Any = OpenAIResponder(e.base_url, e.model, api_key_env=e.api_key_env, top_logprobs=e.top_logprobs,
-                                       concurrency=e.concurrency, system=d.system_prompt)
-    else:
-        backend = LocalResponder(model.get(), prompt_format, batch_size=d.batch_size)
-    responder = on_ranks(CachedResponder(backend, ResponseStore(store_path(run_dir, name, d.store)), progress=progress), ranks)
+    opened = {"batch_size": d.batch_size, "ranks": ranks, "progress": progress}
+    endpoint = d.endpoint if name == config.name else None
+    responder = open_responder(model.get, prompt_format, store_path(run_dir, name, d.store), endpoint=endpoint, **opened)
     reference_responder = None
     if reference is not None:
         ref_name, ref_model = reference
-        reference_responder = on_ranks(CachedResponder(LocalResponder(ref_model.get(), prompt_format, batch_size=d.batch_size),
-                                                       ResponseStore(store_path(run_dir, ref_name, d.store)), progress=progress), ranks)
-    controls = None
+        reference_responder = open_responder(ref_model.get, prompt_format, store_path(run_dir, ref_name, d.store), **opened)
+    sets = None
     if config.calibrating:
         from generation.records import read_sets
 
-        from ..calibration.controls import control_texts
-
-        controls = control_texts(read_sets(run_dir / "sets.jsonl"), config.calibration.controls)
-    clean = [q.question for q in questions if q.split == "clean_ref"]
-    summary = run_detectors(names, [q.id for q in questions], [q.question for q in questions], responder, d.params,
-                            clean_questions=clean, progress=progress, reference=reference_responder,
-                            sampling_temperature=d.sampling_temperature, controls=controls,
-                            calibrate=config.calibration.detectors, answers=[q.answer for q in questions])
-    if ranks is not None:
-        sum_counts_over_ranks(summary.info, ranks)
-        if not ranks.is_main:
-            return
-    summary.write(run_dir / name / "detectors.csv")
+        sets = read_sets(RunLayout(run_dir).sets)
+    summary = detect_questions(questions, names, responder, params=d.params, reference=reference_responder,
+                               sampling_temperature=d.sampling_temperature, sets=sets, n_controls=config.calibration.controls,
+                               calibrate=config.calibration.detectors, progress=progress, ranks=ranks)
+    if summary is None:  # a rank other than the main one
+        return
+    layout = RunLayout(run_dir)
+    summary.write(layout.path(layout.model(name).detectors(False)[0]))
     logger.info("%s", summary.describe())
 
 
 def store_path(run_dir: Path, name: str, store: str | None) -> Path:
     """The response store of model ``name``: ``STORE/<name>.sqlite`` or ``RUN_DIR/<name>/responses.sqlite``."""
-    path = Path(store) / f"{name}.sqlite" if store else run_dir / name / "responses.sqlite"
+    path = RunLayout(run_dir).store(name, store)
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -190,8 +182,10 @@ def fuse(run_dir: Path, name: str, config: RunConfig, tables: list[str], labels:
         table.add(spec.column(), fused.values)
         meta[spec.column()] = {"method": spec.method, "detectors": list(spec.detectors), **fused.to_dict()}
         logger.info("fusion %s: %s", spec.column(), fused.describe())
-    table.write_csv(run_dir / name / "scores.csv")
-    (run_dir / name / "scores.meta.json").write_text(json.dumps({"fusion": meta}, indent=1) + "\n", encoding="utf-8")
+    layout = RunLayout(run_dir)
+    scores, scores_meta = layout.model(name).scores
+    table.write_csv(layout.path(scores))
+    layout.path(scores_meta).write_text(json.dumps({"fusion": meta}, indent=1) + "\n", encoding="utf-8")
 
 
 def reference_differences(table: Any, reference: Any) -> dict[str, Any]:
@@ -219,9 +213,12 @@ def verdict(run_dir: Path, name: str, config: RunConfig, tables: list[str], labe
     from ..report.build import jsonable
     from ..scores import ScoreTable, join_tables
 
+    layout = RunLayout(run_dir)
+    files = layout.model(name)
+
     def scored(model: str) -> ScoredFiles:
         # the controls are read only when this run scored them, and only those its detect stage bound
-        return read_scored(run_dir / model / "detectors.csv", use_controls=config.calibrating)
+        return read_scored(layout.path(layout.model(model).detectors(False)[0]), use_controls=config.calibrating)
 
     lara = [ScoreTable.read_csv(run_dir / t) for t in tables]
     if config.detect.names:
@@ -232,10 +229,10 @@ def verdict(run_dir: Path, name: str, config: RunConfig, tables: list[str], labe
     result, decisions = audit_verdict(audited, reference=scored(reference) if reference else None, labels=labels or {},
                                       splits=splits, settings=config.verdict)
     if decisions is not None:
-        decisions.write_csv(run_dir / name / "questions.csv")
+        decisions.write_csv(layout.path(files.questions))
     else:
-        write_no_decisions([i for i in audited.scores.ids if splits.get(i) != "clean_ref"], run_dir / name / "questions.csv")
-    (run_dir / name / "verdict.json").write_text(json.dumps(jsonable(result), indent=1) + "\n", encoding="utf-8")
+        write_no_decisions([i for i in audited.scores.ids if splits.get(i) != "clean_ref"], layout.path(files.questions))
+    layout.path(files.verdict).write_text(json.dumps(jsonable(result), indent=1) + "\n", encoding="utf-8")
     logger.info("%s", describe_verdict(result, f"verdict on {name}"))
 
 
@@ -246,21 +243,22 @@ def evaluate(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int 
     from ..report import build_report, write_report
     from ..scores import ScoreTable
 
-    e = config.evaluate
-    table = ScoreTable.read_csv(run_dir / name / "scores.csv")
-    metrics = MetricsFile.read(run_dir / metrics_rel) if metrics_rel and labels is not None else None
-    verdict_json = json.loads((run_dir / name / "verdict.json").read_text(encoding="utf-8")) if has_verdict else None
+    e, layout = config.evaluate, RunLayout(run_dir)
+    files = layout.model(name)
+    table = ScoreTable.read_csv(layout.path(files.scores[0]))
+    metrics = MetricsFile.read(layout.path(metrics_rel)) if metrics_rel and labels is not None else None
+    verdict_json = json.loads(layout.path(files.verdict).read_text(encoding="utf-8")) if has_verdict else None
     report = build_report(table, labels, metrics, baseline=e.baseline, n_bootstrap=e.bootstrap,
                           seed=e.seed, fpr=e.fpr, strict=e.strict, verdict=verdict_json,
                           texts={q.id: q.question for q in questions},
-                          inputs={"model": name, "scores": f"{name}/scores.csv", "questions": str(config.questions),
+                          inputs={"model": name, "scores": files.scores[0], "questions": str(config.questions),
                                   "questions_provenance": provenance_for_report(config.questions)})
-    write_report(report, run_dir / name / "report", table, labels, plots=e.plots)
+    write_report(report, layout.path(files.report), table, labels, plots=e.plots)
 
 
 def section(run_dir: Path, name: str, config: RunConfig) -> str:
     """The model's detection table (or score audit) from its report.md, under a heading."""
-    text = (run_dir / name / "report" / "report.md").read_text(encoding="utf-8")
+    text = RunLayout(run_dir).path(RunLayout(run_dir).model(name).report_md).read_text(encoding="utf-8")
     body = text.split("## Paired comparison")[0].split("## Layer analysis")[0].split("## Plots")[0].split("## Verdict figure")[0]
     body = body.replace("# LaRA Probes report", "").strip()
     role = "audited model" if name == config.name else "control"
@@ -273,11 +271,16 @@ def verdict_line(run_dir: Path, name: str, config: RunConfig) -> str:
     from ..calibration.audit import describe_verdict
 
     role = "audited model" if name == config.name else "control"
-    return describe_verdict(json.loads((run_dir / name / "verdict.json").read_text(encoding="utf-8")), f"Verdict on {name} ({role})")
+    return describe_verdict(_read_verdict(run_dir, name), f"Verdict on {name} ({role})")
 
 
 def verdict_decided(run_dir: Path, name: str) -> bool:
     """Whether the model's verdict decided (False: no verdict)."""
     from ..calibration.audit import decided
 
-    return decided(json.loads((run_dir / name / "verdict.json").read_text(encoding="utf-8")))
+    return decided(_read_verdict(run_dir, name))
+
+
+def _read_verdict(run_dir: Path, name: str) -> dict[str, Any]:
+    layout = RunLayout(run_dir)
+    return json.loads(layout.path(layout.model(name).verdict).read_text(encoding="utf-8"))

@@ -20,7 +20,7 @@ WINDOWS = ("early", "mid", "late")
 
 def validate_run(config: RunConfig, questions: Sequence[Any]) -> None:
     """Raise one :class:`ConfigError` listing every problem of ``config`` (by key), if any."""
-    from ..detect import has_answer
+    from ..detection import has_answer
 
     labels = [q.label for q in questions]
     splits = {q.split for q in questions}
@@ -40,7 +40,7 @@ def _extraction(config: RunConfig) -> list[str]:
 
 
 def _detectors(config: RunConfig, answers: bool) -> list[str]:
-    from ..detect import detector_names, with_sampling_temperature
+    from ..detection import detector_names, with_sampling_temperature
     from ..detectors import REGISTRY, get_detector
 
     d = config.detect
@@ -97,7 +97,7 @@ def _lara(config: RunConfig, labels: list[Any], splits: set[Any]) -> list[str]:
 
 def _columns(config: RunConfig, answers: bool) -> set[str]:
     """Every score column the run's fusion can read."""
-    from ..detect import detector_names
+    from ..detection import detector_names
 
     from ..detectors import REGISTRY
 

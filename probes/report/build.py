@@ -11,8 +11,8 @@ import numpy as np
 
 from .. import __version__
 from ..calibration.blind import blind_baseline
-from ..evaluate import compare, evaluate, tpr_key
-from ..evaluate.effect import cohens_d_ci, group_means_ci, window_means
+from ..evaluation import compare, evaluate, tpr_key
+from ..evaluation.effect import cohens_d_ci, group_means_ci, window_means
 from ..lara.geometry import METRIC_NAMES
 from ..lara.layers import available_windows
 from ..lara.metrics_file import MetricsFile

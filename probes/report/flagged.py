@@ -32,7 +32,7 @@ def flagged_markdown(block: Mapping[str, Any] | None, texts: Mapping[str, str] |
         cells = [_cell(item["detectors"][n]) for n in names]
         lines.append(f"| {label} | {item['q_value']:.3f} | " + " | ".join(cells) + " |")
     more = block["n_flagged"] - min(SHOWN, len(block["flagged_detail"]))
-    lines += ([f"", f"… and {more} more in `questions.csv`."] if more > 0 else []) + [""]
+    lines += (["", f"… and {more} more in `questions.csv`."] if more > 0 else []) + [""]
     return lines
 
 

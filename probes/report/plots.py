@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..evaluate import auc, roc_points
+from ..evaluation import auc, roc_points
 from ..scores import ScoreTable
 
 MEMBER_COLOR = "#c0392b"
@@ -49,10 +49,11 @@ def roc_family(name: str) -> str:
     return "sampling" if name in SAMPLING_DETECTORS else "likelihood & completion"
 
 
-def plot_roc(table: ScoreTable, labels: np.ndarray, names: Sequence[str], path: Path) -> None:
+def plot_roc(table: ScoreTable, labels: np.ndarray, names: Sequence[str], path: Path | None = None, ax: Any = None) -> Any:
     """ROC curves, one panel per family (:func:`roc_family`): in each, the best
     :data:`HIGHLIGHTED` by AUC in distinct colours and line styles, the others faded. ``labels``
-    [N] 1/0/−1 (−1 and non-finite scores left out)."""
+    [N] 1/0/−1 (−1 and non-finite scores left out). Given ``ax`` (a matplotlib Axes), every curve
+    is drawn there, in one panel. Saved to ``path`` when given; returns the Figure."""
     curves: dict[str, list[tuple[float, str, Any]]] = {}
     for name in names:
         s = table.columns[name]
@@ -61,42 +62,67 @@ def plot_roc(table: ScoreTable, labels: np.ndarray, names: Sequence[str], path: 
         if y.all() or not y.any():
             continue
         points = roc_points(y[None], s[keep][None])
-        curves.setdefault(roc_family(name), []).append((float(auc(points)[0]), name, points))
+        curves.setdefault("ROC curves" if ax is not None else roc_family(name), []).append((float(auc(points)[0]), name, points))
+    if ax is not None:
+        _roc_panel(ax, "ROC curves", curves.get("ROC curves", []))
+        return _finish(ax.figure, path)
     families = [f for f in FAMILIES if f in curves] or ["(no labelled scores)"]
     cols = min(3, len(families))
     rows = math.ceil(len(families) / cols)
     fig = _figure(4.2 * cols, 4.0 * rows)
     for k, family in enumerate(families):
-        ax = fig.add_subplot(rows, cols, k + 1)
-        ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=0.8)
-        ranked = sorted(curves.get(family, []), key=lambda c: -c[0])
-        for rank, (value, name, points) in enumerate(ranked):
-            if rank < HIGHLIGHTED:
-                color, style = STYLES[rank]
-                ax.plot(points.fpr[0], points.tpr[0], color=color, linestyle=style, linewidth=1.8, label=f"{name} {value:.2f}")
-            else:
-                ax.plot(points.fpr[0], points.tpr[0], color="#b0b0b0", linewidth=0.8, alpha=0.7)
-        faded = len(ranked) - HIGHLIGHTED
-        title = family + (f" (+{faded} more, grey)" if faded > 0 else "")
-        ax.set_title(title, fontsize=10)
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1.01)
-        ax.set_xlabel("false-positive rate", fontsize=8)
-        ax.set_ylabel("true-positive rate", fontsize=8)
-        if ranked:
-            ax.legend(loc="lower right", fontsize=8, title="AUC", title_fontsize=8)
+        _roc_panel(fig.add_subplot(rows, cols, k + 1), family, curves.get(family, []))
     fig.suptitle("ROC curves (members vs non-members)", fontsize=11)
     fig.tight_layout()
-    fig.savefig(path)
+    return _finish(fig, path)
 
 
-def plot_score_histograms(table: ScoreTable, labels: np.ndarray | None, names: Sequence[str], path: Path) -> None:
-    """One panel per detector; members and non-members overlaid on shared bins."""
+def _roc_panel(ax: Any, family: str, curves: list[tuple[float, str, Any]]) -> None:
+    ax.plot([0, 1], [0, 1], linestyle="--", color="grey", linewidth=0.8)
+    ranked = sorted(curves, key=lambda c: -c[0])
+    for rank, (value, name, points) in enumerate(ranked):
+        if rank < HIGHLIGHTED:
+            color, style = STYLES[rank]
+            ax.plot(points.fpr[0], points.tpr[0], color=color, linestyle=style, linewidth=1.8, label=f"{name} {value:.2f}")
+        else:
+            ax.plot(points.fpr[0], points.tpr[0], color="#b0b0b0", linewidth=0.8, alpha=0.7)
+    faded = len(ranked) - HIGHLIGHTED
+    ax.set_title(family + (f" (+{faded} more, grey)" if faded > 0 else ""), fontsize=10)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1.01)
+    ax.set_xlabel("false-positive rate", fontsize=8)
+    ax.set_ylabel("true-positive rate", fontsize=8)
+    if ranked:
+        ax.legend(loc="lower right", fontsize=8, title="AUC", title_fontsize=8)
+
+
+def _finish(fig: Any, path: Path | None) -> Any:
+    """Save ``fig`` to ``path`` (when given) and return it."""
+    if path is not None:
+        fig.savefig(path)
+    return fig
+
+
+def _axes(ax: Any, n: int, what: str) -> list[Any] | None:
+    """The ``n`` Axes given for a plot of ``n`` panels (one Axes when ``n`` = 1), or None."""
+    if ax is None:
+        return None
+    axes = list(ax) if isinstance(ax, (list, tuple, np.ndarray)) else [ax]
+    if len(axes) != n:
+        raise ValueError(f"{what} draws {n} panel(s): pass ax= as {'one Axes' if n == 1 else f'a sequence of {n} Axes'}")
+    return axes
+
+
+def plot_score_histograms(table: ScoreTable, labels: np.ndarray | None, names: Sequence[str], path: Path | None = None,
+                          ax: Any = None) -> Any:
+    """One panel per detector; members and non-members overlaid on shared bins (``ax``: one Axes
+    per detector). Saved to ``path`` when given; returns the Figure."""
+    given = _axes(ax, len(names), "plot_score_histograms")
     cols = min(3, len(names))
     rows = math.ceil(len(names) / cols)
-    fig = _figure(4.2 * cols, 3.0 * rows)
+    fig = given[0].figure if given else _figure(4.2 * cols, 3.0 * rows)
     for k, name in enumerate(names):
-        ax = fig.add_subplot(rows, cols, k + 1)
+        ax = given[k] if given else fig.add_subplot(rows, cols, k + 1)
         s = table.columns[name]
         finite = np.isfinite(s)
         if not finite.any():
@@ -115,17 +141,20 @@ def plot_score_histograms(table: ScoreTable, labels: np.ndarray | None, names: S
         ax.set_xlabel("score (higher = member)", fontsize=8)
         ax.tick_params(labelsize=7)
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path)
+    if not given:
+        fig.tight_layout()
+    return _finish(fig, path)
 
 
-def plot_profiles(layers: dict[str, Any], path: Path) -> None:
-    """Per-layer mean of each compressed metric with CI bands, members vs non-members."""
+def plot_profiles(layers: dict[str, Any], path: Path | None = None, ax: Any = None) -> Any:
+    """Per-layer mean of each compressed metric with CI bands, members vs non-members (``ax``:
+    three Axes, one per metric). Saved to ``path`` when given; returns the Figure."""
     labels = layers["layer_labels"]
     x = np.arange(len(labels))
-    fig = _figure(13.0, 3.8)
+    given = _axes(ax, len(layers["metric_names"]), "plot_profiles")
+    fig = given[0].figure if given else _figure(13.0, 3.8)
     for i, metric in enumerate(layers["metric_names"]):
-        ax = fig.add_subplot(1, 3, i + 1)
+        ax = given[i] if given else fig.add_subplot(1, 3, i + 1)
         for group, color, label in (("members", MEMBER_COLOR, "members"), ("non_members", NON_MEMBER_COLOR, "non-members")):
             p = layers["profiles"][metric][group]
             mean, lo, hi = (np.array(p[k], dtype=float) for k in ("mean", "ci_low", "ci_high"))
@@ -136,19 +165,22 @@ def plot_profiles(layers: dict[str, Any], path: Path) -> None:
         ax.set_ylabel("mean of sign(m)·log(1+|m|)", fontsize=8)
         _layer_ticks(ax, labels)
         ax.legend(fontsize=7)
-    fig.suptitle("Per-layer profiles with 95% bootstrap CI bands", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path)
+    if not given:
+        fig.suptitle("Per-layer profiles with 95% bootstrap CI bands", fontsize=10)
+        fig.tight_layout()
+    return _finish(fig, path)
 
 
-def plot_cohens_d(layers: dict[str, Any], path: Path) -> None:
-    """Heat map of Cohen's d (members − non-members), metrics × layers, centred at 0."""
+def plot_cohens_d(layers: dict[str, Any], path: Path | None = None, ax: Any = None) -> Any:
+    """Heat map of Cohen's d (members − non-members), metrics × layers, centred at 0 (on ``ax``
+    when given). Saved to ``path`` when given; returns the Figure."""
     labels = layers["layer_labels"]
     names = layers["metric_names"]
     d = np.array([[np.nan if v is None else v for v in layers["cohens_d"][m]["value"]] for m in names], dtype=float)
     vmax = float(np.nanmax(np.abs(d))) if np.isfinite(d).any() else 1.0
-    fig = _figure(max(5.0, 0.35 * len(labels) + 2.0), 2.8)
-    ax = fig.add_subplot()
+    given = _axes(ax, 1, "plot_cohens_d")
+    fig = given[0].figure if given else _figure(max(5.0, 0.35 * len(labels) + 2.0), 2.8)
+    ax = given[0] if given else fig.add_subplot()
     image = ax.imshow(d, cmap="RdBu_r", vmin=-vmax, vmax=vmax, aspect="auto")
     ax.set_yticks(range(len(names)), names)
     _layer_ticks(ax, labels)
@@ -160,8 +192,9 @@ def plot_cohens_d(layers: dict[str, Any], path: Path) -> None:
                         color="white" if abs(value) > 0.6 * vmax else "black")
     fig.colorbar(image, ax=ax, label="Cohen's d")
     ax.set_title("Cohen's d, members − non-members (sign(m)·log(1+|m|))", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path)
+    if not given:
+        fig.tight_layout()
+    return _finish(fig, path)
 
 
 def _layer_ticks(ax, labels: Sequence[str]) -> None:

@@ -9,16 +9,19 @@ from pathlib import Path
 from typing import Any
 
 from ..calibration.audit import p_sentence
-from .plots import _figure
+from .plots import _axes, _figure, _finish
 
 MODE_COLORS = {"reference": "#1b7837", "relative": "#2e6da4", "absolute": "#999999"}
 
 
-def plot_verdict(verdict: dict[str, Any], path: Path) -> None:
+def plot_verdict(verdict: dict[str, Any], path: Path | None = None, ax: Any = None) -> Any:
+    """One panel for all audited questions, then one per subset (``ax``: one Axes per panel).
+    Saved to ``path`` when given; returns the Figure."""
     panels = [("all audited", verdict)] + list((verdict.get("subsets") or {}).items())
     names = list(dict.fromkeys(n for _, v in panels for m in v["modes"].values() for n in m["detectors"]))
-    fig = _figure(3.4 * len(panels) + 1.2, 0.42 * len(names) + 1.6)
-    axes = fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
+    given = _axes(ax, len(panels), "plot_verdict")
+    fig = given[0].figure if given else _figure(3.4 * len(panels) + 1.2, 0.42 * len(names) + 1.6)
+    axes = given or fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
     modes = [m for m in MODE_COLORS if m in verdict["modes"]]
     for ax, (title, v) in zip(axes, panels):
         ax.axvline(0.5, color="black", linewidth=1, linestyle="--")
@@ -49,7 +52,11 @@ def plot_verdict(verdict: dict[str, Any], path: Path) -> None:
     axes[0].set_yticklabels(names, fontsize=8)
     axes[0].invert_yaxis()
     handles, labels = axes[-1].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=max(len(labels), 1), fontsize=8, frameon=False,
-               title="mode (filled marker: that mode's combined test rejects)", title_fontsize=8)
+    if not given:
+        fig.legend(handles, labels, loc="lower center", ncol=max(len(labels), 1), fontsize=8, frameon=False,
+                   title="mode (filled marker: that mode's combined test rejects)", title_fontsize=8)
+    if given:
+        axes[-1].legend(handles, labels, fontsize=7, title="mode (filled: rejects)", title_fontsize=7)
+        return _finish(fig, path)
     fig.tight_layout(rect=(0.0, 0.14, 1.0, 1.0))
-    fig.savefig(path)
+    return _finish(fig, path)

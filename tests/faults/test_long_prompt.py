@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from probes.detect import run_detectors
+from probes.detection import run_detectors
 from probes.responders.base import GenerationParams
 from probes.responders.local import LocalResponder, PromptFormat
 

@@ -73,7 +73,7 @@ def test_responses_default_to_1024_new_tokens():
 
 
 def test_capped_responses_are_counted_and_reported(loaded_models):
-    from probes.detect import run_detectors
+    from probes.detection import run_detectors
     from probes.responders.base import GenerationParams
     from probes.responders.local import LocalResponder, PromptFormat
 
@@ -94,3 +94,20 @@ def test_capped_responses_are_counted_and_reported(loaded_models):
     assert f"ppl: {capped} of 3 responses stopped at the token budget (3); most answers are truncated" in notes
     assert summary.info["detectors"]["cdd"]["responses"]["capped"] > 0
     assert not any(n.startswith("cdd: ") for n in summary.info["notes"])  # CDD compares its first max_tokens tokens by design
+
+
+def test_a_detector_declares_whether_it_samples_at_a_temperature():
+    """The run's sampling temperature goes to the detectors that declare ``samples_at_temperature``
+    (before, to any whose constructor had a parameter named ``temperature``): the declaration and
+    the constructor agree for every registered detector."""
+    import inspect
+
+    from probes.detection import with_sampling_temperature
+    from probes.detectors import REGISTRY
+
+    for name, cls in REGISTRY.items():
+        assert cls.samples_at_temperature == ("temperature" in inspect.signature(cls.__init__).parameters), name
+    sampling = sorted(n for n, cls in REGISTRY.items() if cls.samples_at_temperature)
+    assert sampling == ["cdd", "entropy_temp", "min_knn", "policy_drift", "reward_gain"]
+    params = with_sampling_temperature({"cdd": {"temperature": 0.3}}, ["cdd", "min_knn", "ppl"], 1.0)
+    assert params == {"cdd": {"temperature": 0.3}, "min_knn": {"temperature": 1.0}, "ppl": {}}

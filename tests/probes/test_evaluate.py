@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score, f1_score, roc_auc_score, roc_curve
 
-from probes.evaluate import compare, evaluate, figures, tpr_key
-from probes.evaluate.delong import delong_test, midranks
-from probes.evaluate.effect import cohens_d, cohens_d_ci, group_means_ci
+from probes.evaluation import compare, evaluate, figures, tpr_key
+from probes.evaluation.delong import delong_test, midranks
+from probes.evaluation.effect import cohens_d, cohens_d_ci, group_means_ci
 
 
 def naive_tpr_at_fpr(y, s, alpha, strict=False):

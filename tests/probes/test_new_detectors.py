@@ -14,7 +14,7 @@ import torch
 from cache.config import ModelConfig
 from cache.loading import load_model
 from cache.toymodels import ToyModelSpec, ensure_toy_model
-from probes.detect import detector_names, run_detectors
+from probes.detection import detector_names, run_detectors
 from probes.detectors import cut_point, get_detector, rouge_l_f1, zlib_ratio
 from probes.errors import ConfigError, MismatchError
 from probes.responders.base import GenerationParams

@@ -18,7 +18,7 @@ from probes.calibration.audit import audit_verdict, describe_verdict, scored_fil
 from probes.calibration.verdict import VerdictSettings
 from probes.scores import ScoreTable
 
-from .test_verdict import tables, world
+from .test_verdict import world
 
 FAST = VerdictSettings(permutations=500, bootstrap=20)
 
@@ -230,7 +230,6 @@ def test_detectors_without_controls_join_the_reference_mode_decisions_against_th
 
 
 def test_lara_verdict_fdr_decides_questions_through_the_cli(tmp_path, capsys):
-    from probes.calibration.controls import ControlTable
     from probes.cli import main
 
     (a_scores, a_ctl), _ = world(n=60, seed=41)

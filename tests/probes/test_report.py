@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from probes.evaluate import evaluate
-from probes.evaluate.effect import cohens_d
+from probes.evaluation import evaluate
+from probes.evaluation.effect import cohens_d
 from probes.lara.metrics_file import MetricsFile
 from probes.lara.protocol import compress
 from probes.report import build_report, render_markdown, write_report

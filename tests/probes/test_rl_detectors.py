@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from probes.detect import run_detectors
+from probes.detection import run_detectors
 from probes.detectors import get_detector
 from probes.errors import ConfigError
 from probes.responders.base import GenerationParams

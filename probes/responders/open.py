@@ -1,0 +1,55 @@
+"""Open a responder from settings — the one place the stack is built, for ``lara detect``, the
+``detect`` stage of ``lara run`` and the Python API alike: a local model (a loaded one or a
+callable that loads it, called only when needed) or an OpenAI-compatible endpoint, behind the
+response store, split across the ranks of a launched job."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+from .base import Responder
+from .distributed import on_ranks
+from .local import LocalResponder, PromptFormat
+from .store import CachedResponder, ResponseStore
+
+
+class Endpoint(Protocol):
+    """What a served model is reached by (``pipeline.config.EndpointSettings`` has these fields)."""
+
+    base_url: str
+    model: str
+    api_key_env: str | None
+    top_logprobs: int
+    concurrency: int
+
+
+def open_store(store: ResponseStore | str | Path) -> ResponseStore:
+    """``store`` itself, or the response store at that path."""
+    return store if isinstance(store, ResponseStore) else ResponseStore(Path(store))
+
+
+def open_responder(model: Any, prompt_format: PromptFormat, store: ResponseStore | str | Path, *, batch_size: int = 16,
+                   endpoint: Endpoint | None = None, ranks: Any = None, progress: bool = False) -> Responder:
+    """The cached responder of one model.
+
+    Args:
+        model: a ``LoadedModel``, or a callable returning one (called only for a local model);
+            ignored when ``endpoint`` is given.
+        prompt_format: how a question becomes the model's prompt (the system turn included).
+        store: the response store (or its path) that keeps every answer and score.
+        batch_size: prompts per forward pass of a local model.
+        endpoint: a served model (base URL, model name, key variable, top log-probs, concurrency).
+        ranks: a launched job's ranks (``cache.distributed.Ranks``): each batch call split across them.
+        progress: show progress bars.
+    """
+    if endpoint is not None:
+        from .openai_api import OpenAIResponder
+
+        backend: Any = OpenAIResponder(endpoint.base_url, endpoint.model, api_key_env=endpoint.api_key_env,
+                                       top_logprobs=endpoint.top_logprobs, concurrency=endpoint.concurrency,
+                                       system=prompt_format.system)
+    else:
+        loaded = model() if callable(model) and not hasattr(model, "layout") else model
+        backend = LocalResponder(loaded, prompt_format, batch_size=batch_size)
+    return on_ranks(CachedResponder(backend, open_store(store), progress=progress), ranks)
