@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-from .configio import decode_prompt_texts, from_mapping, load_yaml
+from lara_core.configio import decode_prompt_texts, from_mapping, load_yaml
 
 PROMPT_TEXT_KEYS = ("extraction.system_prompt",)  # "\n" is a newline, as on the command line (configio.prompt_text)
 from .errors import ConfigError

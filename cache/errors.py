@@ -7,17 +7,15 @@ The CLI prints these without a traceback.
 
 from __future__ import annotations
 
+from lara_core.errors import ConfigError, InputError, LaraError
 
-class CacheError(Exception):
-    """Base class of every user-facing error of the ``cache`` package."""
-
-
-class ConfigError(CacheError, ValueError):
-    """A configuration value or key is invalid."""
+__all__ = ["ArchitectureError", "CacheError", "ConfigError", "InputError", "LaraError", "ModelLoadError", "NonFiniteError",
+           "StoreFormatError", "StoreMismatchError"]
 
 
-class InputError(CacheError, ValueError):
-    """The texts to cache are unusable (empty text, bad encoding, too long under ``on_long: error``)."""
+class CacheError(LaraError):
+    """Base class of the ``cache`` package's own errors (``ConfigError`` and ``InputError`` are the
+    toolkit's, :mod:`lara_core.errors`)."""
 
 
 class ModelLoadError(CacheError):

@@ -20,13 +20,12 @@ range, and the message names the dotted key. The CLI's flags override the file.
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import types
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping, Union, get_args, get_origin, get_type_hints
+from typing import Any, Literal, Mapping
 
-import yaml
+
+from lara_core.configio import from_mapping, load_yaml
 
 from .errors import ConfigError
 
@@ -181,20 +180,11 @@ class GenerationConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> "GenerationConfig":
-        return _build(cls, data or {}, "")
+        return from_mapping(cls, data or {})
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> "GenerationConfig":
-        path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"config file not found: {path}")
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (yaml.YAMLError, UnicodeDecodeError) as err:
-            raise ConfigError(f"cannot parse config file {path}: {err}") from err
-        if data is not None and not isinstance(data, dict):
-            raise ConfigError(f"config file {path} must hold a mapping at top level")
-        return cls.from_dict(data)
+        return cls.from_dict(load_yaml(path))
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -206,37 +196,3 @@ def _positive(obj: object, section: str, *names: str) -> None:
         if value <= 0:
             key = f"{section}.{name}" if section else name
             raise ConfigError(f"'{key}' must be positive, got {value}")
-
-
-def _build(cls: Any, data: Mapping[str, Any], where: str) -> Any:
-    """Instantiate dataclass ``cls`` from ``data``, refusing unknown keys and wrong types."""
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"'{where or 'config'}' must be a mapping, got {type(data).__name__}")
-    hints = get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
-    for key in data:
-        if key not in names:
-            close = difflib.get_close_matches(str(key), names, n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else ""
-            raise ConfigError(f"unknown config key '{where}{key}'{hint} Valid keys: {', '.join(names)}")
-    values = {key: _value(hints[key], value, f"{where}{key}") for key, value in data.items()}
-    return cls(**values)
-
-
-def _value(hint: Any, value: Any, key: str) -> Any:
-    origin = get_origin(hint)
-    if origin in (Union, types.UnionType):
-        if value is None and type(None) in get_args(hint):
-            return None
-        (inner,) = [a for a in get_args(hint) if a is not type(None)]
-        return _value(inner, value, key)
-    if origin is Literal:
-        if value not in get_args(hint):
-            raise ConfigError(f"'{key}' must be one of {', '.join(map(repr, get_args(hint)))}, got {value!r}")
-        return value
-    if dataclasses.is_dataclass(hint):
-        return _build(hint, value if value is not None else {}, f"{key}.")
-    expected = {bool: (bool,), int: (int,), float: (int, float), str: (str,)}[hint]
-    if not isinstance(value, expected) or (hint is not bool and isinstance(value, bool)):
-        raise ConfigError(f"'{key}' must be of type {hint.__name__}, got {value!r}")
-    return float(value) if hint is float else value

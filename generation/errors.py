@@ -8,17 +8,14 @@ LLM answer that never validated) are not errors: they are recorded in that quest
 
 from __future__ import annotations
 
+from lara_core.errors import ConfigError, InputError, LaraError
 
-class GenerationError(Exception):
-    """Base class of every user-facing error of the ``generation`` package."""
-
-
-class ConfigError(GenerationError, ValueError):
-    """A configuration value or key is invalid."""
+__all__ = ["ConfigError", "EndpointError", "GenerationError", "InputError", "LaraError", "OutputMismatchError"]
 
 
-class InputError(GenerationError, ValueError):
-    """The questions file is unusable (missing field, duplicate id, bad JSON)."""
+class GenerationError(LaraError):
+    """Base class of the ``generation`` package's own errors (``ConfigError`` and ``InputError`` are
+    the toolkit's, :mod:`lara_core.errors`)."""
 
 
 class OutputMismatchError(GenerationError):

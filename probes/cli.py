@@ -14,12 +14,10 @@ import sqlite3
 import sys
 from typing import Sequence
 
-from cache.errors import CacheError
 from cache.outputs import disk_error_message
-from generation.errors import GenerationError
+from lara_core.errors import LaraError
 
 from .commands import command_modules
-from .errors import ProbesError
 
 logger = logging.getLogger("probes.cli")
 
@@ -40,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _configure_logging(args.verbose, args.quiet)
     try:
         return int(args.handler(args) or 0)
-    except (CacheError, GenerationError, ProbesError) as err:
+    except LaraError as err:
         if args.debug:
             logger.exception("failed")
         print(f"error: {err}", file=sys.stderr)

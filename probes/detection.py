@@ -9,7 +9,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TYPE_CHECKING
 
 import numpy as np
 
@@ -21,6 +21,9 @@ from .detectors import REGISTRY, check_access, check_reference, get_detector
 from .detectors.base import has_answer
 from .errors import ConfigError
 from .scores import ScoreTable
+
+if TYPE_CHECKING:
+    from .responders.base import Responder
 
 logger = logging.getLogger(__name__)
 
@@ -195,11 +198,11 @@ def run_detectors(
     names: Sequence[str],
     ids: Sequence[str],
     questions: Sequence[str],
-    responder: Any,
+    responder: Responder,
     params: dict[str, dict[str, Any]] | None = None,
     clean_questions: Sequence[str] = (),
     progress: bool = False,
-    reference: Any = None,
+    reference: Responder = None,
     sampling_temperature: float | None = None,
     controls: Mapping[str, Sequence[str]] | None = None,
     calibrate: Sequence[str] | None = None,
@@ -300,8 +303,8 @@ def _counts(counter: Any) -> dict[str, int]:
             "requests": counter.requests}
 
 
-def detect_questions(questions: Sequence[Any], names: Sequence[str], responder: Any, *, params: dict[str, dict[str, Any]] | None = None,
-                     reference: Any = None, sampling_temperature: float | None = None, sets: Sequence[Any] | None = None,
+def detect_questions(questions: Sequence[Any], names: Sequence[str], responder: Responder, *, params: dict[str, dict[str, Any]] | None = None,
+                     reference: Responder = None, sampling_temperature: float | None = None, sets: Sequence[Any] | None = None,
                      n_controls: int = 3, calibrate: Sequence[str] | None = None, progress: bool = False,
                      ranks: Any = None) -> DetectSummary | None:
     """Score ``questions`` (``generation.records.Question``) with the detectors ``names`` — the

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
+from lara_core.errors import ConfigError, InputError, LaraError
 
-class ProbesError(Exception):
-    """A user-facing problem: bad input, configuration or files that do not belong together."""
-
-
-class InputError(ProbesError):
-    """An input file is missing, malformed or incomplete."""
+__all__ = ["ConfigError", "InputError", "LaraError", "MismatchError", "NonFiniteError", "ProbesError"]
 
 
-class ConfigError(ProbesError):
-    """An option or config value is invalid."""
+class ProbesError(LaraError):
+    """Base class of the ``probes`` package's own errors (``ConfigError`` and ``InputError`` are the
+    toolkit's, :mod:`lara_core.errors`): files that do not belong together, non-finite numbers."""
 
 
 class MismatchError(ProbesError):

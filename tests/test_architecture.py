@@ -39,6 +39,7 @@ def test_the_resolver_reads_relative_imports():
 
 
 @pytest.mark.parametrize("package, forbidden", [
+    ("lara_core", ("cache", "generation", "probes")),
     ("cache", ("generation", "probes")),
     ("generation", ("cache", "probes")),
     ("probes.responders", ("probes.detectors",)),
@@ -68,7 +69,27 @@ def test_every_package_is_in_the_wheel():
 
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
     listed, mapped = set(setuptools["packages"]), setuptools.get("package-dir", {})
-    found = {".".join(p.parent.relative_to(ROOT).parts) for top in ("cache", "generation", "probes")
+    found = {".".join(p.parent.relative_to(ROOT).parts) for top in ("lara_core", "cache", "generation", "probes")
              for p in (ROOT / top).rglob("__init__.py")}
     assert found - listed == set()
     assert all((ROOT / mapped.get(name, name.replace(".", "/"))).is_dir() for name in listed - found)  # data-only (prompts)
+
+
+def test_one_error_root_and_one_config_validator():
+    """Every user-facing error of every package is a ``LaraError`` (the CLI prints each in one
+    line), ``ConfigError`` / ``InputError`` are one class whichever package raises them, and the
+    only code that checks config keys against a dataclass is ``lara_core.configio``."""
+    import importlib
+    import inspect
+
+    from lara_core.errors import ConfigError, InputError, LaraError
+
+    for package in ("cache", "generation", "probes"):
+        errors = importlib.import_module(f"{package}.errors")
+        assert errors.ConfigError is ConfigError and errors.InputError is InputError
+        for name, cls in inspect.getmembers(errors, inspect.isclass):
+            if issubclass(cls, Exception):
+                assert issubclass(cls, LaraError), f"{package}.errors.{name}"
+    validators = [str(path.relative_to(ROOT)) for top in ("lara_core", "cache", "generation", "probes") for path in sources(top)
+                  if "unknown config key" in path.read_text(encoding="utf-8")]
+    assert validators == ["lara_core/configio.py"]

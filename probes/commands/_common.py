@@ -19,7 +19,7 @@ def from_settings(cls: type, name: str, default: bool = True) -> dict[str, Any]:
     ``cls.name``, for ``add_argument``: a flag takes both from the one source of truth."""
     import dataclasses
 
-    from cache.configio import literal_choices
+    from lara_core.configio import literal_choices
 
     out: dict[str, Any] = {}
     try:

@@ -10,7 +10,7 @@ from typing import Any
 
 from cache.backends import BACKENDS
 from cache.config import ExtractionConfig, ModelConfig
-from cache.configio import literal_choices, prompt_text
+from lara_core.configio import literal_choices, prompt_text
 from cache.errors import ConfigError
 
 from ._common import quiet_library_progress_bars
@@ -79,7 +79,7 @@ _EXTRACTION_FLAGS = (
 def cache_config_from_args(args: argparse.Namespace) -> Any:
     """A CacheConfig from ``--config`` (if any) with the explicitly given flags on top."""
     from cache.config import PROMPT_TEXT_KEYS, CacheConfig, merge_sections
-    from cache.configio import decode_prompt_texts, load_yaml
+    from lara_core.configio import decode_prompt_texts, load_yaml
 
     overrides = {
         "model": {k: getattr(args, k) for k in _MODEL_FLAGS if getattr(args, k) is not None},

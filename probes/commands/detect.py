@@ -8,7 +8,7 @@ from typing import Any
 
 from cache.config import ModelConfig
 from cache.distributed import Ranks
-from cache.configio import literal_choices, prompt_text
+from lara_core.configio import literal_choices, prompt_text
 from cache.errors import ConfigError
 
 from ..pipeline.config import DetectSettings

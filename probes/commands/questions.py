@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from cache.configio import prompt_text
+from lara_core.configio import prompt_text
 
 from ..errors import InputError
 

@@ -12,12 +12,15 @@ import difflib
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar, Sequence, TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import ConfigError, MismatchError
 from ..responders.base import Access
+
+if TYPE_CHECKING:
+    from ..responders.base import Responder
 
 
 @dataclass
@@ -84,13 +87,13 @@ class Detector:
         if not ok:
             raise ConfigError(f"detector {self.name!r}: {parameter} = {getattr(self, parameter)!r}, but {rule}")
 
-    def fit(self, clean_questions: Sequence[str] = (), reference: Any = None, answers: Sequence[Any] | None = None) -> "Detector":
+    def fit(self, clean_questions: Sequence[str] = (), reference: Responder = None, answers: Sequence[Any] | None = None) -> "Detector":
         """Learn what the detector needs before scoring: known-clean questions, a reference model's
         responder, the scored questions' known answers. Returns ``self``; detectors that need none
         of them ignore them."""
         return self
 
-    def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:  # pragma: no cover - abstract
+    def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def get_params(self) -> dict[str, Any]:
@@ -148,7 +151,7 @@ def get_detector(name: str, **params: Any) -> Detector:
     return detector
 
 
-def check_access(detector: Detector, responder: Any) -> list[str]:
+def check_access(detector: Detector, responder: Responder) -> list[str]:
     """Refuse a responder that lacks what the detector needs; returns notes on approximations used.
 
     Top-K quantities (API log-probs) stand in for the full-vocabulary ones, each recorded as an
@@ -172,7 +175,7 @@ def check_access(detector: Detector, responder: Any) -> list[str]:
     return notes
 
 
-def check_reference(detector: Detector, responder: Any, reference: Any) -> None:
+def check_reference(detector: Detector, responder: Responder, reference: Responder) -> None:
     """Refuse, before any work, a detector that compares with a reference model when there is none,
     when it cannot be compared token for token, or when the reference cannot score text."""
     if not detector.requires_reference:

@@ -12,13 +12,16 @@ question only in RL has no reason to complete it: do not expect it to find RL-on
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Sequence, TYPE_CHECKING
 
 import numpy as np
 
 from ..responders.base import Access, GenerationParams
 from . import stats
 from .base import Detector, DetectorResult, register
+
+if TYPE_CHECKING:
+    from ..responders.base import Responder
 
 
 @register
@@ -36,7 +39,7 @@ class PartialCompletion(Detector):
     def check_params(self) -> None:
         self._require(0 < self.ratio < 1, "ratio", "it is the share of the question kept, in (0, 1)")
 
-    def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
+    def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         rouge = np.full(len(questions), np.nan)
         exact = np.full(len(questions), np.nan)
         cuts: dict[int, list[tuple[int, str, str, list[int]]]] = {}  # remainder length -> (index, prefix, remainder, units)

@@ -4,7 +4,7 @@ default, or on the question) and LogProber (on the question)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, Sequence, TYPE_CHECKING
 
 import numpy as np
 
@@ -12,6 +12,9 @@ from ..errors import ConfigError
 from ..responders.base import Access, GenerationParams
 from . import stats
 from .base import Detector, DetectorResult, builtin_text, register
+
+if TYPE_CHECKING:
+    from ..responders.base import Responder
 
 Target = Literal["response", "question"]
 GREEDY_TOKENS = 1024  # SPEC §5 (the Self-Critique seed's budget); shared by every detector that reads the greedy answer
@@ -36,7 +39,7 @@ class TargetText:
     sigma: np.ndarray | None = None
 
 
-def read_targets(questions: Sequence[str], responder: Any, target: str, max_new_tokens: int) -> tuple[list[TargetText], list[list[Any]]]:
+def read_targets(questions: Sequence[str], responder: Responder, target: str, max_new_tokens: int) -> tuple[list[TargetText], list[list[Any]]]:
     """Per question the target text — the greedy response (its recorded generation log-probs) or
     the question itself (teacher-forced inside its prompt format) — and, per question, what was
     read (the generation or the text score)."""
@@ -48,7 +51,7 @@ def read_targets(questions: Sequence[str], responder: Any, target: str, max_new_
     return [TargetText(q, s.logprobs, s.mu, s.sigma) for q, s in zip(questions, scored)], [[s] for s in scored]
 
 
-def score_questions(questions: Sequence[str], responder: Any, lead: str | Sequence[str] = "") -> list[Any]:
+def score_questions(questions: Sequence[str], responder: Responder, lead: str | Sequence[str] = "") -> list[Any]:
     """Teacher-forced scores of the questions as the model reads them: after the prompt format's
     text that precedes the question (``"Q: "``, a chat header) and ``lead`` (one for all, or one
     per question), which are not scored themselves."""
@@ -81,7 +84,7 @@ class _LikelihoodDetector(Detector):
         self._require(self.target in ("response", "question"), "target", "it must be response or question")
         self._require(self.max_new_tokens >= 1, "max_new_tokens", "it must be >= 1")
 
-    def _targets(self, questions: Sequence[str], responder: Any) -> tuple[list[TargetText], list[list[Any]]]:
+    def _targets(self, questions: Sequence[str], responder: Responder) -> tuple[list[TargetText], list[list[Any]]]:
         return read_targets(questions, responder, self.target, self.max_new_tokens)
 
 
@@ -102,7 +105,7 @@ class PPL(_LikelihoodDetector):
     raw_direction = "lower = member"
     summary = "perplexity of the greedy response (or the question): exp(−mean token log-prob)"
 
-    def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
+    def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         rows, gens = self._targets(questions, responder)
         return self._result([stats.perplexity(r.logprobs) for r in rows], responses=gens)
 
@@ -122,7 +125,7 @@ class MinK(_LikelihoodDetector):
         super().check_params()
         self._require(0 < self.k <= 1, "k", "it is a share of the tokens, in (0, 1]")
 
-    def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
+    def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         rows, gens = self._targets(questions, responder)
         return self._result([stats.min_k_prob(r.logprobs, self.k) for r in rows], responses=gens)
 
@@ -138,7 +141,7 @@ class MinKPlusPlus(MinK):
     def needs(self) -> frozenset[Access]:  # type: ignore[override]
         return super().needs | {Access.VOCAB_MOMENTS}
 
-    def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
+    def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         rows, gens = self._targets(questions, responder)
         if any(r.mu is None for r in rows):
             raise ConfigError("min_k_plus_plus needs the vocabulary's μ/σ, which this responder did not return")
@@ -152,7 +155,7 @@ class Zlib(_LikelihoodDetector):
     raw_direction = "lower = member"
     summary = "zlib: mean token NLL of the greedy response (or the question) / its zlib-compressed length in bytes"
 
-    def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
+    def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         rows, gens = self._targets(questions, responder)
         return self._result([stats.zlib_ratio(r.logprobs, r.text) for r in rows], responses=gens)
 
@@ -174,7 +177,7 @@ class ReCaLL(_RescoringDetector):
         super().check_params()
         self._require(self.n_prefix >= 1, "n_prefix", "it must be >= 1")
 
-    def fit(self, clean_questions: Sequence[str] = (), reference: Any = None, answers: Sequence[Any] | None = None) -> "ReCaLL":
+    def fit(self, clean_questions: Sequence[str] = (), reference: Responder = None, answers: Sequence[Any] | None = None) -> "ReCaLL":
         """The prefix pool: ``prefix`` if given, else known-clean questions (the first
         ``n_prefix`` that are not the scored question), else a built-in text no benchmark holds."""
         self.clean_ = list(clean_questions)
@@ -190,7 +193,7 @@ class ReCaLL(_RescoringDetector):
             prefix = builtin_text("noise_prefix.v1.txt").strip()
         return prefix if prefix and question not in prefix else None
 
-    def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
+    def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         _check_target(self.target)
         prefixes = [self.prefix_for(q) for q in questions]
         usable = [i for i, p in enumerate(prefixes) if p is not None]
@@ -234,7 +237,7 @@ class LogProber(Detector):
     def __init__(self, threshold: float = 1.0) -> None:
         self.threshold = threshold
 
-    def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
+    def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         # the question as the model reads it: every token that has a prediction (SPEC §5)
         scored = score_questions(questions, responder)
         safe = np.array([stats.logprober_safe_score(s.logprobs) for s in scored])

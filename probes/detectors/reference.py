@@ -11,12 +11,15 @@ questions.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Sequence, TYPE_CHECKING
 
 import numpy as np
 
 from .base import DetectorResult, check_reference, register
 from .likelihood import _RescoringDetector, greedy_params, same_tokens
+
+if TYPE_CHECKING:
+    from ..responders.base import Responder
 
 
 @register
@@ -27,12 +30,12 @@ class Ref(_RescoringDetector):
     summary = "Ref: mean token log-prob of the greedy response (or the question) under the audited model minus under a reference (pre-RL) model"
     requires_reference = True
 
-    def fit(self, clean_questions: Sequence[str] = (), reference: Any = None, answers: Sequence[Any] | None = None) -> "Ref":
+    def fit(self, clean_questions: Sequence[str] = (), reference: Responder = None, answers: Sequence[Any] | None = None) -> "Ref":
         """``reference``: the reference model's responder (same tokenizer)."""
         self.reference_ = reference
         return self
 
-    def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
+    def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         reference = getattr(self, "reference_", None)
         check_reference(self, responder, reference)
         responses: list[Any] = []

@@ -19,13 +19,16 @@ for reward gain, whose generated controls have no answers).
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Sequence
+from typing import Any, Sequence, TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import ConfigError
 from ..responders.base import Access, GenerationParams
 from .base import Detector, DetectorResult, check_reference, has_answer, register
+
+if TYPE_CHECKING:
+    from ..responders.base import Responder
 
 
 class _SamplingComparison(Detector):
@@ -48,7 +51,7 @@ class _SamplingComparison(Detector):
         self._require(0 < self.top_p <= 1, "top_p", "it must be in (0, 1]")
         self._require(self.max_new_tokens >= 1, "max_new_tokens", "it must be >= 1")
 
-    def fit(self, clean_questions: Sequence[str] = (), reference: Any = None, answers: Sequence[Any] | None = None) -> "Detector":
+    def fit(self, clean_questions: Sequence[str] = (), reference: Responder = None, answers: Sequence[Any] | None = None) -> "Detector":
         self.reference_ = reference
         return self
 
@@ -66,7 +69,7 @@ class PolicyDrift(_SamplingComparison):
     needs = frozenset({Access.SAMPLING, Access.TOKEN_IDS, Access.FULL_DISTRIBUTION})
     reference_needs = frozenset({Access.FULL_DISTRIBUTION})
 
-    def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
+    def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         reference = getattr(self, "reference_", None)
         check_reference(self, responder, reference)
         samples = responder.generate(questions, self._params())
@@ -90,12 +93,12 @@ class RewardGain(_SamplingComparison):
     reference_needs = frozenset({Access.SAMPLING})
     requires_answers = True
 
-    def fit(self, clean_questions: Sequence[str] = (), reference: Any = None, answers: Sequence[Any] | None = None) -> "Detector":
+    def fit(self, clean_questions: Sequence[str] = (), reference: Responder = None, answers: Sequence[Any] | None = None) -> "Detector":
         super().fit(clean_questions, reference)
         self.answers_ = list(answers) if answers is not None else None
         return self
 
-    def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
+    def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         from ..verifier import judge
 
         reference = getattr(self, "reference_", None)

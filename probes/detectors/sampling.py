@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import string
-from typing import Any, Literal, Sequence
+from typing import Any, Literal, Sequence, TYPE_CHECKING
 
 import numpy as np
 
@@ -12,6 +12,9 @@ from ..responders.base import Access, GenerationParams
 from . import stats
 from .base import Detector, DetectorResult, builtin_text, register, template_text
 from .likelihood import GREEDY_TOKENS, greedy_params
+
+if TYPE_CHECKING:
+    from ..responders.base import Responder
 
 
 @register
@@ -40,7 +43,7 @@ class CDD(Detector):
         self._require(0 <= self.xi < 1, "xi", "it is a share of the samples, in [0, 1)")
         self._require(self.max_tokens >= 1, "max_tokens", "it must be >= 1")
 
-    def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
+    def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         greedy = responder.generate(questions, greedy_params(self.max_tokens))
         samples = responder.generate(questions, GenerationParams(max_new_tokens=self.max_tokens, temperature=self.temperature,
                                                                  n=self.n, seed=self.seed))
@@ -76,7 +79,7 @@ class MinKNN(Detector):
         self._require(self.max_new_tokens >= 1, "max_new_tokens", "it must be >= 1")
         self._require(self.unit in ("tokens", "characters"), "unit", "choose tokens or characters")
 
-    def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
+    def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         samples = responder.generate(questions, GenerationParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
                                                                  top_p=self.top_p, n=self.n, seed=self.seed))
         raw = [stats.min_knn_statistic([s.token_ids if self.unit == "tokens" else s.text for s in row], self.k) for row in samples]
@@ -109,7 +112,7 @@ class SelfCritique(Detector):
         """The second prompt: the question, the first answer quoted, and the instruction."""
         return string.Template(template_text(self.template)).substitute(question=question, response=response)
 
-    def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
+    def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         params = greedy_params(self.max_new_tokens)
         first = [g[0] for g in responder.generate(questions, params)]
         second = [g[0] for g in responder.generate([self.critique_prompt(q, r.text) for q, r in zip(questions, first)], params)]
@@ -137,7 +140,7 @@ class EntropyTemp(Detector):
         self._require(self.temperature > 0, "temperature", "sampling needs a temperature > 0")
         self._require(self.max_new_tokens >= 1, "max_new_tokens", "it must be >= 1")
 
-    def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
+    def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         greedy = [g[0] for g in responder.generate(questions, greedy_params(self.max_new_tokens))]
         samples = responder.generate(questions, GenerationParams(max_new_tokens=self.max_new_tokens,
                                                                  temperature=self.temperature, n=self.n, seed=self.seed))
@@ -161,7 +164,7 @@ class EntropyNoise(Detector):
     def check_params(self) -> None:
         self._require(self.max_new_tokens >= 1, "max_new_tokens", "it must be >= 1")
 
-    def score(self, questions: Sequence[str], responder: Any) -> DetectorResult:
+    def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         prefix = self.prefix if self.prefix is not None else builtin_text("noise_prefix.v1.txt")
         params = greedy_params(self.max_new_tokens)
         plain = [g[0] for g in responder.generate(questions, params)]

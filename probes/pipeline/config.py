@@ -20,7 +20,7 @@ from typing import Any, Literal, Mapping, Sequence
 import yaml
 
 from cache.config import ExtractionConfig, ModelConfig
-from cache.configio import decode_prompt_texts, encode_prompt_text, from_mapping, load_yaml
+from lara_core.configio import decode_prompt_texts, encode_prompt_text, from_mapping, load_yaml
 from generation.config import GenerationConfig
 
 from ..calibration.controls import DEFAULT_CONTROLS
@@ -30,7 +30,7 @@ from ..errors import ConfigError
 # keys holding file-system paths, resolved against the config file's directory
 PATH_KEYS = ("questions", "run_dir", "model.source", "score.clean_ref", "detect.store")
 SCORE_MODES = ("split", "crossfit")
-# prompt texts: "\n" is a newline whether YAML or the shell kept the backslash (cache.configio.prompt_text)
+# prompt texts: "\n" is a newline whether YAML or the shell kept the backslash (lara_core.configio.prompt_text)
 PROMPT_TEXT_KEYS = ("detect.template", "detect.system_prompt", "extraction.system_prompt")
 
 

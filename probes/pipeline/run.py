@@ -172,16 +172,16 @@ class _Run:
     def _lara_stages(self, name: str, state: _ModelState) -> None:
         config, ledger, run_dir, files = self.config, self.ledger, self.run_dir, self.layout.model(name)
         acts = ledger.run(
-            f"cache/{name}", {"sets": self.sets, "model": state.identity, "extraction": dataclasses.asdict(config.extraction)},
+            f"cache/{name}", stages.cache_key(self.sets, state.identity, config),
             [files.acts], lambda: stages.cache(run_dir, name, config, self.models[name], self.progress), every_rank=True,
         )[files.acts]
         state.metrics_rel = files.metrics
         state.metrics = ledger.run(
-            f"metrics/{name}", {"sets": self.sets, "acts": acts, "metrics": dataclasses.asdict(config.metrics)},
+            f"metrics/{name}", stages.metrics_key(self.sets, acts, config),
             [state.metrics_rel], lambda: stages.metrics(run_dir, name, config, self.progress),
         )[state.metrics_rel]
         state.tables.update(ledger.run(
-            f"score/{name}", {"metrics": state.metrics, "questions": self.q_digest, "score": dataclasses.asdict(config.score)},
+            f"score/{name}", stages.score_key(state.metrics, self.q_digest, config),
             list(files.lara), lambda: stages.score(run_dir, name, config, self.labels),
         ))
 
@@ -190,17 +190,12 @@ class _Run:
         settings, the sets and calibration when controls are scored, and the reference model's
         identity when a detector uses it."""
         config = self.config
-        detect = dataclasses.asdict(config.detect)
-        detect.pop("store")
-        if name != config.name:
-            detect["endpoint"] = None  # controls are always run locally
         names = detector_names(config.detect.names, reference=self.reference is not None,
                                answers=any(has_answer(q.answer) for q in self.questions))
         uses_reference = self.reference is not None and any(REGISTRY[n].requires_reference for n in names if n in REGISTRY)
-        key = {"questions": self.q_digest, "model": state.identity, "detect": detect,
-               "reference": stages.model_identity(dict(config.models())[self.reference], self.ledger) if uses_reference else None,
-               "calibration": {"controls": self._controls_digest(), **dataclasses.asdict(config.calibration)}
-               if config.calibrating else None}
+        reference = stages.model_identity(dict(config.models())[self.reference], self.ledger) if uses_reference else None
+        key = stages.detect_key(self.q_digest, state.identity, config, name, reference,
+                                self._controls_digest() if config.calibrating else None)
         outputs = self.layout.model(name).detectors(config.calibrating)
         served = config.detect.endpoint is not None and name == config.name  # its server spreads the work, not the ranks
         ranks = None if served else self.ranks
@@ -234,8 +229,8 @@ class _Run:
                            if self.reference and name != self.reference and config.detect.names else None)
         reference_digests = {t: d for t, d in self.states[self.reference].tables.items()} if self.reference and config.detect.names else {}
         scores = ledger.run(
-            f"fuse/{name}", {"tables": score_tables, "questions": self.q_digest, "fusion": [dataclasses.asdict(f) for f in config.fusion],
-                             "reference": reference_digests.get(reference_table) if reference_table else None},
+            f"fuse/{name}", stages.fuse_key(score_tables, self.q_digest, config,
+                                            reference_digests.get(reference_table) if reference_table else None),
             list(files.scores),
             lambda: stages.fuse(run_dir, name, config, list(score_tables), self.labels, self.splits, reference_table),
         )[files.scores[0]]
@@ -244,14 +239,12 @@ class _Run:
             verdict_ref = self.reference if self.reference and name != self.reference and config.calibrating else None
             lara_tables = [t for t in score_tables if t == files.lara[0]]
             verdict = ledger.run(
-                f"verdict/{name}", {"tables": state.tables, "questions": self.q_digest, "verdict": dataclasses.asdict(config.verdict),
-                                    "reference": reference_digests if verdict_ref else None},
+                f"verdict/{name}", stages.verdict_key(state.tables, self.q_digest, config, reference_digests if verdict_ref else None),
                 [files.verdict, files.questions],
                 lambda: stages.verdict(run_dir, name, config, lara_tables, self.labels, self.splits, verdict_ref),
             )[files.verdict]
         ledger.run(
-            f"evaluate/{name}", {"scores": scores, "questions": self.q_digest, "metrics": state.metrics, "verdict": verdict,
-                                 "evaluate": dataclasses.asdict(config.evaluate)},
+            f"evaluate/{name}", stages.evaluate_key(scores, self.q_digest, state.metrics, verdict, config),
             [files.report],
             lambda: stages.evaluate(run_dir, name, config, self.labels, state.metrics_rel, self.questions, verdict is not None),
         )

@@ -1,4 +1,5 @@
-"""The bodies of ``lara run``'s stages: each reads its inputs from the run directory and writes its
+"""``lara run``'s stages: each stage's ledger key (``<stage>_key``: what its outputs depend on)
+beside its body, which reads its inputs from the run directory (:mod:`.layout`) and writes its
 outputs there; :mod:`.run` decides, through the ledger, which of them run."""
 
 from __future__ import annotations
@@ -76,6 +77,11 @@ def generate(questions: list, output: Path, config: RunConfig, progress: bool) -
     logger.info("%s", summary.describe())
 
 
+def cache_key(sets: str, identity: dict[str, Any], config: RunConfig) -> dict[str, Any]:
+    """The cache stage's key: the sets, the model, the extraction settings."""
+    return {"sets": sets, "model": identity, "extraction": dataclasses.asdict(config.extraction)}
+
+
 def cache(run_dir: Path, name: str, config: RunConfig, model: LazyModel, progress: bool) -> None:
     from cache.runner import run_cache
     from generation.records import read_sets
@@ -91,6 +97,11 @@ def cache(run_dir: Path, name: str, config: RunConfig, model: LazyModel, progres
     logger.info("%s", summary.describe())
 
 
+def metrics_key(sets: str, acts: str, config: RunConfig) -> dict[str, Any]:
+    """The metrics stage's key: the sets, the activations, the metric settings."""
+    return {"sets": sets, "acts": acts, "metrics": dataclasses.asdict(config.metrics)}
+
+
 def metrics(run_dir: Path, name: str, config: RunConfig, progress: bool) -> None:
     from ..lara.metrics_file import compute_metrics
 
@@ -100,6 +111,11 @@ def metrics(run_dir: Path, name: str, config: RunConfig, progress: bool) -> None
                               layers=list(m.layers) if m.layers else None, eps=m.eps, min_paraphrases=m.min_paraphrases,
                               progress=progress)
     logger.info("%s", summary.describe())
+
+
+def score_key(metrics: str, questions: str, config: RunConfig) -> dict[str, Any]:
+    """The score stage's key: the metrics, the questions (labels, splits), the score settings."""
+    return {"metrics": metrics, "questions": questions, "score": dataclasses.asdict(config.score)}
 
 
 def score(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int | None] | None) -> None:
@@ -120,6 +136,19 @@ def score(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int | N
     info = result.info
     logger.info("LaRA: %d questions scored against a clean reference of %d (%s)", info["n_questions"],
                 info["n_reference"], info["clean_ref_mode"])
+
+
+def detect_key(questions: str, identity: dict[str, Any], config: RunConfig, name: str, reference: dict[str, Any] | None,
+               controls: str | None) -> dict[str, Any]:
+    """The detect stage's key: the questions, the model, the detector settings (not where answers
+    are stored; a control is always run locally), the reference model's identity when a detector
+    uses it, and the controls' texts and calibration when controls are scored."""
+    detect = dataclasses.asdict(config.detect)
+    detect.pop("store")
+    if name != config.name:
+        detect["endpoint"] = None
+    return {"questions": questions, "model": identity, "detect": detect, "reference": reference,
+            "calibration": {"controls": controls, **dataclasses.asdict(config.calibration)} if config.calibrating else None}
 
 
 def detect(run_dir: Path, name: str, config: RunConfig, model: LazyModel, questions: list, progress: bool,
@@ -162,6 +191,11 @@ def store_path(run_dir: Path, name: str, store: str | None) -> Path:
     return path
 
 
+def fuse_key(tables: dict[str, str], questions: str, config: RunConfig, reference: str | None) -> dict[str, Any]:
+    """The fuse stage's key: the score tables, the questions, the fusions, the reference's table."""
+    return {"tables": tables, "questions": questions, "fusion": [dataclasses.asdict(f) for f in config.fusion], "reference": reference}
+
+
 def fuse(run_dir: Path, name: str, config: RunConfig, tables: list[str], labels: dict[str, int | None] | None,
          splits: dict[str, str | None], reference_table: str | None) -> None:
     """All score columns of the model joined, its ``<det>@ref`` columns (the reference model's
@@ -202,6 +236,11 @@ def reference_differences(table: Any, reference: Any) -> dict[str, Any]:
     return out
 
 
+def verdict_key(tables: dict[str, str], questions: str, config: RunConfig, reference: dict[str, str] | None) -> dict[str, Any]:
+    """The verdict stage's key: the model's tables, the questions, the verdict settings, the reference's tables."""
+    return {"tables": tables, "questions": questions, "verdict": dataclasses.asdict(config.verdict), "reference": reference}
+
+
 def verdict(run_dir: Path, name: str, config: RunConfig, tables: list[str], labels: dict[str, int | None] | None,
             splits: dict[str, str | None], reference: str | None) -> None:
     """``RUN/<model>/verdict.json``: the label-free verdict (SPEC §8) on the model's detector scores
@@ -234,6 +273,12 @@ def verdict(run_dir: Path, name: str, config: RunConfig, tables: list[str], labe
         write_no_decisions([i for i in audited.scores.ids if splits.get(i) != "clean_ref"], layout.path(files.questions))
     layout.path(files.verdict).write_text(json.dumps(jsonable(result), indent=1) + "\n", encoding="utf-8")
     logger.info("%s", describe_verdict(result, f"verdict on {name}"))
+
+
+def evaluate_key(scores: str, questions: str, metrics: str | None, verdict: str | None, config: RunConfig) -> dict[str, Any]:
+    """The evaluate stage's key: the scores, the questions, the metrics, the verdict, the settings."""
+    return {"scores": scores, "questions": questions, "metrics": metrics, "verdict": verdict,
+            "evaluate": dataclasses.asdict(config.evaluate)}
 
 
 def evaluate(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int | None] | None,

@@ -157,10 +157,12 @@ def _array(x: list[float] | None) -> np.ndarray | None:
 
 
 class Responder(Protocol):
-    """The interface detectors use. ``identity`` names the model for cache keys."""
+    """The interface detectors use. ``identity`` names the model for cache keys; ``counter``
+    counts what it did (:class:`CallCounter`)."""
 
     access: frozenset[Access]
     identity: dict[str, Any]
+    counter: "CallCounter"
 
     def generate(self, prompts: Sequence[str], params: GenerationParams) -> list[list[Generation]]:
         """``params.n`` completions of each prompt (a user message, formatted by the responder)."""
@@ -181,7 +183,7 @@ class Responder(Protocol):
         """The formatted prompt's text before the question when the user message is ``lead``
         followed by the question, to score a question in place."""
 
-    def divergence(self, prompts: Sequence[str], completions: Sequence[list[int]], reference: Any,
+    def divergence(self, prompts: Sequence[str], completions: Sequence[list[int]], reference: "Responder",
                    stopped: Sequence[bool] | None = None) -> list[np.ndarray]:
         """``[T]`` per-position KL(this model ‖ ``reference``) along each completion of each prompt,
         and at the end-of-sequence position of those that ``stopped`` (local models: needs

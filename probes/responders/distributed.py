@@ -12,17 +12,20 @@ change it.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TYPE_CHECKING
 
 from cache.distributed import Ranks, assign
 
 from .base import Generation, GenerationParams, TextScore
 
+if TYPE_CHECKING:
+    from .base import Responder
+
 
 class DistributedResponder:
     """Wraps a rank's responder; everything but the batch calls is the wrapped responder's own."""
 
-    def __init__(self, responder: Any, ranks: Ranks) -> None:
+    def __init__(self, responder: Responder, ranks: Ranks) -> None:
         self.responder = responder
         self.ranks = ranks
 
@@ -45,7 +48,7 @@ class DistributedResponder:
         items = [f"{a}\x00{b}" for a, b in pairs]
         return self._split(items, [len(a) + len(b) for a, b in pairs], lambda idx: self.responder.score_ids([pairs[i] for i in idx]))
 
-    def divergence(self, prompts: Sequence[str], completions: Sequence[list[int]], reference: Any,
+    def divergence(self, prompts: Sequence[str], completions: Sequence[list[int]], reference: Responder,
                    stopped: Sequence[bool] | None = None) -> list[Any]:
         stopped = list(stopped) if stopped is not None else [False] * len(prompts)
         items = [f"{p}\x00{c}\x00{e}" for p, c, e in zip(prompts, completions, stopped, strict=True)]
@@ -71,7 +74,7 @@ class DistributedResponder:
         return [results[first[item]] for item in items]
 
 
-def on_ranks(responder: Any, ranks: Ranks | None) -> Any:
+def on_ranks(responder: Responder, ranks: Ranks | None) -> Responder:
     """``responder``, split across the ranks of a launched job when there is one."""
     return responder if ranks is None else DistributedResponder(responder, ranks)
 

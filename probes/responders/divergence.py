@@ -11,12 +11,15 @@ responder's ``score_budget_mib``.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Sequence, TYPE_CHECKING
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from .base import Responder
 
-def local_of(responder: Any) -> Any:
+
+def local_of(responder: Responder) -> Any:
     """The :class:`~probes.responders.local.LocalResponder` under store and rank wrappers."""
     while not hasattr(responder, "model") and hasattr(responder, "responder"):
         responder = responder.responder
@@ -27,7 +30,7 @@ def local_of(responder: Any) -> Any:
     return responder
 
 
-def policy_kl(audited: Any, reference: Any, prompts: Sequence[str], completions: Sequence[list[int]],
+def policy_kl(audited: Responder, reference: Responder, prompts: Sequence[str], completions: Sequence[list[int]],
               stopped: Sequence[bool] | None = None) -> list[np.ndarray]:
     """``[T]`` per-position KL(audited ‖ reference) in nats along each completion: one position per
     token, plus, for a completion that ``stopped`` at its end-of-sequence token, the position that
@@ -64,7 +67,7 @@ def _batches(order: list[int], lengths: list[int], budget_tokens: int) -> list[l
     return batches
 
 
-def _batch_kl(audited: Any, reference: Any, pairs: list[tuple[list[int], list[int], bool]]) -> list[np.ndarray]:
+def _batch_kl(audited: Responder, reference: Responder, pairs: list[tuple[list[int], list[int], bool]]) -> list[np.ndarray]:
     import torch
 
     device = audited.loaded.device

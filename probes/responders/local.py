@@ -16,7 +16,7 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
-from .base import Access, CallCounter, Generation, GenerationParams, TextScore, sample_seed
+from .base import Access, CallCounter, Generation, GenerationParams, Responder, TextScore, sample_seed
 
 logger = logging.getLogger(__name__)
 
@@ -251,7 +251,7 @@ class LocalResponder:
             pairs.append((ids[:split], ids[split:]))
         return self.score_ids(pairs)
 
-    def divergence(self, prompts: Sequence[str], completions: Sequence[list[int]], reference: Any,
+    def divergence(self, prompts: Sequence[str], completions: Sequence[list[int]], reference: Responder,
                    stopped: Sequence[bool] | None = None) -> list[np.ndarray]:
         """Per-position KL(this model ‖ ``reference``) along each completion (:mod:`.divergence`)."""
         from .divergence import policy_kl

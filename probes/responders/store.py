@@ -21,11 +21,14 @@ import threading
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, TYPE_CHECKING
 
 import numpy as np
 
 from .base import CallCounter, Generation, GenerationParams, TextScore
+
+if TYPE_CHECKING:
+    from .base import Responder
 
 
 class ResponseStore:
@@ -109,7 +112,7 @@ class CachedResponder:
             responder's ``commit_rows``, else 16).
     """
 
-    def __init__(self, responder: Any, store: ResponseStore, progress: bool = False, chunk_rows: int | None = None) -> None:
+    def __init__(self, responder: Responder, store: ResponseStore, progress: bool = False, chunk_rows: int | None = None) -> None:
         self.responder = responder
         self.store = store
         self.access = responder.access
@@ -167,7 +170,7 @@ class CachedResponder:
         keys = [_key("score_ids", self.identity, c, t) for c, t in pairs]
         return self._scored(keys, lambda idx: self.responder.score_ids([pairs[i] for i in idx]))
 
-    def divergence(self, prompts: Sequence[str], completions: Sequence[list[int]], reference: Any,
+    def divergence(self, prompts: Sequence[str], completions: Sequence[list[int]], reference: Responder,
                    stopped: Sequence[bool] | None = None) -> list[np.ndarray]:
         """Per-position KL(this model ‖ ``reference``) along each completion, kept in the store (keyed
         by both models' identities, the prompt, the completion's ids and whether it stopped)."""

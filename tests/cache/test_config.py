@@ -28,7 +28,7 @@ def test_yaml_round_trip_and_overrides(tmp_path):
         ("model:\n  source: /m\nextraction:\n  batchsize: 3\n", "unknown config key 'extraction.batchsize'"),
         ("modle:\n  source: /m\n", "unknown config key 'modle'; did you mean 'model'?"),
         ("model:\n  source: /m\n  dtype: float8\n", "'model.dtype' must be one of"),
-        ("model:\n  source: /m\nextraction:\n  batch_size: '32'\n", "'extraction.batch_size' must be an integer"),
+        ("model:\n  source: /m\nextraction:\n  batch_size: '32'\n", "'extraction.batch_size' must be of type int"),
         ("model:\n  source: /m\nextraction:\n  batch_size: 0\n", "extraction.batch_size must be >= 1"),
         ("model:\n  source: /m\n  trust_remote_code: 'yes'\n", "'model.trust_remote_code' must be true or false"),
         ("extraction:\n  backend: hf\n", "missing required config key 'model'"),

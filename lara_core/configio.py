@@ -1,4 +1,5 @@
-"""Build validated dataclasses from plain mappings (parsed YAML), naming every bad key.
+"""The toolkit's one config validator: validated dataclasses from plain mappings (parsed YAML),
+naming every bad key — for ``cache``, ``generation`` and ``probes`` alike.
 
 Only the field types the configs use are understood: ``str``, ``int``, ``float``, ``bool``,
 ``Literal[...]``, ``X | None``, ``tuple[str, ...]`` and nested dataclasses. Unknown keys are
@@ -158,7 +159,7 @@ def _coerce(hint: Any, value: Any, where: str) -> Any:
         return value
     if hint is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"'{where}' must be an integer, got {value!r}")
+            raise ConfigError(f"'{where}' must be of type int, got {value!r}")
         return value
     if hint is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
