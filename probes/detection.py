@@ -202,7 +202,7 @@ def run_detectors(
     params: dict[str, dict[str, Any]] | None = None,
     clean_questions: Sequence[str] = (),
     progress: bool = False,
-    reference: Responder = None,
+    reference: Responder | None = None,
     sampling_temperature: float | None = None,
     controls: Mapping[str, Sequence[str]] | None = None,
     calibrate: Sequence[str] | None = None,
@@ -304,7 +304,7 @@ def _counts(counter: Any) -> dict[str, int]:
 
 
 def detect_questions(questions: Sequence[Any], names: Sequence[str], responder: Responder, *, params: dict[str, dict[str, Any]] | None = None,
-                     reference: Responder = None, sampling_temperature: float | None = None, sets: Sequence[Any] | None = None,
+                     reference: Responder | None = None, sampling_temperature: float | None = None, sets: Sequence[Any] | None = None,
                      n_controls: int = 3, calibrate: Sequence[str] | None = None, progress: bool = False,
                      ranks: Any = None) -> DetectSummary | None:
     """Score ``questions`` (``generation.records.Question``) with the detectors ``names`` — the

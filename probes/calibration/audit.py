@@ -103,12 +103,26 @@ def _headline(v: dict[str, Any]) -> str:
     if not decided(v):
         return "NO VERDICT (no mode has a detector with a usable question; not a negative answer)"
     c = v["combined"]
-    word = "CONTAMINATED" if v["reject"] else "not flagged"
+    word = verdict_word(v)
     cal = "" if v["calibrated"] else ", uncalibrated"
     left = f"; left out, no information: {', '.join(c['left_out'])}" if c.get("left_out") else ""
     left += f"; left out, not calibrated by the reference: {', '.join(c['not_calibrated'])}" if c.get("not_calibrated") else ""
+    missing = f" — {UNCALIBRATED_NEXT}" if v["reject"] and not v["calibrated"] else ""
     return (f"{word} at alpha = {v['alpha']:g} ({v['mode']} mode{cal}; {c['method']} {p_sentence(c['p_value'])} over "
-            f"{', '.join(c['detectors']) or 'no detector'}{left})")
+            f"{', '.join(c['detectors']) or 'no detector'}{left}){missing}")
+
+
+UNCALIBRATED_NEXT = ("not a verdict: for a calibrated one, give the checkpoint before RL (a reference model) or a clean set "
+                     "drawn like the audited questions (split clean_ref)")
+
+
+def verdict_word(v: dict[str, Any]) -> str:
+    """How a decided verdict is headed: CONTAMINATED only when a calibrated mode rejects; an
+    absolute-mode rejection is an uncalibrated signal (its size is not shown on questions the
+    generator was not tuned on), never CONTAMINATED."""
+    if not v["reject"]:
+        return "not flagged"
+    return "CONTAMINATED" if v["calibrated"] else "SIGNAL (uncalibrated)"
 
 
 def left_out_text(record: dict[str, Any]) -> str:

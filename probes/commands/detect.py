@@ -11,7 +11,7 @@ from cache.distributed import Ranks
 from lara_core.configio import literal_choices, prompt_text
 from cache.errors import ConfigError
 
-from ..pipeline.config import DetectSettings
+from ..pipeline.config import CalibrationSettings, DetectSettings, EndpointSettings
 from ._common import from_settings, quiet_library_progress_bars
 
 
@@ -51,18 +51,21 @@ def register(sub: Any) -> None:
     detect.add_argument("--endpoint", help="OpenAI-compatible base URL of the served audited model, e.g. http://localhost:8000/v1")
     detect.add_argument("--api-model", help="the served model's name (with --endpoint)")
     detect.add_argument("--api-key-env", help="environment variable holding the API key (with --endpoint; omit for a keyless server)")
-    detect.add_argument("--top-logprobs", type=int, default=20, help="top-K log-probs per token requested (with --endpoint; default: 20)")
-    detect.add_argument("--concurrency", type=int, default=8, help="requests in flight (with --endpoint; default: 8)")
+    detect.add_argument("--top-logprobs", type=int, **from_settings(EndpointSettings, "top_logprobs"),
+                        help=f"top-K log-probs per token requested (with --endpoint; default: {EndpointSettings.top_logprobs})")
+    detect.add_argument("--concurrency", type=int, **from_settings(EndpointSettings, "concurrency"),
+                        help=f"requests in flight (with --endpoint; default: {EndpointSettings.concurrency})")
     detect.add_argument("--device", help="auto | cpu | cuda | cuda:N (default: auto)")
     detect.add_argument("--gpus-per-rank", type=int, metavar="G", help="a model larger than one GPU: each process (torchrun "
                         "rank) spreads it over G of its node's GPUs (local rank r: GPUs r*G .. r*G+G-1)")
     detect.add_argument("--dtype", choices=literal_choices(ModelConfig, "dtype"), help="compute dtype (default: auto)")
     detect.add_argument("--trust-remote-code", action="store_true", default=None, help="run code shipped with the checkpoint")
     detect.add_argument("--prompt-format", **from_settings(DetectSettings, "prompt_format"), help="chat template or raw text (default: auto)")
-    detect.add_argument("--template", type=prompt_text, default="{prompt}",
+    detect.add_argument("--template", type=prompt_text, **from_settings(DetectSettings, "template"),
                         help="raw-format prompt text with {prompt}; \\n is a newline, as in a YAML config (default: {prompt})")
     detect.add_argument("--system-prompt", type=prompt_text, help="system turn for the chat format (\\n: a newline)")
-    detect.add_argument("--batch-size", type=int, default=16, help="completions generated together (default: 16)")
+    detect.add_argument("--batch-size", type=int, **from_settings(DetectSettings, "batch_size"),
+                        help=f"completions generated together (default: {DetectSettings.batch_size})")
     detect.add_argument("--param", action="append", default=[], metavar="DETECTOR.NAME=VALUE",
                         help="detector hyperparameter, repeatable, e.g. --param min_knn.k=5 --param cdd.n=20")
     detect.add_argument("--sampling-temperature", type=float, metavar="T",
@@ -70,7 +73,8 @@ def register(sub: Any) -> None:
                         "use the RL rollouts' temperature when it is known (SPEC §5; often 1.0)")
     detect.add_argument("--sets", type=Path, help="perturbation sets of the questions (lara generate): their first "
                         "--controls similar questions are scored too, as matched controls (SCORES.controls.csv, <det>@cal columns)")
-    detect.add_argument("--controls", type=int, default=3, help="matched controls per question with --sets (default: 3)")
+    detect.add_argument("--controls", type=int, **from_settings(CalibrationSettings, "controls"),
+                        help=f"matched controls per question with --sets (default: {CalibrationSettings.controls})")
     detect.add_argument("--calibrate", help="detectors scored on the controls, comma-separated (default: all that run)")
     detect.add_argument("--store", type=Path, help="response store (default: ~/.cache/lara-probes/responses.sqlite)")
     detect.add_argument("--no-progress", action="store_true", help="no progress bar")

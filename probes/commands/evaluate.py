@@ -7,6 +7,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from ..pipeline.config import EvaluateSettings
+from ._common import from_settings
+
 from ..errors import ProbesError
 
 logger = logging.getLogger(__name__)
@@ -33,9 +36,9 @@ def register(sub: Any) -> None:
     ev.add_argument("--metrics", type=Path, help="metrics file, for the per-layer profiles, Cohen's d map and window table")
     ev.add_argument("--detectors", help="score columns to report, comma-separated (default: all)")
     ev.add_argument("--baseline", help="column the others are compared with (default: the first)")
-    ev.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples (default: 1000)")
-    ev.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
-    ev.add_argument("--fpr", type=float, default=0.05, help="FPR of the TPR figure (default: 0.05)")
+    ev.add_argument("--bootstrap", type=int, **from_settings(EvaluateSettings, "bootstrap"), help=f"bootstrap resamples (default: {EvaluateSettings.bootstrap})")
+    ev.add_argument("--seed", type=int, **from_settings(EvaluateSettings, "seed"), help=f"bootstrap seed (default: {EvaluateSettings.seed})")
+    ev.add_argument("--fpr", type=float, **from_settings(EvaluateSettings, "fpr"), help=f"FPR of the TPR figure (default: {EvaluateSettings.fpr})")
     ev.add_argument("--strict", action="store_true", help="TPR among ROC points with FPR < target instead of <=")
     ev.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     ev.set_defaults(handler=handle)

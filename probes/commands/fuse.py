@@ -34,8 +34,8 @@ def register(sub: Any) -> None:
     fuse.add_argument("--labels", type=Path, help="questions JSONL with label (stacking, crossfit) and split (split)")
     fuse.add_argument("--clean-ref", **from_settings(FusionSpec, "clean_ref", default=False), help="robust-z reference: split clean_ref, labelled "
                       "non-members (cross-fitted), or all rows (an unsupervised audit); default: split, else crossfit")
-    fuse.add_argument("--folds", type=int, default=5, help="cross-fitting / stacking folds (default: 5)")
-    fuse.add_argument("--seed", type=int, default=0)
+    fuse.add_argument("--folds", type=int, **from_settings(FusionSpec, "folds"), help=f"cross-fitting / stacking folds (default: {FusionSpec.folds})")
+    fuse.add_argument("--seed", type=int, **from_settings(FusionSpec, "seed"))
     fuse.add_argument("--name", help="name of the fused column (default: the detectors joined by '+')")
     fuse.set_defaults(handler=handle)
 

@@ -6,6 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ..pipeline.config import MetricsSettings
+from ._common import from_settings
+
 
 
 METRICS_EXAMPLES = """examples:
@@ -25,8 +28,10 @@ def register(sub: Any) -> None:
     metrics.add_argument("activations", type=Path, help="activation store holding every text of the sets (lara cache)")
     metrics.add_argument("-o", "--output", type=Path, required=True, help="metrics file to write (HDF5)")
     metrics.add_argument("--layers", help="stored layers to use, e.g. 0,1,2 or embed,0 (default: every stored layer)")
-    metrics.add_argument("--eps", type=float, default=1e-8, help="numerical floor of the denominators (default: 1e-8)")
-    metrics.add_argument("--min-paraphrases", type=int, default=2, help="paraphrases a group member needs to be used (default: 2)")
+    metrics.add_argument("--eps", type=float, **from_settings(MetricsSettings, "eps"),
+                         help=f"numerical floor of the denominators (default: {MetricsSettings.eps:g})")
+    metrics.add_argument("--min-paraphrases", type=int, **from_settings(MetricsSettings, "min_paraphrases"),
+                         help=f"paraphrases a group member needs to be used (default: {MetricsSettings.min_paraphrases})")
     metrics.add_argument("--chunk-mib", type=float, default=32, help="float32 activations read per chunk of questions, in MiB (default: 32)")
     metrics.add_argument("--no-progress", action="store_true", help="no progress bar")
     metrics.set_defaults(handler=handle)

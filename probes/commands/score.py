@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..lara.protocol import ScoreOptions
+from ..pipeline.config import ScoreSettings
 from ._common import from_settings
 
 
@@ -32,14 +33,15 @@ def register(sub: Any) -> None:
                        "split clean_ref, else crossfit over labelled non-members)")
     score.add_argument("--labels", type=Path, help="JSONL with id and label, overriding the labels in the metrics file (crossfit)")
     score.add_argument("--save-reference", type=Path, help="write the reference fitted on the whole clean pool (JSON) for reuse")
-    score.add_argument("--metric-set", default="zRSM,DC,zRSI", help="metrics to aggregate (default: zRSM,DC,zRSI)")
-    score.add_argument("--layers", default="all", help="all | early | mid | late | 9-17 | 0,5,10 (default: all block layers)")
+    score.add_argument("--metric-set", default=",".join(ScoreSettings.metric_set),
+                       help=f"metrics to aggregate (default: {','.join(ScoreSettings.metric_set)})")
+    score.add_argument("--layers", **from_settings(ScoreSettings, "layers"), help="all | early | mid | late | 9-17 | 0,5,10 (default: all block layers)")
     score.add_argument("--dc", **from_settings(ScoreOptions, "dc"), help="DC alignment: |z| (default) or +z")
     score.add_argument("--outer-abs", action="store_true", help="wrap every aligned z in |.| (the public code's variant)")
     score.add_argument("--zero-scale", **from_settings(ScoreOptions, "zero_scale"), help="cells with MAD = 0: divide by eps (default) or leave out")
-    score.add_argument("--eps", type=float, default=1e-8, help="added to the reference scale (default: 1e-8)")
-    score.add_argument("--folds", type=int, default=5, help="cross-fitting folds (default: 5)")
-    score.add_argument("--seed", type=int, default=0, help="seed of the fold assignment (default: 0)")
+    score.add_argument("--eps", type=float, **from_settings(ScoreSettings, "eps"), help=f"added to the reference scale (default: {ScoreSettings.eps:g})")
+    score.add_argument("--folds", type=int, **from_settings(ScoreSettings, "folds"), help=f"cross-fitting folds (default: {ScoreSettings.folds})")
+    score.add_argument("--seed", type=int, **from_settings(ScoreSettings, "seed"), help=f"seed of the fold assignment (default: {ScoreSettings.seed})")
     score.add_argument("--no-variants", action="store_true", help="only the main 'lara' column (no per-metric / per-window columns)")
     score.set_defaults(handler=handle)
 

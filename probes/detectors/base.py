@@ -87,7 +87,7 @@ class Detector:
         if not ok:
             raise ConfigError(f"detector {self.name!r}: {parameter} = {getattr(self, parameter)!r}, but {rule}")
 
-    def fit(self, clean_questions: Sequence[str] = (), reference: Responder = None, answers: Sequence[Any] | None = None) -> "Detector":
+    def fit(self, clean_questions: Sequence[str] = (), reference: Responder | None = None, answers: Sequence[Any] | None = None) -> "Detector":
         """Learn what the detector needs before scoring: known-clean questions, a reference model's
         responder, the scored questions' known answers. Returns ``self``; detectors that need none
         of them ignore them."""
@@ -95,6 +95,10 @@ class Detector:
 
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def __repr__(self) -> str:
+        """``min_knn(n=8, k=3, temperature=0.7, …)``: the registry name and every hyperparameter."""
+        return f"{self.name}({', '.join(f'{k}={v!r}' for k, v in self.get_params().items())})"
 
     def get_params(self) -> dict[str, Any]:
         """Hyperparameters as given (the ``__init__`` arguments)."""

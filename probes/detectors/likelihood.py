@@ -177,7 +177,7 @@ class ReCaLL(_RescoringDetector):
         super().check_params()
         self._require(self.n_prefix >= 1, "n_prefix", "it must be >= 1")
 
-    def fit(self, clean_questions: Sequence[str] = (), reference: Responder = None, answers: Sequence[Any] | None = None) -> "ReCaLL":
+    def fit(self, clean_questions: Sequence[str] = (), reference: Responder | None = None, answers: Sequence[Any] | None = None) -> "ReCaLL":
         """The prefix pool: ``prefix`` if given, else known-clean questions (the first
         ``n_prefix`` that are not the scored question), else a built-in text no benchmark holds."""
         self.clean_ = list(clean_questions)

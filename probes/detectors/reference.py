@@ -30,7 +30,7 @@ class Ref(_RescoringDetector):
     summary = "Ref: mean token log-prob of the greedy response (or the question) under the audited model minus under a reference (pre-RL) model"
     requires_reference = True
 
-    def fit(self, clean_questions: Sequence[str] = (), reference: Responder = None, answers: Sequence[Any] | None = None) -> "Ref":
+    def fit(self, clean_questions: Sequence[str] = (), reference: Responder | None = None, answers: Sequence[Any] | None = None) -> "Ref":
         """``reference``: the reference model's responder (same tokenizer)."""
         self.reference_ = reference
         return self

@@ -51,7 +51,7 @@ class _SamplingComparison(Detector):
         self._require(0 < self.top_p <= 1, "top_p", "it must be in (0, 1]")
         self._require(self.max_new_tokens >= 1, "max_new_tokens", "it must be >= 1")
 
-    def fit(self, clean_questions: Sequence[str] = (), reference: Responder = None, answers: Sequence[Any] | None = None) -> "Detector":
+    def fit(self, clean_questions: Sequence[str] = (), reference: Responder | None = None, answers: Sequence[Any] | None = None) -> "Detector":
         self.reference_ = reference
         return self
 
@@ -93,7 +93,7 @@ class RewardGain(_SamplingComparison):
     reference_needs = frozenset({Access.SAMPLING})
     requires_answers = True
 
-    def fit(self, clean_questions: Sequence[str] = (), reference: Responder = None, answers: Sequence[Any] | None = None) -> "Detector":
+    def fit(self, clean_questions: Sequence[str] = (), reference: Responder | None = None, answers: Sequence[Any] | None = None) -> "Detector":
         super().fit(clean_questions, reference)
         self.answers_ = list(answers) if answers is not None else None
         return self

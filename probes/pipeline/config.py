@@ -70,6 +70,19 @@ class ScoreSettings:
     seed: int = 0
     variants: bool = True
 
+    def __post_init__(self) -> None:
+        self.options()  # the aggregation's values checked when the config is read, not at the score stage
+
+    def options(self) -> Any:
+        """The aggregation as the library takes it (``probes.lara.protocol.ScoreOptions``)."""
+        from ..lara.protocol import ScoreOptions
+
+        try:
+            return ScoreOptions(metric_set=self.metric_set, layers=self.layers, dc=self.dc, outer_abs=self.outer_abs,
+                                eps=self.eps, zero_scale=self.zero_scale)
+        except ConfigError as err:
+            raise ConfigError(f"score: {err}") from None
+
 
 @dataclass(frozen=True)
 class EndpointSettings:

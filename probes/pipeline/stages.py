@@ -120,12 +120,10 @@ def score_key(metrics: str, questions: str, config: RunConfig) -> dict[str, Any]
 
 def score(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int | None] | None) -> None:
     from ..lara.metrics_file import MetricsFile
-    from ..lara.protocol import ScoreOptions
     from ..lara.scoring import score_metrics
 
     s = config.score
-    options = ScoreOptions(metric_set=s.metric_set, layers=s.layers, dc=s.dc, outer_abs=s.outer_abs, eps=s.eps,
-                           zero_scale=s.zero_scale)
+    options = s.options()
     layout = RunLayout(run_dir)
     metrics = MetricsFile.read(layout.path(layout.model(name).metrics))
     result = score_metrics(metrics, s.clean_ref, options, labels=labels, n_folds=s.folds,

@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..calibration.audit import p_sentence
+from ..calibration.audit import p_sentence, verdict_word
 from .plots import _axes, _figure, _finish
 
 MODE_COLORS = {"reference": "#1b7837", "relative": "#2e6da4", "absolute": "#999999"}
@@ -44,7 +44,7 @@ def plot_verdict(verdict: dict[str, Any], path: Path | None = None, ax: Any = No
         if v["mode"] is None:
             ax.set_title(f"{title} (n={v['n']}): NO VERDICT\nno mode had a usable question", fontsize=9)
         else:
-            word = "CONTAMINATED" if v["reject"] else "not flagged"
+            word = verdict_word(v)
             ax.set_title(f"{title} (n={v['n']}): {word}\n{v['mode']} mode, {p_sentence(v['combined']['p_value'])}", fontsize=9)
         ax.set_xlim(0.0, 1.0)
         ax.set_xlabel("within-AUC (0.5 = not trained on)", fontsize=8)

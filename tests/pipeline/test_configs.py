@@ -187,6 +187,15 @@ def test_a_bad_key_is_refused_before_stage_one_naming_the_key(override, key, tmp
     assert not (run_dir / "sets.jsonl").exists() and "loaded" not in (run_dir / "run.log").read_text()
 
 
+def test_a_bad_score_aggregation_is_refused_when_the_config_is_read(tmp_path, capsys):
+    """Before: ``score.metric_set: [bogus]`` passed loading and validation and was refused only at
+    the score stage, after generation, caching and the metrics."""
+    run_dir = tmp_path / "run"
+    err = _one_line_error(capsys, ["run", str(CONFIGS / "demo.yaml"), "--set", f"run_dir={run_dir}",
+                                   "--set", "score.metric_set=[zRSM,bogus]", "--no-progress"])
+    assert "score: metric set ['zRSM', 'bogus']: choose from zRSM, DC, zRSI" in err and not run_dir.exists()
+
+
 def test_unusual_valid_configs_pass_validation(tmp_path):
     """A fusion of an earlier fusion's column, a LaRA variant in the verdict, and an audit without
     labels asking for label subsets (said in the log, not refused)."""

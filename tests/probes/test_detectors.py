@@ -109,5 +109,8 @@ def test_a_detector_declares_whether_it_samples_at_a_temperature():
         assert cls.samples_at_temperature == ("temperature" in inspect.signature(cls.__init__).parameters), name
     sampling = sorted(n for n, cls in REGISTRY.items() if cls.samples_at_temperature)
     assert sampling == ["cdd", "entropy_temp", "min_knn", "policy_drift", "reward_gain"]
+    from probes.detectors import get_detector
+
+    assert repr(get_detector("min_knn", n=4, k=2)) == "min_knn(n=4, k=2, temperature=0.7, top_p=0.95, max_new_tokens=1024, unit='tokens', seed=0)"
     params = with_sampling_temperature({"cdd": {"temperature": 0.3}}, ["cdd", "min_knn", "ppl"], 1.0)
     assert params == {"cdd": {"temperature": 0.3}, "min_knn": {"temperature": 1.0}, "ppl": {}}

@@ -4,6 +4,7 @@ clean set; the figures are the statistics functions' own; tables round-trip thro
 
 from __future__ import annotations
 
+import json
 import re
 
 import math
@@ -245,3 +246,28 @@ def test_a_detector_the_reference_scores_as_one_constant_is_left_out_of_the_refe
     alone = compute_verdict(ScoredSet(a_scores, a_ctl), ScoredSet(r_scores, r_ctl), settings=FAST)
     assert alone["mode"] == "absolute" and "reference" in alone["unavailable"]  # every detector uncalibrated: not a mode
     assert "so subtracting it calibrates nothing" in alone["unavailable"]["reference"]
+
+
+def test_an_absolute_mode_rejection_is_never_headed_contaminated(tmp_path, capsys):
+    """Issue 24, item 4: the absolute mode's size is not shown on questions the generator was not
+    tuned on (a held-out testbed flagged 84 % of clean subsets), so its rejection is an
+    uncalibrated signal, headed as such with what to add — in the text, the report and the CLI —
+    while ``reject`` stays machine-readable beside ``calibrated: false``."""
+    from probes.calibration.audit import describe_verdict, verdict_markdown
+    from probes.cli import main
+
+    (a_scores, a_ctl), _ = world(contamination=0.0, seed=15)  # the generator's bias alone: the absolute mode rejects
+    verdict = compute_verdict(ScoredSet(a_scores, a_ctl), settings=FAST)
+    assert verdict["mode"] == "absolute" and verdict["reject"] is True and verdict["calibrated"] is False
+    for text in (describe_verdict(verdict), "\n".join(verdict_markdown(verdict))):
+        assert "CONTAMINATED" not in text
+        assert "SIGNAL (uncalibrated) at alpha = 0.05 (absolute mode, uncalibrated;" in text
+        assert "not a verdict: for a calibrated one, give the checkpoint before RL (a reference model) or a clean set" in text
+    a_scores.write_csv(tmp_path / "s.csv")
+    a_ctl.write_csv(tmp_path / "s.controls.csv")
+    assert main(["verdict", str(tmp_path / "s.csv"), "--controls", str(tmp_path / "s.controls.csv"), "--permutations", "200",
+                 "--bootstrap", "10", "-o", str(tmp_path / "v.json")]) == 0
+    shown = capsys.readouterr().out
+    assert shown.startswith("Verdict: SIGNAL (uncalibrated)") and "CONTAMINATED" not in shown
+    saved = json.loads((tmp_path / "v.json").read_text())
+    assert saved["reject"] is True and saved["calibrated"] is False
