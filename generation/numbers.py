@@ -165,10 +165,11 @@ def vary(slot: Slot, rng: random.Random, keep_digits: bool = False) -> str:
     """A new rendering of ``slot``'s quantity of the same kind and comparable magnitude, != old;
     with ``keep_digits`` an integer also keeps its number of digits (when another such value is
     within reach)."""
-    for _ in range(100):
+    for attempt in range(200):
         new = _draw(slot, rng)
         if new != slot.text and rendered_value(slot, new) != slot.value:
-            if keep_digits and slot.kind == "int" and _digits(new) != _digits(slot.text) and _room(slot):
+            # digits kept while another such value comes (a 100 % can only become 2 digits): then any value
+            if keep_digits and attempt < 100 and slot.kind == "int" and _digits(new) != _digits(slot.text) and _room(slot):
                 continue
             return new
     raise ValueError(f"cannot find another value for {slot.text!r}")
