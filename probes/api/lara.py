@@ -52,12 +52,16 @@ class LaraMetrics:
         values: ``[N, 3, L]`` float64, rows zRSM, DC, zRSI (NaN for a question whose set is unusable).
         layers: ``[L]`` layer labels.
         reasons: why a question is unusable (``{id: reason}``).
+        question_hashes: ``[N]`` sha256 of each original question (the cross-fitting folds' keys).
+        n_blocks: the model's decoder blocks (for the ``early`` / ``mid`` / ``late`` windows).
     """
 
     ids: list[str]
     values: np.ndarray
     layers: tuple[str, ...]
     reasons: dict[str, str]
+    question_hashes: list[str]
+    n_blocks: int | None = None
 
     def __repr__(self) -> str:
         return (f"LaraMetrics({len(self.ids)} questions × 3 metrics × {len(self.layers)} layers; "
@@ -96,28 +100,45 @@ def lara_metrics(model: Any, sets: Sequence[Any], *, layers: Any = "all", eps: f
     m = max(lay.m for lay in layouts)
     chunk, index = _read_chunk(layouts, memory, labels, k1, m)
     values = _metrics_of_chunk(chunk, index, eps)["metrics"]
-    return LaraMetrics([lay.id for lay in layouts], values, labels, {lay.id: lay.reason for lay in layouts if lay.reason})
+    reasons = {lay.id: lay.reason for lay in layouts if lay.reason}
+    for lay, row in zip(layouts, values):
+        if lay.id not in reasons and not np.isfinite(row).all():
+            reasons[lay.id] = f"non_finite_values: {int((~np.isfinite(row)).sum())} of {row.size} metric values are NaN/inf"
+    from cache.fingerprint import text_hash
+
+    return LaraMetrics([lay.id for lay in layouts], values, labels, reasons, [text_hash(r.question.question) for r in sets],
+                       loaded.layout.n_blocks)
 
 
-def lara_score(metrics: LaraMetrics, clean: LaraMetrics | Sequence[str], **options: Any) -> Any:
+def lara_score(metrics: LaraMetrics, clean: LaraMetrics | Sequence[str], *, folds: int = 5, seed: int = 0,
+               **options: Any) -> Any:
     """S_LaRA of each question (SPEC §4; higher = more likely trained on) against a clean
-    reference: another :class:`LaraMetrics` or the ids of clean questions among ``metrics`` (each
-    scored against a reference without itself). ``options``: fields of
-    ``probes.lara.protocol.ScoreOptions``. Returns a ``pandas.Series`` indexed by id."""
+    reference, exactly as ``lara score`` computes it: another :class:`LaraMetrics`, or the ids of
+    clean questions among ``metrics`` — those are scored cross-fitted (``folds`` folds keyed by
+    question, ``seed``), never against a reference holding themselves. Layers are named by the
+    metrics' own labels (``layers="3"`` is block 3; windows count the model's blocks).
+    ``options``: fields of ``probes.lara.protocol.ScoreOptions``. Returns a ``pandas.Series``
+    indexed by id."""
     import pandas as pd
 
-    from ..lara.protocol import score
+    from ..lara.protocol import ScoreOptions, score_against_pool
 
+    opts = ScoreOptions(**options)
     if isinstance(clean, LaraMetrics):
-        reference = clean.values
+        if clean.layers != metrics.layers:
+            raise ValueError(f"the clean metrics have layers {clean.layers}, these {metrics.layers}: compute both alike")
+        pool, pool_keys = clean.values, clean.question_hashes
     else:
         where = {q: i for i, q in enumerate(metrics.ids)}
         missing = [q for q in clean if q not in where]
         if missing:
             raise KeyError(f"{len(missing)} clean id(s) are not among the metrics' questions, e.g. {missing[:3]}")
-        reference = metrics.values[[where[q] for q in clean]]
-    reference = reference[np.isfinite(reference).all(axis=(1, 2))]
-    return pd.Series(score(metrics.values, reference, **options), index=pd.Index(metrics.ids, name="id"), name="lara")
+        rows = [where[q] for q in clean]
+        pool, pool_keys = metrics.values[rows], [metrics.question_hashes[i] for i in rows]
+    scoring = score_against_pool(metrics.values, metrics.question_hashes, pool, pool_keys, opts, n_folds=folds, seed=seed,
+                                 layer_labels=metrics.layers)
+    values = scoring.scores(opts, metrics.layers, metrics.n_blocks)
+    return pd.Series(values, index=pd.Index(metrics.ids, name="id"), name="lara")
 
 
 class _Rows:

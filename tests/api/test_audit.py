@@ -110,3 +110,11 @@ def test_lara_in_memory_equals_the_file_route(audit, tmp_path):
     np.testing.assert_allclose(metrics.values, stored.metrics, rtol=1e-6, atol=1e-9)
     scores = probes.lara_score(metrics, clean=[f"n{i}" for i in range(6)])
     assert scores.index.tolist() == metrics.ids and np.isfinite(scores).all()
+    from probes.lara.protocol import ScoreOptions
+    from probes.lara.scoring import score_metrics
+
+    labels = {q["id"]: q["label"] for q in QUESTIONS}
+    for layers in ("all", "2", "late"):  # layer 2 by its label, a window by the model's blocks; the clean rows cross-fitted
+        via_cli = score_metrics(stored, "crossfit", ScoreOptions(layers=layers), labels=labels, n_folds=5, seed=0, variants=False)
+        np.testing.assert_allclose(probes.lara_score(metrics, clean=[f"n{i}" for i in range(6)], layers=layers),
+                                   via_cli.table.columns["lara"], rtol=1e-9, atol=1e-12)
