@@ -30,20 +30,13 @@ import numpy as np
 
 from generation.records import read_questions
 from probes.calibration.decisions import decide_questions
-from probes.calibration.files import read_scored
 from probes.calibration.verdict import ScoredSet
 from probes.pipeline import load_run_config, run_pipeline
-from probes.scores import ScoreTable, join_tables
+
+from bench_verdict import scored  # the scores and controls as lara run reads them
 
 ROOT = Path(__file__).resolve().parents[1]
 MIXES = (0.0, 0.1, 0.5, 1.0)
-
-
-def scored(run_dir: Path, model: str) -> ScoredSet:
-    """The model's detector and LaRA scores with the controls its detect stage bound."""
-    files = read_scored(run_dir / model / "detectors.csv")
-    tables = [files.scores] + ([ScoreTable.read_csv(run_dir / model / "lara.csv")] if (run_dir / model / "lara.csv").is_file() else [])
-    return ScoredSet(join_tables(tables), files.controls, settings=files.settings, prompt_format=files.prompt_format)
 
 
 def combined(model_dir: Path, modes: tuple[str, ...], only: str | None) -> list[list[str]]:

@@ -42,7 +42,7 @@ def scored(run_dir: Path, model: str, with_lara: bool = True) -> ScoredSet:
     tables = [files.scores]
     if with_lara and (run_dir / model / "lara.csv").is_file():
         tables.append(ScoreTable.read_csv(run_dir / model / "lara.csv"))
-    return ScoredSet(join_tables(tables), files.controls, settings=files.settings)
+    return ScoredSet(join_tables(tables), files.controls, settings=files.settings, prompt_format=files.prompt_format)
 
 
 def rates(audited: ScoredSet, groups: dict[str, list[str]], draws: int, size: int, settings: VerdictSettings,

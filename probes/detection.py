@@ -179,6 +179,21 @@ def detector_names(spec: str | Sequence[str], reference: bool = False, answers: 
     return items
 
 
+def checked_detectors(spec: str | Sequence[str], questions: Sequence[Any], reference: bool,
+                      params: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """The detectors ``spec`` names for these questions (``all``: those whose needs are met) and
+    their parameters, every name and parameter checked before any model work (ConfigError)."""
+    names = detector_names(spec, reference=reference, answers=any(has_answer(q.answer) for q in questions))
+    chosen: dict[str, dict[str, Any]] = {n: {} for n in names}
+    for name, values in (params or {}).items():
+        if name not in chosen:
+            raise ConfigError(f"params for {name!r}, which is not being run ({', '.join(names)})")
+        chosen[name].update(values)
+    for name in names:
+        get_detector(name, **chosen[name])
+    return names, chosen
+
+
 def with_sampling_temperature(params: dict[str, dict[str, Any]], names: Sequence[str],
                               temperature: float | None) -> dict[str, dict[str, Any]]:
     """``params`` with ``temperature`` given to every named detector that declares it samples at a

@@ -36,25 +36,15 @@ def detect(model: Any, questions: Any, detectors: str | Sequence[str] = "all", *
         prompt_format, template, system_prompt, batch_size, sampling_temperature, calibrate: as
             the flags of ``lara detect``.
     """
-    from ..detection import detect_questions, detector_names, has_answer, parse_params
-    from ..detectors import get_detector
+    from ..detection import checked_detectors, detect_questions
     from ..responders.local import PromptFormat
-    from ..responders.open import open_responder
+    from ..responders.open import default_store_path, open_responder
     from ..responders.store import ResponseStore
     from .models import load_model
 
     records = as_questions(questions)
-    names = detector_names(detectors, reference=reference is not None, answers=any(has_answer(q.answer) for q in records))
-    chosen = parse_params([], names)
-    for name, values in (params or {}).items():
-        if name not in chosen:
-            from ..errors import ConfigError
-
-            raise ConfigError(f"params for {name!r}, which is not being run ({', '.join(names)})")
-        chosen[name].update(values)
-    for name in names:
-        get_detector(name, **chosen[name])  # unknown names and parameters refused before any model work
-    store = ResponseStore(Path(store) if store else _default_store())
+    names, chosen = checked_detectors(detectors, records, reference is not None, params)  # before any model work
+    store = ResponseStore(Path(store) if store else default_store_path())
     prompt = PromptFormat(mode=prompt_format, template=template, system=system_prompt)
     responder = open_responder(load_model(model), prompt, store, batch_size=batch_size, progress=progress)
     ref = open_responder(load_model(reference), prompt, store, batch_size=batch_size, progress=progress) if reference is not None else None
@@ -148,10 +138,3 @@ def _table(frame: Any) -> Any:
 
     return ScoreTable([str(i) for i in frame.index], {c: frame[c].to_numpy(dtype=float) for c in frame.columns})
 
-
-def _default_store() -> Path:
-    from generation.config import default_cache_dir
-
-    path = default_cache_dir().parent / "responses.sqlite"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path

@@ -85,7 +85,7 @@ def lara_metrics(model: Any, sets: Sequence[Any], *, layers: Any = "all", eps: f
     same numbers ``lara metrics`` computes from a store."""
     from ..lara.metrics_file import _metrics_of_chunk, _read_chunk
     from ..lara.sets import distinct_texts, layout
-    from .models import load_model, pool
+    from .models import layer_tokens, load_model, pool
 
     loaded = load_model(model)
     layouts = [layout(record, min_paraphrases) for record in sets]
@@ -94,7 +94,7 @@ def lara_metrics(model: Any, sets: Sequence[Any], *, layers: Any = "all", eps: f
     from cache.config import ExtractionConfig
     from cache.pool import layer_selection
 
-    labels = tuple(layer_selection(loaded, ExtractionConfig(layers=_tokens(layers))).labels)
+    labels = tuple(layer_selection(loaded, ExtractionConfig(layers=layer_tokens(layers))).labels)
     memory = _Rows(dict(zip(texts, rows)), rows.shape[2])
     k1 = max(lay.k for lay in layouts) + 1
     m = max(lay.m for lay in layouts)
@@ -150,6 +150,3 @@ class _Rows:
     def get(self, texts: Sequence[str], layers: Any = None) -> np.ndarray:
         return np.stack([self.rows[t] for t in texts]).astype(np.float32)
 
-
-def _tokens(layers: Any) -> tuple[str, ...]:
-    return (str(layers),) if isinstance(layers, (str, int)) else tuple(str(x) for x in layers)

@@ -60,7 +60,7 @@ def pool(model: Any, texts: str | Sequence[str], *, layers: str | int | Sequence
     from cache.pool import pool_texts
 
     texts = [texts] if isinstance(texts, str) else list(texts)
-    config = ExtractionConfig(backend=backend, layers=_layer_tokens(layers), prompt_format=prompt_format, **extraction)
+    config = ExtractionConfig(backend=backend, layers=layer_tokens(layers), prompt_format=prompt_format, **extraction)
     return pool_texts(texts, load_model(model), config)
 
 
@@ -75,7 +75,7 @@ def cache_activations(model: Any, texts: str | Sequence[str], path: str | Path, 
 
     loaded = load_model(model)
     texts = [texts] if isinstance(texts, str) else list(texts)
-    extraction_config = ExtractionConfig(backend=backend, layers=_layer_tokens(layers), prompt_format=prompt_format, **extraction)
+    extraction_config = ExtractionConfig(backend=backend, layers=layer_tokens(layers), prompt_format=prompt_format, **extraction)
     summary = run_cache(texts, path, CacheConfig(model=loaded.config, extraction=extraction_config), loaded=loaded, progress=progress)
     logger.info("%s", summary.describe())
     return ActivationStore(path)
@@ -89,5 +89,5 @@ def open_store(path: str | Path) -> Any:
     return ActivationStore(path)
 
 
-def _layer_tokens(layers: str | int | Sequence[str | int]) -> tuple[str, ...]:
+def layer_tokens(layers: str | int | Sequence[str | int]) -> tuple[str, ...]:
     return (str(layers),) if isinstance(layers, (str, int)) else tuple(str(x) for x in layers)

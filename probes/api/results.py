@@ -44,11 +44,9 @@ class Detection:
 
     def files(self) -> Any:
         """The scores as ``lara verdict`` reads them (``probes.calibration.files.ScoredFiles``)."""
-        from ..calibration.files import ScoredFiles
+        from ..calibration.files import ScoredFiles, bound_settings
 
-        info = self.summary.info
-        settings = {n: d["settings_digest"] for n, d in info.get("detectors", {}).items() if d.get("settings_digest")}
-        prompt = (info.get("responder") or {}).get("prompt_format")
+        settings, prompt = bound_settings(self.summary.info)
         return ScoredFiles(self.summary.table, self.summary.controls, settings, prompt_format=prompt)
 
     def describe(self) -> str:

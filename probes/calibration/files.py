@@ -35,6 +35,13 @@ class ScoredFiles:
     prompt_format: dict[str, Any] | None = None  # how the questions were prompted (a local model's; None: unknown or served)
 
 
+def bound_settings(meta: dict[str, Any] | None) -> tuple[dict[str, str], dict[str, Any] | None]:
+    """From a scores meta (``lara detect``'s ``.meta.json``, or ``DetectSummary.info``): each
+    detector's settings digest and the prompt format (``{}`` and None without one)."""
+    settings = {n: d["settings_digest"] for n, d in (meta or {}).get("detectors", {}).items() if d.get("settings_digest")}
+    return settings, ((meta or {}).get("responder") or {}).get("prompt_format")
+
+
 def read_scored(scores_path: str | Path, controls_path: str | Path | None = None, use_controls: bool = True) -> ScoredFiles:
     """``scores_path`` and its controls (``controls_path``, default the bound file beside it).
 
@@ -50,8 +57,7 @@ def read_scored(scores_path: str | Path, controls_path: str | Path | None = None
     stale_meta = meta is not None and not _meta_describes(meta, scores_path)
     if stale_meta:
         meta = None
-    settings = {n: d["settings_digest"] for n, d in (meta or {}).get("detectors", {}).items() if d.get("settings_digest")}
-    prompt = ((meta or {}).get("responder") or {}).get("prompt_format")
+    settings, prompt = bound_settings(meta)
     out = ScoredFiles(table, None, settings, prompt_format=prompt)
     if stale_meta:
         out.notes.append(f"{scores_path.with_suffix('.meta.json').name} was written with other scores than {scores_path.name} "

@@ -84,25 +84,21 @@ def register(sub: Any) -> None:
 def handle(args: argparse.Namespace) -> int:
     from cache.loading import load_model
     from cache.outputs import check_writable
-    from generation.config import default_cache_dir
     from generation.records import read_questions
 
-    from ..detection import detect_questions, detector_names, has_answer, parse_params
-    from ..detectors import get_detector
+    from ..detection import checked_detectors, detect_questions, detector_names, has_answer, parse_params
     from ..responders.local import PromptFormat
-    from ..responders.open import open_responder
+    from ..responders.open import default_store_path, open_responder
     from ..responders.store import ResponseStore
 
     questions = read_questions(args.questions)
     names = detector_names(args.detectors, reference=bool(args.reference), answers=any(has_answer(q.answer) for q in questions))
-    params = parse_params(args.param, names)
-    for name in names:  # unknown names and parameters refused before any model is loaded
-        get_detector(name, **params[name])
+    names, params = checked_detectors(names, questions, bool(args.reference), parse_params(args.param, names))  # before any model loads
     if bool(args.endpoint) == bool(args.source):
         raise ConfigError("give the audited model with --model DIR, or a served one with --endpoint URL --api-model NAME")
     if args.endpoint and not args.api_model:
         raise ConfigError("--endpoint needs --api-model NAME (the served model's name)")
-    store_path = args.store or default_cache_dir().parent / "responses.sqlite"
+    store_path = args.store or default_store_path()
     check_writable(args.output, "scores file")  # before any model is loaded or answer generated
     check_writable(store_path, "response store")
     overrides = {k: v for k, v in {"device": args.device, "dtype": args.dtype, "trust_remote_code": args.trust_remote_code,

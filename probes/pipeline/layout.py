@@ -49,9 +49,14 @@ class ModelLayout:
         """LaRA's scores and their meta."""
         return self._at("lara.csv"), self._at("lara.meta.json")
 
+    @property
+    def detector_scores(self) -> str:
+        """``detectors.csv``: the detect stage's scores (its other files sit beside it)."""
+        return self._at("detectors.csv")
+
     def detectors(self, with_controls: bool) -> list[str]:
         """The detect stage's files: scores first, then raw, meta (and controls)."""
-        files = [self._at(f) for f in ("detectors.csv", "detectors.raw.csv", "detectors.meta.json")]
+        files = [self.detector_scores] + [self._at(f) for f in ("detectors.raw.csv", "detectors.meta.json")]
         return files + ([self._at("detectors.controls.csv")] if with_controls else [])
 
     @property

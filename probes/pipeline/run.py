@@ -224,8 +224,8 @@ class _Run:
     def _report_stages(self, name: str, state: _ModelState) -> None:
         """fuse → verdict → evaluate of one model, once every model's scores exist."""
         config, ledger, run_dir, files = self.config, self.ledger, self.run_dir, self.layout.model(name)
-        score_tables = {k: v for k, v in state.tables.items() if k in (files.lara[0], files.detectors(False)[0])}
-        reference_table = (self.layout.model(self.reference).detectors(False)[0]
+        score_tables = {k: v for k, v in state.tables.items() if k in (files.lara[0], files.detector_scores)}
+        reference_table = (self.layout.model(self.reference).detector_scores
                            if self.reference and name != self.reference and config.detect.names else None)
         reference_digests = {t: d for t, d in self.states[self.reference].tables.items()} if self.reference and config.detect.names else {}
         scores = ledger.run(

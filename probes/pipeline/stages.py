@@ -178,7 +178,7 @@ def detect(run_dir: Path, name: str, config: RunConfig, model: LazyModel, questi
     if summary is None:  # a rank other than the main one
         return
     layout = RunLayout(run_dir)
-    summary.write(layout.path(layout.model(name).detectors(False)[0]))
+    summary.write(layout.path(layout.model(name).detector_scores))
     logger.info("%s", summary.describe())
 
 
@@ -255,7 +255,7 @@ def verdict(run_dir: Path, name: str, config: RunConfig, tables: list[str], labe
 
     def scored(model: str) -> ScoredFiles:
         # the controls are read only when this run scored them, and only those its detect stage bound
-        return read_scored(layout.path(layout.model(model).detectors(False)[0]), use_controls=config.calibrating)
+        return read_scored(layout.path(layout.model(model).detector_scores), use_controls=config.calibrating)
 
     lara = [ScoreTable.read_csv(run_dir / t) for t in tables]
     if config.detect.names:
@@ -301,7 +301,8 @@ def evaluate(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int 
 
 def section(run_dir: Path, name: str, config: RunConfig) -> str:
     """The model's detection table (or score audit) from its report.md, under a heading."""
-    text = RunLayout(run_dir).path(RunLayout(run_dir).model(name).report_md).read_text(encoding="utf-8")
+    layout = RunLayout(run_dir)
+    text = layout.path(layout.model(name).report_md).read_text(encoding="utf-8")
     body = text.split("## Paired comparison")[0].split("## Layer analysis")[0].split("## Plots")[0].split("## Verdict figure")[0]
     body = body.replace("# LaRA Probes report", "").strip()
     role = "audited model" if name == config.name else "control"

@@ -24,6 +24,16 @@ class Endpoint(Protocol):
     concurrency: int
 
 
+def default_store_path() -> Path:
+    """The response store ``lara detect`` and the Python API share by default (beside the
+    generator's cache, ``~/.cache/lara/responses.sqlite``); its folder is created."""
+    from generation.config import default_cache_dir
+
+    path = default_cache_dir().parent / "responses.sqlite"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def open_store(store: ResponseStore | str | Path) -> ResponseStore:
     """``store`` itself, or the response store at that path."""
     return store if isinstance(store, ResponseStore) else ResponseStore(Path(store))
