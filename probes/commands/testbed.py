@@ -6,12 +6,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-
+PRESET_NAMES = ("smoke", "cpu", "gpu", "gsm", "gsm-smoke")  # probes.testbed.PRESETS' keys (a test keeps them equal)
 
 TESTBED_EXAMPLES = """examples:
   lara testbed build --out testbed-smoke --preset smoke            # under a minute; plumbing only
   lara testbed build --out testbed-cpu --preset cpu --seed 0       # rebuilds the shipped demo checkpoints
   lara testbed build --out testbed-gpu --preset gpu --device cuda
+  lara testbed build --out probes/testbed/checkpoints/gsm-seed0 --preset gsm --seed 0   # GSM-Symbolic (needs .[gsm])
 """
 
 
@@ -22,8 +23,9 @@ def register(sub: Any) -> None:
     build = testbed_sub.add_parser("build", help="draw the problems, train the tokenizer, SFT, then GRPO on the members",
                                    epilog=TESTBED_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     build.add_argument("--out", type=Path, required=True, help="directory to create (sft/, rl/, questions.jsonl, testbed.json, logs)")
-    build.add_argument("--preset", choices=["smoke", "cpu", "gpu"], default="cpu",
-                       help="smoke: seconds, plumbing only; cpu: the shipped demo checkpoints (~12 min on 2 cores); gpu: larger")
+    build.add_argument("--preset", choices=PRESET_NAMES, default="cpu",
+                       help="smoke: seconds, plumbing only; cpu: the shipped demo checkpoints (~17 min on 2 cores); gpu: "
+                            "larger; gsm: GSM-Symbolic's GSM8K templates (the gsm extra; ~50 min); gsm-smoke: its plumbing")
     build.add_argument("--seed", type=int, default=0, help="seed of the problems, the weights and the training (default: 0)")
     build.add_argument("--device", help="torch device (default: the preset's: cpu, or cuda for gpu)")
     build.add_argument("--overwrite", action="store_true", help="replace an existing --out directory")

@@ -54,6 +54,8 @@ class Preset:
     sft: SFTSettings
     grpo: GRPOSettings
     device: str = "cpu"
+    problems: str = "ours"      # "ours" (problems.TEMPLATES) or "gsm-symbolic" (gsm.py; the gsm extra)
+    n_positions: int = 256
 
 
 PRESETS: dict[str, Preset] = {
@@ -71,6 +73,17 @@ PRESETS: dict[str, Preset] = {
                   sft=SFTSettings(steps=6000, batch_size=128, lr=1e-3, warmup=300),
                   grpo=GRPOSettings(epochs=15, group_size=16, questions_per_step=32, lr=5e-5, max_new_tokens=48),
                   device="cuda"),
+    # GSM-Symbolic's templates of GSM8K test questions, their own chains of thought (reasoning-gym:
+    # the gsm extra). Longer texts (median 152 tokens): batches cut by length, a 176-token budget
+    "gsm": Preset(n_layer=4, d_model=128, n_head=4, vocab_size=1024, n_sft=12000, n_members=150, n_test=100,
+                  sft=SFTSettings(steps=1600, batch_size=32, lr=2e-3, warmup=100, length_buckets=8),
+                  grpo=GRPOSettings(epochs=10, group_size=8, questions_per_step=16, lr=3e-4, max_new_tokens=176),
+                  problems="gsm-symbolic", n_positions=384),
+    # the gsm build's plumbing in about a minute (CI runs it when the gsm extra is installed)
+    "gsm-smoke": Preset(n_layer=2, d_model=48, n_head=2, vocab_size=512, n_sft=600, n_members=24, n_test=16,
+                        sft=SFTSettings(steps=40, batch_size=16, lr=3e-3, warmup=10, length_buckets=4),
+                        grpo=GRPOSettings(epochs=1, group_size=4, questions_per_step=12, lr=3e-4, max_new_tokens=176),
+                        problems="gsm-symbolic", n_positions=384),
 }
 
 
@@ -90,6 +103,7 @@ def build_testbed(out_dir: str | Path, preset: str = "cpu", seed: int = 0, devic
     p = PRESETS[preset]
     device = device or p.device
     started = time.perf_counter()
+    source = problem_source(p, seed)  # a missing extra is refused before anything is written
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}-", dir=out_dir.parent))
     log_file = (tmp / "train_log.jsonl").open("w", encoding="utf-8")
@@ -100,7 +114,7 @@ def build_testbed(out_dir: str | Path, preset: str = "cpu", seed: int = 0, devic
             logger.info("SFT step %d/%d: loss %.4f", record["step"], p.sft.steps, record["loss"])
 
     try:
-        splits = make_splits(p.n_sft, p.n_members, p.n_test, seed)
+        splits = make_splits(p.n_sft, p.n_members, p.n_test, seed, **source)
         tokenizer, model = _fresh_model(p, splits, seed, device)
         logger.info("testbed %s (seed %d): %d SFT problems, %d members, %d non-members, %d test; GPT-2 %d x %d (%.2fM parameters)",
                     preset, seed, len(splits.sft), len(splits.members), len(splits.non_members), len(splits.test),
@@ -129,12 +143,13 @@ def build_testbed(out_dir: str | Path, preset: str = "cpu", seed: int = 0, devic
         tokenizer.save_pretrained(tmp / "rl")
         log_file.close()
 
-        _write_jsonl(tmp / "questions.jsonl", _question_rows(splits))
+        _write_jsonl(tmp / "questions.jsonl", _question_rows(splits, "testbed" if p.problems == "ours" else "gsm-symbolic"))
         _write_jsonl(tmp / "sft_pool.jsonl", [{"id": problem_id(x), "template": x.template, "numbers": dict(x.numbers)}
                                               for x in splits.sft])
         seconds = {"sft": round(sft_seconds, 1), "grpo": round(rl_seconds, 1), "total": round(time.perf_counter() - started, 1)}
         manifest = _manifest(tmp, preset, seed, command or f"lara testbed build --out {out_dir} --preset {preset} --seed {seed}",
                              asdict(p) | {"device": device}, splits, sorted(trained_on), evaluation, seconds)
+        manifest.update(_problems_record(p, splits))
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         tmp.chmod(0o755)  # mkdtemp makes it private; a testbed is meant to be shared
         if out_dir.exists():
@@ -147,6 +162,15 @@ def build_testbed(out_dir: str | Path, preset: str = "cpu", seed: int = 0, devic
     return manifest
 
 
+def problem_source(p: Preset, seed: int) -> dict[str, Any]:
+    """``make_splits``' ``draw`` and ``templates`` for the preset's problems (ours: the defaults)."""
+    if p.problems == "ours":
+        return {}
+    from .gsm import draw_gsm, usable_templates
+
+    return {"draw": draw_gsm, "templates": usable_templates(seed)}
+
+
 def _fresh_model(p: Preset, splits: Any, seed: int, device: str) -> tuple[Any, Any]:
     """The tokenizer trained on the SFT pool (one digit per token) and a freshly initialised GPT-2."""
     import torch
@@ -156,7 +180,7 @@ def _fresh_model(p: Preset, splits: Any, seed: int, device: str) -> tuple[Any, A
 
     tokenizer = train_tokenizer(p.vocab_size, texts=[x.text() for x in splits.sft], split_digits=True)
     tokenizer.chat_template = None
-    config = GPT2Config(vocab_size=len(tokenizer), n_positions=256, n_embd=p.d_model, n_layer=p.n_layer,
+    config = GPT2Config(vocab_size=len(tokenizer), n_positions=p.n_positions, n_embd=p.d_model, n_layer=p.n_layer,
                         n_head=p.n_head, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                         pad_token_id=tokenizer.pad_token_id)
     torch.manual_seed(seed)
@@ -186,6 +210,23 @@ def _manifest(tmp: Path, preset: str, seed: int, command: str, settings: dict[st
     }
 
 
+def _problems_record(p: Preset, splits: Any) -> dict[str, Any]:
+    """Where the problems come from: for GSM-Symbolic, the templates used, the filter, versions."""
+    if p.problems == "ours":
+        return {}
+    from importlib.metadata import version
+
+    from . import gsm
+
+    templates = sorted({x.template for x in splits.sft} | {x.template for x in splits.members})
+    return {"problems": {"source": "gsm-symbolic (reasoning-gym generators, difficulty 1.0)", "templates": templates,
+                         "n_templates": len(templates),
+                         "filter": {"max_number": gsm.MAX_NUMBER, "max_solution_chars": gsm.MAX_SOLUTION_CHARS,
+                                    "max_question_chars": gsm.MAX_QUESTION_CHARS, "min_share": gsm.MIN_SHARE}},
+            "n_templates": len(templates),
+            "versions": {name: version(name) for name in ("reasoning-gym", "transformers", "tokenizers", "torch")}}
+
+
 def _accuracies(model: Any, tokenizer: Any, splits: Any, max_new_tokens: int) -> dict[str, float]:
     return {name: round(accuracy(model, tokenizer, getattr(splits, name), max_new_tokens), 4)
             for name in ("members", "non_members", "test")}
@@ -195,13 +236,13 @@ def _describe(acc: dict[str, float]) -> str:
     return ", ".join(f"{k} {v:.1%}" for k, v in acc.items())
 
 
-def _question_rows(splits: Any) -> list[dict[str, Any]]:
+def _question_rows(splits: Any, source: str = "testbed") -> list[dict[str, Any]]:
     rows = []
     for split, label, problems in (("member", 1, splits.members), ("non_member", 0, splits.non_members),
                                    ("clean_ref", None, splits.test)):
         for x in problems:
             rows.append({"id": problem_id(x), "question": x.question, "label": label, "answer": x.answer,
-                         "source": "testbed", "split": split,
+                         "source": source, "split": split,
                          "extra": {"template": x.template, "numbers": dict(x.numbers), "solution": x.solution}})
     return rows
 

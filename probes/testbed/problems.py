@@ -16,11 +16,11 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable, Sequence
 
 NAMES = ("Ava", "Ben", "Chen", "Dara", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun", "Kai", "Lea")
 PROMPT_TEMPLATE = "Q: {prompt}\nA:"
-ANSWER_PATTERN = re.compile(r"The answer is (-?\d+)")
+ANSWER_PATTERN = re.compile(r"(?:The answer is|####)\s*(-?\d+)")  # ours, and GSM8K's final line
 
 Step = tuple[str, str, str, str]  # (left, op, right, result): names of numbers or results
 
@@ -162,7 +162,7 @@ def hash_key(template: int, numbers: Iterable[tuple[str, int]]) -> int:
 
 
 def parse_answer(text: str) -> int | None:
-    """The final integer of a generated solution (the first ``The answer is N``), or None."""
+    """The final integer of a generated solution (the first ``The answer is N`` or ``#### N``), or None."""
     match = ANSWER_PATTERN.search(text)
     return int(match.group(1)) if match else None
 
@@ -180,19 +180,28 @@ class Splits:
         return {name: {p.key for p in getattr(self, name)} for name in ("sft", "members", "non_members", "test")}
 
 
-def make_splits(n_sft: int, n_members: int, n_test: int, seed: int, max_draws: int = 2000) -> Splits:
+Draw = Callable[[int, random.Random], "Problem | None"]
+
+
+def make_splits(n_sft: int, n_members: int, n_test: int, seed: int, max_draws: int = 2000,
+                draw: Draw | None = None, templates: Sequence[int] | None = None) -> Splits:
     """Draw distinct problems and deal them into the splits.
+
+    ``draw(template, rng)`` makes one problem of a template (None: draw again) and ``templates``
+    lists the template ids; both default to this module's templates (:func:`draw_problem`).
 
     Members and test problems are spread over the templates round-robin; each member gets a
     non-member of its own template. The SFT pool is drawn from all templates too, so the
     model learns every template's form, but never with a pair used elsewhere.
     """
+    draw = draw or draw_problem
+    templates = list(range(len(TEMPLATES)) if templates is None else templates)
     rng = random.Random(seed)
     seen: set = set()
 
     def fresh(template: int) -> Problem | None:
         for _ in range(max_draws):
-            problem = draw_problem(template, rng)
+            problem = draw(template, rng)
             if problem is not None and problem.key not in seen:
                 seen.add(problem.key)
                 return problem
@@ -204,7 +213,7 @@ def make_splits(n_sft: int, n_members: int, n_test: int, seed: int, max_draws: i
             raise ValueError(f"template {template} ran out of distinct problems; lower the split sizes")
         return problem
 
-    order = list(range(len(TEMPLATES)))
+    order = list(templates)
     rng.shuffle(order)
     members, non_members, test = [], [], []
     for i in range(n_members):
@@ -214,7 +223,7 @@ def make_splits(n_sft: int, n_members: int, n_test: int, seed: int, max_draws: i
     for i in range(n_test):
         test.append(required(order[i % len(order)]))
     sft: list[Problem] = []
-    open_templates = list(range(len(TEMPLATES)))
+    open_templates = list(templates)
     while len(sft) < n_sft:
         if not open_templates:
             raise ValueError(f"only {len(sft)} distinct SFT problems exist besides the other splits; lower n_sft")

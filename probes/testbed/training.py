@@ -31,13 +31,16 @@ LogFn = Callable[[dict[str, Any]], None]
 
 @dataclass(frozen=True)
 class SFTSettings:
-    """SFT: optimiser steps, problems per step, peak learning rate, warm-up steps, AdamW decay."""
+    """SFT: optimiser steps, problems per step, peak learning rate, warm-up steps, AdamW decay, and
+    ``length_buckets``: each run of that many batches is drawn at once and cut by length (less
+    padding on problems of mixed lengths; 1: batches as drawn)."""
 
     steps: int
     batch_size: int
     lr: float
     warmup: int = 100
     weight_decay: float = 0.01
+    length_buckets: int = 1
 
 
 @dataclass(frozen=True)
@@ -78,10 +81,13 @@ def supervised_finetune(model: Any, tokenizer: Any, problems: Sequence[Problem],
     order: list[int] = []
     model.train()
     start = time.perf_counter()
+    batches: list[list[int]] = []
     for step in range(1, settings.steps + 1):
-        if len(order) < settings.batch_size:
-            order += rng.sample(range(len(encoded)), len(encoded))
-        batch, order = order[: settings.batch_size], order[settings.batch_size:]
+        if not batches:
+            while len(order) < settings.batch_size * settings.length_buckets:
+                order += rng.sample(range(len(encoded)), len(encoded))
+            batches, order = _length_batches(order, encoded, settings.batch_size, settings.length_buckets, rng)
+        batch = batches.pop()
         ids, mask = _pad([encoded[i] for i in batch], pad)
         loss = model(input_ids=ids, attention_mask=mask, labels=ids.masked_fill(mask == 0, -100)).loss
         optimiser.zero_grad(set_to_none=True)
@@ -93,6 +99,19 @@ def supervised_finetune(model: Any, tokenizer: Any, problems: Sequence[Problem],
             log({"stage": "sft", "step": step, "loss": round(float(loss.detach()), 5), "lr": schedule.get_last_lr()[0],
                  "seconds": round(time.perf_counter() - start, 2)})
     model.eval()
+
+
+def _length_batches(order: list[int], encoded: Sequence[Sequence[int]], batch_size: int, buckets: int,
+                    rng: random.Random) -> tuple[list[list[int]], list[int]]:
+    """The next ``buckets`` batches from ``order`` (and what is left of it): with one bucket the
+    next batch as drawn; with more, that many batches' problems sorted by length, cut, shuffled."""
+    take, rest = order[: batch_size * buckets], order[batch_size * buckets:]
+    if buckets == 1:
+        return [take], rest
+    take = sorted(take, key=lambda i: len(encoded[i]))
+    batches = [take[i:i + batch_size] for i in range(0, len(take), batch_size)]
+    rng.shuffle(batches)
+    return batches, rest
 
 
 def _warmup_cosine(step: int, warmup: int, total: int) -> float:
