@@ -1,7 +1,7 @@
 """The blind baseline (SPEC §8.8) on the shipped testbed's questions, and two fold schemes it was
 measured against.
 
-    python benchmarks/bench_blind.py [--seeds 5]
+    python benchmarks/bench_blind.py [--seeds 5] [--questions probes/testbed/checkpoints/gsm-seed0/questions.jsonl]
 
 Prints the out-of-fold AUC of the question-text classifier (char 2–4-gram TF-IDF + logistic
 regression) on three labellings of the 300 labelled testbed questions — the template-matched
@@ -75,8 +75,9 @@ def out_of_fold(texts: np.ndarray, y: np.ndarray, folds: np.ndarray, seed: int) 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=5, help="fold seeds (and random labellings) averaged")
+    parser.add_argument("--questions", type=Path, default=QUESTIONS, help="a testbed's questions.jsonl (default: the cpu testbed's)")
     args = parser.parse_args()
-    rows = [json.loads(line) for line in QUESTIONS.read_text().splitlines()]
+    rows = [json.loads(line) for line in args.questions.read_text().splitlines()]
     rows = [r for r in rows if r.get("label") is not None]
     texts = np.array([r["question"] for r in rows], dtype=object)
     template = np.array([r["extra"]["template"] for r in rows])

@@ -33,7 +33,9 @@ LogFn = Callable[[dict[str, Any]], None]
 class SFTSettings:
     """SFT: optimiser steps, problems per step, peak learning rate, warm-up steps, AdamW decay, and
     ``length_buckets``: each run of that many batches is drawn at once and cut by length (less
-    padding on problems of mixed lengths; 1: batches as drawn)."""
+    padding on problems of mixed lengths; 1: batches as drawn); ``prompt_loss``: whether the
+    question's tokens are trained on too (False: only the solution and EOS, so a long question's
+    unpredictable names and numbers do not drown the gradient of copying and computing them)."""
 
     steps: int
     batch_size: int
@@ -41,6 +43,7 @@ class SFTSettings:
     warmup: int = 100
     weight_decay: float = 0.01
     length_buckets: int = 1
+    prompt_loss: bool = True
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,7 @@ def supervised_finetune(model: Any, tokenizer: Any, problems: Sequence[Problem],
     """Train ``model`` in place on the problems' full texts (each followed by EOS)."""
     eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
     encoded = [tokenizer(p.text())["input_ids"] + [eos] for p in problems]
+    skipped = [0 if settings.prompt_loss else _prompt_length(tokenizer, p) for p in problems]
     optimiser = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimiser, lambda s: _warmup_cosine(s, settings.warmup, settings.steps))
     rng = random.Random(seed)
@@ -89,7 +93,10 @@ def supervised_finetune(model: Any, tokenizer: Any, problems: Sequence[Problem],
             batches, order = _length_batches(order, encoded, settings.batch_size, settings.length_buckets, rng)
         batch = batches.pop()
         ids, mask = _pad([encoded[i] for i in batch], pad)
-        loss = model(input_ids=ids, attention_mask=mask, labels=ids.masked_fill(mask == 0, -100)).loss
+        labels = ids.masked_fill(mask == 0, -100)
+        for row, i in enumerate(batch):
+            labels[row, :skipped[i]] = -100
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
         optimiser.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -99,6 +106,15 @@ def supervised_finetune(model: Any, tokenizer: Any, problems: Sequence[Problem],
             log({"stage": "sft", "step": step, "loss": round(float(loss.detach()), 5), "lr": schedule.get_last_lr()[0],
                  "seconds": round(time.perf_counter() - start, 2)})
     model.eval()
+
+
+def _prompt_length(tokenizer: Any, problem: Problem) -> int:
+    """Tokens of the problem's prompt at the start of its full text (the prompt ends before the
+    space that opens the solution, so its tokens are a prefix of the text's)."""
+    prompt, text = tokenizer(problem.prompt())["input_ids"], tokenizer(problem.text())["input_ids"]
+    if text[:len(prompt)] != prompt:
+        raise ValueError(f"the prompt's tokens are not a prefix of the text's: {problem.prompt()!r}")
+    return len(prompt)
 
 
 def _length_batches(order: list[int], encoded: Sequence[Sequence[int]], batch_size: int, buckets: int,

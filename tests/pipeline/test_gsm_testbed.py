@@ -162,3 +162,40 @@ def test_gsm_splits_are_reproducible_from_the_seed():
     b = make_splits(300, 20, 10, 4, draw=draw_gsm, templates=templates)
     c = make_splits(300, 20, 10, 5, draw=draw_gsm, templates=templates)
     assert a == b and a.members != c.members
+
+
+def test_sft_without_prompt_loss_trains_on_the_solution_and_eos_only():
+    """The logged first-step loss is the mean cross-entropy of the solution tokens and EOS alone,
+    computed here one problem and one token at a time on a copy of the initial weights."""
+    import copy
+    import math
+
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from cache.toymodels import train_tokenizer
+    from probes.testbed.problems import make_splits
+    from probes.testbed.training import SFTSettings, supervised_finetune
+
+    problems = make_splits(60, 3, 2, seed=1).sft[:6]
+    tokenizer = train_tokenizer(300, texts=[p.text() for p in problems] * 5, split_digits=True)
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=len(tokenizer), n_positions=128, n_embd=32, n_layer=1, n_head=2, resid_pdrop=0.0,
+                        embd_pdrop=0.0, attn_pdrop=0.0, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    model = GPT2LMHeadModel(config)  # no dropout: the logged loss is then a function of the weights
+    initial = copy.deepcopy(model).eval()
+    logged: list[dict] = []
+    settings = SFTSettings(steps=1, batch_size=len(problems), lr=1e-3, warmup=1, prompt_loss=False)
+    supervised_finetune(model, tokenizer, problems, settings, seed=0, log=logged.append, log_every=1)
+
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for p in problems:
+            prompt = tokenizer(p.prompt())["input_ids"]
+            ids = tokenizer(p.text())["input_ids"] + [tokenizer.eos_token_id]
+            assert ids[:len(prompt)] == prompt
+            logits = initial(input_ids=torch.tensor([ids])).logits[0]
+            for t in range(len(prompt), len(ids)):  # token t predicted from position t - 1
+                total -= float(torch.log_softmax(logits[t - 1].double(), -1)[ids[t]])
+                count += 1
+    assert math.isclose(logged[0]["loss"], total / count, rel_tol=1e-4)
