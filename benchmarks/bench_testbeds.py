@@ -1,0 +1,135 @@
+"""Every validity figure on both testbeds, side by side (issue 24): the testbed whose templates
+were written here (``configs/demo.yaml``) and the one built from GSM-Symbolic's templates of GSM8K
+test questions, which nobody here wrote (``configs/demo-gsm.yaml``).
+
+    python benchmarks/bench_testbeds.py [--subsets 200] [--size 50] [--fdr-size 60] [--seed 0]
+
+Runs each demo first where it has not run (``lara run`` skips what is done; the GSM demo takes
+about half an hour on 2 cores from nothing), then prints, per testbed:
+
+* detector AUCs with their 95 % bootstrap CIs on the RL and on the SFT checkpoint (from each
+  run's ``report.json``; on the SFT checkpoint, trained before RL, every CI should contain 0.5);
+* the blind baseline (the question text alone);
+* the label-free verdict's rejection rates at α = 0.05 over ``--subsets`` random subsets of
+  ``--size`` questions (bench_verdict.py's simulation): size on non-members, power on members, in
+  the reference, relative and absolute modes on RL, and the relative and absolute modes on SFT
+  (trained before RL: every rejection is false);
+* the per-question decisions' realised FDR and power at q = 0.10 (bench_fdr.py's simulation).
+
+Writes ``bench/testbeds.json`` in each run directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_fdr  # noqa: E402
+import bench_verdict  # noqa: E402
+from generation.records import read_questions  # noqa: E402
+from probes.pipeline import load_run_config, run_pipeline  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTBEDS = {"ours (40 templates)": ROOT / "configs" / "demo.yaml", "GSM-Symbolic (47 templates)": ROOT / "configs" / "demo-gsm.yaml"}
+DETECTORS = ["lara", "ppl", "min_k", "min_k_plus_plus", "zlib", "recall", "logprober", "ref", "cdd", "min_knn", "self_critique",
+             "entropy_temp", "entropy_noise", "partial_completion", "policy_drift", "reward_gain", "self_critique+lara"]
+
+
+def figures(config_path: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """One testbed's figures (its demo run first, where missing)."""
+    config = load_run_config(config_path)
+    run_dir = Path(config.run_dir)
+    run_pipeline(config, progress=False)
+    questions = read_questions(config.questions)
+    members, non_members = [q.id for q in questions if q.label == 1], [q.id for q in questions if q.label == 0]
+    clean_ids = [q.id for q in questions if q.split == "clean_ref"]
+    rl, sft = bench_verdict.scored(run_dir, config.name), bench_verdict.scored(run_dir, config.reference_name())
+    reports = {model: json.loads((run_dir / model / "report" / "report.json").read_text())
+               for model in (config.name, config.reference_name())}
+    aucs = {model: {name: r["detectors"][name]["auc"] for name in DETECTORS if name in r["detectors"]} for model, r in reports.items()}
+    settings = dataclasses.replace(config.verdict, permutations=2000, bootstrap=1)
+    groups = {"non-members": non_members, "members": members}
+    verdict = {"RL": bench_verdict.rates(rl, groups, args.subsets, args.size, settings, reference=sft, clean=rl.subset(clean_ids),
+                                         seed=args.seed),
+               "SFT": bench_verdict.rates(sft, groups, args.subsets, args.size, dataclasses.replace(settings, detectors=None),
+                                          clean=sft.subset(clean_ids), seed=args.seed)}
+    fdr_args = argparse.Namespace(seed=args.seed, size=args.fdr_size, subsets=args.subsets)
+    fdr_settings = dataclasses.replace(config.verdict, fdr=0.10)
+    with_controls, = bench_fdr.combined(run_dir / config.name, ("reference",), None)
+    sft_absolute, = bench_fdr.combined(run_dir / config.reference_name(), ("absolute",), None)
+    fdr = {"RL, reference mode": bench_fdr.rates(rl, "reference", with_controls, members, non_members, fdr_args, fdr_settings,
+                                                 reference=sft, clean=rl.subset(clean_ids)),
+           "SFT, absolute mode": bench_fdr.rates(sft, "absolute", sft_absolute, members, non_members, fdr_args, fdr_settings)}
+    found = {"auc": aucs, "blind": reports[config.name]["blind"]["auc"], "verdict": verdict, "fdr": fdr,
+             "models": [config.name, config.reference_name()]}
+    (run_dir / "bench").mkdir(exist_ok=True)
+    (run_dir / "bench" / "testbeds.json").write_text(json.dumps(found, indent=1) + "\n", encoding="utf-8")
+    return found
+
+
+def _auc(cell: dict[str, Any] | None, sft: bool = False) -> str:
+    if not cell or cell.get("value") is None or not math.isfinite(cell["value"]):
+        return "—"
+    lo, hi = cell["ci"]
+    outside = sft and not lo <= 0.5 <= hi
+    return f"{cell['value']:.2f} [{lo:.2f}, {hi:.2f}]" + ("*" if outside else " ")
+
+
+def show(found: dict[str, dict[str, Any]]) -> None:
+    names = list(found)
+    print("\nDetector AUC [95 % CI], members vs non-members (* SFT CI excludes 0.5)")
+    print(f"  {'detector':<20}" + "".join(f"{n[:24] + ' RL':>28}{'SFT':>22}" for n in names))
+    for detector in DETECTORS:
+        cells = []
+        for n in names:
+            rl, sft = found[n]["models"]
+            cells += [f"{_auc(found[n]['auc'][rl].get(detector)):>28}", f"{_auc(found[n]['auc'][sft].get(detector), sft=True):>22}"]
+        print(f"  {detector:<20}" + "".join(cells))
+    print("  " + f"{'blind baseline':<20}" + "".join(f"{_auc(found[n]['blind']):>28}{'':>22}" for n in names))
+    print("\nVerdict rejection rate at alpha = 0.05 (non-members: size; members: power on RL, size on SFT)")
+    print(f"  {'model: mode/detector':<34}" + "".join(f"{n[:22] + ' non-m.':>30}{'members':>10}" for n in names))
+    keys = sorted({(model, k) for n in names for model, table in found[n]["verdict"].items() for g in table.values() for k in g},
+                  key=lambda mk: (mk[0], mk[1].split("/")[0], mk[1].split("/")[1] != "combined", mk[1]))
+    for model, key in keys:
+        row = []
+        for n in names:
+            table = found[n]["verdict"][model]
+            row += [f"{table['non-members'][key]:>30.3f}" if key in table["non-members"] else f"{'—':>30}",
+                    f"{table['members'][key]:>10.3f}" if key in table["members"] else f"{'—':>10}"]
+        print(f"  {model + ': ' + key:<34}" + "".join(row))
+    print("\nPer-question decisions at FDR q = 0.10: realised FDR / power")
+    print(f"  {'model, mode: mix':<40}" + "".join(f"{n[:30]:>34}" for n in names))
+    for title in next(iter(found.values()))["fdr"]:
+        for mix in next(iter(found.values()))["fdr"][title]:
+            cells = []
+            for n in names:
+                r = found[n]["fdr"][title][mix]
+                power = "—" if r["power"] is None or not math.isfinite(r["power"]) else f"{r['power']:.3f}"
+                cells.append(f"{r['fdr']:.3f} ± {r['fdr_se']:.3f} / {power}".rjust(34))
+            print(f"  {title + ': ' + mix:<40}" + "".join(cells))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--subsets", type=int, default=200)
+    parser.add_argument("--size", type=int, default=50)
+    parser.add_argument("--fdr-size", type=int, default=60)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    start = time.perf_counter()
+    found = {name: figures(path, args) for name, path in TESTBEDS.items()}
+    print(f"Both testbeds ({time.perf_counter() - start:.0f} s; {args.subsets} subsets of {args.size} for the verdict, "
+          f"of {args.fdr_size} for the decisions)")
+    show(found)
+
+
+if __name__ == "__main__":
+    main()
