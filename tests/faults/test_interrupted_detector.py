@@ -17,6 +17,11 @@ from probes.scores import ScoreTable
 from tests.torchrun import ENV, lara_command, stored_responses
 
 
+# enough work that the pass is still running when the watcher sees its first chunks: with 30 samples
+# the pass took 5 s and, on a loaded CI machine, once finished before the SIGINT arrived (exit 0)
+CDD_SAMPLES = 100
+
+
 def _generated(path: Path) -> int:
     return stored_responses(path, "generate")
 
@@ -24,14 +29,14 @@ def _generated(path: Path) -> int:
 def _detect(questions: Path, model: Path, store: Path, out: Path) -> list[str]:
     return lara_command(1, "detect", "ppl,cdd", str(questions), "--model", str(model), "--device", "cpu",
                         "--prompt-format", "raw", "--template", "Q: {prompt}\nA:", "--batch-size", "4",
-                        "--param", "ppl.max_new_tokens=24", "--param", "cdd.n=30", "--param", "cdd.max_tokens=24",
+                        "--param", "ppl.max_new_tokens=24", "--param", f"cdd.n={CDD_SAMPLES}", "--param", "cdd.max_tokens=24",
                         "--store", str(store), "-o", str(out))
 
 
 def test_sigint_mid_detector_keeps_committed_completions_and_the_rerun_ends_equal(bank_questions, toy_dirs, tmp_path):
     model = toy_dirs["gpt2"]
     n_questions = 40
-    total = n_questions * (1 + 30)  # one greedy answer (shared by PPL and CDD) and 30 samples per question
+    total = n_questions * (1 + CDD_SAMPLES)  # one greedy answer (shared by PPL and CDD) and CDD's samples per question
     store = tmp_path / "store.sqlite"
     proc = subprocess.Popen(_detect(bank_questions, model, store, tmp_path / "a.csv"), env=ENV,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
