@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -40,12 +41,22 @@ def test_sigint_mid_detector_keeps_committed_completions_and_the_rerun_ends_equa
     store = tmp_path / "store.sqlite"
     proc = subprocess.Popen(_detect(bank_questions, model, store, tmp_path / "a.csv"), env=ENV,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    chunks: list[str] = []
+    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: proc.stderr.read(256), "")), daemon=True)
+    reader.start()  # stderr read as it comes, so the pass's own progress can time the signal
+
+    def cdd_progress() -> int:
+        done = re.findall(rf"generate:.*?(\d+)/{n_questions * CDD_SAMPLES}\b", "".join(chunks[-40:]))
+        return int(done[-1]) if done else 0
+
     deadline = time.monotonic() + 240
-    while time.monotonic() < deadline and proc.poll() is None and _generated(store) < n_questions + 8:
+    while time.monotonic() < deadline and proc.poll() is None and _generated(store) < n_questions + 8 and cdd_progress() < 300:
         time.sleep(0.01)  # the greedy answers and at least one chunk of CDD's samples are in
     assert proc.poll() is None, "the pass ended before it could be interrupted; give it more work"
     proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=120)
+    proc.wait(timeout=120)
+    reader.join(timeout=30)
+    stderr = "".join(chunks)
     assert proc.returncode == 130, stderr[-2000:]
     assert "interrupted; finished rows are kept" in stderr
     committed = _generated(store)
