@@ -33,14 +33,14 @@ NUMBER = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?")
 
 def templates() -> dict[int, Callable[..., dict[str, Any]]]:
     """``{template: generate(rng, difficulty)}`` for every template reasoning-gym ships as working
-    (its ``tasks_ok``)."""
+    (the testbed's own loader, :func:`probes.testbed.gsm.generators`)."""
+    from lara_core.errors import LaraError
+    from probes.testbed.gsm import generators
+
     try:
-        from reasoning_gym.arithmetic.gsm_symbolic import generators_00_49, generators_50_99
-        from reasoning_gym.arithmetic.gsm_symbolic.gsm_symbolic import tasks_ok
-    except ImportError:
-        sys.exit("this benchmark needs reasoning-gym: pip install -e \".[gsm]\" (or pip install reasoning-gym)")
-    return {int(name.split("_")[1]): getattr(module, name) for module in (generators_00_49, generators_50_99)
-            for name in dir(module) if name.startswith("generate_") and int(name.split("_")[1]) in tasks_ok}
+        return generators()
+    except LaraError as error:
+        sys.exit(str(error))
 
 
 def draw(generate: Callable[..., dict[str, Any]], rng: Random) -> tuple[dict[str, Any], dict[str, Any], Any]:
