@@ -13,6 +13,7 @@ modifiers (``6-sided``, ``three-digit``), numbers glued to a preceding letter or
 
 from __future__ import annotations
 
+import math
 import random
 import re
 from dataclasses import dataclass
@@ -50,6 +51,8 @@ class Slot:
         value: the exact value (a Fraction; words and integers are whole).
         decimals: digits after the point (decimals only).
         percent: the quantity is followed by ``%`` or ``percent``.
+        year: a four-digit integer in 1900–2100 after a word that introduces a year ("in 2015",
+            "since 1990"); "a target of 1900 calories" is a quantity like any other.
     """
 
     start: int
@@ -59,6 +62,7 @@ class Slot:
     value: Fraction
     decimals: int = 0
     percent: bool = False
+    year: bool = False
 
     @property
     def key(self) -> tuple[str, Fraction, int]:
@@ -99,7 +103,8 @@ def find_slots(text: str) -> list[Slot]:
         integer = m.group(1).replace(",", "")
         decimals = m.group(2)
         if decimals is None:
-            slot = Slot(m.start(), m.end(), m.group(0), "int", Fraction(int(integer)), percent=_is_percent(text, m.end()))
+            slot = Slot(m.start(), m.end(), m.group(0), "int", Fraction(int(integer)), percent=_is_percent(text, m.end()),
+                        year=_is_year(text, m.start(), m.group(0)))
         else:
             value = Fraction(int(integer + decimals), 10 ** len(decimals))
             slot = Slot(m.start(), m.end(), m.group(0), "decimal", value, len(decimals), _is_percent(text, m.end()))
@@ -109,6 +114,17 @@ def find_slots(text: str) -> list[Slot]:
             add(Slot(m.start(), m.end(), m.group(0), "word", Fraction(WORD_VALUES[m.group(0).lower()]), percent=_is_percent(text, m.end())))
     slots.sort(key=lambda s: s.start)
     return slots
+
+
+_YEAR_CUES = {"in", "since", "until", "till", "by", "from", "year", "after", "before", "during", "around", "circa"}
+
+
+def _is_year(text: str, start: int, number: str) -> bool:
+    """Whether the integer ``number`` at ``start`` reads as a calendar year (see :class:`Slot`)."""
+    if len(number) != 4 or not 1900 <= int(number) <= 2100:
+        return False
+    cue = re.search(r"([A-Za-z]+)\s+$", text[max(0, start - 20):start])
+    return cue is not None and cue.group(1).lower() in _YEAR_CUES
 
 
 def _is_structural(text: str, start: int, end: int) -> bool:
@@ -175,6 +191,28 @@ def vary(slot: Slot, rng: random.Random, keep_digits: bool = False) -> str:
     raise ValueError(f"cannot find another value for {slot.text!r}")
 
 
+def vary_share(slot: Slot, denominator: int, rng: random.Random) -> str | None:
+    """A new rendering of a decimal or a percentage whose share (the value, or the percentage
+    over 100) has a denominator dividing ``denominator``, within half to twice the old value, or
+    None when there is none: "0.25" of a quarter becomes "0.50" or "0.75", "20%" of a fifth "40%".
+    Other kinds: None."""
+    if slot.kind == "decimal":  # multiples of 1/denominator writable with the slot's decimals
+        step, render = Fraction(1, math.gcd(denominator, 10**slot.decimals)), (lambda v: f"{float(v):.{slot.decimals}f}")
+    elif slot.kind == "int" and slot.percent:  # whole percentages p with p/100 a multiple of 1/denominator
+        step, render = Fraction(Fraction(100, denominator).numerator), (lambda v: str(int(v)))
+    else:
+        return None
+    lo, hi = max(1, math.ceil(slot.value / 2 / step)), math.floor(slot.value * 2 / step)
+    current = slot.value / step
+    count = hi - lo + 1 - (current.denominator == 1 and lo <= current <= hi)
+    if count <= 0:
+        return None
+    k = lo + rng.randrange(count)  # the k-th multiple, skipping the current value
+    if current.denominator == 1 and k >= current:
+        k += 1
+    return render(k * step)
+
+
 def _digits(text: str) -> int:
     return len(text.replace(",", ""))
 
@@ -211,7 +249,7 @@ def near_int(n: int, rng: random.Random) -> int:
 
 def _draw_int(slot: Slot, rng: random.Random) -> str:
     n = int(slot.value)
-    if len(slot.text) == 4 and 1900 <= n <= 2100:  # a year: stay in a plausible range
+    if slot.year:  # a calendar year: stay in a plausible range
         new = rng.randint(1950, 2029)
     else:
         zeros = len(str(n)) - len(str(n).rstrip("0")) if n >= 10 else 0

@@ -28,13 +28,13 @@ from typing import Any, Callable
 from . import records as r
 from .config import GenerationConfig
 from .identity import code_digest
-from .numbers import Slot, find_slots, in_math, rendered_value, replace_spans, signed_span, vary
+from .numbers import Slot, find_slots, in_math, rendered_value, replace_spans, signed_span, vary, vary_share
 from .records import Failure, PerturbationSet, Question
 from .relations import kept, relations
 from .rewrite import paraphrase_candidates
 from .validate import check_blanked, check_paraphrase, check_similar, removed_spans
 
-ALGORITHM_VERSION = "offline-v1"
+ALGORITHM_VERSION = "offline-v2"  # v2: quantities drawn in order, each keeping its relations with the earlier ones; years by context
 
 _TIME_UNITS = {"second", "seconds", "minute", "minutes", "hour", "hours", "day", "days", "week", "weeks", "month", "months", "year", "years"}
 _DISTANCE_UNITS = {"km", "kilometers", "kilometres", "miles", "mile", "meters", "metres", "m", "cm", "feet", "foot", "inches", "yards"}
@@ -114,11 +114,13 @@ class OfflineGenerator:
         for attempt in range(tries):
             if len(accepted) == self.config.similars:
                 break
-            # relations are kept while distinct similars that keep them can be found; a question with
-            # little room (2, 2 and 6) falls back to order alone after a few misses or half the draws
-            arithmetic = arithmetic and attempt < tries // 2 and misses < 3
-            values, held = draw_values(slots, rng, arithmetic=arithmetic)
-            misses += arithmetic and not held
+            # all relations are kept while distinct similars that keep them can be found; after a few
+            # misses or half the draws, order, divisibility and shares alone; a question with little
+            # room (2, 2 and 6) falls back to order alone for the last quarter of the draws
+            full = attempt < tries // 2 and misses < 3
+            arithmetic = arithmetic and attempt < 3 * tries // 4
+            values, held = draw_values(slots, rng, arithmetic=arithmetic, full=full)
+            misses += arithmetic and full and not held
             candidate = replace_spans(q0, [(s.start, s.end, new) for s, new in zip(slots, values)])
             if check_similar(q0, candidate, accepted, self.config.min_changed) is None:
                 accepted.append(candidate)
@@ -185,24 +187,95 @@ class OfflineGenerator:
             record.failures.append(Failure("paraphrases", i, r.NOT_ENOUGH_DISTINCT, detail, tries))
 
 
-def draw_values(slots: list[Slot], rng: random.Random, arithmetic: bool = True, tries: int = 100) -> tuple[list[str], bool]:
+def draw_values(slots: list[Slot], rng: random.Random, arithmetic: bool = True, tries: int = 80,
+                per_quantity: int = 40, full: bool = True) -> tuple[list[str], bool]:
     """New renderings for ``slots``: equal quantities stay equal, and the original's relations
     (:mod:`generation.relations`: order, and with ``arithmetic`` divisibility, sum and product
-    signs and digit counts) are kept when a draw within ``tries`` allows; failing that, order
-    alone, failing that, the last draw. Also returns whether the first level's relations held."""
+    signs, shares and digit counts) are kept when a draw allows; failing that (or at once when
+    not ``full``), order, divisibility and shares alone; failing that, order alone; failing that,
+    an unconstrained draw. Also returns whether the first level tried held.
+
+    Quantities are drawn one at a time in order of appearance, each redrawn (up to
+    ``per_quantity`` times) until it keeps every relation with the quantities already drawn; a
+    round in which some quantity finds no such value starts again (up to ``tries`` rounds). Drawn
+    jointly, a question with many quantities (GSM8K's have five to eight) almost never kept them
+    all and fell back to order alone, which is where negative and fractional answers came from."""
     distinct: dict[tuple, Slot] = {}
     for slot in slots:
         distinct.setdefault(slot.key, slot)
     keys = list(distinct)
     old = [_number(distinct[k].value) for k in keys]
-    required = [relations(old, arithmetic)] + ([relations(old, False)] if arithmetic else [])
-    new: dict[tuple, str] = {}
-    for level, wanted in enumerate(required):
-        for _ in range(tries if level == 0 else 20):
-            new = {key: vary(distinct[key], rng, keep_digits=arithmetic) for key in keys}
-            if kept(wanted, [_number(rendered_value(distinct[k], new[k])) for k in keys]):
+    percent = [distinct[k].percent for k in keys]
+    quantities = [distinct[k] for k in keys]
+    everything = _reachable(relations(old, arithmetic, percent), quantities)
+    levels = [everything] if not arithmetic else [everything, {rel for rel in everything if rel[0] in _BASIC}, relations(old, False)]
+    levels = levels[0 if full or not arithmetic else 1:]
+    for level, wanted in enumerate(levels):
+        by_last = _by_last_index(wanted, len(keys))
+        for _ in range(tries):
+            drawn = _draw_in_order(quantities, by_last, rng, arithmetic, per_quantity)
+            if drawn is not None:
+                new = dict(zip(keys, drawn))
                 return [new[slot.key] for slot in slots], level == 0
+    new = {key: vary(distinct[key], rng, keep_digits=arithmetic) for key in keys}
     return [new[slot.key] for slot in slots], False
+
+
+_BASIC = ("lt", "div", "den", "below1")  # the relations kept when all of them cannot be
+
+
+def _reachable(wanted: set, quantities: list[Slot], draws: int = 60) -> set:
+    """``wanted`` less the relations of one quantity alone that none of its redraws can keep (a
+    "0.5 as many" must change, and no other half lies below one): each such relation is tried on
+    ``draws`` redraws from a generator seeded by the quantity's text, so the answer is the same
+    in every run."""
+    out = set(wanted)
+    percent = [q.percent for q in quantities]
+    for relation in sorted(rel for rel in wanted if not rel[2]):  # "den" before "below1"
+        index, slot = relation[1], quantities[relation[1]]
+        rng = random.Random(f"{slot.text}|{relation}")
+        denominator = next((rel[3] for rel in out if rel[0] == "den" and rel[1] == index), None)
+        redraws = (_number(rendered_value(slot, _redraw(slot, rng, True, denominator))) for _ in range(draws))
+        if not any(kept([relation], [0] * index + [value], percent) for value in redraws):
+            out.discard(relation)
+    return out
+
+
+def _redraw(slot: Slot, rng: random.Random, keep_digits: bool, denominator: int | None) -> str:
+    """A new rendering of ``slot``: on the lattice of its share's ``denominator`` where it has one
+    (:func:`generation.numbers.vary_share`), else by :func:`generation.numbers.vary`."""
+    on_lattice = vary_share(slot, denominator, rng) if denominator else None
+    return on_lattice if on_lattice is not None else vary(slot, rng, keep_digits=keep_digits)
+
+
+def _by_last_index(wanted: set, n: int) -> list[list]:
+    """``wanted`` grouped by the last quantity each relation involves (checked once it is drawn),
+    in a fixed order (a set's order would make the draws depend on the process's hash seed)."""
+    groups: list[list] = [[] for _ in range(n)]
+    for relation in sorted(wanted):
+        _, i, others, _ = relation
+        groups[max((i, *others))].append(relation)
+    return groups
+
+
+def _draw_in_order(quantities: list[Slot], by_last: list[list], rng: random.Random, keep_digits: bool,
+                   per_quantity: int) -> list[str] | None:
+    """One value per quantity keeping every relation with the earlier ones, or None."""
+    texts: list[str] = []
+    values: list[Any] = []
+    percent = [q.percent for q in quantities]
+    for index, slot in enumerate(quantities):
+        denominator = next((rel[3] for rel in by_last[index] if rel[0] == "den"), None)
+        for _ in range(per_quantity):
+            text = _redraw(slot, rng, keep_digits, denominator)
+            value = _number(rendered_value(slot, text))
+            if kept(by_last[index], values + [value], percent):
+                texts.append(text)
+                values.append(value)
+                break
+        else:
+            return None
+    return texts
 
 
 def _number(value: Any) -> Any:
