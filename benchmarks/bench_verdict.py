@@ -64,15 +64,16 @@ def rates(audited: ScoredSet, groups: dict[str, list[str]], draws: int, size: in
     return out
 
 
-def old_generator_controls(run_dir: Path, config, questions, detectors: list[str]) -> ScoredSet:
-    """The SFT control's scores on controls drawn by the previous offline algorithm (order only)."""
+def old_generator_controls(run_dir: Path, config, questions, detectors: list[str], relations: str = "order") -> ScoredSet:
+    """The SFT control's scores on controls drawn by this checkout's offline generator with
+    ``relations`` (default ``order``: the previous algorithm's order-only similars)."""
     from cache.loading import load_model
     from probes.detection import run_detectors
     from probes.responders.local import LocalResponder, PromptFormat
     from probes.responders.store import CachedResponder, ResponseStore
 
-    generation = dataclasses.replace(config.generation, offline=dataclasses.replace(config.generation.offline, relations="order"))
-    sets_path = run_dir / "bench" / "sets.order.jsonl"
+    generation = dataclasses.replace(config.generation, offline=dataclasses.replace(config.generation.offline, relations=relations))
+    sets_path = run_dir / "bench" / f"sets.{relations}.jsonl"
     sets_path.parent.mkdir(parents=True, exist_ok=True)
     run_generation(questions, sets_path, generation, overwrite=True)
     controls = control_texts(read_sets(sets_path), config.calibration.controls)
@@ -87,6 +88,22 @@ def old_generator_controls(run_dir: Path, config, questions, detectors: list[str
     return ScoredSet(summary.table, summary.controls)
 
 
+def absolute_now(run_dir: Path, config, questions, groups: dict[str, list[str]], args) -> None:
+    """``--absolute-now``: the SFT control's absolute-mode rejection rates on controls drawn now."""
+    from probes.detectors import REGISTRY
+
+    start = time.perf_counter()
+    sft = scored(run_dir, config.reference_name())
+    detectors = [n for n in sft.controls.columns if not REGISTRY[n].requires_reference]
+    now = old_generator_controls(run_dir, config, questions, detectors, relations=config.generation.offline.relations)
+    settings = dataclasses.replace(config.verdict, permutations=2000, bootstrap=1)
+    table = rates(now, groups, args.subsets, args.size, settings, seed=args.seed)
+    print(f"SFT control, absolute mode, controls drawn now ({config.generation.offline.relations}): {args.subsets} random "
+          f"subsets of {args.size}, rejection rate at alpha = {settings.alpha} ({time.perf_counter() - start:.0f} s)")
+    for key in sorted({k for g in table.values() for k in g}, key=lambda k: (k.split("/")[1] != "combined", k)):
+        print(f"  {key:<32}" + "".join(f"{g} {table[g].get(key, float('nan')):.3f}   " for g in table))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", type=Path, default=ROOT / "configs" / "demo.yaml")
@@ -94,13 +111,20 @@ def main() -> None:
     parser.add_argument("--subsets", type=int, default=200)
     parser.add_argument("--size", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--absolute-now", action="store_true",
+                        help="only the SFT control's absolute mode, on controls drawn now by this checkout's generator and "
+                             "scored here (the run's own scores need not be current: a generator change is measured "
+                             "without rerunning the demo)")
     args = parser.parse_args()
     config = load_run_config(args.config, [f"run_dir={args.run}"] if args.run else [])
     run_dir = Path(config.run_dir)
     start = time.perf_counter()
-    run_pipeline(config, progress=False)  # everything already done is skipped
     questions = read_questions(config.questions)
     groups = {"non-members": [q.id for q in questions if q.label == 0], "members": [q.id for q in questions if q.label == 1]}
+    if args.absolute_now:
+        absolute_now(run_dir, config, questions, groups, args)
+        return
+    run_pipeline(config, progress=False)  # everything already done is skipped
     clean_ids = [q.id for q in questions if q.split == "clean_ref"]
     audited_name, reference_name = config.name, config.reference_name()
     rl, sft = scored(run_dir, audited_name), scored(run_dir, reference_name)
