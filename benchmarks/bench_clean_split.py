@@ -1,6 +1,6 @@
 """Is the relative mode's rate on non-members a property of the one clean set drawn? (issue 24)
 
-    python benchmarks/bench_clean_split.py [--config configs/demo-gsm.yaml] [--run DIR] [--resplits 20] [--subsets 50]
+    python benchmarks/bench_clean_split.py [--config configs/demo-gsm.yaml] [--run DIR] [--resplits 30] [--subsets 50]
 
 The relative mode tests the audited questions against one clean set. Its rejection rate over
 random subsets of the non-members, with that clean set fixed, is a rate *given* the clean set:
@@ -61,7 +61,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", type=Path, default=ROOT / "configs" / "demo-gsm.yaml")
     parser.add_argument("--run", type=Path, help="run directory (default: the config's)")
-    parser.add_argument("--resplits", type=int, default=20)
+    parser.add_argument("--resplits", type=int, default=30)
     parser.add_argument("--subsets", type=int, default=50)
     parser.add_argument("--size", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
