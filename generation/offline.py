@@ -217,14 +217,14 @@ def draw_values(slots: list[Slot], rng: random.Random, arithmetic: bool = True, 
     levels = levels[0 if full or not arithmetic else 1:]
     for level, wanted in enumerate(levels):
         by_last = _by_last_index(wanted, len(keys))
-        denominators = [next((rel[3] for rel in wanted if rel[0] == "den" and rel[1] == i), None) for i in range(len(keys))]
+        denominators = _denominators(wanted, len(keys))
         for _ in range(joint):  # joint draws first: an accepted one is uniform over the values that keep every relation
             drawn = [_redraw(q, rng, arithmetic, d) for q, d in zip(quantities, denominators)]
             if kept(wanted, [_number(rendered_value(q, t)) for q, t in zip(quantities, drawn)], percent):
                 new = dict(zip(keys, drawn))
                 return [new[slot.key] for slot in slots], level == 0
         for _ in range(tries):
-            drawn = _draw_in_order(quantities, by_last, rng, arithmetic, per_quantity)
+            drawn = _draw_in_order(quantities, by_last, denominators, rng, arithmetic, per_quantity)
             if drawn is not None:
                 new = dict(zip(keys, drawn))
                 return [new[slot.key] for slot in slots], level == 0
@@ -245,10 +245,19 @@ def _reachable(wanted: set, quantities: list[Slot], draws: int = 60) -> set:
     for relation in sorted(rel for rel in wanted if not rel[2]):  # "den" before "below1"
         index, slot = relation[1], quantities[relation[1]]
         rng = random.Random(f"{slot.text}|{relation}")
-        denominator = next((rel[3] for rel in out if rel[0] == "den" and rel[1] == index), None)
+        denominator = _denominators(out, len(quantities))[index]
         redraws = (_number(rendered_value(slot, _redraw(slot, rng, True, denominator))) for _ in range(draws))
         if not any(kept([relation], [0] * index + [value], percent) for value in redraws):
             out.discard(relation)
+    return out
+
+
+def _denominators(wanted: set, n: int) -> list[int | None]:
+    """Per quantity, the denominator its share must keep (its ``den`` relation in ``wanted``), or None."""
+    out: list[int | None] = [None] * n
+    for kind, i, _, d in wanted:
+        if kind == "den":
+            out[i] = d
     return out
 
 
@@ -269,16 +278,15 @@ def _by_last_index(wanted: set, n: int) -> list[list]:
     return groups
 
 
-def _draw_in_order(quantities: list[Slot], by_last: list[list], rng: random.Random, keep_digits: bool,
-                   per_quantity: int) -> list[str] | None:
+def _draw_in_order(quantities: list[Slot], by_last: list[list], denominators: list[int | None], rng: random.Random,
+                   keep_digits: bool, per_quantity: int) -> list[str] | None:
     """One value per quantity keeping every relation with the earlier ones, or None."""
     texts: list[str] = []
     values: list[Any] = []
     percent = [q.percent for q in quantities]
     for index, slot in enumerate(quantities):
-        denominator = next((rel[3] for rel in by_last[index] if rel[0] == "den"), None)
         for _ in range(per_quantity):
-            text = _redraw(slot, rng, keep_digits, denominator)
+            text = _redraw(slot, rng, keep_digits, denominators[index])
             value = _number(rendered_value(slot, text))
             if kept(by_last[index], values + [value], percent):
                 texts.append(text)
