@@ -3,12 +3,14 @@ hand, and on the testbed's templates, whose similars must keep whole, non-negati
 
 from __future__ import annotations
 
+import random
 import re
+from collections import Counter
 from fractions import Fraction
 
 from generation.config import GenerationConfig
-from generation.numbers import find_slots
-from generation.offline import OfflineGenerator
+from generation.numbers import find_slots, vary
+from generation.offline import OfflineGenerator, draw_values
 from generation.records import Question
 from generation.relations import kept, relations
 from probes.testbed.problems import TEMPLATES, make_splits, solve
@@ -127,3 +129,38 @@ def test_a_half_stays_on_its_lattice_though_no_other_half_is_below_one():
     for similar in similars:
         share = [s.value for s in find_slots(similar) if s.kind == "decimal"][0]
         assert 2 % share.denominator == 0 and share != F(1, 2), similar
+
+
+def _total_variation(a: list[int], b: list[int]) -> float:
+    """Total-variation distance between the empirical distributions of two samples."""
+    ca, cb = Counter(a), Counter(b)
+    return 0.5 * sum(abs(ca[k] / len(a) - cb[k] / len(b)) for k in set(ca) | set(cb))
+
+
+def test_similars_are_drawn_uniformly_over_the_values_that_keep_the_relations():
+    """Joint draws come first (draw_values): a similar's numbers are distributed as independent
+    redraws conditioned on keeping the original's relations, like the template's own numbers.
+    Drawing quantities one at a time in order skews them (the first ranges freely, the last is
+    squeezed upward); on the testbed that skew made the clean SFT checkpoint's absolute mode
+    reject 18 % of subsets instead of 5 %. Reference: a naive rejection sampler written here."""
+    question = "Ann has 13 apples, 17 pears and 21 plums. How many fruits does she have?"
+    slots = find_slots(question)
+    assert [s.text for s in slots] == ["13", "17", "21"]
+    n = 4000
+    rng = random.Random(1)
+    naive: list[tuple[int, ...]] = []
+    while len(naive) < n:  # independent redraws, kept only when 13 < 17 < 21 still holds
+        values = tuple(int(vary(s, rng)) for s in slots)
+        if values[0] < values[1] < values[2]:
+            naive.append(values)
+    rng = random.Random(2)
+    drawn = [tuple(map(int, draw_values(slots, rng, arithmetic=False)[0])) for _ in range(n)]
+    rng = random.Random(3)
+    in_order = [tuple(map(int, draw_values(slots, rng, arithmetic=False, joint=0)[0])) for _ in range(n)]
+    assert all(a < b < c for a, b, c in drawn + in_order)
+    for i in range(3):
+        # two samples of 4000 from one distribution over ~20 values: distance ≈ 0.03–0.05
+        assert _total_variation([v[i] for v in naive], [v[i] for v in drawn]) < 0.07, i
+    # the check has power: the order-wise draw is ≈ 0.21 away on the first two quantities
+    assert _total_variation([v[0] for v in naive], [v[0] for v in in_order]) > 0.15
+    assert _total_variation([v[1] for v in naive], [v[1] for v in in_order]) > 0.15
