@@ -18,9 +18,18 @@ from probes.scores import ScoreTable
 from tests.torchrun import ENV, lara_command, stored_responses
 
 
-# enough work that the pass is still running when the watcher sees its first chunks: with 30 samples
-# the pass took 5 s and, on a loaded CI machine, once finished before the SIGINT arrived (exit 0)
+# enough work that the pass is still running when the watcher sees its first chunks (with 30 samples
+# the pass took 5 s)
 CDD_SAMPLES = 100
+
+
+def _sigint_as_at_a_terminal() -> None:
+    """In the child before exec: SIGINT back to its default, as at a terminal where a user presses
+    Ctrl-C. A test suite started in the background without job control (``pytest &`` in a script,
+    ``nohup … &``) passes SIGINT on *ignored* to every process it starts, and Python then installs
+    no KeyboardInterrupt handler: the pass ran to its end and exited 0 — this test's intermittent
+    failure, reproduced by starting it that way."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _generated(path: Path) -> int:
@@ -40,7 +49,7 @@ def test_sigint_mid_detector_keeps_committed_completions_and_the_rerun_ends_equa
     total = n_questions * (1 + CDD_SAMPLES)  # one greedy answer (shared by PPL and CDD) and CDD's samples per question
     store = tmp_path / "store.sqlite"
     proc = subprocess.Popen(_detect(bank_questions, model, store, tmp_path / "a.csv"), env=ENV,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_as_at_a_terminal)
     chunks: list[str] = []
     reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: proc.stderr.read(256), "")), daemon=True)
     reader.start()  # stderr read as it comes, so the pass's own progress can time the signal
