@@ -216,20 +216,34 @@ def draw_values(slots: list[Slot], rng: random.Random, arithmetic: bool = True, 
     levels = [everything] if not arithmetic else [everything, {rel for rel in everything if rel[0] in _BASIC}, relations(old, False)]
     levels = levels[0 if full or not arithmetic else 1:]
     for level, wanted in enumerate(levels):
-        by_last = _by_last_index(wanted, len(keys))
-        denominators = _denominators(wanted, len(keys))
-        for _ in range(joint):  # joint draws first: an accepted one is uniform over the values that keep every relation
-            drawn = [_redraw(q, rng, arithmetic, d) for q, d in zip(quantities, denominators)]
-            if kept(wanted, [_number(rendered_value(q, t)) for q, t in zip(quantities, drawn)], percent):
-                new = dict(zip(keys, drawn))
-                return [new[slot.key] for slot in slots], level == 0
-        for _ in range(tries):
-            drawn = _draw_in_order(quantities, by_last, denominators, rng, arithmetic, per_quantity)
-            if drawn is not None:
-                new = dict(zip(keys, drawn))
-                return [new[slot.key] for slot in slots], level == 0
-    new = {key: vary(distinct[key], rng, keep_digits=arithmetic) for key in keys}
-    return [new[slot.key] for slot in slots], False
+        drawn = _draw_level(quantities, wanted, rng, arithmetic, joint, tries, per_quantity)
+        if drawn is not None:
+            return _per_slot(slots, keys, drawn), level == 0
+    return _per_slot(slots, keys, [vary(q, rng, keep_digits=arithmetic) for q in quantities]), False
+
+
+def _draw_level(quantities: list[Slot], wanted: set, rng: random.Random, keep_digits: bool, joint: int, tries: int,
+                per_quantity: int) -> list[str] | None:
+    """One rendering per quantity keeping every relation in ``wanted``: up to ``joint`` joint
+    draws, then up to ``tries`` order-wise rounds (:func:`_draw_in_order`); None when all fail."""
+    denominators = _denominators(wanted, len(quantities))
+    percent = [q.percent for q in quantities]
+    for _ in range(joint):  # an accepted joint draw is uniform over the values that keep every relation
+        drawn = [_redraw(q, rng, keep_digits, d) for q, d in zip(quantities, denominators)]
+        if kept(wanted, [_number(rendered_value(q, t)) for q, t in zip(quantities, drawn)], percent):
+            return drawn
+    by_last = _by_last_index(wanted, len(quantities))
+    for _ in range(tries):
+        drawn = _draw_in_order(quantities, by_last, denominators, rng, keep_digits, per_quantity)
+        if drawn is not None:
+            return drawn
+    return None
+
+
+def _per_slot(slots: list[Slot], keys: list[tuple], drawn: list[str]) -> list[str]:
+    """``drawn`` (one rendering per distinct quantity, in ``keys``' order) spread over ``slots``."""
+    new = dict(zip(keys, drawn))
+    return [new[slot.key] for slot in slots]
 
 
 _BASIC = ("lt", "div", "den", "below1")  # the relations kept when all of them cannot be
