@@ -46,15 +46,20 @@ def per_template(model, questions, names: list[str]) -> None:
     for name in names:
         within = np.asarray(model.original(name)) - np.nanmedian(np.asarray(model.control_matrix(name)), axis=1)
         groups: dict[tuple, list[float]] = {}
+        left_out = 0  # non-member and clean questions with no template or a non-finite within-statistic
         for qid, value in zip(model.scores.ids, within):
             kind, template = split[qid]
             if template is not None and np.isfinite(value):
                 groups.setdefault((template, kind), []).append(float(value))
+            elif kind in ("non_member", "clean_ref"):
+                left_out += 1
+        templates = {t for t, _ in groups}
         gaps = np.array([np.mean(groups[(t, "non_member")]) - np.mean(groups[(t, "clean_ref")])
-                         for t in sorted({t for t, _ in groups}) if (t, "non_member") in groups and (t, "clean_ref") in groups])
+                         for t in sorted(templates) if (t, "non_member") in groups and (t, "clean_ref") in groups])
         if len(gaps) > 1:
             print(f"  {name:<16}non-members − clean, per template: {gaps.mean():+.4f} ± {gaps.std(ddof=1) / np.sqrt(len(gaps)):.4f} "
-                  f"(SE; {len(gaps)} templates), > 0 in {np.mean(gaps > 0):.0%}")
+                  f"(SE; {len(gaps)} templates), > 0 in {np.mean(gaps > 0):.0%}; left out: {left_out} questions, "
+                  f"{len(templates) - len(gaps)} templates missing a split")
 
 
 def main() -> None:
@@ -87,10 +92,10 @@ def main() -> None:
                                         args.seed + r + 1))
         print(f"\n{name}\n  {'detector':<16}{'actual':>8}{'re-dealt mean':>15}{'5–95 %':>14}{'≥ actual':>10}")
         for key in sorted(actual, key=lambda k: (k != "combined", k)):
-            values = np.array([d.get(key, np.nan) for d in dealt])
-            lo, hi = np.nanquantile(values, [0.05, 0.95])
-            print(f"  {key:<16}{actual[key]:>8.3f}{np.nanmean(values):>15.3f}{f'{lo:.2f}–{hi:.2f}':>14}"
-                  f"{int(np.sum(values >= actual[key])):>7}/{len(values)}")
+            values = np.array([d[key] for d in dealt if key in d])  # a re-dealing where the mode left the detector out: none
+            lo, hi = np.quantile(values, [0.05, 0.95])
+            print(f"  {key:<16}{actual[key]:>8.3f}{values.mean():>15.3f}{f'{lo:.2f}–{hi:.2f}':>14}"
+                  f"{int(np.sum(values >= actual[key])):>7}/{len(values)}" + (f" ({len(dealt) - len(values)} left out)" if len(values) < len(dealt) else ""))
         per_template(model, questions, [k for k in actual if k != "combined" and model.has_controls(k)])
     print(f"\n({time.perf_counter() - start:.0f} s)")
 

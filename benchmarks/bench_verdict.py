@@ -64,9 +64,9 @@ def rates(audited: ScoredSet, groups: dict[str, list[str]], draws: int, size: in
     return out
 
 
-def old_generator_controls(run_dir: Path, config, questions, detectors: list[str], relations: str = "order") -> ScoredSet:
+def sft_on_controls_drawn_now(run_dir: Path, config, questions, detectors: list[str], relations: str) -> ScoredSet:
     """The SFT control's scores on controls drawn by this checkout's offline generator with
-    ``relations`` (default ``order``: the previous algorithm's order-only similars)."""
+    ``relations`` (``order``: the previous algorithm's order-only similars)."""
     from cache.loading import load_model
     from probes.detection import run_detectors
     from probes.responders.local import LocalResponder, PromptFormat
@@ -88,6 +88,14 @@ def old_generator_controls(run_dir: Path, config, questions, detectors: list[str
     return ScoredSet(summary.table, summary.controls)
 
 
+def print_rates(table: dict[str, dict[str, float]]) -> None:
+    """One row per mode/detector, one column per group; "left out" where a group has no test."""
+    keys = sorted({k for g in table.values() for k in g}, key=lambda k: (k.split("/")[0], k.split("/")[1] != "combined", k))
+    print(f"  {'mode/detector':<32}" + "".join(f"{g:>14}" for g in table))
+    for key in keys:
+        print(f"  {key:<32}" + "".join(f"{table[g][key]:>14.3f}" if key in table[g] else f"{'left out':>14}" for g in table))
+
+
 def absolute_now(run_dir: Path, config, questions, groups: dict[str, list[str]], args) -> None:
     """``--absolute-now``: the SFT control's absolute-mode rejection rates on controls drawn now."""
     from probes.detectors import REGISTRY
@@ -95,13 +103,12 @@ def absolute_now(run_dir: Path, config, questions, groups: dict[str, list[str]],
     start = time.perf_counter()
     sft = scored(run_dir, config.reference_name())
     detectors = [n for n in sft.controls.columns if not REGISTRY[n].requires_reference]
-    now = old_generator_controls(run_dir, config, questions, detectors, relations=config.generation.offline.relations)
+    now = sft_on_controls_drawn_now(run_dir, config, questions, detectors, config.generation.offline.relations)
     settings = dataclasses.replace(config.verdict, permutations=2000, bootstrap=1)
     table = rates(now, groups, args.subsets, args.size, settings, seed=args.seed)
     print(f"SFT control, absolute mode, controls drawn now ({config.generation.offline.relations}): {args.subsets} random "
           f"subsets of {args.size}, rejection rate at alpha = {settings.alpha} ({time.perf_counter() - start:.0f} s)")
-    for key in sorted({k for g in table.values() for k in g}, key=lambda k: (k.split("/")[1] != "combined", k)):
-        print(f"  {key:<32}" + "".join(f"{g} {table[g].get(key, float('nan')):.3f}   " for g in table))
+    print_rates(table)
 
 
 def main() -> None:
@@ -137,17 +144,14 @@ def main() -> None:
 
     # the SFT checkpoint is its own reference: drift and reward gain are 0 there, so they are not rescored
     detectors = [n for n in sft.controls.columns if not REGISTRY[n].requires_reference]
-    before = old_generator_controls(run_dir, config, questions, detectors)
+    before = sft_on_controls_drawn_now(run_dir, config, questions, detectors, "order")
     found["SFT control, absolute mode, similars as generated before (order only)"] = rates(
         before, groups, args.subsets, args.size, settings, seed=args.seed)
     print(f"Verdict rejection rates at alpha = {settings.alpha}: {args.subsets} random subsets of {args.size} questions, "
           f"{settings.permutations} permutations each ({time.perf_counter() - start:.0f} s)")
     for title, table in found.items():
         print(f"\n{title}")
-        keys = sorted({k for g in table.values() for k in g}, key=lambda k: (k.split("/")[0], k.split("/")[1] != "combined", k))
-        print(f"  {'mode/detector':<32}" + "".join(f"{g:>14}" for g in table))
-        for key in keys:
-            print(f"  {key:<32}" + "".join(f"{table[g][key]:>14.3f}" if key in table[g] else f"{'left out':>14}" for g in table))
+        print_rates(table)
     (run_dir / "bench").mkdir(exist_ok=True)
     (run_dir / "bench" / "verdict_rates.json").write_text(json.dumps(found, indent=1) + "\n", encoding="utf-8")
 
