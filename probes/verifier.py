@@ -1,17 +1,28 @@
 """A rule-based answer verifier, as RLVR pipelines reward their rollouts (reward gain, SPEC §5).
 
-Each response is judged against the question's known answer by the first rule that applies, and
-the rule is recorded:
+The final answer is the one the response *states*, read by the first of these that applies:
 
-* ``####`` — a line of the response reads ``#### <answer>`` (GSM8K's convention, not a Markdown
-  heading: the text after it must be a single value): the last such value is compared with the
-  answer — by ``math-verify`` for a mathematical answer (so ``#### \\frac{3}{4}`` equals 0.75),
-  as normalised text otherwise;
-* ``math-verify`` — for a mathematical answer (a number or LaTeX): Hugging Face's
-  ``math-verify`` (the verifier RLVR pipelines use) parses the answer and the response
-  (``\\boxed{}``, LaTeX, "the answer is …", plain numbers) and compares the values symbolically;
-* ``exact`` — otherwise (a word, a choice letter): the response's last line, or what follows its
-  last "answer is", normalised, equals the answer, normalised.
+1. the first explicit marker — "the answer is …" / "answer: …" (any case), or a line reading
+   ``#### <value>`` (GSM8K's convention; a ``####`` line with more than one word is a Markdown
+   heading, not a marker): only the value right after it, up to the end of its sentence or line,
+   is judged, so a check or restatement after it is ignored;
+2. else the last ``\\boxed{}``;
+3. else the last number of the response (a numeric answer, no LaTeX in the response), the whole
+   response read by ``math-verify`` (another mathematical answer, or a response with LaTeX), or
+   the response's last line (any other answer).
+
+Values are normalised first: Unicode minus (U+2212), digit-group commas, a trailing period, ``$``,
+scientific notation (``1.5e-3``), lettered choices (``(B)``, ``B)``, ``B.`` are all ``B``).
+
+The rule recorded in the :class:`Judgement` (one of :data:`RULES`):
+
+* ``####`` — a ``####`` line was the first marker;
+* ``math-verify`` — a mathematical answer stated after "the answer is" or in the last
+  ``\\boxed{}`` (or, unstated, a non-numeric one read by math-verify from the whole response),
+  compared by value: plain numbers exactly, anything else by Hugging Face's ``math-verify``;
+* ``last number`` — a numeric answer, nothing stated: the response's last number;
+* ``exact`` — a non-mathematical answer (a word, a choice letter) stated after a marker, in the
+  last ``\\boxed{}`` or on the last line, compared as normalised text.
 
 ``math-verify`` bounds its parsing time with ``signal.alarm``: call :func:`judge` from a process's
 main thread.
@@ -21,13 +32,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
-_HASHES = re.compile(r"^\s*####\s*(\S+?)\.?\s*$", re.MULTILINE)  # "#### 42" on a line of its own, one value
-_ANSWER_IS = re.compile(r"answer is:?\s*(.+?)\s*\.?\s*$", re.IGNORECASE)
+_NUM = r"(?:\d{1,3}(?:,\d{3})+(?!\d)|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?"
+_NUMBER = re.compile(rf"(?:(?<![\w).])[-+])?(?<![\w.])(?:{_NUM})")  # "3-5" reads 3 and 5, not -5
+_PLAIN = re.compile(rf"[-+]?(?:{_NUM})")
+_HASHES = re.compile(r"^[ \t]*####[ \t]*(\S+?)\.?[ \t]*$", re.MULTILINE)  # "#### 42": one value
+_STATED = re.compile(r"\banswer\s+is\b\s*:?|\banswer\s*:", re.IGNORECASE)
+_VALUE_END = re.compile(r"\n|\.(?=\s|$)")  # a value runs to the end of its line or sentence
 _MATH = re.compile(r"\d|\\|\$|[\^=+*/]")  # an answer math-verify should read: a digit, LaTeX, an operator
-RULES = ("####", "math-verify", "exact")
+_CHOICE = re.compile(r"\(([a-z])\)|([a-z])(?:[.):](?=\s|$)|$)")  # "(b)", "b)", "b.", "b" (casefolded)
+RULES = ("####", "math-verify", "last number", "exact")
 
 
 @dataclass(frozen=True)
@@ -40,14 +56,106 @@ class Judgement:
 
 def judge(response: str, answer: Any) -> Judgement:
     """The reward of ``response`` for a question whose answer is ``answer``."""
-    gold = _text(answer)
+    text = _unminus(response)
+    gold = _unminus(_text(answer))
     mathematical = bool(_MATH.search(gold))
-    marked = _HASHES.findall(response)
-    if marked:
-        return Judgement(float(_same(marked[-1], gold, mathematical)), "####")
+    stated = _first_marker(text)
+    if stated is not None:
+        value, hashes = stated
+        rule = "####" if hashes else "math-verify" if mathematical else "exact"
+        return Judgement(float(_same(value, gold, mathematical)), rule)
+    boxed = _last_boxed(text)
+    if boxed is not None:
+        return Judgement(float(_same(boxed, gold, mathematical)), "math-verify" if mathematical else "exact")
+    if mathematical and _number(gold) is not None and "\\" not in text:  # LaTeX: math-verify reads it
+        numbers = _NUMBER.findall(text)
+        return Judgement(float(bool(numbers) and _number(numbers[-1]) == _number(gold)), "last number")
     if mathematical:
-        return Judgement(float(_verify(gold, response)), "math-verify")
-    return Judgement(float(_same(response, gold, False)), "exact")
+        return Judgement(float(_verify(gold, text)), "math-verify")
+    lines = text.strip().splitlines()
+    return Judgement(float(_same_text(lines[-1] if lines else "", gold)), "exact")
+
+
+def _first_marker(text: str) -> tuple[str, bool] | None:
+    """The value after the first explicit marker and whether that marker was a ``####`` line, or
+    None. A phrase marker with nothing after it on its line ("what the answer is.") does not count."""
+    found: list[tuple[int, str, bool]] = [(m.start(), m.group(1), True) for m in _HASHES.finditer(text)]
+    for m in _STATED.finditer(text):
+        rest = text[m.end():].lstrip("*: \t")  # "**Answer:** 42", "The answer is: 42"
+        end = _VALUE_END.search(rest)
+        value = (rest[:end.start()] if end else rest).strip()
+        if value.strip("*") and not value.startswith((",", ";", ".", "?", "!")):
+            found.append((m.start(), value, False))
+    return min(found)[1:] if found else None
+
+
+def _last_boxed(text: str) -> str | None:
+    """The contents of the last ``\\boxed{…}`` (braces balanced), or None."""
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return None
+    depth, begin = 0, start + len("\\boxed{")
+    for i in range(begin - 1, len(text)):
+        depth += {"{": 1, "}": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[begin:i]
+    return None
+
+
+def _same(found: str, gold: str, mathematical: bool) -> bool:
+    """A stated value against the known answer: by value for a mathematical answer, else as text."""
+    if not mathematical:
+        return _same_text(found, gold)
+    value = found.strip().strip("*").strip()
+    if "\\" not in value:  # "$28", "$28$": currency or inline math around a plain value
+        value = value.replace("$", "").strip()
+    expected = _number(gold)
+    lead = _PLAIN.match(value)
+    if lead and (lead.end() == len(value) or re.match(r"\s*(?:[^\W\d_]|[,;:%)])", value[lead.end():])):
+        got = _number(lead.group())  # "28", "1,234", "1.5e-3", "28 apples", "42, since …"
+        if expected is not None:
+            return got == expected
+        value = format(got, "f")
+    if expected is not None:
+        gold = format(expected, "f")
+    return _verify(gold, value)
+
+
+def _same_text(found: str, gold: str) -> bool:
+    """Normalised text equality; a choice letter also matches "(B)", "B)", "B." leading the value."""
+    found_n, gold_n = _normal(found), _normal(gold)
+    if found_n == gold_n:
+        return True
+    letter = _choice(gold_n)
+    return letter is not None and _choice(found_n, leading=True) == letter
+
+
+def _choice(text: str, leading: bool = False) -> str | None:
+    """The choice letter ``text`` is (or, ``leading``, begins with), or None."""
+    m = _CHOICE.match(text)
+    if m is None or (not leading and m.end() != len(text)):
+        return None
+    return m.group(1) or m.group(2)
+
+
+def _normal(text: str) -> str:
+    text = text.strip().strip("*").strip()
+    for wrapper in (r"\$(.*)\$", r"\\boxed\{(.*)\}", r"\\text\{(.*)\}"):
+        text = re.sub(rf"^{wrapper}$", r"\1", text.strip())
+    text = " ".join(text.rstrip(".").casefold().split())
+    letter = _choice(text)
+    return letter if letter is not None else text
+
+
+def _number(text: str) -> Decimal | None:
+    """``text`` as a plain number (digit-group commas dropped, scientific notation read), or None."""
+    text = text.strip().rstrip(".")
+    if not _PLAIN.fullmatch(text):
+        return None
+    try:
+        return Decimal(text.replace(",", ""))
+    except InvalidOperation:
+        return None
 
 
 def _verify(gold: str, response: str) -> bool:
@@ -63,21 +171,8 @@ def _parse(text: str) -> list[Any]:
     return parse(text)
 
 
-def _same(found: str, gold: str, mathematical: bool) -> bool:
-    """A final answer against the known one: as values for a mathematical answer (digit-group
-    commas dropped), else as normalised text — the last line, or what follows "answer is"."""
-    if mathematical:
-        plain = _NUMBER.fullmatch(found.strip().replace(",", ""))
-        if plain and _NUMBER.fullmatch(gold.strip().replace(",", "")):
-            return float(plain.group()) == float(gold.strip().replace(",", ""))
-        return _verify(gold, found)
-    last = found.strip().splitlines()[-1] if found.strip() else ""
-    stated = _ANSWER_IS.findall(last)
-    return _normal(stated[-1] if stated else last) == _normal(gold)
-
-
-def _normal(text: str) -> str:
-    return " ".join(text.strip().rstrip(".").casefold().split())
+def _unminus(text: str) -> str:
+    return text.replace("\u2212", "-")
 
 
 def _text(answer: Any) -> str:
