@@ -54,7 +54,7 @@ def figures(config_path: Path, args: argparse.Namespace) -> dict[str, Any]:
     rl, sft = bench_verdict.scored(run_dir, config.name), bench_verdict.scored(run_dir, config.reference_name())
     reports = {model: json.loads((run_dir / model / "report" / "report.json").read_text())
                for model in (config.name, config.reference_name())}
-    aucs = {model: {name: r["detectors"][name]["auc"] for name in DETECTORS if name in r["detectors"]} for model, r in reports.items()}
+    aucs = {model: auc_cells(r, model == config.reference_name()) for model, r in reports.items()}
     settings = dataclasses.replace(config.verdict, permutations=2000, bootstrap=1)
     groups = {"non-members": non_members, "members": members}
     verdict = {"RL": bench_verdict.rates(rl, groups, args.subsets, args.size, settings, reference=sft, clean=rl.subset(clean_ids),
@@ -75,12 +75,57 @@ def figures(config_path: Path, args: argparse.Namespace) -> dict[str, Any]:
     return found
 
 
+def auc_cells(report: dict[str, Any], is_reference: bool) -> dict[str, dict[str, Any]]:
+    """Each detector's AUC cell from a ``report.json``; a row constant by construction is
+    ``{"not_applicable": reason}``: flagged so by the report, or (a report written before the flag)
+    a reference-based detector on the reference model itself, which compares the model with itself."""
+    from probes.detectors import REGISTRY
+
+    cells = {}
+    for name in DETECTORS:
+        row = report["detectors"].get(name)
+        if row is None:
+            continue
+        if "not_applicable" in row:
+            cells[name] = {"not_applicable": row["not_applicable"]}
+        elif is_reference and name in REGISTRY and REGISTRY[name].requires_reference:
+            cells[name] = {"not_applicable": "self-reference"}
+        else:
+            cells[name] = row.get("auc") or {}
+    return cells
+
+
+def count_cis(cells: dict[str, dict[str, Any]], contain: bool, value: float = 0.5) -> tuple[int, int, list[str]]:
+    """(rows whose CI contains ``value`` — or, ``contain=False``, excludes it —, rows counted, rows left
+    out as not applicable). Rows without a figure or constant by construction are never counted."""
+    left_out = [n for n, c in cells.items() if "not_applicable" in c]
+    counted = [c for c in cells.values() if "not_applicable" not in c and c.get("value") is not None
+               and math.isfinite(c["value"]) and None not in c.get("ci", [None])]
+    hits = sum((c["ci"][0] <= value <= c["ci"][1]) == contain for c in counted)
+    return hits, len(counted), left_out
+
+
 def _auc(cell: dict[str, Any] | None, sft: bool = False) -> str:
+    if cell and "not_applicable" in cell:
+        return f"n/a ({cell['not_applicable']}) "
     if not cell or cell.get("value") is None or not math.isfinite(cell["value"]):
         return "—"
     lo, hi = cell["ci"]
     outside = sft and not lo <= 0.5 <= hi
     return f"{cell['value']:.2f} [{lo:.2f}, {hi:.2f}]" + ("*" if outside else " ")
+
+
+def show_auc_counts(found: dict[str, dict[str, Any]]) -> None:
+    """Per testbed: RL CIs that exclude 0.5, SFT CIs that contain it; rows constant by construction
+    are left out of both counts and named."""
+    for n, f in found.items():
+        rl, sft = f["models"]
+        parts = []
+        for label, model, contain in (("RL", rl, False), ("SFT", sft, True)):
+            hits, counted, left_out = count_cis(f["auc"][model], contain)
+            parts.append(f"{label}: {hits} of {counted} AUC CIs {'contain' if contain else 'exclude'} 0.5"
+                         + (f" ({', '.join(left_out)} n/a: constant by construction, not counted)" if left_out else ""))
+        print(f"  {n}: " + "; ".join(parts))
 
 
 def show(found: dict[str, dict[str, Any]]) -> None:
@@ -94,6 +139,7 @@ def show(found: dict[str, dict[str, Any]]) -> None:
             cells += [f"{_auc(found[n]['auc'][rl].get(detector)):>28}", f"{_auc(found[n]['auc'][sft].get(detector), sft=True):>22}"]
         print(f"  {detector:<20}" + "".join(cells))
     print("  " + f"{'blind baseline':<20}" + "".join(f"{_auc(found[n]['blind']):>28}{'':>22}" for n in names))
+    show_auc_counts(found)
     print("\nVerdict rejection rate at alpha = 0.05 (non-members: size; members: power on RL, size on SFT)")
     print(f"  {'model: mode/detector':<34}" + "".join(f"{n[:22] + ' non-m.':>30}{'members':>10}" for n in names))
     keys = sorted({(model, k) for n in names for model, table in found[n]["verdict"].items() for g in table.values() for k in g},

@@ -99,9 +99,10 @@ def verdict(audited: Detection, *, reference: Detection | None = None, clean: De
 
 def evaluate(scores: Detection | Any, labels: Mapping[str, int | None] | None = None, **options: Any) -> Any:
     """Labelled evaluation of every score column (SPEC §7): ``pandas.DataFrame`` indexed by
-    column, with ROC-AUC, TPR at 5 %, 1 % and 0.1 % FPR (NaN where not resolvable), F1 at the
-    Youden threshold, each with its bootstrap CI (``*_low`` / ``*_high``), and the questions used
-    and left out. ``options``: ``n_bootstrap``, ``seed``, ``fpr``, ``strict`` of
+    column, with ROC-AUC, TPR at 5 %, 1 % and 0.1 % FPR (NaN where not resolvable: fewer than
+    10/FPR non-members, SPEC §7; ``probes.evaluation.evaluate`` gives there the realised FPR of the
+    rule's threshold), F1 at the Youden threshold, each with its bootstrap CI (``*_low`` /
+    ``*_high``), and the questions used and left out. ``options``: ``n_bootstrap``, ``seed``, ``fpr``, ``strict`` of
     ``probes.evaluation.evaluate``."""
     import pandas as pd
 

@@ -39,12 +39,16 @@ def build_report(
     inputs: Mapping[str, Any] | None = None,
     verdict: Mapping[str, Any] | None = None,
     texts: Mapping[str, str] | None = None,
+    self_reference: bool = False,
 ) -> dict[str, Any]:
     """Evaluate every detector column of ``table`` against ``labels`` (or, without labels, describe
     the score distributions only: an audit), plus the layer analysis when ``metrics`` is given.
 
     ``verdict`` (SPEC §8, computed without labels) leads the report; ``texts`` (question id →
-    text) add the blind text-only baseline of SPEC §8.8 to a labelled report."""
+    text) add the blind text-only baseline of SPEC §8.8 to a labelled report. A column constant by
+    construction gets no figure, only ``{"not_applicable": reason, "why", "n", "n_nonfinite"}``:
+    with ``self_reference`` (the audited model is the reference model) every detector that compares
+    with a reference (``requires_reference``), and any column whose finite scores are all equal."""
     names = list(detectors) if detectors else list(table.columns)
     missing = [n for n in names if n not in table.columns]
     if missing:
@@ -74,26 +78,15 @@ def build_report(
     report["counts"] = {"n_scored": len(table.ids), "n_labelled": int(known.sum()), "members": int((y == 1).sum()),
                         "non_members": int((y == 0).sum()), **unmatched}
     yk = y[known].astype(bool)
-    results: dict[str, Any] = {}
-    for name in names:
-        try:
-            results[name] = evaluate(yk, table.columns[name][known], n_bootstrap=n_bootstrap, seed=seed, ci=ci, fpr=fpr, strict=strict)
-        except ValueError as err:
-            results[name] = {"error": str(err), "n": int(known.sum()), "n_nonfinite": int((~np.isfinite(table.columns[name][known])).sum())}
-            logger.warning("%s: %s", name, err)
-    report["detectors"] = results
+    opts = {"n_bootstrap": n_bootstrap, "seed": seed, "ci": ci}
+    columns = {name: table.columns[name][known] for name in names}
+    report["detectors"] = results = _evaluate_all(yk, columns, self_reference, fpr=fpr, strict=strict, **opts)
     base = baseline or names[0]
     if base not in table.columns:
         raise KeyError(f"baseline {base!r} is not a score column; columns: {', '.join(table.columns)}")
-    report["comparisons"] = {"baseline": base, "against": {}}
-    for name in names:
-        if name == base:
-            continue
-        try:
-            report["comparisons"]["against"][name] = compare(yk, table.columns[name][known], table.columns[base][known],
-                                                             n_bootstrap=n_bootstrap, seed=seed, ci=ci)
-        except ValueError as err:
-            report["comparisons"]["against"][name] = {"error": str(err)}
+    base_values = table.columns[base][known]
+    base_reason = not_applicable(base, base_values, self_reference)
+    report["comparisons"] = _comparisons(yk, columns, (base, base_values, base_reason), results, **opts)
     if metrics is not None:
         report["layers"] = layer_analysis(metrics, labels, n_bootstrap=n_bootstrap, seed=seed, ci=ci)
     if texts:
@@ -101,6 +94,63 @@ def build_report(
         report["blind"] = blind_baseline([texts[i] for i in ids], np.array([labels[i] for i in ids]), seed=seed,
                                          n_bootstrap=n_bootstrap)
     return report
+
+
+def not_applicable(name: str, values: np.ndarray, self_reference: bool = False) -> str | None:
+    """Why column ``name`` (scores ``values``) is constant by construction, or None: ``"self-reference"``
+    when the audited model is the reference of a detector that compares with one, ``"constant: every
+    score X"`` when every finite score is X (no threshold separates anything)."""
+    if self_reference:
+        from ..detectors import REGISTRY  # lazily: the registry imports every detector module
+
+        if name in REGISTRY and REGISTRY[name].requires_reference:
+            return "self-reference"
+    finite = values[np.isfinite(values)]
+    if len(finite) and bool((finite == finite[0]).all()):
+        return f"constant: every score {float(finite[0]):g}"
+    return None
+
+
+def _evaluate_all(yk: np.ndarray, columns: Mapping[str, np.ndarray], self_reference: bool, **opts: Any) -> dict[str, Any]:
+    """``evaluate`` of every column, an error record where it refuses, ``not_applicable`` where constant."""
+    results: dict[str, Any] = {}
+    for name, values in columns.items():
+        counts = {"n": len(values), "n_nonfinite": int((~np.isfinite(values)).sum())}
+        reason = not_applicable(name, values, self_reference)
+        if reason is not None:
+            why = ("the audited model is this detector's reference model: it compares the model with itself"
+                   if reason == "self-reference" else "every finite score is the same: no threshold separates anything")
+            results[name] = {"not_applicable": reason, "why": why + " (no AUC, TPR or F1)", **counts}
+            logger.info("%s: not applicable (%s)", name, reason)
+            continue
+        try:
+            results[name] = evaluate(yk, values, **opts)
+        except ValueError as err:
+            results[name] = {"error": str(err), **counts}
+            logger.warning("%s: %s", name, err)
+    return results
+
+
+def _comparisons(yk: np.ndarray, columns: Mapping[str, np.ndarray], baseline: tuple[str, np.ndarray, str | None],
+                 results: Mapping[str, Any], **opts: Any) -> dict[str, Any]:
+    """ΔAUC of every column against the baseline ``(name, scores, not-applicable reason)``; none
+    with a column, or against a baseline, that is not applicable."""
+    base, base_values, base_reason = baseline
+    out: dict[str, Any] = {"baseline": base, "against": {}}
+    if base_reason is not None:
+        out["not_applicable"] = f"baseline {base}: {base_reason}"
+        return out
+    for name, values in columns.items():
+        if name == base:
+            continue
+        if "not_applicable" in results[name]:
+            out["against"][name] = {"not_applicable": results[name]["not_applicable"]}
+            continue
+        try:
+            out["against"][name] = compare(yk, values, base_values, **opts)
+        except ValueError as err:
+            out["against"][name] = {"error": str(err)}
+    return out
 
 
 def layer_analysis(

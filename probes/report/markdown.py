@@ -63,6 +63,9 @@ def _detection(report: dict[str, Any], s: dict[str, Any]) -> list[str]:
         if "error" in r:
             lines.append(f"| {name} | – | – | – | – | – | {r['n']} ({r['n_nonfinite']}): {r['error']} |")
             continue
+        if "not_applicable" in r:  # constant by construction: no figure (SPEC §7)
+            lines.append(f"| {name} | n/a ({r['not_applicable']}) | n/a | n/a | n/a | n/a | {r['n']} ({r['n_nonfinite']}) |")
+            continue
         low = [_low(r.get("low_fpr", {}).get(k)) for k in ("tpr_at_1fpr", "tpr_at_0p1fpr")]
         lines.append(f"| {name} | {_fig(r['auc'])} | {_fig(r['f1_youden'])} | {_fig(r[s['tpr_key']])} | {low[0]} | {low[1]} "
                      f"| {r['n']} ({r['n_nonfinite']}) |")
@@ -75,11 +78,17 @@ def _detection(report: dict[str, Any], s: dict[str, Any]) -> list[str]:
         f"Values with {100 * s['ci']:g}% CIs from a stratified bootstrap ({s['n_bootstrap']} resamples, seed {s['seed']}, "
         f"percentile intervals). Members are positive and higher scores mean member. TPR@FPR={pct} is the largest TPR "
         f"among ROC points with FPR {op} {pct}, and so are TPR@1% and TPR@0.1% (DIBA's low false-positive rates): a rate "
-        "needs at least 1/FPR non-members to be resolved and reads *not resolvable* with fewer. F1 is taken at the Youden "
+        "needs at least 10/FPR non-members to be resolved (at 1/FPR the point is ~45 % too high and its 95% CI covers "
+        "75–80 %: benchmarks/bench_low_fpr.py) and reads *not resolvable* with fewer, beside the FPR that the rule's threshold really has on "
+        "these data (0% means the point holds no false positive at all). F1 is taken at the Youden "
         "threshold (max TPR − FPR), chosen on these same samples, so it is optimistic. Non-finite scores are left out of a "
         "detector's figures and counted.",
         "",
     ]
+    if any("not_applicable" in report["detectors"][n] for n in report["detectors_order"]):
+        lines += ["*n/a*: the scores are constant by construction, so no AUC, TPR or F1 means anything and the row is "
+                  "left out of any count (*self-reference*: the audited model is the reference model the detector compares "
+                  "with, every score 0; *constant*: every finite score the same).", ""]
     if "auc" in blind:
         lines += _blind(blind)
     return lines
@@ -98,6 +107,8 @@ def _blind(blind: dict[str, Any]) -> list[str]:
 def _comparisons(report: dict[str, Any]) -> list[str]:
     comp = report.get("comparisons") or {}
     against = comp.get("against") or {}
+    if comp.get("not_applicable"):
+        return [f"## Paired comparison with `{comp['baseline']}`", "", f"n/a ({comp['not_applicable']}).", ""]
     if not against:
         return []
     lines = [f"## Paired comparison with `{comp['baseline']}`", "",
@@ -105,6 +116,9 @@ def _comparisons(report: dict[str, Any]) -> list[str]:
     for name, r in against.items():
         if "error" in r:
             lines.append(f"| {name} | – | – | – | {r['error']} |")
+            continue
+        if "not_applicable" in r:
+            lines.append(f"| {name} | n/a ({r['not_applicable']}) | – | – | – |")
             continue
         lines.append(f"| {name} | {_fig(r['delta_auc'], signed=True)} | {_num(r['delong']['z'])} | "
                      f"{_p(r['delong']['p_value'])} | {r['delta_auc']['n']} |")
@@ -157,10 +171,14 @@ def _fig(fig: dict[str, Any], signed: bool = False) -> str:
 
 
 def _low(fig: dict[str, Any] | None) -> str:
-    """A low-FPR rate: its figure, or *not resolvable* with too few non-members."""
+    """A low-FPR rate: its figure, or *not resolvable* with too few non-members (with the realised
+    FPR of the rule's threshold, never its TPR as a bare number)."""
     if fig is None:
         return "–"
-    return _fig(fig) if fig.get("resolvable", True) else "not resolvable"
+    if fig.get("resolvable", True):
+        return _fig(fig)
+    realised = (fig.get("at_realised_fpr") or {}).get("fpr")
+    return "not resolvable" if realised is None else f"not resolvable (realised FPR {100 * realised:.2g}%)"
 
 
 def _num(x: Any) -> str:

@@ -124,3 +124,39 @@ def test_roc_curves_are_grouped_by_family_with_the_best_highlighted(tmp_path, mo
     assert [t.split()[0] for t in legend] == best  # the four best, best first
     assert [float(t.split()[1]) for t in legend] == [round(roc_auc_score(y, table.columns[n]), 2) for n in best]
     assert len({(line.get_color(), line.get_linestyle()) for line in panels["likelihood & completion (+2 more, grey)"].lines[1:5]}) == 4
+
+
+def test_rows_constant_by_construction_are_not_applicable(tmp_path):
+    """Finding 5: a detector that compares the audited model with itself (it is its own reference)
+    scores 0 everywhere: AUC 0.50 [0.50, 0.50] by construction. The report shows it as n/a with
+    the reason, keeps the flag in report.json, and gives it no figure and no comparison."""
+    _, table, labels, y = synthetic()
+    rng = np.random.default_rng(5)
+    table.columns["reward_gain"] = np.zeros(len(y))  # RL − reference reward with the reference = the model
+    table.columns["zero"] = np.zeros(len(y))
+    table.columns["zero"][3] = np.nan  # non-finite scores aside, every score is 0
+    table.columns["policy_drift"] = rng.normal(scale=1e-9, size=len(y))  # self-reference, numerically not constant
+    report = build_report(table, labels, n_bootstrap=50, seed=3, self_reference=True)
+    rows = report["detectors"]
+    assert rows["reward_gain"]["not_applicable"] == rows["policy_drift"]["not_applicable"] == "self-reference"
+    assert rows["zero"]["not_applicable"] == "constant: every score 0" and rows["zero"]["n_nonfinite"] == 1
+    for name in ("reward_gain", "zero", "policy_drift"):
+        assert not {"auc", "tpr_at_5fpr", "f1_youden", "low_fpr"} & set(rows[name])  # never a figure
+        assert report["comparisons"]["against"][name] == {"not_applicable": rows[name]["not_applicable"]}
+    assert rows["strong"] == evaluate(y, table.columns["strong"], n_bootstrap=50, seed=3)
+    md = render_markdown(jsonable(report))
+    assert "| reward_gain | n/a (self-reference) | n/a | n/a | n/a | n/a | 80 (0) |" in md
+    assert "| zero | n/a (constant: every score 0) | n/a | n/a | n/a | n/a | 80 (1) |" in md
+    assert "| policy_drift | n/a (self-reference) |" in md and "0.50 [0.50, 0.50]" not in md
+    write_report(report, tmp_path, table, labels, plots=False)
+    saved = json.loads((tmp_path / "report.json").read_text())["detectors"]
+    assert saved["reward_gain"]["not_applicable"] == "self-reference" and "auc" not in saved["reward_gain"]
+    # without self_reference a varying column is a detector like any other; a constant one is still n/a
+    plain = build_report(table, labels, n_bootstrap=0, detectors=["policy_drift", "reward_gain"])
+    assert "auc" in plain["detectors"]["policy_drift"]
+    assert plain["detectors"]["reward_gain"]["not_applicable"] == "constant: every score 0"
+    assert plain["comparisons"]["against"] == {"reward_gain": {"not_applicable": "constant: every score 0"}}
+    base_constant = build_report(table, labels, n_bootstrap=0, detectors=["strong"], baseline="zero")
+    assert base_constant["comparisons"] == {"baseline": "zero", "against": {},
+                                            "not_applicable": "baseline zero: constant: every score 0"}
+    assert "n/a (baseline zero: constant: every score 0)" in render_markdown(jsonable(base_constant))

@@ -1,0 +1,50 @@
+"""``benchmarks/bench_testbeds.py``'s AUC counts (finding 5): rows constant by construction — a
+reference-based detector scored on the reference model itself — are n/a and never counted."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+
+bench_testbeds = pytest.importorskip("bench_testbeds")
+
+SELF_REFERENCE = ("ref", "policy_drift", "reward_gain")
+
+
+def sft_report(flagged: bool) -> dict:
+    """A report.json of the SFT control: every real detector's CI contains 0.5 but one; the three
+    reference-based ones score 0 everywhere (flagged by the report, or not: written before the flag)."""
+    rows = {}
+    for k, name in enumerate(bench_testbeds.DETECTORS):
+        if name in SELF_REFERENCE:
+            rows[name] = ({"not_applicable": "self-reference", "n": 300, "n_nonfinite": 0} if flagged
+                          else {"auc": {"value": 0.5, "ci": [0.5, 0.5], "n": 300}})
+        else:
+            lo = 0.52 if name == "cdd" else 0.44
+            rows[name] = {"auc": {"value": lo + 0.06, "ci": [lo, lo + 0.12], "n": 300}}
+    return {"detectors": rows}
+
+
+@pytest.mark.parametrize("flagged", [True, False])
+def test_self_reference_rows_are_left_out_of_the_counts(flagged, capsys):
+    cells = bench_testbeds.auc_cells(sft_report(flagged), is_reference=True)
+    assert {n for n, c in cells.items() if "not_applicable" in c} == set(SELF_REFERENCE)
+    hits, counted, left_out = bench_testbeds.count_cis(cells, contain=True)
+    assert (hits, counted) == (13, 14) and sorted(left_out) == sorted(SELF_REFERENCE)  # not "16 of 17"
+    assert bench_testbeds.count_cis(cells, contain=False)[:2] == (1, 14)
+    assert bench_testbeds._auc(cells["ref"], sft=True).strip() == "n/a (self-reference)"
+    found = {"testbed": {"models": ["rl", "sft"], "auc": {"rl": bench_testbeds.auc_cells(sft_report(False), False), "sft": cells}}}
+    bench_testbeds.show_auc_counts(found)
+    out = capsys.readouterr().out
+    assert "SFT: 13 of 14 AUC CIs contain 0.5 (ref, policy_drift, reward_gain n/a" in out
+    assert "RL: 1 of 17 AUC CIs exclude 0.5" in out  # on the audited model the same columns are real detectors
+
+
+def test_counts_skip_rows_without_a_figure():
+    cells = {"a": {"value": 0.5, "ci": [0.4, 0.6]}, "b": {}, "c": {"value": None, "ci": [None, None]},
+             "d": {"not_applicable": "constant: every score 0"}}
+    assert bench_testbeds.count_cis(cells, contain=True) == (1, 1, ["d"])
