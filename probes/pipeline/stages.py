@@ -245,7 +245,7 @@ def verdict(run_dir: Path, name: str, config: RunConfig, tables: list[str], labe
     and controls (and LaRA's scores), against the reference model's when there is one; and
     ``RUN/<model>/questions.csv``, its per-question decisions (SPEC §8.10)."""
     from ..calibration.audit import audit_verdict, describe_verdict
-    from ..calibration.decisions import write_no_decisions
+    from ..calibration.decision_table import write_no_decisions
     from ..calibration.files import ScoredFiles, read_scored
     from ..report.build import jsonable
     from ..scores import ScoreTable, join_tables
@@ -293,6 +293,7 @@ def evaluate(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int 
     verdict_json = json.loads(layout.path(files.verdict).read_text(encoding="utf-8")) if has_verdict else None
     report = build_report(table, labels, metrics, baseline=e.baseline, n_bootstrap=e.bootstrap,
                           seed=e.seed, fpr=e.fpr, strict=e.strict, verdict=verdict_json,
+                          self_reference=name == config.reference_name(),
                           texts={q.id: q.question for q in questions},
                           inputs={"model": name, "scores": files.scores[0], "questions": str(config.questions),
                                   "questions_provenance": provenance_for_report(config.questions)})
