@@ -13,7 +13,8 @@ from typing import Any, Mapping, Sequence
 from ..errors import ConfigError, InputError
 from ..scores import ScoreTable
 from .controls import ControlTable
-from .decisions import QuestionDecisions, decide_questions, describe_questions
+from .decision_table import QuestionDecisions, describe_questions
+from .decisions import decide_questions
 from .files import ScoredFiles
 from .verdict import ScoredSet, VerdictSettings, compute_verdict
 

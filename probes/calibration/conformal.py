@@ -14,8 +14,9 @@ false-discovery rate (they are positively dependent, PRDS, through the shared nu
 
 from __future__ import annotations
 
+import hashlib
 import math
-from typing import Literal
+from typing import Literal, Sequence
 
 import numpy as np
 
@@ -29,21 +30,41 @@ def _usable(original: np.ndarray, controls: np.ndarray) -> tuple[np.ndarray, np.
     return original, controls, (~np.isnan(controls)).sum(axis=1) >= MIN_CONTROLS
 
 
-def original_residuals(original: np.ndarray, controls: np.ndarray, matched: bool = False, seed: int = 0) -> np.ndarray:
-    """e_j = d(q_0,j) − median of its scored controls (SPEC §8.10). With ``matched``, the median of
-    all but one of them (dropped at random, seeded): the same function as a control's residual
-    (:func:`control_residuals`), so under H0 an original's residual is distributed exactly like the
-    pool's — which the SPEC's form is not for discrete scores (with 3 controls, a text scored 0/1
-    at random reaches residual 1 a quarter of the time as an original, an eighth as a control).
-    ``[N]``, NaN where the original is NaN or fewer than :data:`MIN_CONTROLS` controls are
-    scored; ±inf stays ±inf."""
+def question_uniforms(ids: Sequence[str], seed: int, purpose: str) -> np.ndarray:
+    """``[N]`` uniform(0, 1) draws, one per question id, from the run's ``seed`` and the id alone
+    (sha256): a question's draw does not depend on which other questions are decided with it, so
+    the same run gives the same list, and a subset of a run draws what the whole run drew."""
+    out = np.empty(len(ids))
+    for j, qid in enumerate(ids):
+        digest = hashlib.sha256(f"{seed}\x1f{purpose}\x1f{qid}".encode()).digest()
+        out[j] = int.from_bytes(digest[:7], "big") / 2.0 ** 56
+    return out
+
+
+def original_residuals(original: np.ndarray, controls: np.ndarray, drop: np.ndarray | None = None) -> np.ndarray:
+    """e_j = d(q_0,j) − median of its scored controls; with ``drop`` (``[N]`` uniforms, SPEC §8.10's
+    matched residual) the median of all but one of them, the one dropped being scored control
+    ⌊drop_j · C_j⌋: the same function as a control's residual (:func:`control_residuals`), so under
+    H0 an original's residual is distributed exactly like the pool's — which the residual against
+    all C controls is not (it is less dispersed, and decisions built on it are 10–100×
+    conservative; with discrete scores not even valid). One ``drop`` per question, shared by its
+    detectors, drops the same control for each. ``[N]``, NaN where the original is NaN or fewer
+    than :data:`MIN_CONTROLS` controls are scored; ±inf stays ±inf."""
     original, controls, usable = _usable(original, controls)
-    rng = np.random.default_rng(seed)
     out = np.full(len(original), np.nan)
-    for j in np.flatnonzero(usable):
+    complete = usable & ~np.isnan(controls).any(axis=1)
+    if complete.any():  # every control scored: one vectorised pass
+        rows, width = controls[complete], controls.shape[1]
+        if drop is not None:
+            gone = np.minimum((np.asarray(drop)[complete] * width).astype(np.int64), width - 1)
+            keep = np.arange(width - 1)[None, :]
+            rows = np.take_along_axis(rows, keep + (keep >= gone[:, None]), axis=1)
+        with np.errstate(invalid="ignore"):
+            out[complete] = original[complete] - np.median(rows, axis=1)
+    for j in np.flatnonzero(usable & ~complete):
         scored = controls[j][~np.isnan(controls[j])]
-        if matched:
-            scored = np.delete(scored, rng.integers(len(scored)))
+        if drop is not None:
+            scored = np.delete(scored, min(int(drop[j] * len(scored)), len(scored) - 1))
         with np.errstate(invalid="ignore"):
             out[j] = original[j] - np.median(scored)
     return out
@@ -54,29 +75,35 @@ def control_residuals(original: np.ndarray, controls: np.ndarray) -> np.ndarray:
     so a contaminated original cannot shift the null). ``[N, C]``, NaN where absent or unusable."""
     original, controls, usable = _usable(original, controls)
     out = np.full(controls.shape, np.nan)
-    for j in np.flatnonzero(usable):
+    complete = usable & ~np.isnan(controls).any(axis=1)
+    if complete.any() and controls.shape[1] > 1:  # every control scored: one vectorised pass
+        rows = controls[complete]
+        width = rows.shape[1]
+        others = np.stack([np.delete(rows, k, axis=1) for k in range(width)], axis=1)  # [n, C, C − 1]
+        with np.errstate(invalid="ignore"):
+            out[complete] = rows - np.median(others, axis=2)
+    for j in np.flatnonzero(usable & ~complete):
         scored = np.flatnonzero(~np.isnan(controls[j]))
         for k in scored:
-            others = controls[j, scored[scored != k]]
             with np.errstate(invalid="ignore"):
-                out[j, k] = controls[j, k] - np.median(others)
+                out[j, k] = controls[j, k] - np.median(controls[j, scored[scored != k]])
     return out
 
 
-def conformal_pvalues(residuals: np.ndarray, null: np.ndarray, randomised: bool = False, seed: int = 0) -> np.ndarray:
+def conformal_pvalues(residuals: np.ndarray, null: np.ndarray, u: np.ndarray | None = None) -> np.ndarray:
     """Conformal p-values of ``residuals [N]`` against the ``null`` pool (NaN null residuals are not
-    part of it; NaN stays NaN). SPEC §8.10: p = (1 + #{null ≥ e}) / (1 + n_null) — deterministic,
-    valid (conservative with ties). ``randomised``: p = (#{null > e} + U·(1 + #{null = e})) /
-    (1 + n_null), U uniform(0, 1) seeded — exactly uniform under H0 and never 1 (a p of 1 makes a
-    question's Cauchy combination 1 whatever its other detectors say), at the price of decisions
-    that depend on the seed. ``[N]``."""
+    part of it; NaN stays NaN). With ``u`` (``[N]`` uniforms; SPEC §8.10's default):
+    p = (#{null > e} + u·(1 + #{null = e})) / (1 + n_null) — exactly uniform under H0 and never
+    1, so no detector can veto a question in a combination. Without: the deterministic
+    (1 + #{null ≥ e}) / (1 + n_null) — valid, conservative with ties, and 1 for a question at the
+    bottom of a coarse pool. ``[N]``."""
     e = np.asarray(residuals, dtype=np.float64)
     pool = np.sort(np.asarray(null, dtype=np.float64).ravel())
     pool = pool[~np.isnan(pool)]
     above = len(pool) - np.searchsorted(pool, e, side="right")  # #{null > e}
     ties = np.searchsorted(pool, e, side="right") - np.searchsorted(pool, e, side="left")
-    u = np.random.default_rng(seed).random(len(e)) if randomised else np.ones(len(e))
-    p = (above + u * (1.0 + ties)) / (1.0 + len(pool))
+    draw = np.ones(len(e)) if u is None else np.asarray(u, dtype=np.float64)
+    p = (above + draw * (1.0 + ties)) / (1.0 + len(pool))
     return np.where(np.isnan(e), np.nan, p)
 
 
@@ -114,3 +141,47 @@ def combine_per_question(pvalues: dict[str, np.ndarray]) -> np.ndarray:
         return np.zeros(0)
     matrix = np.column_stack(list(pvalues.values()))
     return np.array([cauchy_combination(row) if np.isfinite(row).any() else math.nan for row in matrix])
+
+
+def sum_test_pvalue(total: float, size: int, pool: int) -> float:
+    """One-sided p-value of "these ``size`` p-values are small" from their sum ``total``, when under
+    H0 each is a conformal p-value against one shared pool of ``pool`` nulls: uniform, with the
+    pairwise covariance 1/(12(pool + 2)) a shared pool induces (the Wilcoxon–Mann–Whitney
+    statistic of the set against the pool, on the p-value scale). The sum's deviation is divided
+    by that inflation and read off the Irwin–Hall law (exact for independent uniforms) below 12
+    values, a normal law from 12 on."""
+    from scipy.stats import norm
+
+    if size == 0:
+        return 1.0
+    inflation = math.sqrt(1.0 + (size - 1) / (pool + 2.0))
+    centred = size / 2.0 + (total - size / 2.0) / inflation
+    if size >= 12:
+        return float(norm.cdf((centred - size / 2.0) / math.sqrt(size / 12.0)))
+    x = min(max(centred, 0.0), float(size))
+    return float(sum((-1) ** k * math.comb(size, k) * (x - k) ** size for k in range(int(math.floor(x)) + 1)) / math.factorial(size))
+
+
+def at_least(pvalues: np.ndarray, pool: int, alpha: float = 0.05) -> int:
+    """A lower (1 − ``alpha``) confidence bound on how many of the questions are not null
+    (contaminated): conformalized closed testing (after Magnani, Sesia & Solari 2023) with the sum
+    test of :func:`sum_test_pvalue` as local test. A set of questions can be all null unless its
+    p-values are jointly too small; the largest set the local test keeps is the ``h`` largest
+    p-values (the test depends on a set through its sum and size only), so every set of more than
+    ``h`` questions holds a contaminated one, and at least ``m − h`` of the ``m`` are. NaN
+    p-values are not counted. ``pool``: the smallest null pool behind the p-values."""
+    p = np.sort(np.asarray(pvalues, dtype=np.float64))
+    p = p[~np.isnan(p)][::-1]  # largest first
+    totals = np.cumsum(p)
+    kept = [i for i in range(1, len(p) + 1) if sum_test_pvalue(float(totals[i - 1]), i, pool) > alpha]
+    return len(p) - (max(kept) if kept else 0)
+
+
+def bonferroni_per_question(pvalues: np.ndarray) -> np.ndarray:
+    """Per question (row of ``[N, K]``), min(1, k · min p) over its k finite p-values (NaN when
+    none): valid under any dependence, and a p-value near 1 cannot veto the others."""
+    p = np.asarray(pvalues, dtype=np.float64).reshape(len(pvalues), -1)
+    finite = np.isfinite(p)
+    k = finite.sum(axis=1)
+    smallest = np.where(finite, p, 1.0).min(axis=1)
+    return np.where(k > 0, np.minimum(1.0, k * smallest), np.nan)

@@ -1,151 +1,220 @@
 """Which questions (SPEC §8.10): per-question decisions with a false-discovery guarantee, in the
-verdict's deciding mode.
+verdict's deciding mode, and a lower bound on how many questions are contaminated.
 
-Per detector and question, the residual e_j of the original in that mode's scores (reference:
-s_audited − s_reference; absolute: s_audited; relative: as the original's residual, or the score
-itself for a detector without controls such as LaRA or reward gain) gets a conformal p-value
-against a null pool — the residuals of every control of every audited question (reference,
-absolute), or the clean set's (relative). Per question the detectors' p-values are combined
-(Cauchy), and Benjamini–Hochberg at ``fdr`` decides which questions are flagged, with q-values.
-Flags from the absolute mode are marked uncalibrated, as its verdict is.
+Per detector and question, the original's residual e_j in that mode's scores (reference:
+s_audited − s_reference; absolute: s_audited) is taken against all but one of its controls (one
+dropped at random, so that it is drawn like a control's residual), and gets a randomised conformal
+p-value against the pool of every control's residual — of the audited questions, or of the whole
+benchmark when a subset is decided (``pool``). In the relative mode the pool is the clean set's
+originals (residuals, or scores for a detector without controls such as LaRA or reward gain).
+
+One learned score per text combines the detectors (:mod:`.learned`, AdaDetect): a *stream* is a
+learned score with its null — the controls (reference and absolute modes) and, when a clean set is
+given, the clean set's originals, over every detector including those without controls. A
+question's p-value is the Bonferroni of its streams' (no stream, and no detector, can veto it);
+Benjamini–Hochberg at ``fdr`` flags questions, with q-values; closed testing over the same
+p-values gives "at least k of the n are contaminated" at 1 − α. A Cauchy or Bonferroni combination
+of the detectors' own p-values is an option (``decision_combine``). Flags from the absolute mode
+are marked uncalibrated, as its verdict is.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 
-from . import conformal, stats
-from .verdict import ScoredSet, VerdictSettings
+from . import conformal, learned, stats
+from .decision_table import DetectorEvidence, QuestionDecisions, Stream
+from .verdict import PLAIN_RELATIVE, ScoredSet, VerdictSettings
 
-SHOWN_FLAGGED = 50  # flagged questions described in verdict.json (each with its own and its controls' scores)
+__all__ = ["DetectorEvidence", "QuestionDecisions", "Stream", "decide_questions"]
 
 
 @dataclass
-class DetectorEvidence:
-    """One detector's per-question evidence ``[N]`` (``controls``: ``[N, C]`` decisive-mode scores of
-    the controls, or None), its null pool (what, and how many), and the questions it left out."""
+class _Texts:
+    """One detector's decisive-mode scores over the pool's questions: ``original [P]``,
+    ``controls [P, C]`` (None without controls)."""
 
     original: np.ndarray
     controls: np.ndarray | None
-    residual: np.ndarray
-    p_value: np.ndarray
-    null_size: int
-    scale: float
-    left_out: dict[str, int]
-    null: str = "the controls' residuals"
 
 
-@dataclass
-class QuestionDecisions:
-    """The per-question table of one audited set."""
-
-    ids: list[str]
-    mode: str
-    calibrated: bool
-    fdr: float
-    method: str
-    detectors: dict[str, DetectorEvidence]
-    p_value: np.ndarray
-    q_value: np.ndarray
-    flagged: np.ndarray
-    notes: list[str] = field(default_factory=list)
-
-    def summary(self) -> dict[str, Any]:
-        """The ``questions`` block of ``verdict.json``: settings, counts, the flagged ids (best q
-        first) and the first flagged questions' evidence."""
-        order = [i for i in np.argsort(self.q_value, kind="stable") if self.flagged[i]]
-        return {
-            "fdr": self.fdr, "method": self.method, "mode": self.mode, "calibrated": self.calibrated,
-            "n": len(self.ids), "n_tested": int(np.isfinite(self.p_value).sum()), "n_flagged": int(self.flagged.sum()),
-            "flagged": [self.ids[i] for i in order],
-            "detectors": {n: {"null": d.null, "null_size": d.null_size, "scale": d.scale, "left_out": d.left_out}
-                          for n, d in self.detectors.items()},
-            "flagged_detail": [self._detail(i) for i in order[:SHOWN_FLAGGED]],
-            "notes": self.notes,
-        }
-
-    def _detail(self, i: int) -> dict[str, Any]:
-        return {"id": self.ids[i], "p_value": float(self.p_value[i]), "q_value": float(self.q_value[i]),
-                "detectors": {n: {"score": float(d.original[i]), "residual": float(d.residual[i]), "p_value": float(d.p_value[i]),
-                                  "controls": None if d.controls is None else [float(x) for x in d.controls[i] if not math.isnan(x)]}
-                              for n, d in self.detectors.items()}}
-
-    def columns(self) -> dict[str, list[Any]]:
-        """The table, column by column: ``id, mode, <det>_residual, <det>_p…, p_value, q_value, flagged``."""
-        mode = self.mode if self.calibrated else f"{self.mode} (uncalibrated)"
-        out: dict[str, list[Any]] = {"id": list(self.ids), "mode": [mode] * len(self.ids)}
-        for n, d in self.detectors.items():
-            out[f"{n}_residual"], out[f"{n}_p"] = d.residual.tolist(), d.p_value.tolist()
-        out.update(p_value=self.p_value.tolist(), q_value=self.q_value.tolist(), flagged=[int(f) for f in self.flagged])
-        return out
-
-    def write_csv(self, path: str | Path) -> None:
-        """:meth:`columns` as CSV (atomically)."""
-        from ..scores import format_number, write_csv_atomically
-
-        columns = self.columns()
-        numeric = [k for k in columns if k not in ("id", "mode", "flagged")]
-        rows = ([columns["id"][i], columns["mode"][i], *[format_number(columns[k][i]) for k in numeric], columns["flagged"][i]]
-                for i in range(len(self.ids)))
-        write_csv_atomically(path, ["id", "mode", *numeric, "flagged"], rows)
-
-    def to_frame(self) -> Any:
-        """:meth:`columns` as a ``pandas.DataFrame`` indexed by id."""
-        import pandas as pd
-
-        return pd.DataFrame(self.columns()).set_index("id")
-
-
-def write_no_decisions(ids: list[str], path: str | Path) -> None:
-    """The table when there is no verdict: every question undecided (blank ``flagged``, never 0)."""
-    from ..scores import write_csv_atomically
-
-    write_csv_atomically(path, ["id", "mode", "p_value", "q_value", "flagged"], ([qid, "no verdict", "nan", "nan", ""] for qid in ids))
-
-
-def describe_questions(block: dict[str, Any] | None, where: str = "") -> str:
-    """One line: how many questions are flagged, at which FDR, in which mode, and the first ids."""
-    if block is None:
-        return "which questions: none decided (no verdict)"
-    mode = f"{block['mode']} mode" + ("" if block["calibrated"] else ", uncalibrated")
-    shown = ", ".join(block["flagged"][:8]) + (", …" if block["n_flagged"] > 8 else "")
-    method = "BH" if block["method"] == "bh" else "two-stage BH"
-    return (f"which questions: {block['n_flagged']} of {block['n_tested']} tested flagged at FDR {100 * block['fdr']:g}% "
-            f"({mode}, {method}){': ' + shown if shown else ''}{' -> ' + where if where else ''}")
-
-
-def decide_questions(verdict: dict[str, Any], audited: ScoredSet, reference: ScoredSet | None, clean: ScoredSet | None,
-                     settings: VerdictSettings) -> QuestionDecisions | None:
-    """The per-question decisions in the verdict's deciding mode, over its detectors, and — when a
-    clean set is given — over the detectors without controls (LaRA, reward gain) against it; each
-    detector's p-value is valid under its own null, and the Cauchy combination under any
-    dependence. None when there is no verdict."""
+def decide_questions(verdict: dict, audited: ScoredSet, reference: ScoredSet | None, clean: ScoredSet | None,
+                     settings: VerdictSettings, pool: ScoredSet | None = None) -> QuestionDecisions | None:
+    """The per-question decisions in the verdict's deciding mode over its detectors (and, with a
+    clean set, the detectors without controls against it). ``pool``: the whole benchmark when
+    ``audited`` is a subset of it — its questions' controls join the null (a control is fresh
+    whichever question it belongs to). None when there is no verdict."""
     mode = verdict.get("mode")
     if mode is None:
         return None
-    notes: list[str] = []
-    evidence = {n: _evidence(mode, n, audited, reference, clean, settings, notes) for n in verdict["combined"]["detectors"]}
-    if mode != "relative" and clean is not None:
-        evidence.update({n: _against_clean_scores(n, audited, clean, settings) for n in _plain(audited, clean, settings)})
-    evidence = {n: e for n, e in evidence.items() if e is not None}
-    p_value = conformal.combine_per_question({n: e.p_value for n, e in evidence.items()}) if evidence else np.full(len(audited.ids), np.nan)
+    names = list(verdict["combined"]["detectors"])
+    if mode == "relative":
+        assert clean is not None
+        evidence, streams = _relative(names, audited, clean, settings)
+    else:
+        evidence, streams = _within(mode, names, audited, reference, settings, pool)
+        plain = _plain(audited, clean, settings) if clean is not None else []
+        if plain:
+            more, clean_stream = _relative(names + plain, audited, clean, settings, only=plain)
+            evidence.update(more)
+            streams += clean_stream
+    p_value, lines = _combine(evidence, streams, settings, len(audited.ids))
     flagged, q_value = conformal.benjamini_hochberg(p_value, settings.fdr, settings.fdr_method)
+    bound = max((conformal.at_least(p, size, settings.alpha / len(lines)) for p, size in lines), default=0)
+    notes = []
     if mode == "absolute":
         notes.append("flags from the absolute mode are uncalibrated, as its verdict is: the generator's similars may not be "
                      "exchangeable with real questions")
-    return QuestionDecisions(list(audited.ids), mode, mode != "absolute", settings.fdr, settings.fdr_method, evidence,
-                             p_value, q_value, flagged, notes)
+    if settings.decision_residual == "spec":
+        notes.append("decision_residual: spec — an original's residual against all its controls is less dispersed than a "
+                     "control's against the others, so the decisions are conservative (and not valid for coarse scores)")
+    return QuestionDecisions(list(audited.ids), mode, mode != "absolute", settings.fdr, settings.fdr_method,
+                             settings.decision_combine, evidence, streams, p_value, q_value, flagged, bound,
+                             1 - settings.alpha, notes)
+
+
+def _combine(evidence: dict[str, DetectorEvidence], streams: list[Stream], s: VerdictSettings,
+             n: int) -> tuple[np.ndarray, list[tuple[np.ndarray, int]]]:
+    """Each question's p-value and the lines of evidence behind it (p-values ``[N]`` and the
+    smallest pool behind them) for the "at least" bound."""
+    if s.decision_combine == "learned" and streams:
+        lines = [(st.p_value, st.pool) for st in streams]
+        p = np.column_stack([st.p_value for st in streams])
+    else:
+        lines = [(e.p_value, e.null_size) for e in evidence.values()]
+        p = np.column_stack([e.p_value for e in evidence.values()]) if evidence else np.full((n, 1), np.nan)
+    if s.decision_combine == "cauchy":
+        return conformal.combine_per_question(dict(enumerate(p.T))), lines
+    return conformal.bonferroni_per_question(p), lines
+
+
+def _uniforms(ids: list[str], s: VerdictSettings) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(which control an original's residual drops, the tie-breaking draw), per question id."""
+    drop = conformal.question_uniforms(ids, s.seed, "drop") if s.decision_residual == "matched" else None
+    ties = conformal.question_uniforms(ids, s.seed, "ties") if s.decision_pvalue == "randomised" else None
+    return drop, ties
+
+
+def _decisive(mode: str, name: str, scored: ScoredSet, reference: ScoredSet | None, width: int | None = None) -> _Texts:
+    """A detector's scores in the mode's terms on ``scored``'s questions (reference: minus the
+    reference model's on the same texts)."""
+    original = scored.original(name)
+    controls = scored.control_matrix(name, width) if scored.has_controls(name) else None
+    if mode != "reference":
+        return _Texts(original, controls)
+    assert reference is not None
+    ref = reference.subset(scored.ids)
+    with np.errstate(invalid="ignore"):  # inf − inf is NaN: left out, counted
+        if controls is None:
+            return _Texts(original - ref.original(name), None)
+        return _Texts(original - ref.original(name), controls - ref.control_matrix(name, controls.shape[1]))
+
+
+def _within(mode: str, names: list[str], audited: ScoredSet, reference: ScoredSet | None, s: VerdictSettings,
+            pool: ScoredSet | None) -> tuple[dict[str, DetectorEvidence], list[Stream]]:
+    """Reference and absolute modes: each detector's residuals against the pooled control
+    residuals, and the learned stream over them."""
+    extra = [i for i in (pool.ids if pool is not None else []) if i not in set(audited.ids)]
+    everyone = audited.subset(list(audited.ids) + extra)
+    n = len(audited.ids)
+    width = max(everyone.width, reference.width if reference is not None else 0)
+    drop, ties = _uniforms(everyone.ids, s)
+    evidence, own, null = {}, [], []
+    for name in names:
+        texts = _decisive(mode, name, everyone, reference, width)
+        residual = conformal.original_residuals(texts.original, texts.controls, drop)
+        controls = conformal.control_residuals(texts.original, texts.controls)
+        scale = _scale(texts.controls)
+        p = conformal.conformal_pvalues(residual[:n], controls, None if ties is None else ties[:n])
+        evidence[name] = DetectorEvidence(texts.original[:n], texts.controls[:n], _scaled(residual[:n], scale), p,
+                                          int((~np.isnan(controls)).sum()), scale,
+                                          stats.left_out(texts.original[:n], texts.controls[:n], conformal.MIN_CONTROLS),
+                                          null_values=_scaled(controls[~np.isnan(controls)], scale))
+        own.append(_scaled(residual, scale))
+        null.append(_scaled(controls, scale))
+    if not names:
+        return evidence, []
+    fold = learned.folds(everyone.ids, s.seed)
+    controls_x = np.stack(null, axis=-1)  # [P, C, D]
+    kept = ~np.isnan(controls_x).any(axis=2)  # a control enters the null when every detector scored it
+    null_fold = np.repeat(fold[:, None], controls_x.shape[1], axis=1)[kept]
+    own_x = np.stack(own, axis=-1)  # [P, D]: every pool question's original teaches the classifier
+    complete = ~np.isnan(own_x).any(axis=1)
+    stream = _stream("controls", names, controls_x[kept], null_fold, own_x[:n], fold[:n], None if ties is None else ties[:n],
+                     "every control's residual", (own_x[complete], fold[complete]))
+    return evidence, [stream]
+
+
+def _relative(names: list[str], audited: ScoredSet, clean: ScoredSet, s: VerdictSettings,
+              only: list[str] | None = None) -> tuple[dict[str, DetectorEvidence], list[Stream]]:
+    """The clean set's originals as the null: each detector's residual (with controls on both
+    sides, the same number) or score (without), and the learned stream over all of them.
+    ``only``: the detectors whose evidence is returned (the stream uses every one of ``names``)."""
+    drop_a, ties = _uniforms(audited.ids, s)
+    drop_c, _ = _uniforms(clean.ids, s)
+    evidence, own, null, used = {}, [], [], []
+    for name in names:
+        if name not in audited.scores.columns or name not in clean.scores.columns:
+            continue
+        if audited.has_controls(name) and clean.has_controls(name):
+            width = min(audited.width, clean.width)
+            a_ctl, c_ctl = (stats.first_controls(x.control_matrix(name), width) for x in (audited, clean))
+            a_val = conformal.original_residuals(audited.original(name), a_ctl, drop_a)
+            c_val = conformal.original_residuals(clean.original(name), c_ctl, drop_c)
+            what, controls = "the clean set's residuals", a_ctl
+        else:
+            a_val, c_val, what, controls = audited.original(name), clean.original(name), "the clean set's scores", None
+        from ..robust import robust_scale
+
+        fitted = robust_scale(c_val[:, None])
+        center, scale = float(fitted.center[0]), float(fitted.scale[0])
+        if only is None or name in only:
+            p = conformal.conformal_pvalues(a_val, c_val, ties)
+            evidence[name] = DetectorEvidence(audited.original(name), controls, _scaled(a_val - (center if controls is None else 0), scale),
+                                              p, int((~np.isnan(c_val)).sum()), scale,
+                                              stats.left_out(audited.original(name), controls, conformal.MIN_CONTROLS)
+                                              if controls is not None else stats.left_out(audited.original(name)), what,
+                                              _scaled(c_val[~np.isnan(c_val)] - (center if controls is None else 0), scale))
+        own.append(_scaled(a_val - center, scale))
+        null.append(_scaled(c_val - center, scale))
+        used.append(name)
+    if not used:
+        return evidence, []
+    null_x, own_x = np.stack(null, axis=-1), np.stack(own, axis=-1)
+    kept = ~np.isnan(null_x).any(axis=1)
+    stream = _stream("clean set", used, null_x[kept], learned.folds(clean.ids, s.seed)[kept], own_x,
+                     learned.folds(audited.ids, s.seed), ties, "the clean set's originals")
+    return evidence, [stream]
+
+
+def _stream(name: str, detectors: list[str], null_x: np.ndarray, null_fold: np.ndarray, own_x: np.ndarray,
+            own_fold: np.ndarray, ties: np.ndarray | None, what: str,
+            train: tuple[np.ndarray, np.ndarray] | None = None) -> Stream:
+    """One learned score over ``detectors`` with its null: with one detector, its residual itself
+    (higher = member) against the whole pool; with more, the cross-fitted logistic score against
+    the own fold's null (fitted on the other fold's null texts against its originals — ``train``,
+    or the tested ones). A question missing any detector's residual is left out (counted)."""
+    complete = ~np.isnan(own_x).any(axis=1)
+    p = np.full(len(own_x), np.nan)
+    if len(detectors) == 1:
+        score, weights, null_scores = own_x[:, 0], {detectors[0]: [1.0, 1.0]}, null_x[:, 0]
+        p[complete] = conformal.conformal_pvalues(score[complete], null_x[:, 0], None if ties is None else ties[complete])
+        pool = int(len(null_x))
+    else:
+        fitted = learned.cross_fitted_scores(null_x, null_fold, own_x[complete], own_fold[complete], *(train or (None, None)))
+        score = np.full(len(own_x), np.nan)
+        score[complete] = fitted.tested
+        p[complete], pool = fitted.pvalues(None if ties is None else ties[complete])
+        weights, null_scores = learned.describe_weights(detectors, fitted.weights), fitted.null
+    return Stream(name, detectors, score, p, pool, int(len(null_x)), weights, what, {"incomplete": int((~complete).sum())},
+                  null_scores)
 
 
 def _plain(audited: ScoredSet, clean: ScoredSet, settings: VerdictSettings) -> list[str]:
     """Detectors without controls that a clean set can calibrate (not constant on both sides)."""
-    from .verdict import PLAIN_RELATIVE
-
     names = [n for n in (settings.detectors or PLAIN_RELATIVE) if n in audited.scores.columns and n in clean.scores.columns
              and not audited.has_controls(n)]
     out = []
@@ -157,70 +226,12 @@ def _plain(audited: ScoredSet, clean: ScoredSet, settings: VerdictSettings) -> l
     return out
 
 
-def _evidence(mode: str, name: str, audited: ScoredSet, reference: ScoredSet | None, clean: ScoredSet | None,
-              settings: VerdictSettings, notes: list[str]) -> DetectorEvidence | None:
-    if mode == "relative":
-        assert clean is not None
-        if audited.has_controls(name) and clean.has_controls(name):
-            return _against_clean_residuals(name, audited, clean, settings)
-        return _against_clean_scores(name, audited, clean, settings)
-    original, controls = audited.original(name), audited.control_matrix(name)
-    if mode == "reference":
-        assert reference is not None
-        ref = reference.subset(audited.ids)
-        width = max(audited.width, ref.width)
-        with np.errstate(invalid="ignore"):  # inf − inf is NaN: left out, counted
-            original, controls = original - ref.original(name), audited.control_matrix(name, width) - ref.control_matrix(name, width)
-    evidence = _against_control_residuals(original, controls, settings)
-    if settings.decision_residual == "spec" and conformal.discrete(conformal.control_residuals(original, controls)):
-        notes.append(f"{name}: its scores are coarse (few distinct residuals), and an original's residual against all its "
-                     "controls is then not distributed like the pool's; set verdict.decision_residual: matched")
-    return evidence
-
-
-def _against_control_residuals(original: np.ndarray, controls: np.ndarray, settings: VerdictSettings) -> DetectorEvidence:
-    """Null pool: every control residual of every question (each against its question's other controls)."""
-    residual = conformal.original_residuals(original, controls, settings.decision_residual == "matched", settings.seed)
-    null = conformal.control_residuals(original, controls)
-    scale = _scale(controls)
-    return DetectorEvidence(original, controls, _scaled(residual, scale), _pvalues(residual, null, settings),
-                            int((~np.isnan(null)).sum()), scale, stats.left_out(original, controls, conformal.MIN_CONTROLS))
-
-
-def _pvalues(residual: np.ndarray, null: np.ndarray, settings: VerdictSettings) -> np.ndarray:
-    return conformal.conformal_pvalues(residual, null, settings.decision_pvalue == "randomised", settings.seed)
-
-
-def _against_clean_residuals(name: str, audited: ScoredSet, clean: ScoredSet, settings: VerdictSettings) -> DetectorEvidence:
-    """Relative mode with controls: the audited originals' residuals against the clean originals'
-    (the same number of controls on both sides)."""
-    width = min(audited.width, clean.width)
-    original, controls = audited.original(name), stats.first_controls(audited.control_matrix(name), width)
-    clean_residual = conformal.original_residuals(clean.original(name), stats.first_controls(clean.control_matrix(name), width))
-    residual = conformal.original_residuals(original, controls)
-    scale = _scale(controls)
-    return DetectorEvidence(original, controls, _scaled(residual, scale), _pvalues(residual, clean_residual, settings),
-                            int((~np.isnan(clean_residual)).sum()), scale, stats.left_out(original, controls, conformal.MIN_CONTROLS),
-                            "the clean set's residuals")
-
-
-def _against_clean_scores(name: str, audited: ScoredSet, clean: ScoredSet, settings: VerdictSettings) -> DetectorEvidence:
-    """Relative mode without controls (LaRA, reward gain): each score against the clean set's scores."""
-    from ..robust import robust_scale
-
-    original, null = audited.original(name), clean.original(name)
-    fitted = robust_scale(null[:, None])
-    center, scale = float(fitted.center[0]), float(fitted.scale[0])
-    return DetectorEvidence(original, None, _scaled(original - center, scale), _pvalues(original, null, settings),
-                            int((~np.isnan(null)).sum()), scale, stats.left_out(original), "the clean set's scores")
-
-
-def _scaled(residual: np.ndarray, scale: float) -> np.ndarray:
+def _scaled(values: np.ndarray, scale: float) -> np.ndarray:
     """Residuals in units of the pooled scale (SPEC §8.10; ranks, hence p-values, unchanged)."""
-    return residual / scale if math.isfinite(scale) and scale > 0 else residual
+    return values / scale if math.isfinite(scale) and scale > 0 else values
 
 
-def _scale(controls: np.ndarray) -> float:
+def _scale(controls: np.ndarray | None) -> float:
     """SPEC §8.2's pooled σ̂ of the controls (for reading residuals; the p-values are rank-based)."""
-    fitted = stats.pooled_control_scale(controls)
+    fitted = stats.pooled_control_scale(controls) if controls is not None else None
     return float(fitted.scale[0]) if fitted is not None else math.nan

@@ -57,12 +57,18 @@ class VerdictSettings:
         fdr: the false-discovery rate of the per-question decisions (SPEC §8.10).
         fdr_method: ``bh`` (Benjamini–Hochberg) or ``two-stage`` (Benjamini–Krieger–Yekutieli's
             adaptive BH, more power when many questions are contaminated).
-        decision_residual: an original's residual against the median of all its controls
-            (``spec``, SPEC §8.10) or of all but one (``matched``: exchangeable with the pool's
-            residuals for any scores; the SPEC's form is not for discrete ones).
-        decision_pvalue: ``spec`` (1 + #{null ≥ e}) / (1 + n_null), deterministic and conservative
-            with ties, or ``randomised`` over ties (exactly uniform, never 1; decisions then
-            depend on ``seed``).
+        decision_residual: an original's residual against the median of all but one of its
+            controls, dropped at random (``matched``, SPEC §8.10: drawn like a control's residual
+            against the others, so the decisions are at level), or of all (``spec``, the form
+            before: less dispersed than the pool's, 10–100× conservative, not valid for discrete
+            scores).
+        decision_pvalue: ``randomised`` over ties (SPEC §8.10: exactly uniform, never 1; the
+            draw comes from ``seed`` and the question id, so the same run gives the same list) or
+            ``spec`` (1 + #{null ≥ e}) / (1 + n_null), deterministic and conservative with ties.
+        decision_combine: one question's evidence from several detectors: ``learned`` (one
+            cross-fitted score per text over the detectors' residuals, AdaDetect; a p-value per
+            null, Bonferroni over them), ``cauchy`` or ``bonferroni`` over each detector's own
+            p-value.
     """
 
     alpha: float = 0.05
@@ -75,8 +81,9 @@ class VerdictSettings:
     subsets: tuple[str, ...] = ()
     fdr: float = 0.10
     fdr_method: Literal["bh", "two-stage"] = "bh"
-    decision_residual: Literal["spec", "matched"] = "spec"
-    decision_pvalue: Literal["spec", "randomised"] = "spec"
+    decision_residual: Literal["matched", "spec"] = "matched"
+    decision_pvalue: Literal["randomised", "spec"] = "randomised"
+    decision_combine: Literal["learned", "cauchy", "bonferroni"] = "learned"
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:
@@ -89,6 +96,8 @@ class VerdictSettings:
             raise ConfigError(f"verdict decision_residual: {self.decision_residual!r}; choose spec or matched")
         if self.decision_pvalue not in ("spec", "randomised"):
             raise ConfigError(f"verdict decision_pvalue: {self.decision_pvalue!r}; choose spec or randomised")
+        if self.decision_combine not in ("learned", "cauchy", "bonferroni"):
+            raise ConfigError(f"verdict decision_combine: {self.decision_combine!r}; choose learned, cauchy or bonferroni")
         if self.combine not in ("cauchy", "bonferroni"):
             raise ConfigError(f"verdict combine: {self.combine!r}; choose cauchy or bonferroni")
         if self.detectors is not None:

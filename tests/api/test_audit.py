@@ -58,7 +58,9 @@ def test_the_verdict_equals_audit_verdict_on_the_same_scores(audit):
     assert verdict.to_dict()["combined"]["detectors"] == record["combined"]["detectors"]
     assert verdict.summary().startswith("Verdict: ") and repr(verdict).startswith("Verdict(")
     table = verdict.questions
-    assert list(table.index) == [q["id"] for q in QUESTIONS] and {"p_value", "q_value", "flagged"} <= set(table.columns)
+    assert sorted(table.index) == sorted(q["id"] for q in QUESTIONS) and {"rank", "p_value", "q_value", "flagged"} <= set(table.columns)
+    assert table["rank"].tolist() == list(range(1, len(QUESTIONS) + 1))  # ranked by evidence
+    assert table["p_value"].is_monotonic_increasing
     assert set(verdict.to_dict()["subsets"]) == {"members", "non_members"}
 
 

@@ -54,8 +54,8 @@ def test_residuals_and_conformal_pvalues_against_plain_loops():
         assert math.isnan(got_original[j]) if own is None else got_original[j] == pytest.approx(own, abs=1e-12)
     assert math.isnan(got_original[7]) and np.isfinite(got_null[7]).all() and np.isnan(got_null[2]).all()
     spec = conformal.conformal_pvalues(got_original, got_null)
-    p = conformal.conformal_pvalues(got_original, got_null, randomised=True, seed=7)
     u = np.random.default_rng(7).random(12)
+    p = conformal.conformal_pvalues(got_original, got_null, u)
     for j, (own, _) in enumerate(naive):
         if own is None:
             assert math.isnan(p[j]) and math.isnan(spec[j])
@@ -63,7 +63,7 @@ def test_residuals_and_conformal_pvalues_against_plain_loops():
         assert spec[j] == pytest.approx((1 + sum(x >= own for x in null)) / (1 + len(null)), abs=1e-12)  # SPEC §8.10
         assert p[j] == pytest.approx((sum(x > own for x in null) + u[j] * (1 + sum(x == own for x in null))) / (1 + len(null)), abs=1e-12)
     u2 = np.random.default_rng(0).random(2)
-    inf = conformal.conformal_pvalues(np.array([np.inf, -np.inf]), np.array([0.0, np.inf]), randomised=True)
+    inf = conformal.conformal_pvalues(np.array([np.inf, -np.inf]), np.array([0.0, np.inf]), u2)
     assert inf[0] == pytest.approx(u2[0] * 2 / 3) and inf[1] == pytest.approx((2 + u2[1]) / 3) and inf[1] < 1  # never 1
     assert conformal.conformal_pvalues(np.array([np.inf, -np.inf]), np.array([0.0, np.inf])).tolist() == [2 / 3, 1.0]
 
@@ -76,8 +76,8 @@ def test_randomised_conformal_pvalues_are_uniform_with_heavy_ties_and_matched_re
     texts = rng.integers(0, 2, size=(4000, 4)).astype(float)
     null = conformal.control_residuals(texts[:, 0], texts[:, 1:])
     for matched, valid in ((False, False), (True, True)):
-        e = conformal.original_residuals(texts[:, 0], texts[:, 1:], matched=matched, seed=2)
-        p = conformal.conformal_pvalues(e, null, randomised=True, seed=3)
+        e = conformal.original_residuals(texts[:, 0], texts[:, 1:], np.random.default_rng(2).random(4000) if matched else None)
+        p = conformal.conformal_pvalues(e, null, np.random.default_rng(3).random(4000))
         assert (abs((p <= 0.1).mean() - 0.1) < 0.015) == valid, (matched, (p <= 0.1).mean())
         spec = conformal.conformal_pvalues(e, null)  # the SPEC's form: conservative, never below the randomised one
         assert (spec >= p).all() and ((spec <= 0.15).mean() <= 0.15 + 0.015) == valid, (matched, (spec <= 0.15).mean())
@@ -126,7 +126,8 @@ def test_a_verdict_carries_its_decisions_and_they_find_planted_questions(tmp_pat
     assert "which questions:" in describe_verdict(verdict) and "flagged at FDR 10%" in describe_verdict(verdict)
     decisions.write_csv(tmp_path / "q.csv")
     header, *rows = (tmp_path / "q.csv").read_text().splitlines()
-    assert header == "id,mode,ppl_residual,ppl_p,p_value,q_value,flagged" and len(rows) == 80
+    assert header == "id,rank,mode,ppl_residual,ppl_p,learned_controls_score,learned_controls_p,p_value,q_value,flagged"
+    assert len(rows) == 80 and [int(r.split(",")[1]) for r in rows] == list(range(1, 81))  # ranked by evidence
     assert sum(r.endswith(",1") for r in rows) == block["n_flagged"]
     # the absolute mode marks its flags uncalibrated
     alone, _ = audit_verdict(scored_files(a_scores, a_ctl), settings=FAST)
@@ -137,15 +138,15 @@ def test_in_the_relative_mode_the_null_is_the_clean_set():
     rng = np.random.default_rng(9)
     audited = ScoreTable([f"q{i}" for i in range(30)], {"lara": np.r_[rng.normal(size=25), [9.0] * 5]})
     clean = ScoreTable([f"c{i}" for i in range(40)], {"lara": rng.normal(size=40)})
-    verdict, decisions = audit_verdict(scored_files(audited), clean=scored_files(clean), settings=FAST)
+    verdict, decisions = audit_verdict(scored_files(audited), clean=scored_files(clean),
+                                       settings=dataclasses.replace(FAST, decision_pvalue="spec"))
     assert verdict["questions"]["mode"] == "relative"
     evidence = decisions.detectors["lara"]
     assert evidence.null_size == 40
     expected = [(1 + sum(c >= a for c in clean.columns["lara"])) / 41 for a in audited.columns["lara"]]
     np.testing.assert_allclose(evidence.p_value, expected)
-    randomised = dataclasses.replace(FAST, decision_pvalue="randomised")
-    _, decisions = audit_verdict(scored_files(audited), clean=scored_files(clean), settings=randomised)
-    u = np.random.default_rng(FAST.seed).random(30)
+    _, decisions = audit_verdict(scored_files(audited), clean=scored_files(clean), settings=dataclasses.replace(FAST, decision_pvalue="randomised"))
+    u = conformal.question_uniforms(audited.ids, FAST.seed, "ties")
     expected = [(sum(c > a for c in clean.columns["lara"]) + u[k] * (1 + sum(c == a for c in clean.columns["lara"]))) / 41
                 for k, a in enumerate(audited.columns["lara"])]
     np.testing.assert_allclose(decisions.detectors["lara"].p_value, expected)
@@ -199,7 +200,8 @@ def test_relative_mode_residuals_against_the_clean_sets_by_a_plain_loop():
 
     c_ctl = ControlTable([f"c{i[1:]}" for i in c_ctl.ids], c_ctl.index, c_ctl.columns)
     audited, clean = ScoredSet(a_scores, a_ctl), ScoredSet(c_scores, c_ctl)
-    decisions = decide_questions({"mode": "relative", "combined": {"detectors": ["ppl"]}}, audited, None, clean, FAST)
+    decisions = decide_questions({"mode": "relative", "combined": {"detectors": ["ppl"]}}, audited, None, clean,
+                                 dataclasses.replace(FAST, decision_residual="spec", decision_pvalue="spec"))
 
     def residuals(scored):
         o, m = scored.original("ppl"), scored.control_matrix("ppl")
@@ -243,4 +245,4 @@ def test_lara_verdict_fdr_decides_questions_through_the_cli(tmp_path, capsys):
     assert block["mode"] == "absolute" and not block["calibrated"] and block["n_tested"] == 60 and block["n_flagged"] >= 8
     assert f"which questions: {block['n_flagged']} of 60 tested flagged at FDR 10% (absolute mode, uncalibrated, BH)" in shown
     rows = (tmp_path / "v.questions.csv").read_text().splitlines()
-    assert rows[1].split(",")[1] == "absolute (uncalibrated)" and sum(r.endswith(",1") for r in rows[1:]) == block["n_flagged"]
+    assert rows[1].split(",")[2] == "absolute (uncalibrated)" and sum(r.endswith(",1") for r in rows[1:]) == block["n_flagged"]

@@ -1,0 +1,151 @@
+"""The per-question decisions at their level (SPEC §8.10, issue 32): size by simulation through the
+shipped functions, no detector can veto a question, the learned combination keeps its level, the
+"at least" bound against a brute-force closed testing and its coverage, and figures that fail on a
+planted broken null."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from probes.calibration import conformal
+from probes.calibration.audit import audit_verdict, scored_files
+from probes.calibration.decisions import decide_questions
+from probes.calibration.simulation import world
+from probes.calibration.verdict import VerdictSettings
+from probes.scores import ScoreTable
+
+from .test_verdict import tables
+
+BEFORE = VerdictSettings(decision_residual="spec", decision_pvalue="spec", decision_combine="cauchy")  # the defaults before issue 32
+
+
+def any_flag_rate(reps: int, settings: VerdictSettings, **kw) -> float:
+    hits = 0
+    for r in range(reps):
+        w = world(seed=10_000 + r, **kw)
+        d = decide_questions({"mode": "absolute", "combined": {"detectors": w.names}}, w.audited, None, None,
+                             dataclasses.replace(settings, seed=r))
+        hits += bool(d.flagged.any())
+    return hits / reps
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "binomial"])
+def test_with_no_contaminated_question_the_decisions_flag_at_level_not_far_below(kind):
+    """Finding 1: with the defaults before, P(any flag | no contaminated question) was 0.002–0.02
+    at q = 0.10; now it lies within [q/2, q + 2 s.e.] (60 questions, 3 controls)."""
+    reps = 500
+    rate = any_flag_rate(reps, VerdictSettings(), n=60, c=3, kind=kind)
+    se = math.sqrt(0.1 * 0.9 / reps)
+    assert 0.05 <= rate <= 0.10 + 2 * se, rate
+    assert any_flag_rate(200, BEFORE, n=60, c=3, kind=kind) < 0.02  # what it was: far below q
+
+
+def test_the_learned_combination_of_three_detectors_keeps_its_level():
+    reps = 300
+    w = world(60, 3, detectors=3, seed=1)
+    d = decide_questions({"mode": "absolute", "combined": {"detectors": w.names}}, w.audited, None, None, VerdictSettings())
+    assert [s.name for s in d.streams] == ["controls"] and d.streams[0].detectors == w.names and len(d.streams[0].weights) == 3
+    pvalues = []
+    for r in range(reps):
+        w = world(60, 3, detectors=3, seed=20_000 + r)
+        d = decide_questions({"mode": "absolute", "combined": {"detectors": w.names}}, w.audited, None, None, VerdictSettings(seed=r))
+        pvalues.append(d.p_value)
+    p = np.concatenate(pvalues)
+    for t in (0.01, 0.05, 0.2):  # uniform under H0: at each level within 3 s.e.
+        assert abs((p <= t).mean() - t) < 3 * math.sqrt(t * (1 - t) / len(p)), (t, (p <= t).mean())
+
+
+def test_a_p_value_near_one_cannot_veto_a_question():
+    """Finding 2: PPL alone flags all 60 planted questions; reward gain (no controls) is 0 on every
+    audited question against a clean set that is 90 % zeros. With the deterministic p-value and a
+    Cauchy combination its p of 1 made a question's combined p 1: 7 of 60 flagged."""
+    rng = np.random.default_rng(0)
+    n, c = 60, 3
+    controls = rng.normal(size=(n, c))
+    original = controls.mean(axis=1) + 40.0  # far beyond every control residual of the pool
+    audited, audited_ctl = tables(original, controls)
+    clean_gain = np.r_[np.zeros(90), rng.uniform(0.1, 0.5, size=10)]
+    clean_orig = rng.normal(size=100)
+    clean, clean_ctl = tables(clean_orig, rng.normal(size=(100, c)), prefix="c")
+    scores = ScoreTable(audited.ids + clean.ids, {"ppl": np.r_[original, clean_orig], "reward_gain": np.r_[np.zeros(n), clean_gain]})
+    from probes.calibration.controls import ControlTable
+
+    ctl = ControlTable(audited_ctl.ids + clean_ctl.ids, np.r_[audited_ctl.index, clean_ctl.index],
+                       {"ppl": np.r_[audited_ctl.columns["ppl"], clean_ctl.columns["ppl"]]})
+    splits = {i: "clean_ref" for i in clean.ids}
+    verdict, decisions = audit_verdict(scored_files(scores, ctl), splits=splits, settings=VerdictSettings(permutations=200, bootstrap=10))
+    assert verdict["mode"] == "relative"  # the clean set decides; reward gain enters against it
+    assert "reward_gain" in decisions.detectors and decisions.detectors["reward_gain"].p_value.max() < 1
+    assert decisions.flagged.sum() == n, decisions.flagged.sum()
+    before, _ = audit_verdict(scored_files(scores, ctl), splits=splits,
+                              settings=dataclasses.replace(BEFORE, permutations=200, bootstrap=10))
+    assert before["questions"]["n_flagged"] < n / 2  # the veto, as it was
+
+
+def test_the_same_run_gives_the_same_list_and_a_subset_draws_what_the_whole_drew():
+    w = world(60, 3, share=0.3, shift=3.0, seed=4)
+    verdict = {"mode": "absolute", "combined": {"detectors": w.names}}
+    first = decide_questions(verdict, w.audited, None, None, VerdictSettings(seed=7))
+    again = decide_questions(verdict, w.audited, None, None, VerdictSettings(seed=7))
+    np.testing.assert_array_equal(first.p_value, again.p_value)
+    assert first.flagged.tolist() == again.flagged.tolist() and first.flagged.sum() > 5
+    other = decide_questions(verdict, w.audited, None, None, VerdictSettings(seed=8))
+    assert not np.array_equal(first.p_value, other.p_value)  # the seed is the run's
+    ids = w.audited.ids
+    u = conformal.question_uniforms(ids, 7, "ties")
+    np.testing.assert_array_equal(conformal.question_uniforms(ids[10:20], 7, "ties"), u[10:20])
+    # a subset decided against the whole benchmark's controls: the same residuals and the same pool
+    sub = decide_questions(verdict, w.audited.subset(ids[:20]), None, None, VerdictSettings(seed=7), pool=w.audited)
+    np.testing.assert_allclose(sub.detectors["ppl"].p_value, first.detectors["ppl"].p_value[:20])
+    assert sub.detectors["ppl"].null_size == first.detectors["ppl"].null_size == 180
+
+
+def brute_force_at_least(p: np.ndarray, pool: int, alpha: float) -> int:
+    """Closed testing by enumeration: a set of questions is rejected when every superset's local
+    (sum) test rejects; at least m − (the size of the largest set not rejected) are false nulls."""
+    m = len(p)
+    subsets = [frozenset(s) for size in range(1, m + 1) for s in itertools.combinations(range(m), size)]
+    local = {s: conformal.sum_test_pvalue(float(p[sorted(s)].sum()), len(s), pool) <= alpha for s in subsets}
+    kept = [len(s) for s in subsets if not all(local[t] for t in subsets if s <= t)]
+    return m - max(kept, default=0)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_at_least_is_closed_testing_by_enumeration(seed):
+    rng = np.random.default_rng(seed)
+    m = 7
+    p = np.concatenate([rng.uniform(0, 0.05, size=int(rng.integers(0, 5))), rng.uniform(size=m)])[:m]
+    assert conformal.at_least(p, 200, 0.1) == brute_force_at_least(p, 200, 0.1)
+
+
+def test_the_sum_test_against_simulated_sums_of_uniforms():
+    rng = np.random.default_rng(0)
+    for size in (1, 3, 11, 12, 40):
+        sums = rng.random((100_000, size)).sum(axis=1)
+        for level in (0.01, 0.05):
+            assert conformal.sum_test_pvalue(float(np.quantile(sums, level)), size, 10**9) == pytest.approx(level, abs=0.004)
+
+
+@pytest.mark.parametrize("share", [0.0, 0.1, 0.5, 1.0])
+def test_at_least_covers_the_contaminated_count_and_fails_on_a_broken_null(share):
+    """Coverage ≥ 95 % (minus 2 s.e.) with planted contamination of every mix; a broken null
+    (every original shifted above its similars, none contaminated) makes it claim contamination."""
+    reps, covered, bounds = 200, 0, []
+    for r in range(reps):
+        w = world(60, 3, share=share, shift=1.5, seed=30_000 + r)
+        d = decide_questions({"mode": "absolute", "combined": {"detectors": w.names}}, w.audited, None, None, VerdictSettings(seed=r))
+        covered += d.at_least <= w.contaminated.sum()
+        bounds.append(d.at_least)
+    assert covered / reps >= 0.95 - 2 * math.sqrt(0.05 * 0.95 / reps), covered / reps
+    if share == 0.5:
+        assert np.mean(bounds) > 5  # it finds contamination where there is some
+    if share == 0.0:
+        broken = sum(decide_questions({"mode": "absolute", "combined": {"detectors": ["ppl"]}},
+                                      world(60, 3, broken=1.0, seed=40_000 + r).audited, None, None,
+                                      VerdictSettings(seed=r)).at_least > 0 for r in range(50))
+        assert broken / 50 > 0.5  # the figure can fail
