@@ -11,11 +11,13 @@ Uses the scores of a finished ``lara run`` of the config (run first if missing).
    contaminated questions at ``--fdr`` (binormal, many questions).
 2. **Decisions per mix** (random subsets of ``--size`` questions with 0, 10, 50 and 100 % members,
    each decided as ``lara run`` decides a subset of a benchmark: the benchmark's controls are the
-   null): realised FDR (± s.e.), power, the **labelled oracle's** power (the most members any
+   null, with its own seed): realised FDR (± s.e.), power, the **labelled oracle's** power (the most members any
    threshold on the same per-question p-values flags at FDP ≤ q knowing the labels; "n/a" with no
    non-member, where it is 1 by construction), their ratio, the "at least" bound's mean and its
    coverage — with the defaults before issue 32 beside (residual against all controls,
    deterministic p-values, Cauchy).
+   On the SFT checkpoint (before RL) no question is contaminated, whatever its label: every flag is
+   false, the realised FDR is the share of subsets with any flag, and "at least" covers when it is 0.
 3. **The FDR check can fail**: the SFT checkpoint (every flag false) in the absolute mode as it is,
    and with a planted broken null — every original's scores raised above its own similars to a
    within-AUC of about 0.64 (the v1 generator's bias) — which must make the check fail at this size.
@@ -71,6 +73,7 @@ class Case:
     detectors: list[str]
     reference: ScoredSet | None = None
     clean: ScoredSet | None = None
+    trained: bool = True  # the RL checkpoint's members are contaminated; on the SFT checkpoint no question is
 
     def decide(self, ids: list[str], settings: VerdictSettings):
         return decide_questions({"mode": self.mode, "combined": {"detectors": self.detectors}}, self.audited.subset(ids),
@@ -94,23 +97,24 @@ def mix_rates(case: Case, members: list[str], non_members: list[str], args: argp
               settings: VerdictSettings) -> dict[str, dict[str, float]]:
     """Per mix: realised FDR (± s.e.), power, any flag, labelled oracle, "at least" mean and coverage."""
     rng = np.random.default_rng(args.seed)
-    member_set = set(members)
+    member_set = set(members) if case.trained else set()  # on a checkpoint before RL every flag is false
     out = {}
     for mix in MIXES:
         n_members = round(args.size * mix)
+        n_true = n_members if case.trained else 0
         rows: dict[str, list[float]] = {k: [] for k in ("fdp", "power", "any", "oracle", "bound", "covered")}
-        for _ in range(args.subsets):
+        for draw in range(args.subsets):
             ids = list(rng.choice(members, n_members, replace=False)) + list(rng.choice(non_members, args.size - n_members, replace=False))
-            d = case.decide(ids, settings)
+            d = case.decide(ids, dataclasses.replace(settings, seed=args.seed + draw))  # each subset its own audit, its own seed
             member = np.array([i in member_set for i in d.ids])
             flagged = d.flagged
             rows["fdp"].append((flagged & ~member).sum() / max(int(flagged.sum()), 1))
             rows["any"].append(float(flagged.any()))
             rows["bound"].append(d.at_least)
-            rows["covered"].append(float(d.at_least <= n_members))
-            if n_members:
-                rows["power"].append((flagged & member).sum() / n_members)
-                if n_members < args.size:
+            rows["covered"].append(float(d.at_least <= n_true))
+            if n_true:
+                rows["power"].append((flagged & member).sum() / n_true)
+                if n_true < args.size:
                     rows["oracle"].append(labelled_oracle(d.p_value, member, settings.fdr)[0])
         out[f"{100 * mix:g}% members"] = {
             "fdr": float(np.mean(rows["fdp"])), "fdr_se": float(np.std(rows["fdp"], ddof=1) / math.sqrt(args.subsets)),
@@ -121,16 +125,24 @@ def mix_rates(case: Case, members: list[str], non_members: list[str], args: argp
 
 
 def broken(sft: ScoredSet, detectors: list[str], within: float = 0.64) -> tuple[ScoredSet, dict[str, float]]:
-    """The SFT checkpoint's scores with every original raised above its own similars: by the shift
-    that gives the stated within-AUC for Gaussian noise, in units of each detector's pooled control
-    scale. Returns the planted set and each detector's within-AUC after the shift."""
+    """The SFT checkpoint's scores with every original raised above its own similars, for each
+    detector by the shift (found by bisection) that brings its within-AUC to ``within``. Returns the
+    planted set and each detector's within-AUC after the shift."""
     columns = dict(sft.scores.columns)
     achieved = {}
+
+    def auc_after(name: str, shift: float) -> float:
+        raised = np.array(sft.scores.columns[name], dtype=np.float64) + shift
+        planted = ScoredSet(ScoreTable(sft.scores.ids, {name: raised}), sft.controls, list(sft.ids))
+        return float(np.nanmean(stats.within_ranks(planted.original(name), planted.control_matrix(name))))
+
     for name in detectors:
-        scale = float(stats.pooled_control_scale(sft.control_matrix(name)).scale[0])  # ≈ a text's noise
-        columns[name] = np.array(columns[name], dtype=np.float64) + math.sqrt(2) * norm.ppf(within) * scale
-        planted = ScoredSet(ScoreTable(sft.scores.ids, {name: columns[name]}), sft.controls, list(sft.ids))
-        achieved[name] = float(np.nanmean(stats.within_ranks(planted.original(name), planted.control_matrix(name))))
+        low, high = 0.0, 10 * float(stats.pooled_control_scale(sft.control_matrix(name)).scale[0])
+        for _ in range(40):
+            middle = (low + high) / 2
+            low, high = (middle, high) if auc_after(name, middle) < within else (low, middle)
+        columns[name] = np.array(sft.scores.columns[name], dtype=np.float64) + high
+        achieved[name] = auc_after(name, high)
     return ScoredSet(ScoreTable(sft.scores.ids, columns), sft.controls, list(sft.ids), sft.settings, sft.prompt_format), achieved
 
 
@@ -146,8 +158,8 @@ def print_mixes(title: str, now: dict, before: dict) -> None:
           f"{'power before':>13}{'any before':>11}")
     for mix, r in now.items():
         b = before[mix]
-        oracle = "n/a*" if mix == "100% members" else "—" if mix == "0% members" else f"{r['oracle']:.3f}"
-        ratio = f"{r['power'] / r['oracle']:.2f}" if r["oracle"] > 0 and mix not in ("100% members", "0% members") else "—"
+        oracle = "—" if math.isnan(r["power"]) or mix == "0% members" else "n/a*" if mix == "100% members" else f"{r['oracle']:.3f}"
+        ratio = f"{r['power'] / r['oracle']:.2f}" if oracle[0].isdigit() and r["oracle"] > 0 else "—"
         power = "—" if math.isnan(r["power"]) else f"{r['power']:.3f}"
         before_power = "—" if math.isnan(b["power"]) else f"{b['power']:.3f}"
         print(f"  {mix:<13}{r['fdr']:>8.3f} ± {r['fdr_se']:.3f}{power:>8}{oracle:>10}{ratio:>7}{r['any_flag']:>9.3f}"
@@ -185,8 +197,9 @@ def cases(config, run_dir: Path, questions, only: str | None) -> tuple[list[Case
     sft_absolute, sft_relative = combined(run_dir / config.reference_name(), ("absolute", "relative"), only)
     return [Case("RL checkpoint, reference mode (SFT reference)", rl_all, "reference", with_controls, sft, rl.subset(clean_ids)),
             Case("RL checkpoint, relative mode (clean_ref problems)", rl_all, "relative", relative, clean=rl.subset(clean_ids)),
-            Case("SFT checkpoint (before RL), relative mode", sft_all, "relative", sft_relative, clean=sft.subset(clean_ids)),
-            Case("SFT checkpoint (before RL), absolute mode (uncalibrated)", sft_all, "absolute", sft_absolute)], sft_all, sft_absolute
+            Case("SFT checkpoint (before RL), relative mode", sft_all, "relative", sft_relative, clean=sft.subset(clean_ids), trained=False),
+            Case("SFT checkpoint (before RL), absolute mode (uncalibrated)", sft_all, "absolute", sft_absolute, trained=False)], \
+        sft_all, sft_absolute
 
 
 def run(config, run_dir: Path, args: argparse.Namespace) -> dict:
@@ -212,7 +225,7 @@ def run(config, run_dir: Path, args: argparse.Namespace) -> dict:
     planted, achieved = broken(sft_all, sft_absolute)
     case = Case("SFT checkpoint, absolute mode, planted broken null (within-AUC " +
                 ", ".join(f"{n} {v:.2f}" for n, v in achieved.items()) + "): every flag false, the check must fail",
-                planted, "absolute", sft_absolute)
+                planted, "absolute", sft_absolute, trained=False)
     now = mix_rates(case, members, non_members, args, settings)
     found["mixes"][case.title] = {"now": now, "before": mix_rates(case, members, non_members, args, before)}
     print_mixes(case.title, now, found["mixes"][case.title]["before"])

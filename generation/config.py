@@ -160,6 +160,9 @@ class GenerationConfig:
         paraphrases: M, paraphrases per blanked variant.
         blanks: k, ``[BLANK]`` markers per blanked variant.
         min_changed: share of the original's quantities a similar question must change.
+        controls: further similar questions per original drawn only as matched controls (no
+            blanks, no paraphrases; SPEC §8.10's ``decision_controls``): ``lara run`` sets it from
+            ``calibration``; 0 = none.
     """
 
     backend: Backend = "offline"
@@ -168,6 +171,7 @@ class GenerationConfig:
     paraphrases: int = 5
     blanks: int = 1
     min_changed: float = 1.0
+    controls: int = 0
     offline: OfflineConfig = field(default_factory=OfflineConfig)
     openai: OpenAIConfig = field(default_factory=OpenAIConfig)
 
@@ -175,6 +179,8 @@ class GenerationConfig:
         if self.similars < 2:
             raise ConfigError(f"'similars' (K) must be at least 2 (a standard deviation over the similars is taken), got {self.similars}")
         _positive(self, "", "paraphrases", "blanks")
+        if self.controls < 0:
+            raise ConfigError(f"'controls' must be >= 0 (further similars drawn only as controls), got {self.controls}")
         if not 0.0 < self.min_changed <= 1.0:
             raise ConfigError(f"'min_changed' must be in (0, 1], got {self.min_changed}")
 

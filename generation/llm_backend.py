@@ -64,6 +64,7 @@ class LLMGenerator:
             "paraphrases": c.paraphrases,
             "blanks": c.blanks,
             "min_changed": c.min_changed,
+            **({"controls": c.controls} if c.controls else {}),
             "toolkit_version": self.toolkit_version,
         }
 
@@ -99,7 +100,7 @@ class LLMGenerator:
 
     async def generate(self, question: Question) -> PerturbationSet:
         c = self.config
-        record = r.empty_set(question, c.similars, c.paraphrases, self.provenance())
+        record = r.empty_set(question, c.similars, c.paraphrases, self.provenance(), c.controls)
         q0 = question.question
 
         similars = await self._similars(question)
@@ -107,6 +108,13 @@ class LLMGenerator:
         if similars.failure:
             missing = range(len(similars.value or []) + 1, c.similars + 1)
             record.failures += [Failure("similars", i, similars.failure.reason, similars.failure.detail, similars.failure.attempts) for i in missing]
+        if c.controls:
+            controls = await self._similars(question, c.controls, [s for s in record.similars if s is not None])
+            record.controls[: len(controls.value or [])] = controls.value or []
+            if controls.failure:
+                f = controls.failure
+                record.failures += [Failure(r.CONTROLS_STEP, i, f.reason, f.detail, f.attempts)
+                                    for i in range(len(controls.value or []) + 1, c.controls + 1)]
 
         info = await self._key_information(question)
         record.key_information = info.value
@@ -141,20 +149,23 @@ class LLMGenerator:
                 record.failures.append(outcome.failure)
 
         await asyncio.gather(*(paraphrase(i) for i in range(len(members))))
-        record.failures.sort(key=lambda f: (r.STEPS.index(f.step), -1 if f.member is None else f.member))
+        record.failures.sort(key=lambda f: ((*r.STEPS, r.CONTROLS_STEP).index(f.step), -1 if f.member is None else f.member))
         return record
 
     # -- the four steps ----------------------------------------------------------------------
 
-    async def _similars(self, question: Question) -> Outcome[list[str]]:
-        k, q0 = self.config.similars, question.question
+    async def _similars(self, question: Question, count: int | None = None, taken: list[str] | None = None) -> Outcome[list[str]]:
+        """K similars; or (``count``, ``taken``) further ones distinct from ``taken``, matched controls
+        only (their own request: member -1 in its seed)."""
+        k, q0, taken = count or self.config.similars, question.question, taken or []
         pool: list[str] = []
 
         def accept(answer: str) -> Problem | None:
-            return self._pool_items(answer, k, pool, lambda item: check_similar(q0, item, pool, self.config.min_changed), "similar problems")
+            return self._pool_items(answer, k, pool, lambda item: check_similar(q0, item, taken + pool, self.config.min_changed),
+                                    "similar problems")
 
         prompt = self.templates["similars"].render(question=q0, count=k)
-        failure = await self._ask(question, "similars", None, prompt, accept)
+        failure = await self._ask(question, "similars", None if count is None else -1, prompt, accept)
         return Outcome(pool[:k], failure)
 
     async def _key_information(self, question: Question) -> Outcome[str]:

@@ -74,6 +74,7 @@ class OfflineGenerator:
             "max_tries": c.offline.max_tries,
             "relations": c.offline.relations,
             "toolkit_version": self.toolkit_version,
+            **({"controls": c.controls} if c.controls else {}),
         }
 
     stats = None  # no endpoint, nothing to count
@@ -88,14 +89,16 @@ class OfflineGenerator:
 
     def generate(self, question: Question) -> PerturbationSet:
         c = self.config
-        record = r.empty_set(question, c.similars, c.paraphrases, self.provenance())
+        record = r.empty_set(question, c.similars, c.paraphrases, self.provenance(), c.controls)
         q0 = question.question
         slots = find_slots(q0)
         if not slots:
             reason = "the question states no quantity to vary or blank (no numbers, fractions or number words)"
-            record.failures += [Failure(step, None, r.NO_NUMBERS, reason) for step in r.STEPS]
+            record.failures += [Failure(step, None, r.NO_NUMBERS, reason) for step in r.STEPS + ((r.CONTROLS_STEP,) if c.controls else ())]
             return record
         self._fill_similars(record, slots, question_rng(c.seed, question, "similars"))
+        if c.controls:
+            self._fill_controls(record, slots, question_rng(c.seed, question, "controls"))
         self._fill_blanks(record, slots)
         for i, blanked in enumerate(record.blanked):
             if blanked is not None:
@@ -107,12 +110,32 @@ class OfflineGenerator:
     # -- similars ---------------------------------------------------------------------------
 
     def _fill_similars(self, record: PerturbationSet, slots: list[Slot], rng: random.Random) -> None:
-        q0 = record.question.question
+        accepted, tries = self._draw_similars(record.question.question, slots, rng, self.config.similars, [])
+        record.similars[: len(accepted)] = accepted
+        if len(accepted) < self.config.similars:
+            detail = f"only {len(accepted)} distinct similar questions in {tries} draws (too few quantities or too little room to vary them)"
+            for i in range(len(accepted) + 1, self.config.similars + 1):
+                record.failures.append(Failure("similars", i, r.NOT_ENOUGH_DISTINCT, detail, tries))
+
+    def _fill_controls(self, record: PerturbationSet, slots: list[Slot], rng: random.Random) -> None:
+        """Further similars, drawn alike but from their own stream (the K similars stay as they
+        were) and distinct from them: matched controls only."""
+        n = self.config.controls
+        taken = [s for s in record.similars if s is not None]
+        accepted, tries = self._draw_similars(record.question.question, slots, rng, n, taken)
+        record.controls[: len(accepted)] = accepted
+        if len(accepted) < n:
+            detail = (f"only {len(accepted)} further distinct similar questions in {tries} draws (too few quantities or too little "
+                      "room to vary them)")
+            record.failures += [Failure(r.CONTROLS_STEP, i, r.NOT_ENOUGH_DISTINCT, detail, tries) for i in range(len(accepted) + 1, n + 1)]
+
+    def _draw_similars(self, q0: str, slots: list[Slot], rng: random.Random, count: int, taken: list[str]) -> tuple[list[str], int]:
+        """Up to ``count`` distinct similars of ``q0``, also distinct from ``taken``; and the draws allowed."""
         accepted: list[str] = []
-        tries = self.config.offline.max_tries * self.config.similars
+        tries = self.config.offline.max_tries * count
         arithmetic, misses = self.config.offline.relations == "arithmetic", 0
         for attempt in range(tries):
-            if len(accepted) == self.config.similars:
+            if len(accepted) == count:
                 break
             # all relations are kept while distinct similars that keep them can be found; after a few
             # misses or half the draws, order, divisibility and shares alone; a question with little
@@ -122,13 +145,9 @@ class OfflineGenerator:
             values, held = draw_values(slots, rng, arithmetic=arithmetic, full=full)
             misses += arithmetic and full and not held
             candidate = replace_spans(q0, [(s.start, s.end, new) for s, new in zip(slots, values)])
-            if check_similar(q0, candidate, accepted, self.config.min_changed) is None:
+            if check_similar(q0, candidate, taken + accepted, self.config.min_changed) is None:
                 accepted.append(candidate)
-        record.similars[: len(accepted)] = accepted
-        if len(accepted) < self.config.similars:
-            detail = f"only {len(accepted)} distinct similar questions in {tries} draws (too few quantities or too little room to vary them)"
-            for i in range(len(accepted) + 1, self.config.similars + 1):
-                record.failures.append(Failure("similars", i, r.NOT_ENOUGH_DISTINCT, detail, tries))
+        return accepted, tries
 
     # -- key information and blanking --------------------------------------------------------
 

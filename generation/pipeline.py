@@ -50,12 +50,18 @@ class JobSummary:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     seconds: float = 0.0
+    controls: int = 0  # further similars per question drawn only as matched controls
+    controls_valid: int = 0
 
     def describe(self) -> str:
         parts = [
             f"{self.questions} questions: {self.complete} complete sets, {self.incomplete_questions} incomplete "
             f"({self.generated} generated, {self.reused} reused) in {self.seconds:.1f} s -> {self.output}"
         ]
+        if self.controls:
+            per = f", {1000 * self.seconds / self.generated:.1f} ms per question generated" if self.generated else ""
+            parts.append(f"further similars drawn as controls only: {self.controls_valid} valid of {self.controls * self.questions} "
+                         f"({self.controls} per question{per})")
         if self.failures:
             parts.append("failures by reason: " + ", ".join(f"{reason} {n}" for reason, n in sorted(self.failures.items())))
         if self.api_calls is not None:
@@ -112,7 +118,7 @@ def run_generation(
     try:
         done = _finished_sets(output, journal, provenance, questions)
         todo = [q for q in questions if q.id not in done]
-        summary = JobSummary(output=output, questions=len(questions), reused=len(done), generated=len(todo))
+        summary = JobSummary(output=output, questions=len(questions), reused=len(done), generated=len(todo), controls=config.controls)
         output.parent.mkdir(parents=True, exist_ok=True)
         if todo:
             logger.info("%d questions to generate, %d reused (%s backend)", len(todo), len(done), generator.name)
@@ -140,6 +146,7 @@ def run_generation(
         summary.complete += record.complete
         summary.incomplete_questions += not record.complete
         summary.failures.update(record.failure_counts())
+        summary.controls_valid += sum(c is not None for c in record.controls)
     summary.seconds = time.perf_counter() - started
     return summary
 

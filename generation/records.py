@@ -28,6 +28,7 @@ logger = logging.getLogger(__name__)
 
 BLANK = "[BLANK]"
 STEPS = ("similars", "key_information", "blanked", "paraphrases")
+CONTROLS_STEP = "controls"  # further similars drawn only as matched controls (no blanks, no paraphrases)
 QUESTION_FIELDS = ("id", "question", "label", "answer", "source", "split")
 
 # Reasons a part can be missing. Per-question problems, never crashes.
@@ -77,7 +78,7 @@ class Failure:
     """Why a part of a set is missing.
 
     Attributes:
-        step: one of :data:`STEPS`.
+        step: one of :data:`STEPS`, or :data:`CONTROLS_STEP`.
         member: the group member concerned (0 = original, 1…K = similars), or None for the
             whole step.
         reason: a reason code (module constants), stable for counting.
@@ -111,6 +112,8 @@ class PerturbationSet:
         paraphrases: 1+K lists of M paraphrases of q_i⁻ (entries None where missing).
         failures: one entry per missing part.
         provenance: backend, model, templates, temperatures, seed, sizes, toolkit version.
+        controls: further similar questions drawn only as matched controls (SPEC §8.10's
+            ``decision_controls``): no blanked variants, no paraphrases (None where invalid).
     """
 
     question: Question
@@ -120,6 +123,7 @@ class PerturbationSet:
     paraphrases: list[list[str | None]]
     failures: list[Failure]
     provenance: dict[str, Any]
+    controls: list[str | None] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -141,6 +145,7 @@ class PerturbationSet:
             "paraphrases": [list(row) for row in self.paraphrases],
             "failures": [f.to_dict() for f in self.failures],
             "provenance": self.provenance,
+            **({"controls": list(self.controls)} if self.controls else {}),
         }
 
     def to_json(self) -> str:
@@ -157,6 +162,7 @@ class PerturbationSet:
             paraphrases=[list(row) for row in data["paraphrases"]],
             failures=[Failure.from_dict(f) for f in data["failures"]],
             provenance=data["provenance"],
+            controls=list(data.get("controls") or []),
         )
 
     def failure_counts(self) -> dict[str, int]:
@@ -166,8 +172,10 @@ class PerturbationSet:
         return counts
 
 
-def empty_set(question: Question, k_similars: int, m_paraphrases: int, provenance: dict[str, Any]) -> PerturbationSet:
-    """A set with every part missing, to be filled in step by step."""
+def empty_set(question: Question, k_similars: int, m_paraphrases: int, provenance: dict[str, Any],
+              n_controls: int = 0) -> PerturbationSet:
+    """A set with every part missing, to be filled in step by step (``n_controls``: further
+    similars drawn only as controls)."""
     return PerturbationSet(
         question=question,
         similars=[None] * k_similars,
@@ -176,6 +184,7 @@ def empty_set(question: Question, k_similars: int, m_paraphrases: int, provenanc
         paraphrases=[[None] * m_paraphrases for _ in range(k_similars + 1)],
         failures=[],
         provenance=provenance,
+        controls=[None] * n_controls,
     )
 
 
@@ -186,6 +195,7 @@ def unexplained_gaps(record: PerturbationSet) -> list[str]:
         return any(f.step == step and (f.member is None or f.member == member) for f in record.failures)
 
     gaps = [f"similars[{i}]" for i, s in enumerate(record.similars, start=1) if s is None and not explained("similars", i)]
+    gaps += [f"controls[{i}]" for i, s in enumerate(record.controls, start=1) if s is None and not explained(CONTROLS_STEP, i)]
     if record.key_information is None and not explained("key_information", None):
         gaps.append("key_information")
     gaps += [f"blanked[{i}]" for i, b in enumerate(record.blanked) if b is None and not explained("blanked", i)]

@@ -222,6 +222,7 @@ def run_detectors(
     controls: Mapping[str, Sequence[str]] | None = None,
     calibrate: Sequence[str] | None = None,
     answers: Sequence[Any] | None = None,
+    sampling_controls: int | None = None,
 ) -> DetectSummary:
     """Score ``questions`` with each named detector (registry names) through ``responder``.
 
@@ -234,6 +235,9 @@ def run_detectors(
             controls (generated similars have none).
         answers: each question's known answer (None where unknown), for the detectors that
             read one (``reward_gain``).
+        sampling_controls: score only each question's first this many controls with the
+            detectors that sample (the others score them all: SPEC §8.10's decision controls,
+            one forward pass per text); None = all.
     """
     start = time.perf_counter()
     params = with_sampling_temperature(params or {}, names, sampling_temperature)
@@ -275,12 +279,17 @@ def run_detectors(
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix_str(f"{detector.name} on controls")
-            on_controls = detector.score([r[2] for r in rows], responder)
+            limit = sampling_controls if detector.samples_at_temperature and sampling_controls is not None else None
+            mine = [k for k, r in enumerate(rows) if limit is None or r[1] <= limit]
+            on_controls = detector.score([rows[k][2] for k in mine], responder)
             notes += cut_notes(f"{detector.name} on controls", on_controls)
-            control_table.columns[detector.name] = on_controls.scores  # type: ignore[union-attr]
+            column = np.full(len(rows), np.nan)
+            column[mine] = on_controls.scores
+            control_table.columns[detector.name] = column  # type: ignore[union-attr]
             cal, record = calibrated_scores(result.scores, control_table.matrix(detector.name, ids))  # type: ignore[union-attr]
             table.add(f"{detector.name}@cal", cal)
-            calibration[detector.name] = {"responses": on_controls.responses_summary([f"{r[0]}#{r[1]}" for r in rows]),
+            calibration[detector.name] = {"responses": on_controls.responses_summary([f"{rows[k][0]}#{rows[k][1]}" for k in mine]),
+                                          "n_control_texts": len(mine),
                                           "zero_scale": record.to_dict()}
         if bar is not None:
             bar.update(1)
@@ -321,11 +330,12 @@ def _counts(counter: Any) -> dict[str, int]:
 def detect_questions(questions: Sequence[Any], names: Sequence[str], responder: Responder, *, params: dict[str, dict[str, Any]] | None = None,
                      reference: Responder | None = None, sampling_temperature: float | None = None, sets: Sequence[Any] | None = None,
                      n_controls: int = 3, calibrate: Sequence[str] | None = None, progress: bool = False,
-                     ranks: Any = None) -> DetectSummary | None:
+                     ranks: Any = None, decision_controls: int | None = None) -> DetectSummary | None:
     """Score ``questions`` (``generation.records.Question``) with the detectors ``names`` — the
     entry ``lara detect``, the ``detect`` stage and the Python API share. ``sets``: the questions'
     perturbation sets, whose first ``n_controls`` similar questions are scored as controls
-    (``calibrate``: by these detectors only); questions of split ``clean_ref`` are the clean set
+    (``calibrate``: by these detectors only; ``decision_controls``: the detectors that do not
+    sample score this many); questions of split ``clean_ref`` are the clean set
     of the detectors that need one; answers are passed to those that need them. Under a launched
     job (``ranks``), the counts are summed over the ranks and only the main rank gets the summary
     (the others get None)."""
@@ -333,11 +343,12 @@ def detect_questions(questions: Sequence[Any], names: Sequence[str], responder: 
     if sets is not None:
         from .calibration.controls import control_texts
 
-        controls = control_texts(list(sets), n_controls)
+        controls = control_texts(list(sets), max(n_controls, decision_controls or 0))
     summary = run_detectors(list(names), [q.id for q in questions], [q.question for q in questions], responder, params,
                             clean_questions=[q.question for q in questions if q.split == "clean_ref"], progress=progress,
                             reference=reference, sampling_temperature=sampling_temperature, controls=controls,
-                            calibrate=list(calibrate) if calibrate is not None else None, answers=[q.answer for q in questions])
+                            calibrate=list(calibrate) if calibrate is not None else None, answers=[q.answer for q in questions],
+                            sampling_controls=n_controls if decision_controls and decision_controls > n_controls else None)
     if ranks is not None:
         from .responders.distributed import sum_counts_over_ranks
 

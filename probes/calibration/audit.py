@@ -35,15 +35,17 @@ def subset_ids(ids: Sequence[str], name: str, labels: Mapping[str, int | None], 
 
 def audit_verdict(audited: ScoredFiles, *, reference: ScoredFiles | None = None, clean: ScoredFiles | None = None,
                   labels: Mapping[str, int | None] | None = None, splits: Mapping[str, str | None] | None = None,
-                  subsets: Sequence[str] | None = None,
-                  settings: VerdictSettings = VerdictSettings()) -> tuple[dict[str, Any], QuestionDecisions | None]:
+                  subsets: Sequence[str] | None = None, settings: VerdictSettings = VerdictSettings(),
+                  verdict_controls: int | None = None) -> tuple[dict[str, Any], QuestionDecisions | None]:
     """The verdict on the audited questions of ``audited``, one per subset, and the per-question
     decisions (SPEC §8.10; None with no verdict), summarised under the verdict's ``questions``.
 
     Questions whose split is ``clean_ref`` are the clean set (relative mode) unless ``clean`` gives
     one, and are never audited. Labels, when present, are not used by the verdict itself: they
     only define the ``members`` / ``non_members`` subsets. The files' notes (controls ignored or
-    not checked) go into the verdict's ``notes``."""
+    not checked) go into the verdict's ``notes``. ``verdict_controls``: the verdict reads each
+    question's first this many controls, the decisions all that were scored (SPEC §8.10's
+    decision controls); None: both read all."""
     labels, splits = labels or {}, splits or {}
     scores, controls = audited.scores, audited.controls
     in_clean = [i for i in scores.ids if splits.get(i) == CLEAN_SPLIT]
@@ -55,7 +57,8 @@ def audit_verdict(audited: ScoredFiles, *, reference: ScoredFiles | None = None,
            if reference is not None else None)
     clean_set = (ScoredSet(clean.scores, clean.controls, settings=clean.settings, prompt_format=clean.prompt_format)
                  if clean is not None else audited_set.subset(in_clean) if in_clean else None)
-    verdict = compute_verdict(audited_set, ref, clean_set, settings)
+    cut = (lambda x: x.limited(verdict_controls) if x is not None else None)
+    verdict = compute_verdict(cut(audited_set), cut(ref), cut(clean_set), settings)
     file_notes = [n for f in (audited, reference, clean) if f is not None for n in f.notes]
     verdict["notes"] = file_notes + verdict.get("notes", [])
     decisions = decide_questions(verdict, audited_set, ref, clean_set, settings)
@@ -64,7 +67,7 @@ def audit_verdict(audited: ScoredFiles, *, reference: ScoredFiles | None = None,
     for name in settings.subsets if subsets is None else subsets:
         ids = subset_ids(audited_ids, name, labels, splits)
         if ids:
-            verdict["subsets"][name] = compute_verdict(audited_set.subset(ids), ref, clean_set, settings)
+            verdict["subsets"][name] = compute_verdict(cut(audited_set).subset(ids), cut(ref), cut(clean_set), settings)
     return verdict, decisions
 
 

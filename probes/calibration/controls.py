@@ -25,11 +25,12 @@ HASH_COLUMN = "text_sha256"
 
 
 def control_texts(sets: Sequence[Any], n_controls: int = DEFAULT_CONTROLS) -> dict[str, list[str]]:
-    """``{question id: its first n_controls valid similars}`` from perturbation sets (a question
-    with fewer keeps what it has; SPEC §8.1 leaves one with fewer than 2 out later)."""
+    """``{question id: its first n_controls valid similars}`` from perturbation sets — the K
+    similars, then the further ones drawn only as controls (a question with fewer keeps what it
+    has; SPEC §8.1 leaves one with fewer than 2 out later)."""
     if n_controls < 1:
         raise InputError(f"the number of controls must be >= 1, got {n_controls}")
-    return {s.question.id: [x for x in s.similars if x is not None][:n_controls] for s in sets}
+    return {s.question.id: [x for x in [*s.similars, *getattr(s, "controls", [])] if x is not None][:n_controls] for s in sets}
 
 
 @dataclass

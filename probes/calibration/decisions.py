@@ -8,14 +8,16 @@ p-value against the pool of every control's residual — of the audited question
 benchmark when a subset is decided (``pool``). In the relative mode the pool is the clean set's
 originals (residuals, or scores for a detector without controls such as LaRA or reward gain).
 
-One learned score per text combines the detectors (:mod:`.learned`, AdaDetect): a *stream* is a
-learned score with its null — the controls (reference and absolute modes) and, when a clean set is
-given, the clean set's originals, over every detector including those without controls. A
-question's p-value is the Bonferroni of its streams' (no stream, and no detector, can veto it);
-Benjamini–Hochberg at ``fdr`` flags questions, with q-values; closed testing over the same
-p-values gives "at least k of the n are contaminated" at 1 − α. A Cauchy or Bonferroni combination
-of the detectors' own p-values is an option (``decision_combine``). Flags from the absolute mode
-are marked uncalibrated, as its verdict is.
+One learned score per text combines the detectors (:mod:`.learned`, AdaDetect, weights ≥ 0): over
+their residuals against the controls (reference and absolute modes) or against the clean set's
+originals (relative mode, where detectors without controls enter too). The decisions weigh what
+their mode's verdict weighs: a reference-mode decision does not lean on the clean set, whose
+exchangeability with the audited questions is the relative mode's assumption. The learned score's
+conformal p-value is the question's (with several nulls, their Bonferroni: no detector and no null
+can veto a question); Benjamini–Hochberg at ``fdr`` flags questions, with q-values; closed testing
+over the same p-values gives "at least k of the n are contaminated" at 1 − α. A Cauchy or
+Bonferroni combination of the detectors' own p-values is an option (``decision_combine``). Flags
+from the absolute mode are marked uncalibrated, as its verdict is.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..robust import robust_scale
 from . import conformal, learned, stats
 from .decision_table import DetectorEvidence, QuestionDecisions, Stream
-from .verdict import PLAIN_RELATIVE, ScoredSet, VerdictSettings
+from .verdict import ScoredSet, VerdictSettings
 
 __all__ = ["DetectorEvidence", "QuestionDecisions", "Stream", "decide_questions"]
 
@@ -43,8 +46,7 @@ class _Texts:
 
 def decide_questions(verdict: dict, audited: ScoredSet, reference: ScoredSet | None, clean: ScoredSet | None,
                      settings: VerdictSettings, pool: ScoredSet | None = None) -> QuestionDecisions | None:
-    """The per-question decisions in the verdict's deciding mode over its detectors (and, with a
-    clean set, the detectors without controls against it). ``pool``: the whole benchmark when
+    """The per-question decisions in the verdict's deciding mode over its detectors. ``pool``: the whole benchmark when
     ``audited`` is a subset of it — its questions' controls join the null (a control is fresh
     whichever question it belongs to). None when there is no verdict."""
     mode = verdict.get("mode")
@@ -56,11 +58,6 @@ def decide_questions(verdict: dict, audited: ScoredSet, reference: ScoredSet | N
         evidence, streams = _relative(names, audited, clean, settings)
     else:
         evidence, streams = _within(mode, names, audited, reference, settings, pool)
-        plain = _plain(audited, clean, settings) if clean is not None else []
-        if plain:
-            more, clean_stream = _relative(names + plain, audited, clean, settings, only=plain)
-            evidence.update(more)
-            streams += clean_stream
     p_value, lines = _combine(evidence, streams, settings, len(audited.ids))
     flagged, q_value = conformal.benjamini_hochberg(p_value, settings.fdr, settings.fdr_method)
     bound = max((conformal.at_least(p, size, settings.alpha / len(lines)) for p, size in lines), default=0)
@@ -148,11 +145,10 @@ def _within(mode: str, names: list[str], audited: ScoredSet, reference: ScoredSe
     return evidence, [stream]
 
 
-def _relative(names: list[str], audited: ScoredSet, clean: ScoredSet, s: VerdictSettings,
-              only: list[str] | None = None) -> tuple[dict[str, DetectorEvidence], list[Stream]]:
+def _relative(names: list[str], audited: ScoredSet, clean: ScoredSet,
+              s: VerdictSettings) -> tuple[dict[str, DetectorEvidence], list[Stream]]:
     """The clean set's originals as the null: each detector's residual (with controls on both
-    sides, the same number) or score (without), and the learned stream over all of them.
-    ``only``: the detectors whose evidence is returned (the stream uses every one of ``names``)."""
+    sides, the same number) or score (without), and the learned stream over all of them."""
     drop_a, ties = _uniforms(audited.ids, s)
     drop_c, _ = _uniforms(clean.ids, s)
     evidence, own, null, used = {}, [], [], []
@@ -160,24 +156,21 @@ def _relative(names: list[str], audited: ScoredSet, clean: ScoredSet, s: Verdict
         if name not in audited.scores.columns or name not in clean.scores.columns:
             continue
         if audited.has_controls(name) and clean.has_controls(name):
-            width = min(audited.width, clean.width)
+            width = _common_width(audited.control_matrix(name), clean.control_matrix(name))
             a_ctl, c_ctl = (stats.first_controls(x.control_matrix(name), width) for x in (audited, clean))
             a_val = conformal.original_residuals(audited.original(name), a_ctl, drop_a)
             c_val = conformal.original_residuals(clean.original(name), c_ctl, drop_c)
             what, controls = "the clean set's residuals", a_ctl
         else:
             a_val, c_val, what, controls = audited.original(name), clean.original(name), "the clean set's scores", None
-        from ..robust import robust_scale
-
         fitted = robust_scale(c_val[:, None])
         center, scale = float(fitted.center[0]), float(fitted.scale[0])
-        if only is None or name in only:
-            p = conformal.conformal_pvalues(a_val, c_val, ties)
-            evidence[name] = DetectorEvidence(audited.original(name), controls, _scaled(a_val - (center if controls is None else 0), scale),
-                                              p, int((~np.isnan(c_val)).sum()), scale,
-                                              stats.left_out(audited.original(name), controls, conformal.MIN_CONTROLS)
-                                              if controls is not None else stats.left_out(audited.original(name)), what,
-                                              _scaled(c_val[~np.isnan(c_val)] - (center if controls is None else 0), scale))
+        shift = center if controls is None else 0.0  # a score is read against the clean median, a residual as it is
+        left_out = stats.left_out(audited.original(name), controls, conformal.MIN_CONTROLS) if controls is not None else \
+            stats.left_out(audited.original(name))
+        evidence[name] = DetectorEvidence(audited.original(name), controls, _scaled(a_val - shift, scale),
+                                          conformal.conformal_pvalues(a_val, c_val, ties), int((~np.isnan(c_val)).sum()), scale,
+                                          left_out, what, _scaled(c_val[~np.isnan(c_val)] - shift, scale))
         own.append(_scaled(a_val - center, scale))
         null.append(_scaled(c_val - center, scale))
         used.append(name)
@@ -188,6 +181,15 @@ def _relative(names: list[str], audited: ScoredSet, clean: ScoredSet, s: Verdict
     stream = _stream("clean set", used, null_x[kept], learned.folds(clean.ids, s.seed)[kept], own_x,
                      learned.folds(audited.ids, s.seed), ties, "the clean set's originals")
     return evidence, [stream]
+
+
+def _common_width(*controls: np.ndarray) -> int:
+    """How many controls every question is read with in the relative mode (both sides alike, so
+    residuals have one null): the count that 95 % of the questions reach (at least
+    :data:`~.conformal.MIN_CONTROLS`); a question with fewer is left out and counted."""
+    counts = np.concatenate([(~np.isnan(c)).sum(axis=1) for c in controls])
+    counts = counts[counts >= conformal.MIN_CONTROLS]
+    return max(conformal.MIN_CONTROLS, int(np.floor(np.quantile(counts, 0.05)))) if len(counts) else conformal.MIN_CONTROLS
 
 
 def _stream(name: str, detectors: list[str], null_x: np.ndarray, null_fold: np.ndarray, own_x: np.ndarray,
@@ -211,19 +213,6 @@ def _stream(name: str, detectors: list[str], null_x: np.ndarray, null_fold: np.n
         weights, null_scores = learned.describe_weights(detectors, fitted.weights), fitted.null
     return Stream(name, detectors, score, p, pool, int(len(null_x)), weights, what, {"incomplete": int((~complete).sum())},
                   null_scores)
-
-
-def _plain(audited: ScoredSet, clean: ScoredSet, settings: VerdictSettings) -> list[str]:
-    """Detectors without controls that a clean set can calibrate (not constant on both sides)."""
-    names = [n for n in (settings.detectors or PLAIN_RELATIVE) if n in audited.scores.columns and n in clean.scores.columns
-             and not audited.has_controls(n)]
-    out = []
-    for n in names:
-        values = np.concatenate([audited.original(n), clean.original(n)])
-        values = values[~np.isnan(values)]
-        if len(np.unique(values)) > 1:
-            out.append(n)
-    return out
 
 
 def _scaled(values: np.ndarray, scale: float) -> np.ndarray:

@@ -6,7 +6,8 @@ Every text — an original or a null text (a control, or a clean question) — h
 ``[D]`` over the detectors (each detector's residual in units of its pooled scale). The questions
 are dealt into two folds (by a hash of the run's seed and the question id). Fold k's texts are
 scored by a logistic regression fitted on the *other* fold alone, telling its originals (class 1)
-from its null texts (class 0): for fold k the score is then a fixed function, so an original of
+from its null texts (class 0), with every weight ≥ 0 (each detector adds evidence only in its own
+"higher = member" direction): for fold k the score is then a fixed function, so an original of
 fold k and fold k's null texts stay exchangeable under H0 and its conformal p-value against them is
 valid. (Fitting on fold k's own texts, even symmetrically, is not: a question's control residuals
 are taken against each other and sum to about 0, an original's are not, so a classifier leans
@@ -66,9 +67,14 @@ def folds(ids: list[str], seed: int) -> np.ndarray:
 
 def features(values: np.ndarray) -> np.ndarray:
     """Residual vectors as a classifier takes them: NaN (a detector that did not score this text)
-    becomes 0 — the median of its question's controls — and ±inf or far values are clipped to
-    ±:data:`CLIP`; the same fixed transform for every text."""
-    return np.clip(np.nan_to_num(np.asarray(values, dtype=np.float64), nan=0.0, posinf=CLIP, neginf=-CLIP), -CLIP, CLIP)
+    becomes 0 — the median of its question's controls — ±inf or far values are clipped to
+    ±:data:`CLIP`, and every value is compressed, sign(x)·log(1 + |x|) (SPEC §4's compression): a
+    linear fit on heavy-tailed residuals (ReCaLL's reach ±40 scales) is decided by their outliers
+    and underweights the detector whose ranks separate best (measured on the testbed: residual AUC
+    0.747 uncompressed, 0.781 compressed, ReCaLL alone 0.782). The same fixed transform for every
+    text."""
+    x = np.clip(np.nan_to_num(np.asarray(values, dtype=np.float64), nan=0.0, posinf=CLIP, neginf=-CLIP), -CLIP, CLIP)
+    return np.sign(x) * np.log1p(np.abs(x))
 
 
 def cross_fitted_scores(null: np.ndarray, null_fold: np.ndarray, tested: np.ndarray, tested_fold: np.ndarray,
@@ -80,8 +86,6 @@ def cross_fitted_scores(null: np.ndarray, null_fold: np.ndarray, tested: np.ndar
     which a subset is tested) — so the score is a fixed function for fold k, and fold k's originals
     and null texts stay exchangeable under H0. A fold whose other fold lacks either class keeps NaN
     scores."""
-    from sklearn.linear_model import LogisticRegression
-
     x_null, x_tested = features(null), features(tested)
     x_train, fold_train = (x_tested, tested_fold) if train is None else (features(train), np.asarray(train_fold))
     out_null, out_tested, weights = np.full(len(x_null), np.nan), np.full(len(x_tested), np.nan), []
@@ -92,15 +96,39 @@ def cross_fitted_scores(null: np.ndarray, null_fold: np.ndarray, tested: np.ndar
             continue
         mean, sd = negatives.mean(axis=0), negatives.std(axis=0)
         sd = np.where(sd > 0, sd, 1.0)
-        model = LogisticRegression(C=1.0, max_iter=1000, class_weight="balanced")
-        model.fit((np.concatenate([negatives, positives]) - mean) / sd, np.r_[np.zeros(len(negatives)), np.ones(len(positives))])
-        w = model.coef_[0] / sd
+        w = one_sided_logistic((np.concatenate([negatives, positives]) - mean) / sd,
+                               np.r_[np.zeros(len(negatives)), np.ones(len(positives))]) / sd
         weights.append(w)
         out_null[null_fold == k] = x_null[null_fold == k] @ w
         out_tested[tested_fold == k] = x_tested[tested_fold == k] @ w
     return LearnedScores(out_null, out_tested, null_fold, tested_fold, weights)
 
 
+def one_sided_logistic(x: np.ndarray, y: np.ndarray, c: float = 1.0) -> np.ndarray:
+    """The weights ``[D]`` of an L2-penalised logistic regression of ``y [n]`` (0/1, classes weighed
+    alike) on ``x [n, D]`` with every weight ≥ 0 (and a free intercept, not returned): 0.5‖w‖² +
+    c Σ weight_i · log(1 + exp(−s_i (x_i·w + b))), s = ±1, by L-BFGS-B. Every detector's score
+    means "higher = member" (SPEC §0), so a detector can only add evidence in its own direction:
+    a free sign would turn any difference between originals and the null — a clean set that is
+    not drawn quite like the audited questions, in either direction — into evidence."""
+    from scipy.optimize import minimize
+
+    sign = np.where(y > 0, 1.0, -1.0)
+    weight = np.where(y > 0, len(y) / (2.0 * max(int((y > 0).sum()), 1)), len(y) / (2.0 * max(int((y <= 0).sum()), 1)))
+    d = x.shape[1]
+
+    def loss(theta: np.ndarray) -> tuple[float, np.ndarray]:
+        w, b = theta[:d], theta[d]
+        margin = sign * (x @ w + b)
+        value = 0.5 * w @ w + c * float((weight * np.logaddexp(0.0, -margin)).sum())
+        slope = -c * weight * sign * (1.0 / (1.0 + np.exp(np.clip(margin, -500, 500))))  # d loss / d (x·w + b)
+        return value, np.r_[w + x.T @ slope, slope.sum()]
+
+    bounds = [(0.0, None)] * d + [(None, None)]
+    result = minimize(loss, np.zeros(d + 1), jac=True, method="L-BFGS-B", bounds=bounds)
+    return result.x[:d]
+
+
 def describe_weights(names: list[str], weights: list[np.ndarray]) -> dict[str, list[float]]:
-    """``{detector: [weight in fold 0, weight in fold 1]}`` (per unit residual), for the record."""
+    """``{detector: [weight in fold 0, weight in fold 1]}`` (per unit of the compressed residual), for the record."""
     return {n: [float(w[d]) if math.isfinite(w[d]) else math.nan for w in weights] for d, n in enumerate(names)}

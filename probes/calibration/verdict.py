@@ -117,6 +117,7 @@ class ScoredSet:
     ids: list[str] = field(default_factory=list)
     settings: dict[str, str] = field(default_factory=dict)
     prompt_format: dict[str, Any] | None = None
+    max_controls: int | None = None  # read only each question's first this many controls (the verdict's; None: all)
 
     def __post_init__(self) -> None:
         if not self.ids:
@@ -135,17 +136,25 @@ class ScoredSet:
 
     def control_matrix(self, name: str, width: int | None = None) -> np.ndarray:
         """``[n, C]`` scores of column ``name`` on each question's controls (``width`` C: default
-        the largest control index)."""
+        :attr:`width`); controls beyond ``max_controls`` read as absent."""
         assert self.controls is not None
-        return self.controls.matrix(name, self.ids, width)
+        matrix = self.controls.matrix(name, self.ids, width if width is not None else self.width)
+        if self.max_controls is not None and matrix.shape[1] > self.max_controls:
+            matrix[:, self.max_controls:] = np.nan
+        return matrix
 
     @property
     def width(self) -> int:
-        """The largest control index (C)."""
-        return int(self.controls.index.max()) if self.controls is not None and len(self.controls.index) else 0
+        """The largest control index (C), at most ``max_controls``."""
+        largest = int(self.controls.index.max()) if self.controls is not None and len(self.controls.index) else 0
+        return largest if self.max_controls is None else min(largest, self.max_controls)
 
     def subset(self, ids: Sequence[str]) -> "ScoredSet":
-        return ScoredSet(self.scores, self.controls, list(ids), self.settings, self.prompt_format)
+        return ScoredSet(self.scores, self.controls, list(ids), self.settings, self.prompt_format, self.max_controls)
+
+    def limited(self, max_controls: int | None) -> "ScoredSet":
+        """The same scores, reading only each question's first ``max_controls`` controls."""
+        return ScoredSet(self.scores, self.controls, list(self.ids), self.settings, self.prompt_format, max_controls)
 
 
 def within_test(original: np.ndarray, controls: np.ndarray, s: VerdictSettings) -> dict[str, Any]:
@@ -306,7 +315,7 @@ def compute_verdict(audited: ScoredSet, reference: ScoredSet | None = None, clea
     plain = [n for n in (s.detectors or PLAIN_RELATIVE) if n in audited.scores.columns and not audited.has_controls(n)]
     if mode != "relative" and plain:
         notes.append(f"{', '.join(plain)}: no controls, so not in the {mode} mode's combination; "
-                     + ("in the relative mode against the clean set, and in the per-question decisions there"
+                     + ("tested in the relative mode against the clean set (the per-question decisions weigh what the deciding mode weighs)"
                         if clean is not None else "give a clean set (split clean_ref) to test them"))
     warnings = [ABSOLUTE_WARNING] if mode == "absolute" else []
     if "relative" in modes:

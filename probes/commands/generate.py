@@ -21,7 +21,7 @@ GENERATE_EXAMPLES = """examples:
       --base-url http://localhost:8000/v1 --model Qwen/Qwen2.5-7B-Instruct   # a local vLLM server
 """
 
-_GENERATE_FLAGS = ("backend", "similars", "paraphrases", "blanks", "seed")
+_GENERATE_FLAGS = ("backend", "similars", "paraphrases", "blanks", "seed", "controls")
 _OPENAI_FLAGS = ("model", "base_url", "concurrency", "cache_dir")
 
 
@@ -40,6 +40,8 @@ def register(sub: Any) -> None:
     gen.add_argument("-M", "--paraphrases", type=int, help="paraphrases per blanked variant (default: 5)")
     gen.add_argument("--blanks", type=int, help="[BLANK] markers per blanked variant (default: 1)")
     gen.add_argument("--seed", type=int, help="seed of the offline draws and of the LLM requests (default: 0)")
+    gen.add_argument("--controls", type=int, help="further similar questions per question drawn only as matched controls, "
+                     "no blanks or paraphrases (for lara detect --decision-controls; default: 0)")
     gen.add_argument("--model", help="LLM model name (openai backend)")
     gen.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. https://openrouter.ai/api/v1")
     gen.add_argument("--concurrency", type=int, help="LLM requests in flight (default: 8)")

@@ -135,14 +135,28 @@ class DetectSettings:
 class CalibrationSettings:
     """Matched controls (SPEC §8.1): each question's first ``controls`` valid similar questions are
     scored by the detectors (``detectors``; None = every detector that runs) with the same
-    parameters. 0 turns it off."""
+    parameters, and the verdict uses them. 0 turns it off.
+
+    ``decision_controls`` (SPEC §8.10): more controls for the per-question decisions, scored by the
+    detectors that do not sample (one forward pass per text: the likelihood family); the sampling
+    ones keep ``controls``. The generator draws the similars beyond its K as controls only (no
+    blanks, no paraphrases). None: the same as ``controls``."""
 
     controls: int = DEFAULT_CONTROLS
     detectors: tuple[str, ...] | None = None
+    decision_controls: int | None = None
 
     def __post_init__(self) -> None:
         if self.controls < 0:
             raise ConfigError(f"'calibration.controls' must be >= 0, got {self.controls}")
+        if self.decision_controls is not None and self.decision_controls < self.controls:
+            raise ConfigError(f"'calibration.decision_controls' ({self.decision_controls}) must be at least 'calibration.controls' "
+                              f"({self.controls}): the decisions use the verdict's controls and more")
+
+    @property
+    def most(self) -> int:
+        """The most controls any detector scores."""
+        return max(self.controls, self.decision_controls or 0)
 
 
 @dataclass(frozen=True)
@@ -233,6 +247,13 @@ class RunConfig:
     def calibrating(self) -> bool:
         """Whether detectors score the questions' matched controls."""
         return bool(self.detect.names) and self.calibration.controls > 0
+
+    @property
+    def generation_config(self) -> GenerationConfig:
+        """The generator's settings for this run: its K similars, and as many further similars
+        drawn only as controls as ``calibration.decision_controls`` needs beyond K."""
+        extra = max(0, self.calibration.most - self.generation.similars) if self.calibrating else 0
+        return dataclasses.replace(self.generation, controls=max(self.generation.controls, extra))
 
     def reference_name(self) -> str | None:
         """The control marked ``reference: true``, if any."""

@@ -43,7 +43,9 @@ class LazyModel:
 
 def generation_settings(config: RunConfig) -> dict[str, Any]:
     """The generation settings that shape the sets (not where responses are cached or how many are in flight)."""
-    settings = dataclasses.asdict(config.generation)
+    settings = dataclasses.asdict(config.generation_config)
+    if not settings["controls"]:
+        settings.pop("controls")  # the key of a run without further controls is as it was
     for key in ("cache_dir", "concurrency", "timeout_s", "max_http_attempts", "backoff_s", "backoff_max_s"):
         settings["openai"].pop(key, None)
     if config.generation.backend == "offline":
@@ -58,7 +60,7 @@ def generate_inputs(config: RunConfig, questions_digest: str) -> dict[str, Any]:
     from generation.identity import generator_identity
 
     return {"questions": questions_digest, "generation": generation_settings(config),
-            "generator": generator_identity(config.generation)}
+            "generator": generator_identity(config.generation_config)}
 
 
 def model_identity(model: ModelConfig, ledger: Ledger) -> dict[str, Any]:
@@ -73,7 +75,7 @@ def model_identity(model: ModelConfig, ledger: Ledger) -> dict[str, Any]:
 def generate(questions: list, output: Path, config: RunConfig, progress: bool) -> None:
     from generation.pipeline import run_generation
 
-    summary = run_generation(questions, output, config.generation, progress=progress, overwrite=True)
+    summary = run_generation(questions, output, config.generation_config, progress=progress, overwrite=True)
     logger.info("%s", summary.describe())
 
 
@@ -146,7 +148,16 @@ def detect_key(questions: str, identity: dict[str, Any], config: RunConfig, name
     if name != config.name:
         detect["endpoint"] = None
     return {"questions": questions, "model": identity, "detect": detect, "reference": reference,
-            "calibration": {"controls": controls, **dataclasses.asdict(config.calibration)} if config.calibrating else None}
+            "calibration": {"controls": controls, **_calibration_key(config)} if config.calibrating else None}
+
+
+def _calibration_key(config: RunConfig) -> dict[str, Any]:
+    """The calibration settings in a stage's key (without ``decision_controls`` when unset: the key
+    of a run without further controls is as it was)."""
+    settings = dataclasses.asdict(config.calibration)
+    if settings["decision_controls"] is None:
+        settings.pop("decision_controls")
+    return settings
 
 
 def detect(run_dir: Path, name: str, config: RunConfig, model: LazyModel, questions: list, progress: bool,
@@ -174,6 +185,7 @@ def detect(run_dir: Path, name: str, config: RunConfig, model: LazyModel, questi
         sets = read_sets(RunLayout(run_dir).sets)
     summary = detect_questions(questions, names, responder, params=d.params, reference=reference_responder,
                                sampling_temperature=d.sampling_temperature, sets=sets, n_controls=config.calibration.controls,
+                               decision_controls=config.calibration.decision_controls,
                                calibrate=config.calibration.detectors, progress=progress, ranks=ranks)
     if summary is None:  # a rank other than the main one
         return
@@ -264,7 +276,8 @@ def verdict(run_dir: Path, name: str, config: RunConfig, tables: list[str], labe
     else:
         audited = ScoredFiles(join_tables(lara), None)
     result, decisions = audit_verdict(audited, reference=scored(reference) if reference else None, labels=labels or {},
-                                      splits=splits, settings=config.verdict)
+                                      splits=splits, settings=config.verdict,
+                                      verdict_controls=config.calibration.controls if config.calibration.decision_controls else None)
     if decisions is not None:
         decisions.write_csv(layout.path(files.questions))
     else:

@@ -1,0 +1,73 @@
+"""More controls where they are cheap (SPEC §8.10, issue 32 item 2): the offline generator draws
+further similars as controls only (the K similars unchanged, no blanks or paraphrases), the
+detectors that do not sample score them all while the sampling ones keep the verdict's controls,
+the verdict reads its own controls and the decisions all of them."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from generation.config import GenerationConfig
+from generation.pipeline import run_generation
+from generation.records import read_questions, read_sets
+from probes.calibration.audit import audit_verdict
+from probes.calibration.controls import ControlTable, control_texts
+from probes.calibration.files import read_scored
+from probes.calibration.verdict import VerdictSettings
+from probes.cli import main
+from probes.lara.sets import all_texts
+
+
+@pytest.fixture(scope="module")
+def sets_with_controls(audit, tmp_path_factory):
+    root = tmp_path_factory.mktemp("decision-controls")
+    questions = read_questions(audit.questions)
+    plain, more = root / "plain.jsonl", root / "more.jsonl"
+    run_generation(questions, plain, GenerationConfig.from_dict({"similars": 3, "paraphrases": 3, "seed": 1}))
+    summary = run_generation(questions, more, GenerationConfig.from_dict({"similars": 3, "paraphrases": 3, "seed": 1, "controls": 5}))
+    return root, plain, more, summary
+
+
+def test_the_generator_draws_further_distinct_similars_as_controls_only(sets_with_controls):
+    _, plain, more, summary = sets_with_controls
+    before, after = read_sets(plain), read_sets(more)
+    valid = 0
+    for a, b in zip(before, after):
+        assert a.similars == b.similars and a.blanked == b.blanked and a.paraphrases == b.paraphrases  # the K similars as they were
+        assert all_texts(a) == all_texts(b)  # LaRA reads none of the further controls
+        drawn = [c for c in b.controls if c is not None]
+        valid += len(drawn)
+        texts = [b.question.question, *[s for s in b.similars if s is not None], *drawn]
+        assert len(set(texts)) == len(texts)  # distinct from the original, the similars and each other
+        assert len(b.controls) == 5 and (len(drawn) == 5 or any(f.step == "controls" for f in b.failures))
+        assert control_texts([b], 8)[b.question.id] == [*[s for s in b.similars if s is not None], *drawn][:8]
+    assert not before[0].controls and "controls" not in before[0].to_dict()  # files without them are as they were
+    assert valid == summary.controls_valid > 0.9 * 5 * len(after)
+    assert "further similars drawn as controls only" in summary.describe() and "ms per question" in summary.describe()
+
+
+def test_detectors_that_do_not_sample_score_every_control_and_the_decisions_use_them(sets_with_controls, audit):
+    root, _, more, _ = sets_with_controls
+    out = root / "rl.csv"
+    assert main(["detect", "ppl,cdd", str(audit.questions), "--model", str(audit.model_dir), "--device", "cpu", "--prompt-format", "raw",
+                 "--template", "Q: {prompt}\nA:", "--param", "ppl.max_new_tokens=6", "--param", "cdd.n=2", "--param", "cdd.max_tokens=6",
+                 "--sets", str(more), "--controls", "3", "--decision-controls", "7", "--store", str(root / "s.sqlite"),
+                 "-o", str(out), "--no-progress"]) == 0
+    controls = ControlTable.read_csv(out.with_suffix(".controls.csv"))
+    ids = read_scored(out).scores.ids
+    ppl, cdd = controls.matrix("ppl", ids), controls.matrix("cdd", ids)
+    assert ppl.shape[1] == 7 and np.isfinite(ppl).sum(axis=1).max() == 7  # ppl: one forward pass per text, all 7
+    assert np.isfinite(cdd[:, :3]).any() and np.isnan(cdd[:, 3:]).all()  # cdd samples: the verdict's 3 only
+    files = read_scored(out)
+    labels = {q.id: q.label for q in read_questions(audit.questions)}
+    settings = VerdictSettings(permutations=200, bootstrap=10, detectors=("ppl",))
+    verdict, decisions = audit_verdict(files, labels=labels, settings=settings, verdict_controls=3)
+    n_usable = int((np.isfinite(ppl[: len(decisions.ids)]).sum(axis=1) >= 3).sum())
+    assert decisions.detectors["ppl"].null_size > 3 * n_usable  # the decisions' pool: up to 7 controls per question
+    whole, _ = audit_verdict(files, labels=labels, settings=settings)
+    cut, _ = audit_verdict(files, labels=labels, settings=dataclasses.replace(settings), verdict_controls=3)
+    assert cut["detectors"]["ppl"] == verdict["detectors"]["ppl"]
+    assert whole["detectors"]["ppl"]["within_auc"] != verdict["detectors"]["ppl"]["within_auc"]  # the verdict read 3, not 7
