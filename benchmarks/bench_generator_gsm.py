@@ -12,6 +12,12 @@ real GSM8K answer). Prints the share of valid similars, and why the others are n
 the generator's "98 % of similars keep whole answers on the testbed's templates" is compared with.
 A similar that changed a number the template does not read as one input (a derived number, a
 percentage of a fraction) cannot be judged this way and is counted apart.
+
+It also checks the answers :mod:`generation.answers` re-solves from the original's worked solution
+(what lets reward gain be scored on a question's controls) against the template's: how many
+similars get one, and how many of those differ from the template's, each such template shown with
+one example to check by hand (two are the template's own: template 75 reads "three times" as fixed
+text where the similar changed the word, template 99 rounds money to whole dollars).
 """
 
 from __future__ import annotations
@@ -75,12 +81,12 @@ def slot_inputs(question: str, inputs: dict[str, Any]) -> list[list[str]]:
 
 
 def judge(similar: str, question: str, inputs: dict[str, Any], slots: list[list[str]],
-          recompute: Callable[..., dict[str, Any]]) -> str:
-    """``valid`` or why not; ``unjudged: …`` when the template cannot say (a changed number it
-    does not read as one input)."""
+          recompute: Callable[..., dict[str, Any]]) -> tuple[str, float | None]:
+    """(``valid`` or why not, the template's answer); ``unjudged: …`` when the template cannot say
+    (a changed number it does not read as one input)."""
     new, old = numbers(similar), numbers(question)
     if len(new) != len(old):
-        return "unjudged: another count of numbers"
+        return "unjudged: another count of numbers", None
     values = dict(inputs)
     given: dict[str, float] = {}
     for position, (before, after) in enumerate(zip(old, new)):
@@ -88,21 +94,21 @@ def judge(similar: str, question: str, inputs: dict[str, Any], slots: list[list[
         if before == after:
             continue
         if len(names) != 1:
-            return "unjudged: a changed number is no single input"
+            return "unjudged: a changed number is no single input", None
         if given.setdefault(names[0], after) != after:
-            return "one input given two values"
+            return "one input given two values", None
     for name, value in given.items():
         values[name] = int(value) if value.is_integer() and isinstance(inputs[name], int) else value
     try:
         answer = recompute(**values)["answer_value"]
     except Exception:  # noqa: BLE001 - the template's own computation refuses these numbers
-        return "the template's computation fails"
+        return "the template's computation fails", None
     answer = float(answer)
     if answer < 0:
-        return "negative answer"
+        return "negative answer", answer
     if not answer.is_integer():
-        return "fractional answer"
-    return "valid"
+        return "fractional answer", answer
+    return "valid", answer
 
 
 def main() -> None:
@@ -111,6 +117,7 @@ def main() -> None:
     parser.add_argument("--similars", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    from generation.answers import read_solution
     from generation.config import GenerationConfig
     from generation.pipeline import make_generator
     from generation.records import Question
@@ -121,6 +128,9 @@ def main() -> None:
     per_template: dict[int, collections.Counter[str]] = {}
     questions = unmapped = no_similars = 0
     originals: collections.Counter[str] = collections.Counter()
+    resolved: collections.Counter[str] = collections.Counter()  # re-solved answers against the template's
+    differing: dict[int, tuple[str, Any, Any]] = {}  # per template, one similar whose re-solved answer differs
+    unsolved: collections.Counter[str] = collections.Counter()  # why a question's worked solution could not be used
     for template, generate in sorted(templates().items()):
         counts = per_template.setdefault(template, collections.Counter())
         for k in range(args.per_template):
@@ -131,14 +141,22 @@ def main() -> None:
                 unmapped += 1
                 continue
             slots = slot_inputs(question, inputs)
-            originals[judge(question, question, inputs, slots, recompute)] += 1  # the check of the method: always valid
+            originals[judge(question, question, inputs, slots, recompute)[0]] += 1  # the check of the method: always valid
             record = generator.generate(Question(id=f"t{template}-{k}", question=question))
             similars = [s for s in record.similars if s is not None]
             no_similars += not similars
+            worked = read_solution(question, example["metadata"]["answer_cot"], example["answer"])
+            if isinstance(worked, str):
+                unsolved[worked.split(" (")[0]] += 1
             for similar in similars:
-                verdict = judge(similar, question, inputs, slots, recompute)
+                verdict, truth = judge(similar, question, inputs, slots, recompute)
                 outcomes[verdict] += 1
                 counts[verdict] += 1
+                mine = None if isinstance(worked, str) else worked.answer_for(similar)
+                outcome = _compare(mine, truth, verdict)
+                resolved[outcome] += 1
+                if outcome.startswith("answered, differs"):
+                    differing.setdefault(template, (similar, mine, truth))
     total = sum(outcomes.values())
     judged = sum(n for v, n in outcomes.items() if not v.startswith("unjudged"))
     print(f"offline generator on GSM-Symbolic ({len(per_template)} templates × {args.per_template} questions, K = {args.similars}; "
@@ -155,6 +173,23 @@ def main() -> None:
 
     worst = sorted((c["valid"] / judged_in(c), t) for t, c in per_template.items() if judged_in(c))[:8]
     print("  templates with the fewest valid similars: " + ", ".join(f"{t} ({share:.0%})" for share, t in worst))
+    print(f"  answers re-solved from the worked solution (generation.answers), against the template's, of {total} similars:")
+    for outcome, n in resolved.most_common():
+        print(f"    {outcome:<48}{n:>6}")
+    for template, (similar, mine, truth) in sorted(differing.items()):
+        print(f"    template {template}: {similar!r}: re-solved {mine}, the template's computation {truth}")
+    print(f"  questions whose worked solution could not be used: {sum(unsolved.values())} of {questions - unmapped}: "
+          + ", ".join(f"{why} {n}" for why, n in unsolved.most_common(5)))
+
+
+def _compare(mine: float | None, truth: float | None, verdict: str) -> str:
+    if verdict.startswith("unjudged"):
+        return "answered, template cannot judge" if mine is not None else "no answer, template cannot judge"
+    if mine is None:
+        return "no answer (judged similar)"
+    if truth is None:
+        return "answered where the template's computation fails"
+    return "answered, equal to the template's" if abs(float(mine) - truth) < 1e-9 else "answered, differs from the template's"
 
 
 if __name__ == "__main__":

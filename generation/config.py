@@ -163,6 +163,9 @@ class GenerationConfig:
         controls: further similar questions per original drawn only as matched controls (no
             blanks, no paraphrases; SPEC §8.10's ``decision_controls``): ``lara run`` sets it from
             ``calibration``; 0 = none.
+        answers: re-solve each similar's and control's answer from the question's worked
+            solution (``extra.solution``, where the questions file gives one; :mod:`generation.answers`),
+            so that the detectors that read answers (reward gain) can be scored on the controls.
     """
 
     backend: Backend = "offline"
@@ -172,6 +175,7 @@ class GenerationConfig:
     blanks: int = 1
     min_changed: float = 1.0
     controls: int = 0
+    answers: bool = True
     offline: OfflineConfig = field(default_factory=OfflineConfig)
     openai: OpenAIConfig = field(default_factory=OpenAIConfig)
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from .answers import RESOLVER_VERSION, attach_answers
 from .config import GenerationConfig
 from .errors import OutputMismatchError
 from .records import PerturbationSet, Question
@@ -52,6 +53,9 @@ class JobSummary:
     seconds: float = 0.0
     controls: int = 0  # further similars per question drawn only as matched controls
     controls_valid: int = 0
+    answered: int = 0  # similars and controls with a re-solved answer
+    answerable: int = 0  # similars and controls of questions with a worked solution
+    unsolved: Counter = field(default_factory=Counter)  # why a question's worked solution could not be read
 
     def describe(self) -> str:
         parts = [
@@ -62,6 +66,10 @@ class JobSummary:
             per = f", {1000 * self.seconds / self.generated:.1f} ms per question generated" if self.generated else ""
             parts.append(f"further similars drawn as controls only: {self.controls_valid} valid of {self.controls * self.questions} "
                          f"({self.controls} per question{per})")
+        if self.answerable:
+            why = "; ".join(f"{reason} ({n})" for reason, n in self.unsolved.most_common(3))
+            parts.append(f"answers re-solved from the worked solutions: {self.answered} of {self.answerable} similars and controls"
+                         + (f"; {sum(self.unsolved.values())} solution(s) not readable, e.g. {why}" if self.unsolved else ""))
         if self.failures:
             parts.append("failures by reason: " + ", ".join(f"{reason} {n}" for reason, n in sorted(self.failures.items())))
         if self.api_calls is not None:
@@ -112,6 +120,8 @@ def run_generation(
     journal = output.with_name(output.name + JOURNAL_SUFFIX)
     generator = make_generator(config)
     provenance = generator.provenance()
+    if config.answers:
+        provenance = {**provenance, "answers": RESOLVER_VERSION}
     if overwrite:
         for path in (output, journal):
             path.unlink(missing_ok=True)
@@ -126,6 +136,8 @@ def run_generation(
             with _Journal(journal, settings_fingerprint(provenance)) as sink:
 
                 def finish(record: PerturbationSet) -> None:
+                    if config.answers:
+                        attach_answers(record)
                     sink.write(record)
                     done[record.question.id] = record
                     bar.update(1)
@@ -147,8 +159,20 @@ def run_generation(
         summary.incomplete_questions += not record.complete
         summary.failures.update(record.failure_counts())
         summary.controls_valid += sum(c is not None for c in record.controls)
+        _count_answers(summary, record)
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _count_answers(summary: JobSummary, record: PerturbationSet) -> None:
+    if record.answers is None:
+        return
+    texts = [*record.similars, *record.controls]
+    values = [*record.answers.get("similars", []), *record.answers.get("controls", [])]
+    summary.answerable += sum(t is not None for t in texts)
+    summary.answered += sum(t is not None and a is not None for t, a in zip(texts, values))
+    if record.answers.get("unavailable"):
+        summary.unsolved[record.answers["unavailable"].split(" (")[0]] += 1
 
 
 class _Journal:

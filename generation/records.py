@@ -114,6 +114,10 @@ class PerturbationSet:
         provenance: backend, model, templates, temperatures, seed, sizes, toolkit version.
         controls: further similar questions drawn only as matched controls (SPEC §8.10's
             ``decision_controls``): no blanked variants, no paraphrases (None where invalid).
+        answers: the similars' and controls' answers re-solved from the question's worked
+            solution (:mod:`generation.answers`): ``{"similars": [...], "controls": [...]}``
+            aligned with them (None where unknown), and ``"unavailable"`` with the reason when the
+            solution could not be read; None when the question has no worked solution.
     """
 
     question: Question
@@ -124,6 +128,7 @@ class PerturbationSet:
     failures: list[Failure]
     provenance: dict[str, Any]
     controls: list[str | None] = field(default_factory=list)
+    answers: dict[str, Any] | None = None
 
     @property
     def complete(self) -> bool:
@@ -146,6 +151,7 @@ class PerturbationSet:
             "failures": [f.to_dict() for f in self.failures],
             "provenance": self.provenance,
             **({"controls": list(self.controls)} if self.controls else {}),
+            **({"answers": self.answers} if self.answers is not None else {}),
         }
 
     def to_json(self) -> str:
@@ -163,6 +169,7 @@ class PerturbationSet:
             failures=[Failure.from_dict(f) for f in data["failures"]],
             provenance=data["provenance"],
             controls=list(data.get("controls") or []),
+            answers=data.get("answers"),
         )
 
     def failure_counts(self) -> dict[str, int]:

@@ -223,6 +223,7 @@ def run_detectors(
     calibrate: Sequence[str] | None = None,
     answers: Sequence[Any] | None = None,
     sampling_controls: int | None = None,
+    control_answers: Mapping[str, Sequence[Any]] | None = None,
 ) -> DetectSummary:
     """Score ``questions`` with each named detector (registry names) through ``responder``.
 
@@ -238,6 +239,9 @@ def run_detectors(
         sampling_controls: score only each question's first this many controls with the
             detectors that sample (the others score them all: SPEC §8.10's decision controls,
             one forward pass per text); None = all.
+        control_answers: ``{question id: its controls' answers}`` aligned with ``controls``
+            (None where unknown; :mod:`generation.answers` re-solves them from worked
+            solutions): a detector that reads answers scores the controls that have one.
     """
     start = time.perf_counter()
     params = with_sampling_temperature(params or {}, names, sampling_temperature)
@@ -249,10 +253,13 @@ def run_detectors(
         if detector.requires_answers:
             check_answers(detector.name, ids, answers)
     rows = [(qid, c, text) for qid in ids for c, text in enumerate((controls or {}).get(qid, ()), start=1)]
+    row_answers = [_control_answer(control_answers, r[0], r[1]) for r in rows]
+    answered = any(has_answer(a) for a in row_answers)
     calibrated = [d for d in detectors if controls is not None and (calibrate is None or d.name in calibrate)
-                  and not d.requires_answers]
-    notes += [f"{d.name}: not scored on the controls (generated similar questions have no answers); it enters the relative "
-              "mode against a clean set with answers" for d in detectors if controls is not None and d.requires_answers]
+                  and (answered or not d.requires_answers)]
+    notes += [f"{d.name}: not scored on the controls (no control has an answer: give the questions a worked solution, "
+              "extra.solution, for the generator to re-solve; generation.answers); it enters the relative mode against a clean "
+              "set with answers" for d in detectors if controls is not None and d.requires_answers and not answered]
     control_table = ControlTable([r[0] for r in rows], np.array([r[1] for r in rows], dtype=np.int64),
                                  text_hash=[text_hash(r[2]) for r in rows]) if controls is not None else None
     table, raw = ScoreTable(list(ids)), ScoreTable(list(ids))
@@ -280,7 +287,12 @@ def run_detectors(
                 bar.update(1)
                 bar.set_postfix_str(f"{detector.name} on controls")
             limit = sampling_controls if detector.samples_at_temperature and sampling_controls is not None else None
-            mine = [k for k, r in enumerate(rows) if limit is None or r[1] <= limit]
+            mine = [k for k, r in enumerate(rows) if (limit is None or r[1] <= limit)
+                    and (not detector.requires_answers or has_answer(row_answers[k]))]
+            if detector.requires_answers:  # each control judged against its own (re-solved) answer
+                detector.fit(clean_questions, reference=reference, answers=[row_answers[k] for k in mine])
+                notes.append(f"{detector.name}: scored on the {len(mine)} of "
+                             f"{sum(limit is None or r[1] <= limit for r in rows)} controls with a re-solved answer")
             on_controls = detector.score([rows[k][2] for k in mine], responder)
             notes += cut_notes(f"{detector.name} on controls", on_controls)
             column = np.full(len(rows), np.nan)
@@ -314,6 +326,12 @@ def run_detectors(
     return DetectSummary(table=table, raw=raw, info=info, controls=control_table)
 
 
+def _control_answer(answers: Mapping[str, Sequence[Any]] | None, qid: str, index: int) -> Any:
+    """Control ``index`` (1-based) of question ``qid``'s answer, or None."""
+    given = (answers or {}).get(qid) or ()
+    return given[index - 1] if index <= len(given) else None
+
+
 def _progress(progress: bool, total: int) -> Any:
     if not progress:
         return None
@@ -339,16 +357,18 @@ def detect_questions(questions: Sequence[Any], names: Sequence[str], responder: 
     of the detectors that need one; answers are passed to those that need them. Under a launched
     job (``ranks``), the counts are summed over the ranks and only the main rank gets the summary
     (the others get None)."""
-    controls = None
+    controls = answers_of_controls = None
     if sets is not None:
-        from .calibration.controls import control_texts
+        from .calibration.controls import control_answers, control_texts
 
         controls = control_texts(list(sets), max(n_controls, decision_controls or 0))
+        answers_of_controls = control_answers(list(sets), max(n_controls, decision_controls or 0))
     summary = run_detectors(list(names), [q.id for q in questions], [q.question for q in questions], responder, params,
                             clean_questions=[q.question for q in questions if q.split == "clean_ref"], progress=progress,
                             reference=reference, sampling_temperature=sampling_temperature, controls=controls,
                             calibrate=list(calibrate) if calibrate is not None else None, answers=[q.answer for q in questions],
-                            sampling_controls=n_controls if decision_controls and decision_controls > n_controls else None)
+                            sampling_controls=n_controls if decision_controls and decision_controls > n_controls else None,
+                            control_answers=answers_of_controls)
     if ranks is not None:
         from .responders.distributed import sum_counts_over_ranks
 

@@ -33,6 +33,18 @@ def control_texts(sets: Sequence[Any], n_controls: int = DEFAULT_CONTROLS) -> di
     return {s.question.id: [x for x in [*s.similars, *getattr(s, "controls", [])] if x is not None][:n_controls] for s in sets}
 
 
+def control_answers(sets: Sequence[Any], n_controls: int = DEFAULT_CONTROLS) -> dict[str, list[Any]]:
+    """``{question id: the answers of its controls}``, aligned with :func:`control_texts` (None
+    where the generator could not re-solve one, or the set has no answers)."""
+    out = {}
+    for s in sets:
+        answers = getattr(s, "answers", None) or {}
+        given = [*(answers.get("similars") or [None] * len(s.similars)), *(answers.get("controls") or [None] * len(s.controls))]
+        texts = [*s.similars, *s.controls]
+        out[s.question.id] = [a for t, a in zip(texts, given + [None] * (len(texts) - len(given))) if t is not None][:n_controls]
+    return out
+
+
 @dataclass
 class ControlTable:
     """Detector scores on the controls: one row per (question id, control index).

@@ -158,5 +158,7 @@ def describe_questions(block: dict[str, Any] | None, where: str = "") -> str:
     bound = block.get("at_least")
     least = (f"; at least {bound['value']} of the {bound['of']} contaminated ({100 * bound['level']:g}% lower bound)"
              if bound else "")
-    return (f"which questions: {block['n_flagged']} of {block['n_tested']} tested flagged at FDR {100 * block['fdr']:g}% "
+    untested = block["n"] - block["n_tested"]
+    left = f" (of {block['n']}: {untested} not tested: too few scored controls or a NaN score)" if untested else ""
+    return (f"which questions: {block['n_flagged']} of {block['n_tested']} tested flagged{left} at FDR {100 * block['fdr']:g}% "
             f"({mode}, {method}){': ' + shown if shown else ''}{least}{' -> ' + where if where else ''}")

@@ -30,7 +30,7 @@ import numpy as np
 from ..robust import robust_scale
 from . import conformal, learned, stats
 from .decision_table import DetectorEvidence, QuestionDecisions, Stream
-from .verdict import ScoredSet, VerdictSettings
+from .verdict import REFERENCE_DIFFERENCES, ScoredSet, VerdictSettings
 
 __all__ = ["DetectorEvidence", "QuestionDecisions", "Stream", "decide_questions"]
 
@@ -100,7 +100,7 @@ def _decisive(mode: str, name: str, scored: ScoredSet, reference: ScoredSet | No
     reference model's on the same texts)."""
     original = scored.original(name)
     controls = scored.control_matrix(name, width) if scored.has_controls(name) else None
-    if mode != "reference":
+    if mode != "reference" or name in REFERENCE_DIFFERENCES:  # such a score is its own reference difference
         return _Texts(original, controls)
     assert reference is not None
     ref = reference.subset(scored.ids)

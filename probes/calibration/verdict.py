@@ -31,6 +31,9 @@ MODES = ("reference", "relative", "absolute")
 REFERENCE_CONSTANT = ("the reference scores every text the same (e.g. its drift from itself), so subtracting it calibrates "
                       "nothing: this is the absolute mode's test, left out of the reference mode")
 PLAIN_RELATIVE = ("lara", "reward_gain")  # detectors without controls that enter the relative mode by their scores
+# detectors whose score is already audited minus reference of one statistic of the same text (the detectors'
+# ``reference_difference`` tag; a test keeps the two equal): in the reference mode each is its own difference
+REFERENCE_DIFFERENCES = ("ref", "reward_gain")
 ABSOLUTE_WARNING = ("absolute mode: the within-question test assumes the generator's similar questions are exchangeable "
                     "with real ones; its size depends on the generator and is not calibrated. Give a reference model (the "
                     "checkpoint before RL) or a clean set drawn like the audited questions for a calibrated verdict")
@@ -252,7 +255,7 @@ def _reference_mode(audited: ScoredSet, reference: ScoredSet, names: list[str], 
     from .files import check_aligned
 
     ref = reference.subset(audited.ids)
-    usable = [n for n in names if ref.has_controls(n) and n in ref.scores.columns]
+    usable = [n for n in names if n not in REFERENCE_DIFFERENCES and ref.has_controls(n) and n in ref.scores.columns]
     notes += check_aligned(audited, ref, usable) if usable else []
     width = max(audited.width, ref.width)
     with np.errstate(invalid="ignore"):  # inf − inf: NaN, left out and counted
@@ -261,6 +264,7 @@ def _reference_mode(audited: ScoredSet, reference: ScoredSet, names: list[str], 
     for n in usable:
         if math.isfinite(out[n]["p_value"]) and _constant(ref.original(n), ref.control_matrix(n, width)):
             out[n].update(p_value=math.nan, not_calibrated=REFERENCE_CONSTANT)
+    out.update({n: within_test(audited.original(n), audited.control_matrix(n), s) for n in names if n in REFERENCE_DIFFERENCES})
     return out
 
 

@@ -76,7 +76,10 @@ class Detector:
     capped_by_design: ClassVar[bool] = False  # its responses stop at the budget on purpose (CDD's 100 tokens)
     requires_reference: ClassVar[bool] = False  # compares with a reference model (``ref``, ``policy_drift``, ``reward_gain``)
     reference_needs: ClassVar[frozenset[Access]] = frozenset({Access.TEXT_LOGPROBS})  # what it asks of that reference
-    requires_answers: ClassVar[bool] = False  # reads each question's known answer (``reward_gain``); no controls then
+    requires_answers: ClassVar[bool] = False  # reads each question's known answer (``reward_gain``); controls need theirs
+    # its score is already audited minus reference of one statistic of the same text (``ref``, ``reward_gain``): in the
+    # verdict's reference mode it is its own difference (the reference scores 0 against itself: subtracting that is a no-op)
+    reference_difference: ClassVar[bool] = False
     samples_at_temperature: ClassVar[bool] = False  # samples answers at its ``temperature`` (the run's sampling temperature applies)
 
     def check_params(self) -> None:

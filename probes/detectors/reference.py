@@ -29,6 +29,7 @@ class Ref(_RescoringDetector):
     raw_direction = "higher = member"
     summary = "Ref: mean token log-prob of the greedy response (or the question) under the audited model minus under a reference (pre-RL) model"
     requires_reference = True
+    reference_difference = True
 
     def fit(self, clean_questions: Sequence[str] = (), reference: Responder | None = None, answers: Sequence[Any] | None = None) -> "Ref":
         """``reference``: the reference model's responder (same tokenizer)."""

@@ -92,6 +92,7 @@ class RewardGain(_SamplingComparison):
     needs = frozenset({Access.SAMPLING})
     reference_needs = frozenset({Access.SAMPLING})
     requires_answers = True
+    reference_difference = True
 
     def fit(self, clean_questions: Sequence[str] = (), reference: Responder | None = None, answers: Sequence[Any] | None = None) -> "Detector":
         super().fit(clean_questions, reference)

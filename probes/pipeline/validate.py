@@ -105,8 +105,7 @@ def _columns(config: RunConfig, answers: bool) -> set[str]:
     known = [n for n in names if n in REGISTRY]
     columns = set(names)
     if config.calibrating:
-        columns |= {f"{n}@cal" for n in known if (config.calibration.detectors is None or n in config.calibration.detectors)
-                    and not REGISTRY[n].requires_answers}
+        columns |= {f"{n}@cal" for n in known if config.calibration.detectors is None or n in config.calibration.detectors}
     if config.reference_name() is not None:
         columns |= {f"{n}@ref" for n in known if not REGISTRY[n].requires_reference}
     if config.lara:

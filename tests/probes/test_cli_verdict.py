@@ -85,7 +85,8 @@ def test_verdict_fdr_writes_the_per_question_table_beside_the_output(scored, cap
     block = json.loads(out.read_text())["questions"]
     assert (block["fdr"], block["method"], block["mode"], block["n_flagged"], block["n_tested"]) == (0.2, "two-stage", "reference", 0, 0)
     assert all(d["left_out"]["too_few_controls"] > 0 for d in block["detectors"].values())
-    assert "which questions: 0 of 0 tested flagged at FDR 20% (reference mode, two-stage BH)" in shown
+    assert ("which questions: 0 of 0 tested flagged (of 34: 34 not tested: too few scored controls or a NaN score) at FDR 20% "
+            "(reference mode, two-stage BH)") in shown
     header, *rows = (scored / "v.questions.csv").read_text().splitlines()
     assert header == ("id,rank,mode,ppl_residual,ppl_p,min_k_residual,min_k_p,learned_controls_score,learned_controls_p,"
                       "p_value,q_value,flagged") and len(rows) == 34

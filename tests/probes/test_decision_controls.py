@@ -71,3 +71,19 @@ def test_detectors_that_do_not_sample_score_every_control_and_the_decisions_use_
     cut, _ = audit_verdict(files, labels=labels, settings=dataclasses.replace(settings), verdict_controls=3)
     assert cut["detectors"]["ppl"] == verdict["detectors"]["ppl"]
     assert whole["detectors"]["ppl"]["within_auc"] != verdict["detectors"]["ppl"]["within_auc"]  # the verdict read 3, not 7
+
+
+def test_control_answers_are_aligned_with_the_control_texts():
+    """A similar the generator could not make is skipped in both lists, so the k-th control's answer
+    is the k-th control text's."""
+    from generation.records import Question, empty_set
+    from probes.calibration.controls import control_answers, control_texts
+
+    record = empty_set(Question(id="a", question="q"), 3, 1, {}, n_controls=2)
+    record.similars[:] = ["s1", None, "s3"]
+    record.controls[:] = ["c1", "c2"]
+    record.answers = {"similars": [1, None, 3], "controls": [None, 5]}
+    bare = empty_set(Question(id="b", question="q"), 2, 1, {})
+    bare.similars[:] = ["t1", "t2"]
+    assert control_texts([record, bare], 4) == {"a": ["s1", "s3", "c1", "c2"], "b": ["t1", "t2"]}
+    assert control_answers([record, bare], 4) == {"a": [1, 3, None, 5], "b": [None, None]}

@@ -247,3 +247,23 @@ def test_lara_verdict_fdr_decides_questions_through_the_cli(tmp_path, capsys):
     assert f"which questions: {block['n_flagged']} of 60 tested flagged at FDR 10% (absolute mode, uncalibrated, BH)" in shown
     rows = (tmp_path / "v.questions.csv").read_text().splitlines()
     assert rows[1].split(",")[2] == "absolute (uncalibrated)" and sum(r.endswith(",1") for r in rows[1:]) == block["n_flagged"]
+
+
+def test_the_reference_modes_decisions_read_a_reference_difference_detector_as_it_is():
+    """Reward gain's scores are audited minus reference already: its residuals in the reference mode
+    are taken on its own scores, not against the reference's (all 0, or absent)."""
+    from probes.calibration.controls import ControlTable
+    from probes.calibration.decisions import decide_questions
+    from probes.calibration.verdict import ScoredSet, VerdictSettings
+    from probes.scores import ScoreTable
+
+    rng = np.random.default_rng(0)
+    ids = [f"q{i}" for i in range(30)]
+    gain, controls = rng.normal(size=30), rng.normal(size=(30, 4))
+    audited = ScoredSet(ScoreTable(ids, {"reward_gain": gain}),
+                        ControlTable([i for i in ids for _ in range(4)], np.tile(np.arange(1, 5), 30), {"reward_gain": controls.ravel()}))
+    reference = ScoredSet(ScoreTable(ids, {"ppl": np.zeros(30)}), None)  # the reference never scored reward gain
+    d = decide_questions({"mode": "reference", "combined": {"detectors": ["reward_gain"]}}, audited, reference, None,
+                         VerdictSettings())
+    np.testing.assert_array_equal(d.detectors["reward_gain"].original, gain)
+    np.testing.assert_array_equal(d.detectors["reward_gain"].controls, controls)

@@ -142,3 +142,27 @@ def test_reward_gain_without_answers_is_refused_in_one_line_and_never_calibrated
                             reference=reference, answers=["5", None], controls={"a": ["What is 3 + 4?", "What is 1 + 9?"]})
     assert "reward_gain@cal" not in summary.table.columns and math.isnan(summary.table.columns["reward_gain"][1])
     assert any("not scored on the controls" in n for n in summary.info["notes"])
+
+
+def test_reward_gain_on_the_controls_judges_each_against_its_own_reanswered_answer(tmp_path):
+    """Controls with a re-solved answer (generation.answers) are scored by reward gain, each judged
+    against its own answer: the control column equals the detector run on those texts as questions;
+    a control without an answer stays NaN and is counted."""
+    from cache.config import ModelConfig
+    from cache.loading import load_model
+
+    rows = [json.loads(line) for line in (TESTBED / "questions.jsonl").read_text().splitlines()[:4]]
+    ids, questions, answers = [r["id"] for r in rows], [r["question"] for r in rows], [r["answer"] for r in rows]
+    similar = {r["id"]: [r["question"].replace(f" {r['extra']['numbers']['b']} ", f" {r['extra']['numbers']['b'] + 1} ", 1)]
+               for r in rows}
+    given = {qid: [None if k == 0 else 7] for k, qid in enumerate(ids)}  # the first question's control has no answer
+    rl = LocalResponder(load_model(ModelConfig(source=str(TESTBED / "rl"), device="cpu")), RAW, batch_size=64)
+    sft = LocalResponder(load_model(ModelConfig(source=str(TESTBED / "sft"), device="cpu")), RAW, batch_size=64)
+    params = {"reward_gain": {"n": 4, "max_new_tokens": 48, "temperature": 1.0}}
+    summary = run_detectors(["reward_gain"], ids, questions, rl, params, reference=sft, answers=answers, controls=similar,
+                            control_answers=given)
+    column = summary.controls.columns["reward_gain"]
+    assert math.isnan(column[0]) and "reward_gain@cal" in summary.table.columns
+    alone = get_detector("reward_gain", **params["reward_gain"]).fit(reference=sft, answers=[7, 7, 7])
+    np.testing.assert_allclose(column[1:], alone.score([similar[i][0] for i in ids[1:]], rl).scores)
+    assert any("scored on the 3 of 4 controls with a re-solved answer" in n for n in summary.info["notes"])

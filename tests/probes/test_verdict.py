@@ -271,3 +271,23 @@ def test_an_absolute_mode_rejection_is_never_headed_contaminated(tmp_path, capsy
     assert shown.startswith("Verdict: SIGNAL (uncalibrated)") and "CONTAMINATED" not in shown
     saved = json.loads((tmp_path / "v.json").read_text())
     assert saved["reject"] is True and saved["calibrated"] is False
+
+
+def test_a_reference_difference_detector_is_its_own_difference_in_the_reference_mode():
+    """Reward gain is already audited minus reference on each text, and the reference scores 0
+    against itself: before, the reference mode found its reference constant and left it out ("not
+    calibrated"); now it enters with its own scores, the within-question test of them alone."""
+    from probes.calibration.verdict import REFERENCE_DIFFERENCES, within_test
+    from probes.detectors import REGISTRY
+
+    assert set(REFERENCE_DIFFERENCES) == {n for n, cls in REGISTRY.items() if cls.reference_difference}
+    rng = np.random.default_rng(3)
+    gain_orig, gain_ctl = rng.integers(-2, 5, size=40) / 4, rng.integers(-2, 3, size=(40, 3)) / 4
+    audited, audited_ctl = tables(gain_orig, gain_ctl, name="reward_gain")
+    reference, reference_ctl = tables(np.zeros(40), np.zeros((40, 3)), name="reward_gain")
+    s = VerdictSettings(permutations=500, bootstrap=10)
+    verdict = compute_verdict(ScoredSet(audited, audited_ctl), ScoredSet(reference, reference_ctl), settings=s)
+    assert verdict["mode"] == "reference" and "not_calibrated" not in verdict["detectors"]["reward_gain"]
+    alone = within_test(gain_orig, gain_ctl, s)
+    assert verdict["detectors"]["reward_gain"]["p_value"] == alone["p_value"]
+    assert verdict["detectors"]["reward_gain"]["within_auc"]["value"] == alone["within_auc"]["value"]

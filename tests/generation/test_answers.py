@@ -1,0 +1,162 @@
+"""Answers of similar questions re-solved from the original's worked solution
+(:mod:`generation.answers`): each answer checked against a hand computation, and every rule that
+refuses to guess checked on the case it exists for."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from generation.answers import answers_for, attach_answers, read_solution
+from generation.config import GenerationConfig
+from generation.pipeline import run_generation
+from generation.records import Question, read_sets
+
+GUS = "Gus has 6 boxes with 2 pencils in each box and 16 loose pencils. How many pencils does Gus have?"
+
+
+def test_the_testbeds_worked_solution_gives_each_similar_its_answer():
+    solution = "6 * 2 = 12. 12 + 16 = 28. The answer is 28."
+    variants = ["Gus has 8 boxes with 4 pencils in each box and 32 loose pencils. How many pencils does Gus have?",
+                "Gus has 9 boxes with 3 pencils in each box and 24 loose pencils. How many pencils does Gus have?"]
+    answers, why = answers_for(GUS, solution, 28, variants)
+    assert why is None
+    assert answers == [8 * 4 + 32, 9 * 3 + 24]
+
+
+def test_unit_words_between_numbers_and_gsm8k_annotations():
+    question = "There are 120 fourth-graders. 62 of them are girls. 3 boys are absent. How many boys are present?"
+    solution = "So 120 students - 62 girls = 58 boys.\nThere were 58 boys - 3 absent = 55 boys.\n#### 55"
+    variant = "There are 140 fourth-graders. 70 of them are girls. 5 boys are absent. How many boys are present?"
+    assert answers_for(question, solution, 55, [variant])[0] == [140 - 70 - 5]
+    annotated = "He has 120-62=<<120-62=58>>58 boys, and 58-3=<<58-3=55>>55 present.\n#### 55"
+    assert answers_for(question, annotated, "55", [variant])[0] == [65]
+
+
+def test_constants_stay_and_a_short_decimal_answer_is_given():
+    question = "A class watches 3 films of 90 minutes each. How many hours is that?"
+    solution = "3 * 90 = 270 minutes. 270 / 60 = 4.5 hours.\n#### 4.5"
+    worked = read_solution(question, solution, 4.5)
+    assert not isinstance(worked, str)
+    assert worked.answer_for("A class watches 4 films of 75 minutes each. How many hours is that?") == 5  # 300 / 60
+    assert worked.answer_for("A class watches 5 films of 84 minutes each. How many hours is that?") == 7
+    assert worked.answer_for("A class watches 2 films of 81 minutes each. How many hours is that?") == 2.7  # 162 / 60
+
+
+@pytest.mark.parametrize("question, solution, answer, why", [
+    # a quantity used as 0.2: changing "20%" would keep the old answer
+    ("Tom has 50 apples and gives 20% away. How many are left?", "50 * 0.8 = 40.\n#### 40", 40,
+     "a quantity the worked solution never reads"),
+    # "half * 30 = 15" is not read, so the next step would take 15 for a constant
+    ("There are half as many wasps as the 30 bees. How many insects?", "half * 30 bees = 15 wasps. 15 + 30 = 45.\n#### 45", 45,
+     "a result computed in a step not read here"),
+    # 12 months a year equals the stated 12: which 12 is the constant cannot be told
+    ("A field gives 80 crops, harvested every 12 months. How many crops a year?", "80 x 12 / 12 = 80.\n#### 80", 80,
+     "a quantity read more often than the question states it"),
+    # days in a week equal the stated 7 tacos
+    ("He eats 7 tacos a day and she eats 8. How many tacos in a week?", "7 + 8 = 15. 15 * 7 = 105.\n#### 105", 105,
+     "a quantity read more often than the question states it"),
+    ("Tom has 5 apples and buys 3. How many?", "5 + 3 = 9.\n#### 9", 9, "a step that does not compute"),
+    ("Tom has 5 apples and buys 3. How many?", "He has eight apples.\n#### 8", 8, "no step of the worked solution yields"),
+    ("Tom has 5 apples and buys 3. How many?", "5 + 3 = 8", "\\frac{1}{2}", "the known answer is not a number"),
+    ("Tom has 5 apples and buys 3. How many?", None, 8, "no worked solution"),
+])
+def test_a_solution_that_cannot_be_trusted_gives_no_answer_with_its_reason(question, solution, answer, why):
+    variant = question.replace("5 apples", "6 apples").replace("50 apples", "60 apples").replace("30 bees", "40 bees")
+    answers, reason = answers_for(question, solution, answer, [variant])
+    assert answers == [None]
+    assert reason is not None and reason.startswith(why), reason
+
+
+def test_an_ambiguous_number_gives_no_answer_where_its_readings_disagree():
+    """'9 / 3 = 3. 3 + 8 = 11': the second 3 may be the stated 3 albums or the first step's result."""
+    question = "Gus splits 9 stickers into 3 albums and adds 8 to one. How many are in that album?"
+    worked = read_solution(question, "9 / 3 = 3. 3 + 8 = 11. The answer is 11.", 11)
+    assert not isinstance(worked, str)
+    assert worked.answer_for("Gus splits 8 stickers into 4 albums and adds 6 to one. How many are in that album?") is None
+    # both readings agree when the albums and the share are equal again (9 / 3 = 3 -> 16 / 4 = 4)
+    assert worked.answer_for("Gus splits 16 stickers into 4 albums and adds 5 to one. How many are in that album?") == 9
+
+
+def test_a_variant_less_whole_than_the_original_or_of_another_shape_gives_none():
+    question = "A baker makes 4 trays of 6 muffins and sells 7. How many remain?"
+    worked = read_solution(question, "4 * 6 = 24. 24 - 7 = 17.", 17)
+    assert not isinstance(worked, str)
+    assert worked.answer_for("A baker makes 2 trays of 3 muffins and sells 9. How many remain?") is None  # -3 muffins
+    assert worked.answer_for("A baker makes 4 trays of 6 muffins. How many remain?") is None  # another slot structure
+    assert worked.answer_for("A baker makes 5 trays of 8 muffins and sells 9. How many remain?") == 31
+
+
+def test_every_shipped_testbed_similar_answer_equals_the_templates_own(tmp_path):
+    """On the shipped testbed the templates' own computation is the truth: every re-solved answer of
+    a generated similar or control equals it (none wrong), and most similars get one."""
+    from pathlib import Path
+
+    from generation.records import read_questions
+    from probes.testbed.problems import TEMPLATES
+
+    shipped = Path(__file__).resolve().parents[2] / "probes" / "testbed" / "checkpoints" / "cpu-seed0"
+    questions = read_questions(shipped / "questions.jsonl")[:60]
+    run_generation(questions, tmp_path / "sets.jsonl", GenerationConfig(controls=5))
+    answered = total = 0
+    for record in read_sets(tmp_path / "sets.jsonl"):
+        info = record.question.extra["extra"]
+        template = TEMPLATES[info["template"]]
+        given = [*record.answers["similars"], *record.answers["controls"]]
+        for text, answer in zip([*record.similars, *record.controls], given):
+            total += 1
+            if answer is None:
+                continue
+            answered += 1
+            numbers = _numbers_of(template.text, text)
+            assert answer == _plain_solve(template, numbers), (text, answer)
+    assert total == 600 and answered / total > 0.85, (answered, total)  # 532 of 600: the rest negative or ambiguous
+
+
+def _numbers_of(template_text: str, text: str) -> dict[str, int]:
+    import re
+
+    pattern = re.escape(template_text)
+    pattern = pattern.replace(re.escape("{n}"), r"(?P<n>[A-Z][a-z]+)", 1).replace(re.escape("{n}"), r"(?P=n)")
+    for k in "abcdefg":
+        pattern = pattern.replace(re.escape("{%s}" % k), r"(?P<%s>\d+)" % k, 1).replace(re.escape("{%s}" % k), r"(?P=%s)" % k)
+    match = re.fullmatch(pattern, text)
+    assert match is not None, text
+    return {k: int(v) for k, v in match.groupdict().items() if k != "n"}
+
+
+def _plain_solve(template, numbers: dict[str, int]) -> int:
+    """The template's steps, computed plainly (``problems.solve`` also refuses draws outside the
+    testbed's size rules, which a similar may leave)."""
+    values = dict(numbers)
+    for left, op, right, result in template.steps:
+        x, y = values[left], values[right]
+        values[result] = {"+": x + y, "-": x - y, "*": x * y, "/": x // y}[op]
+    return values[template.steps[-1][3]]
+
+
+def test_sets_carry_the_answers_and_a_question_without_a_solution_carries_none(tmp_path):
+    solved = Question(id="a", question=GUS, answer=28, extra={"solution": "6 * 2 = 12. 12 + 16 = 28."})
+    bare = Question(id="b", question=GUS, answer=28)
+    summary = run_generation([solved, bare], tmp_path / "sets.jsonl", GenerationConfig(similars=3, controls=2))
+    lines = [json.loads(line) for line in (tmp_path / "sets.jsonl").read_text().splitlines()]
+    assert len(lines[0]["answers"]["similars"]) == 3 and len(lines[0]["answers"]["controls"]) == 2
+    assert "answers" not in lines[1]
+    assert summary.answerable == 5 and 0 < summary.answered <= 5
+    assert "answers re-solved from the worked solutions" in summary.describe()
+    again = run_generation([solved, bare], tmp_path / "sets.jsonl", GenerationConfig(similars=3, controls=2))
+    assert again.reused == 2  # the stamp is part of every set's settings, solved or not
+    off = GenerationConfig(similars=3, controls=2, answers=False)
+    with pytest.raises(Exception, match="other settings"):
+        run_generation([solved, bare], tmp_path / "sets.jsonl", off)
+
+
+def test_attach_answers_reads_the_solution_where_the_question_file_puts_it():
+    from generation.records import empty_set
+
+    record = empty_set(Question(id="a", question=GUS, answer=28, extra={"extra": {"solution": "6 * 2 = 12. 12 + 16 = 28."}}), 1, 1, {})
+    record.similars[0] = GUS.replace("16 loose", "20 loose")
+    attach_answers(record)
+    assert record.answers == {"similars": [32], "controls": []}
+    assert record.provenance["answers"].startswith("worked-solution")
