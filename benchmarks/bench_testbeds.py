@@ -2,7 +2,7 @@
 were written here (``configs/demo.yaml``) and the one built from GSM-Symbolic's templates of GSM8K
 test questions, which nobody here wrote (``configs/demo-gsm.yaml``).
 
-    python benchmarks/bench_testbeds.py [--subsets 200] [--size 50] [--fdr-size 60] [--seed 0]
+    python benchmarks/bench_testbeds.py [--subsets 200] [--size 50] [--fdr-size 60] [--fdr-subsets 100] [--band 200] [--seed 0]
 
 Runs each demo first where it has not run (``lara run`` skips what is done; the GSM demo takes
 about half an hour on 2 cores from nothing), then prints, per testbed:
@@ -14,7 +14,9 @@ about half an hour on 2 cores from nothing), then prints, per testbed:
   ``--size`` questions (bench_verdict.py's simulation): size on non-members, power on members, in
   the reference, relative and absolute modes on RL, and the relative and absolute modes on SFT
   (trained before RL: every rejection is false);
-* the per-question decisions' realised FDR and power at q = 0.10 (bench_fdr.py's simulation).
+* the per-question decisions at q = 0.10 (bench_fdr.py's simulation): each detector's and the
+  learned combination's residual AUC, and per mix of members the realised FDR with its null band,
+  power beside the labelled oracle's, and the calibration check of the non-members' p-values.
 
 Writes ``bench/testbeds.json`` in each run directory.
 """
@@ -61,14 +63,16 @@ def figures(config_path: Path, args: argparse.Namespace) -> dict[str, Any]:
                                          seed=args.seed),
                "SFT": bench_verdict.rates(sft, groups, args.subsets, args.size, dataclasses.replace(settings, detectors=None),
                                           clean=sft.subset(clean_ids), seed=args.seed)}
-    fdr_args = argparse.Namespace(seed=args.seed, size=args.fdr_size, subsets=args.subsets)
+    fdr_args = argparse.Namespace(seed=args.seed, size=args.fdr_size, subsets=args.fdr_subsets, band=args.band)
     fdr_settings = dataclasses.replace(config.verdict, fdr=0.10)
     with_controls, = bench_fdr.combined(run_dir / config.name, ("reference",), None)
     sft_absolute, = bench_fdr.combined(run_dir / config.reference_name(), ("absolute",), None)
-    fdr = {"RL, reference mode": bench_fdr.rates(rl, "reference", with_controls, members, non_members, fdr_args, fdr_settings,
-                                                 reference=sft, clean=rl.subset(clean_ids)),
-           "SFT, absolute mode": bench_fdr.rates(sft, "absolute", sft_absolute, members, non_members, fdr_args, fdr_settings)}
+    audited = members + non_members
+    rl_case = bench_fdr.Case("RL, reference mode", rl.subset(audited), "reference", with_controls, sft, rl.subset(clean_ids))
+    sft_case = bench_fdr.Case("SFT, absolute mode", sft.subset(audited), "absolute", sft_absolute, trained=False)
+    fdr = {case.title: bench_fdr.case_rates(case, members, non_members, fdr_args, fdr_settings) for case in (rl_case, sft_case)}
     found = {"auc": aucs, "blind": reports[config.name]["blind"]["auc"], "verdict": verdict, "fdr": fdr,
+             "residual_auc": bench_fdr.residual_aucs(rl_case, audited, set(members), fdr_settings),
              "models": [config.name, config.reference_name()]}
     (run_dir / "bench").mkdir(exist_ok=True)
     (run_dir / "bench" / "testbeds.json").write_text(json.dumps(found, indent=1) + "\n", encoding="utf-8")
@@ -151,16 +155,28 @@ def show(found: dict[str, dict[str, Any]]) -> None:
             row += [f"{table['non-members'][key]:>30.3f}" if key in table["non-members"] else f"{'—':>30}",
                     f"{table['members'][key]:>10.3f}" if key in table["members"] else f"{'—':>10}"]
         print(f"  {model + ': ' + key:<34}" + "".join(row))
-    print("\nPer-question decisions at FDR q = 0.10: realised FDR / power")
-    print(f"  {'model, mode: mix':<40}" + "".join(f"{n[:30]:>34}" for n in names))
+    print("\nResidual AUC on the RL checkpoint, reference mode (members; non-members) against the pooled control residuals")
+    rows = list(dict.fromkeys(k for n in names for k in found[n]["residual_auc"]))
+    for row in rows:
+        cells = [found[n]["residual_auc"].get(row) for n in names]
+        print(f"  {row[:56]:<58}" + "".join(f"{c[0]:>10.3f}{c[1]:>8.3f}" if c else f"{'—':>18}" for c in cells))
+    print("\nPer-question decisions at FDR q = 0.10: realised FDR [its null band] / power / the labelled oracle's")
+    print(f"  {'model, mode: mix':<40}" + "".join(f"{n[:34]:>40}" for n in names))
     for title in next(iter(found.values()))["fdr"]:
-        for mix in next(iter(found.values()))["fdr"][title]:
+        for mix in next(iter(found.values()))["fdr"][title]["now"]:
             cells = []
             for n in names:
-                r = found[n]["fdr"][title][mix]
-                power = "—" if r["power"] is None or not math.isfinite(r["power"]) else f"{r['power']:.3f}"
-                cells.append(f"{r['fdr']:.3f} ± {r['fdr_se']:.3f} / {power}".rjust(34))
+                r = found[n]["fdr"][title]["now"][mix]
+                power = "—" if not _finite(r["power"]) else f"{r['power']:.3f}"
+                oracle = "—" if not _finite(r["oracle"]) else f"{r['oracle']:.3f}"
+                cells.append(f"{r['fdr']:.3f} [{r['band'][0]:.2f}, {r['band'][1]:.2f}] / {power} / {oracle}".rjust(40))
             print(f"  {title + ': ' + mix:<40}" + "".join(cells))
+        checks = [found[n]["fdr"][title]["calibration"] for n in names]
+        print(f"  {title + ': calibration KS p':<40}" + "".join(f"{c['ks_p']:>40.3f}" for c in checks))
+
+
+def _finite(value: Any) -> bool:
+    return value is not None and math.isfinite(value)
 
 
 def main() -> None:
@@ -168,6 +184,8 @@ def main() -> None:
     parser.add_argument("--subsets", type=int, default=200)
     parser.add_argument("--size", type=int, default=50)
     parser.add_argument("--fdr-size", type=int, default=60)
+    parser.add_argument("--fdr-subsets", type=int, default=100, help="subsets per mix for the decisions (each decided outright)")
+    parser.add_argument("--band", type=int, default=200, help="replicates of the decisions' null band")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     start = time.perf_counter()

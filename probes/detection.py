@@ -348,12 +348,14 @@ def _counts(counter: Any) -> dict[str, int]:
 def detect_questions(questions: Sequence[Any], names: Sequence[str], responder: Responder, *, params: dict[str, dict[str, Any]] | None = None,
                      reference: Responder | None = None, sampling_temperature: float | None = None, sets: Sequence[Any] | None = None,
                      n_controls: int = 3, calibrate: Sequence[str] | None = None, progress: bool = False,
-                     ranks: Any = None, decision_controls: int | None = None) -> DetectSummary | None:
+                     ranks: Any = None, decision_controls: int | None = None,
+                     sampling_controls: int | None = None) -> DetectSummary | None:
     """Score ``questions`` (``generation.records.Question``) with the detectors ``names`` — the
     entry ``lara detect``, the ``detect`` stage and the Python API share. ``sets``: the questions'
     perturbation sets, whose first ``n_controls`` similar questions are scored as controls
     (``calibrate``: by these detectors only; ``decision_controls``: the detectors that do not
-    sample score this many); questions of split ``clean_ref`` are the clean set
+    sample score this many, ``sampling_controls`` the ones that do, both at least ``n_controls``);
+    questions of split ``clean_ref`` are the clean set
     of the detectors that need one; answers are passed to those that need them. Under a launched
     job (``ranks``), the counts are summed over the ranks and only the main rank gets the summary
     (the others get None)."""
@@ -361,13 +363,14 @@ def detect_questions(questions: Sequence[Any], names: Sequence[str], responder: 
     if sets is not None:
         from .calibration.controls import control_answers, control_texts
 
-        controls = control_texts(list(sets), max(n_controls, decision_controls or 0))
-        answers_of_controls = control_answers(list(sets), max(n_controls, decision_controls or 0))
+        most = max(n_controls, decision_controls or 0, sampling_controls or 0)
+        controls, answers_of_controls = control_texts(list(sets), most), control_answers(list(sets), most)
+    sampling = max(n_controls, sampling_controls or 0)
     summary = run_detectors(list(names), [q.id for q in questions], [q.question for q in questions], responder, params,
                             clean_questions=[q.question for q in questions if q.split == "clean_ref"], progress=progress,
                             reference=reference, sampling_temperature=sampling_temperature, controls=controls,
                             calibrate=list(calibrate) if calibrate is not None else None, answers=[q.answer for q in questions],
-                            sampling_controls=n_controls if decision_controls and decision_controls > n_controls else None,
+                            sampling_controls=sampling if (decision_controls or 0) > sampling else None,
                             control_answers=answers_of_controls)
     if ranks is not None:
         from .responders.distributed import sum_counts_over_ranks

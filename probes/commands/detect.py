@@ -79,6 +79,9 @@ def register(sub: Any) -> None:
                         help="with --sets, the detectors that do not sample score this many controls per question (the "
                              "per-question decisions use them all; the sampling detectors keep --controls): the sets need "
                              "that many similars (lara generate --controls)")
+    detect.add_argument("--sampling-controls", type=int, **from_settings(CalibrationSettings, "sampling_controls"),
+                        help="with --sets, the detectors that sample score this many controls per question (default: "
+                             "--controls; the per-question decisions use them all)")
     detect.add_argument("--calibrate", help="detectors scored on the controls, comma-separated (default: all that run)")
     detect.add_argument("--store", type=Path, help="response store (default: ~/.cache/lara-probes/responses.sqlite)")
     detect.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -139,6 +142,7 @@ def handle(args: argparse.Namespace) -> int:
         sets = read_sets(args.sets)
     summary = detect_questions(questions, names, responder, params=params, reference=reference,
                                sampling_temperature=args.sampling_temperature, sets=sets, n_controls=args.controls, decision_controls=args.decision_controls,
+                               sampling_controls=args.sampling_controls,
                                calibrate=[n.strip() for n in args.calibrate.split(",")] if args.calibrate else None,
                                progress=progress, ranks=ranks)
     if summary is None:  # a rank other than the main one

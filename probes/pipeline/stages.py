@@ -155,8 +155,9 @@ def _calibration_key(config: RunConfig) -> dict[str, Any]:
     """The calibration settings in a stage's key (without ``decision_controls`` when unset: the key
     of a run without further controls is as it was)."""
     settings = dataclasses.asdict(config.calibration)
-    if settings["decision_controls"] is None:
-        settings.pop("decision_controls")
+    for key in ("decision_controls", "sampling_controls"):
+        if settings[key] is None:
+            settings.pop(key)
     return settings
 
 
@@ -186,6 +187,7 @@ def detect(run_dir: Path, name: str, config: RunConfig, model: LazyModel, questi
     summary = detect_questions(questions, names, responder, params=d.params, reference=reference_responder,
                                sampling_temperature=d.sampling_temperature, sets=sets, n_controls=config.calibration.controls,
                                decision_controls=config.calibration.decision_controls,
+                               sampling_controls=config.calibration.sampling_controls,
                                calibrate=config.calibration.detectors, progress=progress, ranks=ranks)
     if summary is None:  # a rank other than the main one
         return
@@ -277,7 +279,8 @@ def verdict(run_dir: Path, name: str, config: RunConfig, tables: list[str], labe
         audited = ScoredFiles(join_tables(lara), None)
     result, decisions = audit_verdict(audited, reference=scored(reference) if reference else None, labels=labels or {},
                                       splits=splits, settings=config.verdict,
-                                      verdict_controls=config.calibration.controls if config.calibration.decision_controls else None)
+                                      verdict_controls=config.calibration.controls
+                                      if config.calibration.most > config.calibration.controls else None)
     if decisions is not None:
         decisions.write_csv(layout.path(files.questions))
     else:

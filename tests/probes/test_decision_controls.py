@@ -87,3 +87,29 @@ def test_control_answers_are_aligned_with_the_control_texts():
     bare.similars[:] = ["t1", "t2"]
     assert control_texts([record, bare], 4) == {"a": ["s1", "s3", "c1", "c2"], "b": ["t1", "t2"]}
     assert control_answers([record, bare], 4) == {"a": [1, 3, None, 5], "b": [None, None]}
+
+
+def test_sampling_detectors_score_their_own_count_of_controls(sets_with_controls, audit):
+    """--sampling-controls: the detectors that sample score that many controls (the decisions read
+    them; the verdict its --controls), between the verdict's and the likelihood family's."""
+    root, _, more, _ = sets_with_controls
+    out = root / "rl-sampling.csv"
+    assert main(["detect", "ppl,cdd", str(audit.questions), "--model", str(audit.model_dir), "--device", "cpu", "--prompt-format", "raw",
+                 "--template", "Q: {prompt}\nA:", "--param", "ppl.max_new_tokens=6", "--param", "cdd.n=2", "--param", "cdd.max_tokens=6",
+                 "--sets", str(more), "--controls", "3", "--sampling-controls", "5", "--decision-controls", "7",
+                 "--store", str(root / "s.sqlite"), "-o", str(out), "--no-progress"]) == 0
+    controls = ControlTable.read_csv(out.with_suffix(".controls.csv"))
+    ids = read_scored(out).scores.ids
+    ppl, cdd = controls.matrix("ppl", ids), controls.matrix("cdd", ids)
+    assert np.isfinite(ppl).sum(axis=1).max() == 7
+    assert np.isfinite(cdd).sum(axis=1).max() == 5 and np.isnan(cdd[:, 5:]).all()
+
+
+def test_the_run_config_refuses_fewer_sampling_controls_than_the_verdicts():
+    from probes.errors import ConfigError
+    from probes.pipeline.config import CalibrationSettings
+
+    assert CalibrationSettings(controls=3, sampling_controls=5, decision_controls=20).most == 20
+    assert CalibrationSettings(controls=3, sampling_controls=5).most == 5
+    with pytest.raises(ConfigError, match="calibration.sampling_controls"):
+        CalibrationSettings(controls=3, sampling_controls=2)
