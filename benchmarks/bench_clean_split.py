@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench_verdict import rates, scored
+from bench_verdict import rates, scored, verdict_view
 from generation.records import read_questions
 from probes.pipeline import load_run_config
 
@@ -83,7 +83,7 @@ def main() -> None:
           f"{args.resplits} re-dealings of the {len(non_members) + len(clean)} clean-to-the-model questions "
           f"({args.subsets} subsets each, {settings.permutations} permutations)")
     for name in (config.name, config.reference_name()):
-        model = scored(run_dir, name, with_lara=False)
+        model = verdict_view(scored(run_dir, name, with_lara=False), config)
         actual = relative_rates(model, non_members, clean, args.subsets, args.size, settings, args.seed)
         pool, dealt = non_members + clean, []
         for r in range(args.resplits):

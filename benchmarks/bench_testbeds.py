@@ -59,10 +59,11 @@ def figures(config_path: Path, args: argparse.Namespace) -> dict[str, Any]:
     aucs = {model: auc_cells(r, model == config.reference_name()) for model, r in reports.items()}
     settings = dataclasses.replace(config.verdict, permutations=2000, bootstrap=1)
     groups = {"non-members": non_members, "members": members}
-    verdict = {"RL": bench_verdict.rates(rl, groups, args.subsets, args.size, settings, reference=sft, clean=rl.subset(clean_ids),
+    rl_v, sft_v = bench_verdict.verdict_view(rl, config), bench_verdict.verdict_view(sft, config)
+    verdict = {"RL": bench_verdict.rates(rl_v, groups, args.subsets, args.size, settings, reference=sft_v, clean=rl_v.subset(clean_ids),
                                          seed=args.seed),
-               "SFT": bench_verdict.rates(sft, groups, args.subsets, args.size, dataclasses.replace(settings, detectors=None),
-                                          clean=sft.subset(clean_ids), seed=args.seed)}
+               "SFT": bench_verdict.rates(sft_v, groups, args.subsets, args.size, dataclasses.replace(settings, detectors=None),
+                                          clean=sft_v.subset(clean_ids), seed=args.seed)}
     fdr_args = argparse.Namespace(seed=args.seed, size=args.fdr_size, subsets=args.fdr_subsets, band=args.band)
     fdr_settings = dataclasses.replace(config.verdict, fdr=0.10)
     with_controls, = bench_fdr.combined(run_dir / config.name, ("reference",), None)

@@ -45,6 +45,13 @@ def scored(run_dir: Path, model: str, with_lara: bool = True) -> ScoredSet:
     return ScoredSet(join_tables(tables), files.controls, settings=files.settings, prompt_format=files.prompt_format)
 
 
+def verdict_view(scored_set: ScoredSet, config) -> ScoredSet:
+    """The scores as ``lara run``'s verdict reads them: each question's first ``calibration.controls``
+    controls (the decisions' further ones are not the verdict's)."""
+    c = config.calibration
+    return scored_set.limited(c.controls if c.most > c.controls else None)
+
+
 def rates(audited: ScoredSet, groups: dict[str, list[str]], draws: int, size: int, settings: VerdictSettings,
           reference: ScoredSet | None = None, clean: ScoredSet | None = None, seed: int = 0) -> dict[str, dict[str, float]]:
     """``{group: {mode/detector or mode/combined: rejection rate}}`` over random subsets."""
@@ -101,7 +108,7 @@ def absolute_now(run_dir: Path, config, questions, groups: dict[str, list[str]],
     from probes.detectors import REGISTRY
 
     start = time.perf_counter()
-    sft = scored(run_dir, config.reference_name())
+    sft = verdict_view(scored(run_dir, config.reference_name()), config)
     detectors = [n for n in sft.controls.columns if not REGISTRY[n].requires_reference]
     now = sft_on_controls_drawn_now(run_dir, config, questions, detectors, config.generation.offline.relations)
     settings = dataclasses.replace(config.verdict, permutations=2000, bootstrap=1)
@@ -134,7 +141,7 @@ def main() -> None:
     run_pipeline(config, progress=False)  # everything already done is skipped
     clean_ids = [q.id for q in questions if q.split == "clean_ref"]
     audited_name, reference_name = config.name, config.reference_name()
-    rl, sft = scored(run_dir, audited_name), scored(run_dir, reference_name)
+    rl, sft = (verdict_view(scored(run_dir, name), config) for name in (audited_name, reference_name))
     settings = dataclasses.replace(config.verdict, permutations=2000, bootstrap=1)
     found = {"RL, reference and relative modes": rates(rl, groups, args.subsets, args.size, settings, reference=sft,
                                                        clean=rl.subset(clean_ids), seed=args.seed),

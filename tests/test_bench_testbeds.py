@@ -48,3 +48,27 @@ def test_counts_skip_rows_without_a_figure():
     cells = {"a": {"value": 0.5, "ci": [0.4, 0.6]}, "b": {}, "c": {"value": None, "ci": [None, None]},
              "d": {"not_applicable": "constant: every score 0"}}
     assert bench_testbeds.count_cis(cells, contain=True) == (1, 1, ["d"])
+
+
+def test_the_benches_read_the_verdicts_controls_as_lara_run_does():
+    """With decision or sampling controls beyond the verdict's, lara run's verdict reads the first
+    calibration.controls of them: so must bench_verdict's (it read all 20, and measured the absolute
+    mode's size at 0.45 where lara run's verdict has 0.045)."""
+    import numpy as np
+
+    from probes.calibration.controls import ControlTable
+    from probes.calibration.verdict import ScoredSet
+    from probes.pipeline.config import CalibrationSettings
+    from probes.scores import ScoreTable
+
+    bench_verdict = pytest.importorskip("bench_verdict")
+    ids = ["a", "b"]
+    full = ScoredSet(ScoreTable(ids, {"ppl": np.zeros(2)}),
+                     ControlTable([i for i in ids for _ in range(20)], np.tile(np.arange(1, 21), 2), {"ppl": np.ones(40)}))
+
+    class Config:
+        calibration = CalibrationSettings(controls=3, decision_controls=20)
+
+    assert bench_verdict.verdict_view(full, Config).control_matrix("ppl").shape[1] == 3
+    Config.calibration = CalibrationSettings(controls=3)
+    assert bench_verdict.verdict_view(full, Config).width == 20  # no further controls: as it is
