@@ -29,6 +29,8 @@ Uses the scores of a finished ``lara run`` of the config (run first if missing).
    decided at once, against the uniform law: their share ≤ 0.05 and ≤ 0.10, and the one-sided
    Kolmogorov–Smirnov p-value of "too many small p-values" (dependence through the shared pool
    makes it approximate).
+   On the RL checkpoint, the non-members with the smallest p-values are listed, with how many share
+   their template and their answer with a member (GRPO rewarded the model for that answer).
 4. **A planted broken null**: the SFT checkpoint's scores with every original raised above its
    own similars to a within-AUC of about 0.64 (the v1 generator's bias) in the absolute mode,
    where every flag is false — which the calibration check must report as failing at this size
@@ -207,6 +209,28 @@ def case_rates(case: Case, members: list[str], non_members: list[str], args: arg
     return out
 
 
+def near_duplicates(questions) -> set[str]:
+    """Non-members sharing their template and their answer with a member (testbeds record the
+    template under ``extra``): GRPO rewards a model for a member's answer, so such a question may be
+    answered from memory though it was never trained on."""
+    def key(q):
+        info = (q.extra or {}).get("extra", q.extra or {})
+        return (info.get("template"), str(q.answer)) if isinstance(info, dict) and info.get("template") is not None else None
+
+    trained = {key(q) for q in questions if q.label == 1} - {None}
+    return {q.id for q in questions if q.label == 0 and key(q) in trained}
+
+
+def smallest_non_members(case: Case, members: list[str], non_members: list[str], settings: VerdictSettings,
+                         duplicates: set[str], below: float = 0.05) -> dict[str, object]:
+    """The non-members with p ≤ ``below`` (the whole benchmark decided at once) and how many of them
+    are near-duplicates of members, beside how many non-members are."""
+    d = case.decide(members + non_members, settings)
+    found = sorted((float(p), i) for i, p in zip(d.ids, d.p_value) if i in set(non_members) and p <= below)
+    return {"below": below, "ids": [i for _, i in found], "p": [p for p, _ in found],
+            "near_duplicates": sum(i in duplicates for _, i in found), "non_members_near_duplicates": len(duplicates)}
+
+
 def residual_aucs(case: Case, ids: list[str], members: set[str], settings: VerdictSettings) -> dict[str, tuple[float, float]]:
     """Per detector and learned stream: (members', non-members') residual AUC against the pooled null."""
     d = case.decide(ids, settings)
@@ -302,9 +326,15 @@ def run(config, run_dir: Path, args: argparse.Namespace) -> dict:
     all_cases.append(Case("SFT checkpoint, absolute mode, planted broken null (within-AUC " +
                           ", ".join(f"{n} {v:.2f}" for n, v in achieved.items()) + "): every flag false, the checks must fail",
                           planted, "absolute", sft_absolute, trained=False))
+    duplicates = near_duplicates(questions)
     for case in all_cases:
         found["mixes"][case.title] = case_rates(case, members, non_members, args, settings)
         print_mixes(case.title, found["mixes"][case.title], args.fdr)
+        if case.trained and duplicates:
+            tail = found["mixes"][case.title]["tail"] = smallest_non_members(case, members, non_members, settings, duplicates)
+            print(f"  non-members with p <= {tail['below']} (the whole benchmark decided at once): {len(tail['ids'])}, of which "
+                  f"{tail['near_duplicates']} share their template and answer with a member (as {tail['non_members_near_duplicates']} "
+                  f"of the {len(non_members)} non-members do): " + ", ".join(f"{i} {p:.4f}" for i, p in zip(tail["ids"], tail["p"])))
     return found
 
 
