@@ -31,10 +31,11 @@ Uses the scores of a finished ``lara run`` of the config (run first if missing).
    makes it approximate).
    On the RL checkpoint, the non-members with the smallest p-values are listed, with how many share
    their template and their answer with a member (GRPO rewarded the model for that answer).
-4. **A planted broken null**: the SFT checkpoint's scores with every original raised above its
-   own similars to a within-AUC of about 0.64 (the v1 generator's bias) in the absolute mode,
-   where every flag is false — which the calibration check must report as failing at this size
-   (the subsets' FDR alone may not: its band is wide).
+4. **A planted broken null**: the SFT checkpoint's scores with every audited original raised above
+   its own similars to a within-AUC of about 0.64 (the v1 generator's bias), the clean set's not,
+   in the relative mode — a calibrated mode whose check passes as it is; every flag is false —
+   which the calibration check must report as failing at this size (the subsets' FDR alone may
+   not: its band is wide).
 """
 
 from __future__ import annotations
@@ -245,23 +246,26 @@ def residual_aucs(case: Case, ids: list[str], members: set[str], settings: Verdi
 
 
 def broken(sft: ScoredSet, detectors: list[str], within: float = 0.64) -> tuple[ScoredSet, dict[str, float]]:
-    """The SFT checkpoint's scores with every original raised above its own similars, for each
-    detector by the shift (found by bisection) that brings its within-AUC to ``within``. Returns the
-    planted set and each detector's within-AUC after the shift."""
+    """The SFT checkpoint's scores with the original of every question of ``sft.ids`` (not the
+    clean set's) raised above its own similars, for each detector with controls by the shift (found
+    by bisection) that brings its within-AUC to ``within``. Returns the planted set and each
+    detector's within-AUC after the shift."""
     columns = dict(sft.scores.columns)
     achieved = {}
+    chosen = set(sft.ids)
+    mask = np.array([i in chosen for i in sft.scores.ids], dtype=np.float64)
 
     def auc_after(name: str, shift: float) -> float:
-        raised = np.array(sft.scores.columns[name], dtype=np.float64) + shift
+        raised = np.array(sft.scores.columns[name], dtype=np.float64) + shift * mask
         planted = ScoredSet(ScoreTable(sft.scores.ids, {name: raised}), sft.controls, list(sft.ids))
         return float(np.nanmean(stats.within_ranks(planted.original(name), planted.control_matrix(name))))
 
-    for name in detectors:
+    for name in (d for d in detectors if sft.has_controls(d)):
         low, high = 0.0, 10 * float(stats.pooled_control_scale(sft.control_matrix(name)).scale[0])
         for _ in range(40):
             middle = (low + high) / 2
             low, high = (middle, high) if auc_after(name, middle) < within else (low, middle)
-        columns[name] = np.array(sft.scores.columns[name], dtype=np.float64) + high
+        columns[name] = np.array(sft.scores.columns[name], dtype=np.float64) + high * mask
         achieved[name] = auc_after(name, high)
     return ScoredSet(ScoreTable(sft.scores.ids, columns), sft.controls, list(sft.ids), sft.settings, sft.prompt_format), achieved
 
@@ -291,26 +295,31 @@ def print_mixes(title: str, found: dict[str, dict], fdr: float) -> None:
           f"{c['le_10']:.3f}; one-sided KS p = {c['ks_p']:.3f}: {verdict}")
 
 
-def cases(config, run_dir: Path, questions, only: str | None) -> tuple[list[Case], ScoredSet, list[str]]:
-    """The four model × mode cases of the testbed, the SFT set, and the SFT absolute mode's detectors."""
+def cases(config, run_dir: Path, questions, only: str | None) -> list[Case]:
+    """The four model × mode cases of the testbed, and the SFT checkpoint's relative mode with a
+    planted broken null: the audited originals raised above their similars, the clean set's not (a
+    calibrated mode whose check passes as it is)."""
     clean_ids = [q.id for q in questions if q.split == "clean_ref"]
     audited_ids = [q.id for q in questions if q.split != "clean_ref"]
     rl, sft = scored(run_dir, config.name), scored(run_dir, config.reference_name())
     rl_all, sft_all = rl.subset(audited_ids), sft.subset(audited_ids)
     with_controls, relative = combined(run_dir / config.name, ("reference", "relative"), only)
     sft_absolute, sft_relative = combined(run_dir / config.reference_name(), ("absolute", "relative"), only)
+    planted, achieved = broken(sft_all, sft_relative)
+    title = ("SFT checkpoint, relative mode, planted broken null (the audited originals raised to a within-AUC of " +
+             ", ".join(f"{n} {v:.2f}" for n, v in achieved.items()) + "): every flag false, the checks must fail")
     return [Case("RL checkpoint, reference mode (SFT reference)", rl_all, "reference", with_controls, sft, rl.subset(clean_ids)),
             Case("RL checkpoint, relative mode (clean_ref problems)", rl_all, "relative", relative, clean=rl.subset(clean_ids)),
             Case("SFT checkpoint (before RL), relative mode", sft_all, "relative", sft_relative, clean=sft.subset(clean_ids), trained=False),
-            Case("SFT checkpoint (before RL), absolute mode (uncalibrated)", sft_all, "absolute", sft_absolute, trained=False)], \
-        sft_all, sft_absolute
+            Case("SFT checkpoint (before RL), absolute mode (uncalibrated)", sft_all, "absolute", sft_absolute, trained=False),
+            Case(title, planted, "relative", sft_relative, clean=sft.subset(clean_ids), trained=False)]
 
 
 def run(config, run_dir: Path, args: argparse.Namespace) -> dict:
     questions = read_questions(config.questions)
     members, non_members = [q.id for q in questions if q.label == 1], [q.id for q in questions if q.label == 0]
     settings = dataclasses.replace(config.verdict, fdr=args.fdr)
-    all_cases, sft_all, sft_absolute = cases(config, run_dir, questions, args.detectors)
+    all_cases = cases(config, run_dir, questions, args.detectors)
     print(f"Per-question decisions at FDR q = {args.fdr} ({config.name} and {config.reference_name()}); BH needs a residual "
           f"AUC of {auc_needed(1.0, args.fdr):.2f} / {auc_needed(0.5, args.fdr):.2f} / {auc_needed(0.1, args.fdr):.2f} to flag half "
           "the contaminated questions when 100 / 50 / 10 % are (binormal, many questions)")
@@ -322,10 +331,6 @@ def run(config, run_dir: Path, args: argparse.Namespace) -> dict:
     print(f"\n{args.subsets} random subsets of {args.size} per mix, each decided against the whole benchmark's controls "
           f"(the null band: {args.band} replicates with exact uniform p-values for every question not "
           "contaminated; ! above it) (* no non-member: every threshold has FDP 0, the labelled oracle is 1 by construction)")
-    planted, achieved = broken(sft_all, sft_absolute)
-    all_cases.append(Case("SFT checkpoint, absolute mode, planted broken null (within-AUC " +
-                          ", ".join(f"{n} {v:.2f}" for n, v in achieved.items()) + "): every flag false, the checks must fail",
-                          planted, "absolute", sft_absolute, trained=False))
     duplicates = near_duplicates(questions)
     for case in all_cases:
         found["mixes"][case.title] = case_rates(case, members, non_members, args, settings)
