@@ -31,6 +31,8 @@ Uses the scores of a finished ``lara run`` of the config (run first if missing).
    makes it approximate).
    On the RL checkpoint, the non-members with the smallest p-values are listed, with how many share
    their template and their answer with a member (GRPO rewarded the model for that answer).
+   The relative mode's decisions on the whole audited set against smaller clean sets (a quarter,
+   half, all of it): what the clean set's size buys.
 4. **A planted broken null**: the SFT checkpoint's scores with every audited original raised above
    its own similars to a within-AUC of about 0.64 (the v1 generator's bias), the clean set's not,
    in the relative mode — a calibrated mode whose check passes as it is; every flag is false —
@@ -232,6 +234,28 @@ def smallest_non_members(case: Case, members: list[str], non_members: list[str],
             "near_duplicates": sum(i in duplicates for _, i in found), "non_members_near_duplicates": len(duplicates)}
 
 
+def clean_set_sizes(case: Case, members: list[str], non_members: list[str], settings: VerdictSettings,
+                    draws: int = 10, seed: int = 0) -> dict[int, dict[str, float]]:
+    """The relative mode's decisions on the whole audited set against random clean sets of a quarter,
+    a half and all of the clean set (``draws`` each): members and non-members flagged. A clean
+    question costs what an audited one does (every detector scores it), so its cost is its share of
+    the audited set's detection time."""
+    assert case.clean is not None
+    rng = np.random.default_rng(seed)
+    clean_ids, out = list(case.clean.ids), {}
+    for size in sorted({len(clean_ids) // 4, len(clean_ids) // 2, len(clean_ids)}):
+        rows = []
+        for k in range(draws if size < len(clean_ids) else 1):
+            clean = case.clean.subset(list(rng.choice(clean_ids, size, replace=False)))
+            d = decide_questions({"mode": "relative", "combined": {"detectors": case.detectors}}, case.audited.subset(members + non_members),
+                                 None, clean, dataclasses.replace(settings, seed=seed + k))
+            member = np.array([i in set(members) for i in d.ids])
+            rows.append(((d.flagged & member).sum(), (d.flagged & ~member).sum(), d.at_least))
+        out[size] = {"members": float(np.mean([r[0] for r in rows])), "non_members": float(np.mean([r[1] for r in rows])),
+                     "at_least": float(np.mean([r[2] for r in rows])), "draws": len(rows)}
+    return out
+
+
 def residual_aucs(case: Case, ids: list[str], members: set[str], settings: VerdictSettings) -> dict[str, tuple[float, float]]:
     """Per detector and learned stream: (members', non-members') residual AUC against the pooled null."""
     d = case.decide(ids, settings)
@@ -331,6 +355,13 @@ def run(config, run_dir: Path, args: argparse.Namespace) -> dict:
     print(f"\n{args.subsets} random subsets of {args.size} per mix, each decided against the whole benchmark's controls "
           f"(the null band: {args.band} replicates with exact uniform p-values for every question not "
           "contaminated; ! above it) (* no non-member: every threshold has FDP 0, the labelled oracle is 1 by construction)")
+    relative = next(c for c in all_cases if c.mode == "relative" and c.trained)
+    sizes = found["clean_set_sizes"] = clean_set_sizes(relative, members, non_members, settings)
+    print(f"\n{relative.title}: the whole audited set against smaller clean sets (each a {len(members) + len(non_members)}-question"
+          " run's detection cost times its share)")
+    for size, r in sizes.items():
+        print(f"  clean set of {size:>4}: members flagged {r['members']:6.1f}, non-members flagged {r['non_members']:5.1f}, "
+              f"at least {r['at_least']:6.1f} (mean of {r['draws']})")
     duplicates = near_duplicates(questions)
     for case in all_cases:
         found["mixes"][case.title] = case_rates(case, members, non_members, args, settings)
