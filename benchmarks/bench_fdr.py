@@ -124,9 +124,7 @@ def decide_subsets(case: Case, members: list[str], non_members: list[str], mix: 
         ids = list(rng.choice(members, k, replace=False)) + list(rng.choice(non_members, args.size - k, replace=False))
         d = case.decide(ids, dataclasses.replace(settings, seed=args.seed + draw))
         assert (bh_flags(d.p_value, settings.fdr) == d.flagged).all()  # the fast BH below is the shipped one
-        lines = ([(st.p_value, st.pool) for st in d.streams] if settings.decision_combine == "learned" and d.streams
-                 else [(e.p_value, e.null_size) for e in d.detectors.values()])
-        out.append(Decided(list(d.ids), d.p_value, lines, np.array([i in truth for i in d.ids])))
+        out.append(Decided(list(d.ids), d.p_value, d.lines, np.array([i in truth for i in d.ids])))
     return out
 
 

@@ -73,6 +73,7 @@ class QuestionDecisions:
     at_least: int
     level: float
     notes: list[str] = field(default_factory=list)
+    lines: list[tuple[np.ndarray, int]] = field(default_factory=list)  # (p-values [N], pool) behind "at least"; not written out
 
     @property
     def rank(self) -> np.ndarray:

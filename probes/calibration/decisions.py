@@ -70,16 +70,18 @@ def decide_questions(verdict: dict, audited: ScoredSet, reference: ScoredSet | N
                      "control's against the others, so the decisions are conservative (and not valid for coarse scores)")
     return QuestionDecisions(list(audited.ids), mode, mode != "absolute", settings.fdr, settings.fdr_method,
                              settings.decision_combine, evidence, streams, p_value, q_value, flagged, bound,
-                             1 - settings.alpha, notes)
+                             1 - settings.alpha, notes, lines)
 
 
 def _combine(evidence: dict[str, DetectorEvidence], streams: list[Stream], s: VerdictSettings,
              n: int) -> tuple[np.ndarray, list[tuple[np.ndarray, int]]]:
     """Each question's p-value and the lines of evidence behind it (p-values ``[N]`` and the
-    smallest pool behind them) for the "at least" bound."""
+    smallest pool behind them) for the "at least" bound. The learned streams of one null decide
+    disjoint sets of questions (each the questions with exactly its detectors): one line."""
     if s.decision_combine == "learned" and streams:
-        lines = [(st.p_value, st.pool) for st in streams]
         p = np.column_stack([st.p_value for st in streams])
+        combined = conformal.bonferroni_per_question(p)
+        return combined, [(combined, min(st.pool for st in streams))]
     else:
         lines = [(e.p_value, e.null_size) for e in evidence.values()]
         p = np.column_stack([e.p_value for e in evidence.values()]) if evidence else np.full((n, 1), np.nan)
@@ -135,14 +137,56 @@ def _within(mode: str, names: list[str], audited: ScoredSet, reference: ScoredSe
     if not names:
         return evidence, []
     fold = learned.folds(everyone.ids, s.seed)
-    controls_x = np.stack(null, axis=-1)  # [P, C, D]
-    kept = ~np.isnan(controls_x).any(axis=2)  # a control enters the null when every detector scored it
-    null_fold = np.repeat(fold[:, None], controls_x.shape[1], axis=1)[kept]
-    own_x = np.stack(own, axis=-1)  # [P, D]: every pool question's original teaches the classifier
-    complete = ~np.isnan(own_x).any(axis=1)
-    stream = _stream("controls", names, controls_x[kept], null_fold, own_x[:n], fold[:n], None if ties is None else ties[:n],
-                     "every control's residual", (own_x[complete], fold[complete]))
-    return evidence, [stream]
+    controls_x, own_x = np.stack(null, axis=-1), np.stack(own, axis=-1)  # [P, C, D], [P, D]
+    null_x = controls_x.reshape(-1, len(names))  # [P·C, D]: a control takes its question's fold
+    null_fold = np.repeat(fold, controls_x.shape[1])
+    return evidence, _streams("controls", names, null_x, null_fold, own_x[:n], fold[:n], None if ties is None else ties[:n],
+                              "every control's residual", (own_x, fold))
+
+
+def _streams(name: str, names: list[str], null_x: np.ndarray, null_fold: np.ndarray, own_x: np.ndarray, own_fold: np.ndarray,
+             ties: np.ndarray | None, what: str, train: tuple[np.ndarray, np.ndarray] | None = None) -> list[Stream]:
+    """One learned stream per set of detectors the tested questions have residuals for (null
+    ``[M, D]``, tested ``[N, D]``, NaN where a detector has none): each question is decided by the
+    stream of exactly its detectors, whose null texts and training originals are those scored by all
+    of them — so a question without reward gain's residual is decided on the others, not left out."""
+    out = []
+    pattern = _pattern_of(own_x)
+    for used in _patterns(own_x):
+        x_null = null_x[:, used]
+        kept = ~np.isnan(x_null).any(axis=1)
+        tested = own_x[:, used].copy()
+        tested[pattern != _key(used)] = np.nan
+        fit_on = None
+        if train is not None:
+            x_train = train[0][:, used]
+            complete = ~np.isnan(x_train).any(axis=1)
+            fit_on = (x_train[complete], train[1][complete])
+        left = [n for n, u in zip(names, used) if not u]
+        stream = _stream(name + (f" without {', '.join(left)}" if left else ""), [n for n, u in zip(names, used) if u],
+                         x_null[kept], null_fold[kept], tested, own_fold, ties, what, fit_on)
+        stream.left_out = {"decided by another stream (another set of detectors)": int((pattern != _key(used)).sum())}
+        out.append(stream)
+    return out
+
+
+def _key(used: np.ndarray) -> int:
+    return int(sum(1 << k for k, u in enumerate(used) if u))
+
+
+def _pattern_of(own: np.ndarray) -> np.ndarray:
+    """``[N]`` each question's set of detectors with a residual, as a bit mask."""
+    return np.array([_key(~np.isnan(row)) for row in own], dtype=np.int64)
+
+
+def _patterns(own: np.ndarray) -> list[np.ndarray]:
+    """The distinct sets of detectors the questions have residuals for (``[D]`` masks; none empty),
+    the fullest first: a question that lacks one detector's residual (reward gain where too few of
+    its controls have a re-solved answer) is decided on the others, by a score and a null of its
+    own, instead of left out."""
+    masks = {tuple(~np.isnan(row)) for row in own}
+    found = [np.array(m) for m in sorted(masks, key=lambda m: (-sum(m), m)) if any(m)]
+    return found or [np.ones(own.shape[1], dtype=bool)]  # no question has any: one stream of them all, every p NaN
 
 
 def _relative(names: list[str], audited: ScoredSet, clean: ScoredSet,
@@ -177,10 +221,9 @@ def _relative(names: list[str], audited: ScoredSet, clean: ScoredSet,
     if not used:
         return evidence, []
     null_x, own_x = np.stack(null, axis=-1), np.stack(own, axis=-1)
-    kept = ~np.isnan(null_x).any(axis=1)
-    stream = _stream("clean set", used, null_x[kept], learned.folds(clean.ids, s.seed)[kept], own_x,
-                     learned.folds(audited.ids, s.seed), ties, "the clean set's originals")
-    return evidence, [stream]
+    fold = learned.folds(audited.ids, s.seed)
+    return evidence, _streams("clean set", used, null_x, learned.folds(clean.ids, s.seed), own_x, fold, ties,
+                              "the clean set's originals", (own_x, fold))
 
 
 def _common_width(*controls: np.ndarray) -> int:
