@@ -30,7 +30,7 @@ import numpy as np
 from ..robust import robust_scale
 from . import conformal, learned, stats
 from .decision_table import DetectorEvidence, QuestionDecisions, Stream
-from .verdict import REFERENCE_DIFFERENCES, ScoredSet, VerdictSettings
+from .verdict import PLAIN_RELATIVE, REFERENCE_DIFFERENCES, ScoredSet, VerdictSettings
 
 __all__ = ["DetectorEvidence", "QuestionDecisions", "Stream", "decide_questions"]
 
@@ -199,7 +199,7 @@ def _relative(names: list[str], audited: ScoredSet, clean: ScoredSet,
     for name in names:
         if name not in audited.scores.columns or name not in clean.scores.columns:
             continue
-        if audited.has_controls(name) and clean.has_controls(name):
+        if audited.has_controls(name) and clean.has_controls(name) and name not in PLAIN_RELATIVE:
             width = _common_width(audited.control_matrix(name), clean.control_matrix(name))
             a_ctl, c_ctl = (stats.first_controls(x.control_matrix(name), width) for x in (audited, clean))
             a_val = conformal.original_residuals(audited.original(name), a_ctl, drop_a)

@@ -291,3 +291,21 @@ def test_a_reference_difference_detector_is_its_own_difference_in_the_reference_
     alone = within_test(gain_orig, gain_ctl, s)
     assert verdict["detectors"]["reward_gain"]["p_value"] == alone["p_value"]
     assert verdict["detectors"]["reward_gain"]["within_auc"]["value"] == alone["within_auc"]["value"]
+
+
+def test_reward_gain_enters_the_relative_mode_by_its_scores_even_with_controls():
+    """Reward gain's controls need re-solved answers, whose share differs by template: its
+    within-question ranks would compare the audited and clean sets over different kinds of questions
+    (on the GSM testbed, size 0.375). In the relative mode it stays a test of its scores against the
+    clean set's, as LaRA's is."""
+    from probes.calibration.verdict import relative_test
+
+    rng = np.random.default_rng(5)
+    a_gain, c_gain = rng.integers(0, 5, size=40) / 4, rng.integers(0, 5, size=30) / 4
+    audited, audited_ctl = tables(a_gain, rng.integers(0, 5, size=(40, 3)) / 4, name="reward_gain")
+    clean, clean_ctl = tables(c_gain, rng.integers(0, 5, size=(30, 3)) / 4, name="reward_gain", prefix="c")
+    s = VerdictSettings(permutations=300, bootstrap=10)
+    verdict = compute_verdict(ScoredSet(audited, audited_ctl), clean=ScoredSet(clean, clean_ctl), settings=s)
+    got = verdict["modes"]["relative"]["detectors"]["reward_gain"]
+    want = relative_test(a_gain, c_gain, s)
+    assert got["p_value"] == want["p_value"] and "controls_per_question" not in got
