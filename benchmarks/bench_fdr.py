@@ -55,7 +55,7 @@ from generation.records import read_questions
 from probes.calibration import conformal, stats
 from probes.calibration.decision_table import QuestionDecisions
 from probes.calibration.decisions import decide_questions
-from probes.calibration.power import auc_needed, labelled_oracle, residual_auc
+from probes.calibration.power import auc_needed, labelled_oracle, residual_auc, uniformity_check
 from probes.calibration.verdict import ScoredSet, VerdictSettings
 from probes.pipeline import load_run_config, run_pipeline
 from probes.scores import ScoreTable
@@ -183,13 +183,8 @@ def null_band(decided: list[Decided], settings: VerdictSettings, replicates: int
 
 def calibration(case: Case, ids: list[str], truth: set[str], settings: VerdictSettings) -> dict[str, float]:
     """The not-contaminated questions' p-values, the whole benchmark decided at once, against the uniform law."""
-    from scipy.stats import kstest
-
     d = case.decide(ids, settings)
-    p = np.array([pv for i, pv in zip(d.ids, d.p_value) if i not in truth])
-    p = p[~np.isnan(p)]
-    return {"n": int(len(p)), "le_05": float((p <= 0.05).mean()), "le_10": float((p <= 0.10).mean()),
-            "ks_p": float(kstest(p, "uniform", alternative="greater").pvalue)}
+    return uniformity_check(np.array([pv for i, pv in zip(d.ids, d.p_value) if i not in truth]))
 
 
 def case_rates(case: Case, members: list[str], non_members: list[str], args: argparse.Namespace,

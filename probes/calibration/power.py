@@ -1,6 +1,7 @@
 """What per-question decisions could reach, for benchmarks with labels (SPEC §8.10 (b)): the
-labelled oracle's power, the residual AUC of a detector or a combination, and the residual AUC
-that Benjamini–Hochberg needs to flag a given share of the contaminated questions.
+labelled oracle's power, the residual AUC of a detector or a combination, the residual AUC
+that Benjamini–Hochberg needs to flag a given share of the contaminated questions, and the check
+of the not-contaminated questions' p-values against the uniform law (SPEC §8.10 (c)).
 
 None of these enter a decision: they need labels, which an audit does not have.
 """
@@ -62,3 +63,21 @@ def auc_needed(share: float, fdr: float = 0.10, power: float = 0.5) -> float:
     t = fdr * share * power / (1 - fdr * (1 - share))
     shift = norm.isf(t) + norm.ppf(power)
     return float(norm.cdf(shift / math.sqrt(2)))
+
+
+def uniformity_check(pvalues: np.ndarray, level: float = 0.05) -> dict[str, float | int | bool]:
+    """The p-values of questions known not to be contaminated against the uniform law: their share
+    ≤ 0.05 and ≤ 0.10 and the one-sided Kolmogorov–Smirnov p-value of "too many small p-values"
+    (``fails`` below ``level``). On one benchmark this is the validity check that can fail: the
+    realised FDR over subsets of it carries the benchmark's own draw (with 150 exactly-null
+    questions it spans 0–0.6 over subsets of 60), the p-values' law does not. Questions share
+    the null pool, so the KS p-value is approximate. NaN p-values are left out (``n`` counts the rest)."""
+    from scipy.stats import kstest
+
+    p = np.asarray(pvalues, dtype=np.float64)
+    p = p[~np.isnan(p)]
+    if not len(p):
+        return {"n": 0, "le_05": math.nan, "le_10": math.nan, "ks_p": math.nan, "fails": False}
+    ks = float(kstest(p, "uniform", alternative="greater").pvalue)
+    return {"n": int(len(p)), "le_05": float((p <= 0.05).mean()), "le_10": float((p <= 0.10).mean()), "ks_p": ks,
+            "fails": bool(ks < level)}

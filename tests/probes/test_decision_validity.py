@@ -201,3 +201,27 @@ def test_a_question_without_one_detectors_residual_is_decided_on_the_others_at_l
     shares = np.array(shares)
     se = shares.std(axis=0, ddof=1) / math.sqrt(reps)
     assert (np.abs(shares.mean(axis=0) - 0.05) < 3 * se + 0.005).all(), shares.mean(axis=0)
+
+
+def test_the_calibration_check_passes_at_level_and_fails_a_broken_null_at_a_benchmarks_size():
+    """Finding 4: at 60 questions × 3 controls the realised FDR of a broken null stayed under q, so
+    "FDR 0.000" showed nothing. The check bench_fdr runs on one benchmark — the not-contaminated
+    questions' p-values against the uniform law — fails a planted broken null (originals raised
+    above their similars to a within-AUC of 0.64) at 150 questions × 5 controls in most worlds, and
+    a valid null in about 5 %."""
+    from scipy.stats import norm
+
+    from probes.calibration.power import uniformity_check
+
+    shift = math.sqrt(2) * norm.ppf(0.64)
+    verdict = {"mode": "absolute", "combined": {"detectors": ["ppl"]}}
+    fails = {"broken": 0, "valid": 0}
+    reps = 60
+    for r in range(reps):
+        for kind, raise_by in (("broken", shift), ("valid", 0.0)):
+            w = world(150, 5, broken=raise_by, seed=60_000 + r)
+            d = decide_questions(verdict, w.audited, None, None, VerdictSettings(seed=r))
+            fails[kind] += uniformity_check(d.p_value)["fails"]
+    assert fails["broken"] / reps > 0.8, fails
+    assert fails["valid"] / reps <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / reps), fails
+    assert uniformity_check(np.array([np.nan]))["n"] == 0
