@@ -210,8 +210,8 @@ def near_duplicates(questions) -> set[str]:
     template under ``extra``): GRPO rewards a model for a member's answer, so such a question may be
     answered from memory though it was never trained on."""
     def key(q):
-        info = (q.extra or {}).get("extra", q.extra or {})
-        return (info.get("template"), str(q.answer)) if isinstance(info, dict) and info.get("template") is not None else None
+        template = q.extra_value("template")
+        return (template, str(q.answer)) if template is not None else None
 
     trained = {key(q) for q in questions if q.label == 1} - {None}
     return {q.id for q in questions if q.label == 0 and key(q) in trained}

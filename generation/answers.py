@@ -27,6 +27,7 @@ Otherwise the similar's answer is unknown (None), never a guess. Pure functions;
 
 from __future__ import annotations
 
+import operator
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -94,7 +95,7 @@ class WorkedSolution:
             if value is None or (self.whole and (value.denominator != 1 or value < 0)):
                 return None  # 17.5 cards where the original counted whole ones: not the same kind of problem
             results.append(value)
-        return _as_answer(results[self.answer_step], self.whole)
+        return _as_answer(results[self.answer_step])
 
 
 def _new_value(operand: Operand, new: list[Fraction], results: list[Fraction]) -> Fraction | None:
@@ -166,8 +167,8 @@ def _read_step(expression: str, stated: str, slots: tuple[Slot, ...], earlier: l
     # a number that may also be an earlier result is checked per similar instead (its readings must agree)
     readings = Counter(slots[o.slots[0]].key for o in operands if o.slots and not o.steps)
     readings.update(slots[o.slots[0]].key for step in earlier for o in step.operands if o.slots and not o.steps)
-    stated = Counter(s.key for s in slots)
-    over = [key for key, n in readings.items() if n > stated[key]]
+    times_stated = Counter(s.key for s in slots)
+    over = [key for key, n in readings.items() if n > times_stated[key]]
     if over:
         # "12 ÷ 12 = 1" for "every 12 months", "18 * 7 = 126" (days) after "7 + 8 + 3 = 18" (tacos): read more often than
         # the question states it, one reading is a constant that happens to equal the quantity, and which cannot be told
@@ -214,25 +215,21 @@ def _evaluate(tokens: tuple[str | int, ...] | list[str | int], values: list[Frac
             return -atom()
         raise ValueError(f"unexpected {token!r}")
 
-    def product() -> Fraction:
+    def chain(operators: dict[str, Any], operand: Any) -> Fraction:
+        """``operand (op operand)*`` for the ``operators`` of one precedence level, left to right."""
         nonlocal position
-        value = atom()
-        while peek() in ("*", "/"):
-            op = peek()
+        value = operand()
+        while peek() in operators:
+            op = operators[peek()]  # type: ignore[index]
             position += 1
-            right = atom()
-            value = value * right if op == "*" else value / right
+            value = op(value, operand())
         return value
 
+    def product() -> Fraction:
+        return chain({"*": operator.mul, "/": operator.truediv}, atom)
+
     def expression() -> Fraction:
-        nonlocal position
-        value = product()
-        while peek() in ("+", "-"):
-            op = peek()
-            position += 1
-            right = product()
-            value = value + right if op == "+" else value - right
-        return value
+        return chain({"+": operator.add, "-": operator.sub}, product)
 
     try:
         value = expression()
@@ -241,7 +238,7 @@ def _evaluate(tokens: tuple[str | int, ...] | list[str | int], values: list[Frac
     return value if position == len(tokens) else None
 
 
-def _as_answer(value: Fraction, whole: bool) -> int | float | None:
+def _as_answer(value: Fraction) -> int | float | None:
     """An int when whole, a float when a short decimal, else None."""
     if value.denominator == 1:
         return int(value)
@@ -261,20 +258,13 @@ def answers_for(question: str, solution: Any, answer: Any, variants: list[str | 
     return [None if v is None else worked.answer_for(v) for v in variants], None
 
 
-def worked_solution_text(extra: dict[str, Any]) -> Any:
-    """A question's worked solution: its ``solution`` field, top-level or under ``extra`` (as
-    ``lara questions import`` and the testbeds write it), or None."""
-    nested = extra.get("extra")
-    return extra.get("solution", nested.get("solution") if isinstance(nested, dict) else None)
-
-
 def attach_answers(record: PerturbationSet) -> None:
     """Fill ``record.answers`` from its question's worked solution (``extra["solution"]``) and
     known answer (a question without either keeps None), and stamp the method in its provenance
     (part of the job's settings either way)."""
     record.provenance = {**record.provenance, "answers": RESOLVER_VERSION}
     question = record.question
-    solution = worked_solution_text(question.extra or {})
+    solution = question.extra_value("solution")
     if solution is None or question.answer is None:
         return
     answers, why = answers_for(question.question, solution, question.answer, [*record.similars, *record.controls])

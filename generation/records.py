@@ -65,6 +65,13 @@ class Question:
     split: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def extra_value(self, key: str) -> Any:
+        """A field the questions file gives beyond the standard ones, top-level or under its
+        ``extra`` object (where ``lara questions import`` and the testbeds write the worked
+        solution and the template), or None."""
+        nested = self.extra.get("extra")
+        return self.extra.get(key, nested.get(key) if isinstance(nested, dict) else None)
+
     def fields(self) -> dict[str, Any]:
         """The input fields as they are copied into the output record."""
         out = {name: getattr(self, name) for name in QUESTION_FIELDS}

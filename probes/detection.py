@@ -287,12 +287,11 @@ def run_detectors(
                 bar.update(1)
                 bar.set_postfix_str(f"{detector.name} on controls")
             limit = sampling_controls if detector.samples_at_temperature and sampling_controls is not None else None
-            mine = [k for k, r in enumerate(rows) if (limit is None or r[1] <= limit)
-                    and (not detector.requires_answers or has_answer(row_answers[k]))]
+            mine = [k for k, r in enumerate(rows) if limit is None or r[1] <= limit]
             if detector.requires_answers:  # each control judged against its own (re-solved) answer
+                eligible, mine = len(mine), [k for k in mine if has_answer(row_answers[k])]
                 detector.fit(clean_questions, reference=reference, answers=[row_answers[k] for k in mine])
-                notes.append(f"{detector.name}: scored on the {len(mine)} of "
-                             f"{sum(limit is None or r[1] <= limit for r in rows)} controls with a re-solved answer")
+                notes.append(f"{detector.name}: scored on the {len(mine)} of {eligible} controls with a re-solved answer")
             on_controls = detector.score([rows[k][2] for k in mine], responder)
             notes += cut_notes(f"{detector.name} on controls", on_controls)
             column = np.full(len(rows), np.nan)

@@ -30,19 +30,22 @@ def control_texts(sets: Sequence[Any], n_controls: int = DEFAULT_CONTROLS) -> di
     has; SPEC §8.1 leaves one with fewer than 2 out later)."""
     if n_controls < 1:
         raise InputError(f"the number of controls must be >= 1, got {n_controls}")
-    return {s.question.id: [x for x in [*s.similars, *getattr(s, "controls", [])] if x is not None][:n_controls] for s in sets}
+    return {s.question.id: [text for text, _ in _controls_of(s)][:n_controls] for s in sets}
 
 
 def control_answers(sets: Sequence[Any], n_controls: int = DEFAULT_CONTROLS) -> dict[str, list[Any]]:
     """``{question id: the answers of its controls}``, aligned with :func:`control_texts` (None
     where the generator could not re-solve one, or the set has no answers)."""
-    out = {}
-    for s in sets:
-        answers = getattr(s, "answers", None) or {}
-        given = [*(answers.get("similars") or [None] * len(s.similars)), *(answers.get("controls") or [None] * len(s.controls))]
-        texts = [*s.similars, *s.controls]
-        out[s.question.id] = [a for t, a in zip(texts, given + [None] * (len(texts) - len(given))) if t is not None][:n_controls]
-    return out
+    return {s.question.id: [answer for _, answer in _controls_of(s)][:n_controls] for s in sets}
+
+
+def _controls_of(s: Any) -> list[tuple[str, Any]]:
+    """A set's valid similars then further controls, each with its re-solved answer (or None)."""
+    answers = getattr(s, "answers", None) or {}
+    texts = [*s.similars, *getattr(s, "controls", [])]
+    given = [*(answers.get("similars") or [None] * len(s.similars)), *(answers.get("controls") or [])]
+    given += [None] * (len(texts) - len(given))
+    return [(text, answer) for text, answer in zip(texts, given) if text is not None]
 
 
 @dataclass

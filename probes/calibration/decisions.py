@@ -151,12 +151,12 @@ def _streams(name: str, names: list[str], null_x: np.ndarray, null_fold: np.ndar
     stream of exactly its detectors, whose null texts and training originals are those scored by all
     of them — so a question without reward gain's residual is decided on the others, not left out."""
     out = []
-    pattern = _pattern_of(own_x)
-    for used in _patterns(own_x):
+    sets, which = _detector_sets(own_x)
+    for k, used in enumerate(sets):
         x_null = null_x[:, used]
         kept = ~np.isnan(x_null).any(axis=1)
         tested = own_x[:, used].copy()
-        tested[pattern != _key(used)] = np.nan
+        tested[which != k] = np.nan
         fit_on = None
         if train is not None:
             x_train = train[0][:, used]
@@ -165,28 +165,22 @@ def _streams(name: str, names: list[str], null_x: np.ndarray, null_fold: np.ndar
         left = [n for n, u in zip(names, used) if not u]
         stream = _stream(name + (f" without {', '.join(left)}" if left else ""), [n for n, u in zip(names, used) if u],
                          x_null[kept], null_fold[kept], tested, own_fold, ties, what, fit_on)
-        stream.left_out = {"decided by another stream (another set of detectors)": int((pattern != _key(used)).sum())}
+        stream.left_out = {"decided by another stream (another set of detectors)": int((which != k).sum())}
         out.append(stream)
     return out
 
 
-def _key(used: np.ndarray) -> int:
-    return int(sum(1 << k for k, u in enumerate(used) if u))
-
-
-def _pattern_of(own: np.ndarray) -> np.ndarray:
-    """``[N]`` each question's set of detectors with a residual, as a bit mask."""
-    return np.array([_key(~np.isnan(row)) for row in own], dtype=np.int64)
-
-
-def _patterns(own: np.ndarray) -> list[np.ndarray]:
-    """The distinct sets of detectors the questions have residuals for (``[D]`` masks; none empty),
-    the fullest first: a question that lacks one detector's residual (reward gain where too few of
-    its controls have a re-solved answer) is decided on the others, by a score and a null of its
-    own, instead of left out."""
-    masks = {tuple(~np.isnan(row)) for row in own}
-    found = [np.array(m) for m in sorted(masks, key=lambda m: (-sum(m), m)) if any(m)]
-    return found or [np.ones(own.shape[1], dtype=bool)]  # no question has any: one stream of them all, every p NaN
+def _detector_sets(own: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+    """The distinct sets of detectors the questions ``own [N, D]`` have residuals for (``[D]``
+    masks, none empty, the fullest first), and each question's set (``[N]`` index; -1: none): a
+    question that lacks one detector's residual (reward gain where too few of its controls have a
+    re-solved answer) is decided on the others, by a score and a null of its own, not left out.
+    With no question having any, one set of them all (every p NaN)."""
+    present = ~np.isnan(own)
+    masks = sorted({tuple(row) for row in present if row.any()}, key=lambda m: (-sum(m), m))
+    index = {m: k for k, m in enumerate(masks)}
+    which = np.array([index.get(tuple(row), -1) for row in present], dtype=np.int64)
+    return ([np.array(m) for m in masks] or [np.ones(own.shape[1], dtype=bool)]), which
 
 
 def _relative(names: list[str], audited: ScoredSet, clean: ScoredSet,
