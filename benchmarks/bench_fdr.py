@@ -249,16 +249,23 @@ def clean_set_sizes(case: Case, members: list[str], non_members: list[str], sett
     return out
 
 
-def residual_aucs(case: Case, ids: list[str], members: set[str], settings: VerdictSettings) -> dict[str, tuple[float, float]]:
-    """Per detector and learned stream: (members', non-members') residual AUC against the pooled null."""
+def residual_aucs(case: Case, ids: list[str], members: set[str],
+                  settings: VerdictSettings) -> dict[str, tuple[float, float, int, int]]:
+    """Per detector and learned stream: (members', non-members') residual AUC against the pooled
+    null, and how many members and non-members have a residual there (the rest are left out: too
+    few controls, or decided by another stream)."""
     d = case.decide(ids, settings)
     member = np.array([i in members for i in d.ids])
-    out = {}
-    for name, e in d.detectors.items():
-        out[name] = (residual_auc(e.residual[member], e.null_values), residual_auc(e.residual[~member], e.null_values))
+
+    def row(values: np.ndarray, null: np.ndarray | None) -> tuple[float, float, int, int]:
+        scored = ~np.isnan(values)
+        return (residual_auc(values[member], null), residual_auc(values[~member], null),
+                int((scored & member).sum()), int((scored & ~member).sum()))
+
+    out = {name: row(e.residual, e.null_values) for name, e in d.detectors.items()}
     for s in d.streams:
         label = f"learned ({s.name}: {', '.join(s.detectors)})" if len(s.detectors) > 1 else f"{s.name} stream"
-        out[label] = (residual_auc(s.score[member], s.null_scores), residual_auc(s.score[~member], s.null_scores))
+        out[label] = row(s.score, s.null_scores)
     return out
 
 
@@ -287,10 +294,10 @@ def broken(sft: ScoredSet, detectors: list[str], within: float = 0.64) -> tuple[
     return ScoredSet(ScoreTable(sft.scores.ids, columns), sft.controls, list(sft.ids), sft.settings, sft.prompt_format), achieved
 
 
-def print_aucs(title: str, aucs: dict[str, tuple[float, float]]) -> None:
-    print(f"\n{title}: residual AUC against the pooled null (members; non-members)")
-    for name, (m, n) in aucs.items():
-        print(f"  {name:<58}{m:>7.3f}{n:>8.3f}")
+def print_aucs(title: str, aucs: dict[str, tuple[float, float, int, int]]) -> None:
+    print(f"\n{title}: residual AUC against the pooled null (members; non-members; how many of each have a residual)")
+    for name, (m, n, n_m, n_n) in aucs.items():
+        print(f"  {name:<58}{m:>7.3f}{n:>8.3f}   ({n_m}; {n_n})")
 
 
 def print_mixes(title: str, found: dict[str, dict], fdr: float) -> None:

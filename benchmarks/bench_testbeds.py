@@ -156,11 +156,12 @@ def show(found: dict[str, dict[str, Any]]) -> None:
             row += [f"{table['non-members'][key]:>30.3f}" if key in table["non-members"] else f"{'—':>30}",
                     f"{table['members'][key]:>10.3f}" if key in table["members"] else f"{'—':>10}"]
         print(f"  {model + ': ' + key:<34}" + "".join(row))
-    print("\nResidual AUC on the RL checkpoint, reference mode (members; non-members) against the pooled control residuals")
+    print("\nResidual AUC on the RL checkpoint, reference mode (members; non-members) against the pooled control residuals"
+          " (how many of each have a residual)")
     rows = list(dict.fromkeys(k for n in names for k in found[n]["residual_auc"]))
     for row in rows:
         cells = [found[n]["residual_auc"].get(row) for n in names]
-        print(f"  {row[:56]:<58}" + "".join(f"{c[0]:>10.3f}{c[1]:>8.3f}" if c else f"{'—':>18}" for c in cells))
+        print(f"  {row[:56]:<58}" + "".join(f"{c[0]:>10.3f}{c[1]:>8.3f} ({c[2]}; {c[3]})" if c else f"{'—':>30}" for c in cells))
     print("\nPer-question decisions at FDR q = 0.10: realised FDR [its null band] / power / the labelled oracle's")
     print(f"  {'model, mode: mix':<40}" + "".join(f"{n[:34]:>40}" for n in names))
     for title in next(iter(found.values()))["fdr"]:
