@@ -25,7 +25,7 @@ def validate_run(config: RunConfig, questions: Sequence[Any]) -> None:
     labels = [q.label for q in questions]
     splits = {q.split for q in questions}
     answers = any(has_answer(q.answer) for q in questions)
-    problems = (_extraction(config) + _detectors(config, answers) + _lara(config, labels, splits)
+    problems = (_extraction(config) + _detectors(config, answers) + _chat_templates(config) + _lara(config, labels, splits)
                 + _fusion(config, labels, splits, answers) + _verdict(config, labels, splits, answers))
     if problems:
         raise ConfigError("the config cannot run as it is: " + "; ".join(problems))
@@ -57,25 +57,54 @@ def _detectors(config: RunConfig, answers: bool) -> list[str]:
             problems.append(f"detect.params.{name}: {err}")
             continue
         if d.endpoint is not None:
-            problems += _served(name, detector)
+            problems += _served(name, detector, config.reference_name() is not None)
     problems += [f"calibration.detectors: {_unknown(n, REGISTRY)}" for n in config.calibration.detectors or () if n not in REGISTRY]
     return problems
 
 
-def _served(name: str, detector: Any) -> list[str]:
-    """A detector the served audited model cannot feed (full-vocabulary logits, a reference)."""
-    from ..detectors import check_access
+def _served(name: str, detector: Any, has_reference: bool) -> list[str]:
+    """A detector the served audited model cannot feed: full-vocabulary logits, or log-probs of the
+    same tokens as the (always local) reference model's."""
+    from ..detectors import check_access, check_reference
+    from ..responders.local import LocalResponder
     from ..responders.openai_api import OpenAIResponder
 
     class _Served:  # what an OpenAI-compatible server offers, without contacting it
         access = OpenAIResponder.access
         identity = {"kind": "openai"}
 
+    class _Local:  # a local reference model, without loading it
+        access = LocalResponder.access
+        identity = {"kind": "local"}
+        vocabulary_fingerprint = "local"
+
     try:
         check_access(detector, _Served())
+        if has_reference:
+            check_reference(detector, _Served(), _Local())
     except ConfigError as err:
         return [f"detect.endpoint: {err}"]
     return []
+
+
+def _chat_templates(config: RunConfig) -> list[str]:
+    """``detect.prompt_format: chat`` for a local model whose tokenizer has no chat template (read
+    from its directory; a hub id is checked when it loads)."""
+    if config.detect.prompt_format != "chat" or not config.detect.names:
+        return []
+    from transformers import AutoTokenizer
+
+    problems = []
+    for name, model in config.models():
+        if name == config.name and config.detect.endpoint is not None:
+            continue  # the server applies its own template
+        if Path(model.source).is_dir():
+            tokenizer = AutoTokenizer.from_pretrained(model.source, local_files_only=True,
+                                                      trust_remote_code=model.trust_remote_code)
+            if not getattr(tokenizer, "chat_template", None):
+                problems.append(f"detect.prompt_format 'chat': model {name!r} ({model.source}) has no chat template; use "
+                                "prompt_format raw with a template, or auto")
+    return problems
 
 
 def _lara(config: RunConfig, labels: list[Any], splits: set[Any]) -> list[str]:

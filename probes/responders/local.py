@@ -67,7 +67,10 @@ class LocalResponder:
         self.counter = CallCounter()
         has_template = bool(getattr(self.tokenizer, "chat_template", None))
         if prompt_format.mode == "chat" and not has_template:
-            raise ValueError("prompt mode 'chat' was asked for but the tokenizer has no chat template; use raw")
+            from ..errors import ConfigError
+
+            raise ConfigError("prompt format 'chat' was asked for but the model's tokenizer has no chat template; use "
+                              "--prompt-format raw --template '...{prompt}...' (or auto)")
         self.chat = prompt_format.mode == "chat" or (prompt_format.mode == "auto" and has_template)
         self.eos_ids = _eos_ids(self.model, self.tokenizer)
         self.identity = {

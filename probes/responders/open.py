@@ -58,7 +58,7 @@ def open_responder(model: Any, prompt_format: PromptFormat, store: ResponseStore
 
         backend: Any = OpenAIResponder(endpoint.base_url, endpoint.model, api_key_env=endpoint.api_key_env,
                                        top_logprobs=endpoint.top_logprobs, concurrency=endpoint.concurrency,
-                                       system=prompt_format.system)
+                                       system=prompt_format.system, prompt_format=prompt_format)
     else:
         loaded = model() if callable(model) and not hasattr(model, "layout") else model
         backend = LocalResponder(loaded, prompt_format, batch_size=batch_size)

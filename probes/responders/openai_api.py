@@ -2,7 +2,8 @@
 
 * Plain-text continuations (partial-prompt completion): ``/v1/completions`` with the text itself.
 * Generation: ``/v1/chat/completions`` with ``logprobs`` and ``top_logprobs`` (K = 20 by
-  default, the most most APIs allow). The n completions of a prompt are asked for in one request
+  default, the most most APIs allow); with a raw prompt format, ``/v1/completions`` with the
+  template filled in (the server's chat template is then not applied). The n completions of a prompt are asked for in one request
   (``n``, one seed derived from (seed, prompt)) where the server supports ``n`` (vLLM does); a
   server that refuses ``n`` or sends fewer choices is asked once per completion instead, with a
   seed derived from (seed, prompt, j) as the local responder does, and that is remembered.
@@ -19,6 +20,11 @@
   string, the same in every run, so cached completions stay comparable) and the edit-distance
   detectors (CDD, Min-kNN) work on those.
 
+What the server sends is checked before it is used (:mod:`.checks`): log-probs present, samples
+really sampled, echoed prompt tokens inside the prompt. A request that fails after the client's
+bounded retries (exponential back-off) ends the run with one :class:`ServedModelError` naming the
+status; requests not yet sent are not sent, and what the response store committed is kept.
+
 The key comes from the environment variable named by ``api_key_env`` and is never stored.
 """
 
@@ -34,10 +40,16 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..token_distributions import entropy_from_logprobs, topk_moments
-from ..errors import ConfigError
+from ..errors import ConfigError, ProbesError
 from .base import Access, CallCounter, Generation, GenerationParams, TextScore, sample_seed
+from .checks import SamplingWitness, check_echo, engine_name
+from .local import PromptFormat
 
 logger = logging.getLogger(__name__)
+
+
+class ServedModelError(ProbesError):
+    """A request to the served model failed after its retries (an HTTP error status, a timeout, no connection)."""
 
 
 class OpenAIResponder:
@@ -53,6 +65,8 @@ class OpenAIResponder:
         system: the system turn of every chat request (None: none).
         n_per_request: ask for a prompt's n completions in one request (falls back to one
             request per completion where the server does not support ``n``).
+        prompt_format: ``raw`` sends ``template`` filled with the prompt to ``/v1/completions``;
+            ``chat`` and ``auto`` send the prompt as the user message (the server's template).
     """
 
     access = frozenset({Access.SAMPLING, Access.TOKEN_IDS, Access.CHOSEN_LOGPROBS, Access.ENTROPY_TOPK, Access.TEXT_LOGPROBS,
@@ -60,7 +74,7 @@ class OpenAIResponder:
 
     def __init__(self, base_url: str, model: str, api_key_env: str | None = None, top_logprobs: int = 20,
                  concurrency: int = 8, timeout_s: float = 120.0, max_retries: int = 4, system: str | None = None,
-                 n_per_request: bool = True) -> None:
+                 n_per_request: bool = True, prompt_format: PromptFormat | None = None) -> None:
         from openai import OpenAI
 
         key = "not-needed"
@@ -77,11 +91,16 @@ class OpenAIResponder:
         self.identity = {"kind": "openai", "base_url": base_url.rstrip("/"), "model": model, "top_logprobs": top_logprobs}
         if system is not None:
             self.identity["system"] = system
+        self.raw_template = prompt_format.template if prompt_format is not None and prompt_format.mode == "raw" else None
+        if self.raw_template is not None:
+            self.identity["raw_template"] = self.raw_template
         self.n_per_request = n_per_request
         if n_per_request:
             self.identity["n_per_request"] = True  # completion j then depends on n too: a cache of its own
         self._n_supported: bool | None = None  # learnt from the first request with n > 1
         self._lock = threading.Lock()
+        self._failed: ServedModelError | None = None  # the first failed request: no more are sent
+        self.witness = SamplingWitness(self.identity)
 
     @property
     def commit_rows(self) -> int:
@@ -89,14 +108,17 @@ class OpenAIResponder:
         return 4 * self.concurrency
 
     def format(self, prompt: str) -> str:
-        """The server applies its own chat template; the client sends the prompt as the user message."""
-        return prompt
+        """The raw template filled in; in chat mode the server applies its own template to the prompt sent as the user message."""
+        return prompt if self.raw_template is None else self.raw_template.replace("{prompt}", prompt)
 
     def question_context(self, lead: str = "") -> str:
-        """Questions are scored as plain text after ``lead`` (the server's chat template is not visible here)."""
-        return lead
+        """The raw template's text before the prompt, then ``lead``; in chat mode ``lead`` alone
+        (the server's chat template is not visible here)."""
+        return lead if self.raw_template is None else self.raw_template[: self.raw_template.index("{prompt}")] + lead
 
     def generate(self, prompts: Sequence[str], params: GenerationParams) -> list[list[Generation]]:
+        if self.raw_template is not None:
+            return self._many([self.format(p) for p in prompts], params, self._continue)
         return self._many(prompts, params, self._complete)
 
     def _many(self, prompts: Sequence[str], params: GenerationParams, one: Any) -> list[list[Generation]]:
@@ -134,10 +156,30 @@ class OpenAIResponder:
         return [one(prompt, params, j, 1)[0] for j in range(params.n)]
 
     def _create(self, endpoint: Any, **request: Any) -> Any:
-        """One counted request."""
+        """One counted request; a failure after the client's retries is one :class:`ServedModelError`
+        (and no later request is sent). A 400 to ``n > 1`` is passed on: the caller falls back."""
+        import openai
+
         with self._lock:
+            if self._failed is not None:
+                raise self._failed
             self.counter.requests += 1
-        return endpoint.create(model=self.model, **request)
+        try:
+            return endpoint.create(model=self.model, **request)
+        except openai.APIError as err:
+            if isinstance(err, openai.BadRequestError) and int(request.get("n") or 1) > 1:
+                raise
+            raise self._failure(request, err) from err
+
+    def _failure(self, request: dict[str, Any], err: Exception) -> ServedModelError:
+        what, detail = _failure_text(err)
+        kind = "chat completions" if "messages" in request else "completions"
+        error = ServedModelError(f"{engine_name(self.identity)} failed a {kind} request: {what}{detail} (after "
+                                 f"{self.client.max_retries} retries); work done so far is kept in the response store — fix "
+                                 "the server and run again to resume")
+        with self._lock:
+            self._failed = self._failed or error
+        return self._failed
 
     def _complete(self, prompt: str, params: GenerationParams, index: int, n: int) -> list[Generation]:
         response = self._create(
@@ -151,12 +193,13 @@ class OpenAIResponder:
             top_logprobs=self.top_logprobs,
             n=n,
         )
-        return [self._chat_generation(choice) for choice in sorted(response.choices, key=lambda c: c.index)]
+        return [self._chat_generation(choice, params) for choice in sorted(response.choices, key=lambda c: c.index)]
 
-    def _chat_generation(self, choice: Any) -> Generation:
+    def _chat_generation(self, choice: Any, params: GenerationParams) -> Generation:
         items = list(choice.logprobs.content or []) if choice.logprobs is not None else []
         padded = _padded([[t.logprob for t in (item.top_logprobs or [])] for item in items])
         mu, sigma = topk_moments(padded)
+        self.witness.add(np.array([item.logprob for item in items], dtype=np.float64), padded, params.temperature, params.top_p)
         return Generation(
             text=choice.message.content or "",
             token_ids=[self._unit(item.token) for item in items],
@@ -178,13 +221,15 @@ class OpenAIResponder:
             max_tokens=params.max_new_tokens, seed=sample_seed(params.seed, text, index) & 0x7FFFFFFF,
             logprobs=self.top_logprobs, n=n,
         )
-        return [self._text_generation(choice) for choice in sorted(response.choices, key=lambda c: c.index)]
+        return [self._text_generation(choice, params) for choice in sorted(response.choices, key=lambda c: c.index)]
 
-    def _text_generation(self, choice: Any) -> Generation:
+    def _text_generation(self, choice: Any, params: GenerationParams) -> Generation:
         lp = choice.logprobs
         tokens = list(lp.tokens or []) if lp is not None else []
         padded = _padded([list((t or {}).values()) for t in (lp.top_logprobs or [])] if lp is not None else [])
         mu, sigma = topk_moments(padded)
+        if len(padded) == len(tokens):
+            self.witness.add(np.array(list(lp.token_logprobs or []), dtype=np.float64), padded, params.temperature, params.top_p)
         return Generation(
             text=choice.text or "",
             token_ids=[self._unit(t) for t in tokens],
@@ -199,7 +244,7 @@ class OpenAIResponder:
     def token_spans(self, text: str) -> list[tuple[int, int, int]]:
         """The text's tokens as the server reads it (``echo``), special tokens (empty spans) left out."""
         response = self._create(self.client.completions, prompt=text, max_tokens=0, echo=True, logprobs=1)
-        lp = response.choices[0].logprobs
+        lp = self._echoed(response, text)
         starts = list(lp.text_offset)
         ends = starts[1:] + [len(text)]
         return [(self._unit(t), a, b) for t, a, b in zip(lp.tokens, starts, ends) if b > a]
@@ -214,7 +259,7 @@ class OpenAIResponder:
     def _prompt_logprobs(self, context: str, text: str) -> TextScore:
         response = self._create(self.client.completions, prompt=context + text, max_tokens=0, echo=True,
                                 logprobs=self.top_logprobs)
-        lp = response.choices[0].logprobs
+        lp = self._echoed(response, context + text)
         tokens, values, offsets = list(lp.tokens), list(lp.token_logprobs), list(lp.text_offset)
         tops = list(lp.top_logprobs or [None] * len(tokens))
         ends = offsets[1:] + [len(context + text)]
@@ -224,9 +269,34 @@ class OpenAIResponder:
         return TextScore(token_ids=[self._unit(tokens[i]) for i in keep],
                          logprobs=np.array([values[i] for i in keep], dtype=np.float64), mu=mu, sigma=sigma)
 
+    def _echoed(self, response: Any, prompt: str) -> Any:
+        """The log-probs of an ``echo`` response, checked to lie inside ``prompt``."""
+        from .checks import EngineOutputError
+
+        lp = response.choices[0].logprobs if response.choices else None
+        if lp is None or not lp.tokens or lp.text_offset is None or lp.token_logprobs is None:
+            raise EngineOutputError(f"{engine_name(self.identity)} sent no prompt log-probs for an echo request (echo, "
+                                    "logprobs, max_tokens 0 on /v1/completions); teacher-forced scores need them — serve the "
+                                    "model with vLLM or score it locally")
+        check_echo(list(lp.tokens), list(lp.text_offset), prompt, self.identity)
+        return lp
+
     @staticmethod
     def _unit(token: str) -> int:
         return int.from_bytes(hashlib.sha256(token.encode("utf-8")).digest()[:8], "little") & ((1 << 62) - 1)
+
+
+def _failure_text(err: Exception) -> tuple[str, str]:
+    """What a request failed with: its HTTP status (or kind) and the server's message."""
+    import openai
+
+    if isinstance(err, openai.APIStatusError):
+        body = err.body.get("error", err.body) if isinstance(err.body, dict) else None
+        message = body.get("message") if isinstance(body, dict) else None
+        return f"HTTP {err.status_code}", f" ({str(message or err.message)[:160]})"
+    if isinstance(err, openai.APITimeoutError):
+        return "no answer within the timeout", ""
+    return "no connection", f" ({str(err)[:160]})"
 
 
 def _padded(rows: list[list[float]]) -> np.ndarray:

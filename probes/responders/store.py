@@ -26,6 +26,7 @@ from typing import Any, Sequence, TYPE_CHECKING
 import numpy as np
 
 from .base import CallCounter, Generation, GenerationParams, TextScore
+from .checks import check_generations, check_scores
 
 if TYPE_CHECKING:
     from .base import Responder
@@ -155,6 +156,7 @@ class CachedResponder:
             for start in range(0, len(todo), per_chunk):
                 chunk = todo[start : start + per_chunk]
                 fresh = self._counting_requests(run, [prompts[i] for i in chunk], params)
+                check_generations(fresh, self.identity)  # nothing an engine failed to send is stored
                 new = {keys[i][j]: gen.to_dict() for i, gens in zip(chunk, fresh) for j, gen in enumerate(gens) if (i, j) in missing}
                 self.store.put_many(kind, new)  # committed: an interruption after this keeps it
                 self.counter.generated += len(new)
@@ -164,11 +166,12 @@ class CachedResponder:
 
     def score(self, contexts: Sequence[str], texts: Sequence[str]) -> list[TextScore]:
         keys = [_key("score", self.identity, c, t) for c, t in zip(contexts, texts, strict=True)]
-        return self._scored(keys, lambda idx: self.responder.score([contexts[i] for i in idx], [texts[i] for i in idx]))
+        sizes = [len(t.split()) for t in texts]  # two words or more: at least one token scored
+        return self._scored(keys, sizes, lambda idx: self.responder.score([contexts[i] for i in idx], [texts[i] for i in idx]))
 
     def score_ids(self, pairs: Sequence[tuple[list[int], list[int]]]) -> list[TextScore]:
         keys = [_key("score_ids", self.identity, c, t) for c, t in pairs]
-        return self._scored(keys, lambda idx: self.responder.score_ids([pairs[i] for i in idx]))
+        return self._scored(keys, [len(t) for _, t in pairs], lambda idx: self.responder.score_ids([pairs[i] for i in idx]))
 
     def divergence(self, prompts: Sequence[str], completions: Sequence[list[int]], reference: Responder,
                    stopped: Sequence[bool] | None = None) -> list[np.ndarray]:
@@ -196,7 +199,9 @@ class CachedResponder:
                 bar.update(len(chunk))
         return [np.array(found[k]["kl"], dtype=np.float64) for k in keys]
 
-    def _scored(self, keys: list[str], run: Any) -> list[TextScore]:
+    def _scored(self, keys: list[str], sizes: list[int], run: Any) -> list[TextScore]:
+        """Scores of ``keys`` from the store, the rest from ``run(indices)``, checked and committed
+        chunk by chunk (``sizes``: each text's words or tokens; two or more must score a token)."""
         found = self.store.get_many(keys)
         self.counter.cache_hits += len(found)
         first: dict[str, int] = {}
@@ -207,7 +212,9 @@ class CachedResponder:
         with self._bar(len(todo), "score", len(todo) > self.chunk_rows) as bar:
             for start in range(0, len(todo), self.chunk_rows):
                 chunk = todo[start : start + self.chunk_rows]
-                new = {keys[i]: s.to_dict() for i, s in zip(chunk, self._counting_requests(run, chunk))}
+                fresh = self._counting_requests(run, chunk)
+                check_scores(fresh, [sizes[i] for i in chunk], self.identity)
+                new = {keys[i]: s.to_dict() for i, s in zip(chunk, fresh)}
                 self.store.put_many("score", new)
                 self.counter.scored += len(new)
                 found.update(new)

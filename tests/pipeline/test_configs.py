@@ -218,6 +218,10 @@ def test_unusual_valid_configs_pass_validation(tmp_path):
     ("detect.params.ppl.target=answer", "detect.params.ppl: detector 'ppl': target = 'answer'"),
     ("detect.params.min_k.k=20", "detect.params.min_k: detector 'min_k': k = 20"),
     ("detect.params.cdd.n=0", "detect.params.cdd: detector 'cdd': n = 0"),
+    # issue 33: the testbed's GPT-2 has no chat template (before: a traceback from the local reference at the detect stage)
+    ("detect.prompt_format=chat", "detect.prompt_format 'chat': model 'rl'"),
+    # issue 33: a served audited model cannot share tokens with the local reference (before: refused after stage 1)
+    ("detect.endpoint={base_url: 'http://127.0.0.1:9/v1', model: x}", "detect.endpoint: detector 'ref' compares log-probs"),
 ])
 def test_detector_parameter_values_are_checked_before_stage_one(override, message, tmp_path, capsys):
     err = _one_line_error(capsys, ["run", str(CONFIGS / "demo.yaml"), "--set", f"run_dir={tmp_path / 'run'}", "--set", override,

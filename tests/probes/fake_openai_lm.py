@@ -4,7 +4,14 @@ model, like a vLLM server: ``/v1/chat/completions`` with ``logprobs``/``top_logp
 the other from one generator seeded by the request's ``seed`` (``n_mode = "ignore"`` sends one
 choice whatever ``n`` is, ``"refuse"`` answers 400 to ``n > 1``, as some servers do). It decodes step by step with full forward
 passes (no KV cache, no batching) — an implementation independent of the local responder's —
-and keeps every token log-prob it sent, for exact comparison."""
+and keeps every token log-prob it sent, for exact comparison.
+
+Faults a real server was seen to show, to pin the toolkit's checks (``fault``): ``"no_logprobs"``
+(as ``transformers serve`` does: ``logprobs``, ``top_logprobs`` and ``n`` ignored, greedy
+answers with no log-probs), ``"greedy"`` (log-probs sent, but temperature, seed and ``n``
+ignored: one greedy choice), ``"echo_continuation"`` (``echo`` sends the prompt and a
+continuation, as a server reading ``max_tokens: 0`` as "no limit" does), ``"status_500"`` (every
+request after the first ``fail_after`` answers HTTP 500)."""
 
 from __future__ import annotations
 
@@ -24,6 +31,8 @@ class FakeOpenAIModelServer:
         self.sent_tops: list[list[dict[str, float] | None]] = []
         self.requests: list[dict[str, Any]] = []
         self.n_mode = "native"
+        self.fault: str | None = None
+        self.fail_after = 0
         self._lock = threading.Lock()
 
     @property
@@ -57,6 +66,15 @@ class FakeOpenAIModelServer:
             with self._lock:
                 self.requests.append(body)
             return self._send(handler, 400, {"error": {"message": "n > 1 is not supported", "type": "invalid_request_error"}})
+        if self.fault == "status_500":
+            with self._lock:
+                failing = len(self.requests) >= self.fail_after
+                if failing:
+                    self.requests.append(body)
+            if failing:
+                return self._send(handler, 500, {"error": {"message": "Internal Server Error", "type": "server_error"}})
+        if self.fault in ("no_logprobs", "greedy"):
+            body = {**body, "temperature": 0, "n": 1}
         with self._lock:  # one forward at a time: the model is shared
             self.requests.append(body)
             if handler.path.endswith("/chat/completions"):
@@ -129,7 +147,7 @@ class FakeOpenAIModelServer:
                 item["top_logprobs"] = [self._token(int(i), float(v)) for v, i in zip(top.values, top.indices)] if top is not None else []
                 content.append(item)
             choices.append({"index": index, "message": {"role": "assistant", "content": self.tokenizer.decode(out, skip_special_tokens=True)},
-                            "logprobs": {"content": content}, "finish_reason": finish})
+                            "logprobs": None if self.fault == "no_logprobs" else {"content": content}, "finish_reason": finish})
             used += len(out)
         return {
             "id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
@@ -164,6 +182,16 @@ class FakeOpenAIModelServer:
         with torch.inference_mode():
             logp = torch.log_softmax(self.model(input_ids=torch.tensor([ids])).logits[0].float(), dim=-1)
         values = [None] + [float(logp[i - 1, ids[i]]) for i in range(1, len(ids))]
+        if self.fault == "echo_continuation":  # the prompt, then 8 greedy tokens with offsets past its end
+            out, steps, _ = self._decode(ids, {**body, "max_tokens": 8, "temperature": 0}, 0, None)
+            text = prompt + self.tokenizer.decode(out)
+            tokens = [self.tokenizer.decode([i]) for i in ids + out]
+            starts = [a for a, _ in offsets] + [len(prompt) + len(self.tokenizer.decode(out[:i])) for i in range(len(out))]
+            return {"id": "cmpl-echo", "object": "text_completion", "created": int(time.time()), "model": body["model"],
+                    "choices": [{"index": 0, "text": text, "finish_reason": "length", "logprobs": {
+                        "tokens": tokens, "token_logprobs": values + [lp for _, lp, _ in steps], "text_offset": starts,
+                        "top_logprobs": None}}], "usage": {"prompt_tokens": len(ids), "completion_tokens": len(out),
+                                                           "total_tokens": len(ids) + len(out)}}
         k = int(body.get("logprobs") or 0)
         tops = None
         if k > 1:  # vLLM: per position a {token: log-prob} map of the top k (None for the first token)
