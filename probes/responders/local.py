@@ -73,6 +73,7 @@ class LocalResponder:
                               "--prompt-format raw --template '...{prompt}...' (or auto)")
         self.chat = prompt_format.mode == "chat" or (prompt_format.mode == "auto" and has_template)
         self.eos_ids = _eos_ids(self.model, self.tokenizer)
+        self._cache_checked = False
         self.identity = {
             "kind": "local",
             "weights": loaded.weights_fingerprint,
@@ -140,6 +141,8 @@ class LocalResponder:
         import torch
 
         fitted = [self._fit_prompt(ids) for ids in encoded]
+        if fitted and not self._cache_checked:
+            self._check_cached_decoding(fitted[0][0])
         rows = [(p, j) for p in range(len(prompts)) for j in range(params.n)]
         order = sorted(range(len(rows)), key=lambda r: -len(fitted[rows[r][0]][0]))  # similar lengths together
         results: list[Generation | None] = [None] * len(rows)
@@ -156,6 +159,29 @@ class LocalResponder:
         for (p, _), gen in zip(rows, results):
             grouped[p].append(gen)  # type: ignore[arg-type]
         return grouped
+
+    def _check_cached_decoding(self, prompt_ids: list[int], steps: int = 8) -> None:
+        """Refuse a model that decodes differently with its KV cache than without (a wrapper
+        whose rewired modules mishandle the cache would feed every detector garbage): the log-probs
+        of a short greedy decode must equal the same tokens' teacher-forced ones (no cache) within
+        1e-3 in float32 (0.1 in half precision)."""
+        import torch
+
+        self._cache_checked = True
+        with torch.inference_mode():
+            decoded = self._generate_batch([prompt_ids], GenerationParams(max_new_tokens=steps), [0])[0]
+            if not decoded.token_ids:
+                return
+            forced = self._score_batch([(prompt_ids, decoded.token_ids)])[0]
+        gap = float(np.abs(forced.logprobs - decoded.logprobs).max())
+        tolerance = 1e-3 if self.loaded.dtype == torch.float32 else 0.1
+        if gap > tolerance:
+            from ..errors import ConfigError
+
+            raise ConfigError(f"this model ({type(self.model).__name__}) decodes differently with its KV cache than without "
+                              f"(log-probs differ by {gap:.3g}), so its answers would be wrong; for generation pass the Hugging "
+                              "Face model itself: load_model(AutoModelForCausalLM.from_pretrained(DIR), tokenizer)")
+        logger.debug("cached decoding checked against teacher forcing (max log-prob gap %.2g)", gap)
 
     def _fit_prompt(self, ids: list[int]) -> tuple[list[int], int]:
         """The prompt and how many of its first tokens were dropped: a prompt longer than the

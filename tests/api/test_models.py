@@ -93,3 +93,48 @@ def test_bare_strings_and_the_store_for_humans(gpt2, by_path, tmp_path):
         store.get(TEXTS, layers=[-7])
     assert repr(store).startswith(f"ActivationStore('{tmp_path / 'acts.h5'}': 3 texts × 3 layers × d_model 32")
     assert probes.open_store(tmp_path / "acts.h5")["Hi there"].shape == (3, 32)
+
+
+def _greedy(loaded, n=12):
+    from probes.responders.base import GenerationParams
+    from probes.responders.local import LocalResponder, PromptFormat
+
+    responder = LocalResponder(loaded, PromptFormat(mode="raw", template="Q: {prompt}\nA:"))
+    return [row[0] for row in responder.generate(TEXTS, GenerationParams(max_new_tokens=n))]
+
+
+def test_a_bridge_and_an_nnsight_model_generate_what_the_checkpoint_generates(gpt2, toy_dirs):
+    """Issue 33, item 6: a wrapped model is unwrapped for generation too; its KV-cached decoding is
+    checked against teacher forcing before the first answer (a bridge was seen to decode garbage
+    elsewhere; here, TransformerLens 4.3 with transformers 5.23, it decodes as the checkpoint does)."""
+    from nnsight import LanguageModel
+    from transformer_lens.model_bridge import TransformerBridge
+
+    for arch in ("gpt2", "qwen2"):
+        expected = _greedy(probes.load_model(toy_dirs[arch], device="cpu"))
+        bridge = TransformerBridge.boot_transformers(str(toy_dirs[arch]), device="cpu")
+        nn_model = LanguageModel(str(toy_dirs[arch]), dispatch=True)
+        for wrapped in (bridge, nn_model):
+            got = _greedy(probes.load_model(wrapped))
+            assert [g.token_ids for g in got] == [e.token_ids for e in expected]
+            for g, e in zip(got, expected):
+                np.testing.assert_allclose(g.logprobs, e.logprobs, atol=1e-4)
+
+
+def test_a_model_whose_kv_cache_decodes_wrongly_is_refused_for_generation(gpt2):
+    """A planted fault: the model reads wrong positions whenever it is given a KV cache (as a
+    wrapper that mishandles the cache would). Without the check its answers differ silently."""
+    from probes.errors import ConfigError
+
+    model, tokenizer = hf_pair(gpt2)
+    forward = model.forward
+
+    def broken(*args, **kwargs):
+        if kwargs.get("past_key_values") is not None and kwargs.get("position_ids") is not None:
+            kwargs["position_ids"] = kwargs["position_ids"] + 7
+        return forward(*args, **kwargs)
+
+    model.forward = broken
+    loaded = probes.load_model(model, tokenizer)
+    with pytest.raises(ConfigError, match="decodes differently with its KV cache than without .* pass the Hugging Face model"):
+        _greedy(loaded)
