@@ -209,6 +209,20 @@ def with_sampling_temperature(params: dict[str, dict[str, Any]], names: Sequence
     return out
 
 
+def _feeding(detector: Any, responder: Responder) -> tuple[Responder, list[str]]:
+    """The responder that runs ``detector`` — ``responder``, or its hf ``fallback`` when its engine
+    cannot feed the detector (said in a note) — and the approximation notes."""
+    try:
+        return responder, check_access(detector, responder)
+    except ConfigError:
+        fallback = getattr(responder, "fallback", None)
+        if fallback is None:
+            raise
+        missing = ", ".join(sorted(a.value for a in set(detector.needs) - set(responder.access)))
+        notes = check_access(detector, fallback)
+        return fallback, notes + [f"{detector.name}: runs on the hf engine ({responder.identity.get('kind')} does not send {missing})"]
+
+
 def run_detectors(
     names: Sequence[str],
     ids: Sequence[str],
@@ -247,9 +261,11 @@ def run_detectors(
     params = with_sampling_temperature(params or {}, names, sampling_temperature)
     detectors = [get_detector(n, **params.get(n, {})) for n in names]
     notes: list[str] = []
+    feeding: dict[str, Responder] = {}
     for detector in detectors:  # refuse before any work
-        notes += check_access(detector, responder)
-        check_reference(detector, responder, reference)
+        feeding[detector.name], more = _feeding(detector, responder)
+        notes += more
+        check_reference(detector, feeding[detector.name], reference)
         if detector.requires_answers:
             check_answers(detector.name, ids, answers)
     rows = [(qid, c, text) for qid in ids for c, text in enumerate((controls or {}).get(qid, ()), start=1)]
@@ -269,7 +285,7 @@ def run_detectors(
         if bar is not None:
             bar.set_postfix_str(detector.name)
         detector.fit(clean_questions, reference=reference, answers=answers)
-        result = detector.score(questions, responder)
+        result = detector.score(questions, feeding[detector.name])
         table.add(result.name, result.scores)
         raw.add(result.raw_name, result.raw)
         for key, values in result.extra.items():
@@ -292,7 +308,7 @@ def run_detectors(
                 eligible, mine = len(mine), [k for k in mine if has_answer(row_answers[k])]
                 detector.fit(clean_questions, reference=reference, answers=[row_answers[k] for k in mine])
                 notes.append(f"{detector.name}: scored on the {len(mine)} of {eligible} controls with a re-solved answer")
-            on_controls = detector.score([rows[k][2] for k in mine], responder)
+            on_controls = detector.score([rows[k][2] for k in mine], feeding[detector.name])
             notes += cut_notes(f"{detector.name} on controls", on_controls)
             column = np.full(len(rows), np.nan)
             column[mine] = on_controls.scores

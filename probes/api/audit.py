@@ -16,7 +16,8 @@ def detect(model: Any, questions: Any, detectors: str | Sequence[str] = "all", *
            sets: Sequence[Any] | None = None, n_controls: int = 3, params: Mapping[str, Mapping[str, Any]] | None = None,
            store: str | Path | None = None, prompt_format: str = "auto", template: str = "{prompt}",
            system_prompt: str | None = None, batch_size: int = 16, sampling_temperature: float | None = None,
-           calibrate: Sequence[str] | None = None, progress: bool = False) -> Detection:
+           calibrate: Sequence[str] | None = None, progress: bool = False, engine: str = "auto",
+           vllm: Mapping[str, Any] | None = None) -> Detection:
     """Score ``questions`` with output-level detectors (SPEC §5), as ``lara detect`` does.
 
     Args:
@@ -35,6 +36,8 @@ def detect(model: Any, questions: Any, detectors: str | Sequence[str] = "all", *
             detect`` uses, ``~/.cache/lara/responses.sqlite``), so a repeated call is served from it.
         prompt_format, template, system_prompt, batch_size, sampling_temperature, calibrate: as
             the flags of ``lara detect``.
+        engine: ``hf``, ``vllm`` (``model`` a checkpoint directory) or ``auto`` (vLLM on a CUDA
+            machine where it is installed); ``vllm``: its ``vllm.LLM`` arguments (``model.vllm``).
     """
     from ..detection import checked_detectors, detect_questions
     from ..responders.local import PromptFormat
@@ -46,7 +49,19 @@ def detect(model: Any, questions: Any, detectors: str | Sequence[str] = "all", *
     names, chosen = checked_detectors(detectors, records, reference is not None, params)  # before any model work
     store = ResponseStore(Path(store) if store else default_store_path())
     prompt = PromptFormat(mode=prompt_format, template=template, system=system_prompt)
-    responder = open_responder(load_model(model), prompt, store, batch_size=batch_size, progress=progress)
+    from ..responders.engines import resolve_engine
+
+    chosen_engine = None
+    if resolve_engine(engine) == "vllm":
+        from cache.config import ModelConfig
+
+        if not isinstance(model, (str, Path)):
+            from ..errors import ConfigError
+
+            raise ConfigError("engine 'vllm' reads a checkpoint directory: pass its path as the model, or use engine 'hf'")
+        chosen_engine = ModelConfig(source=str(model), engine="vllm", vllm=dict(vllm or {}))
+    responder = open_responder(lambda: load_model(model), prompt, store, batch_size=batch_size, progress=progress,
+                               engine=chosen_engine)
     ref = open_responder(load_model(reference), prompt, store, batch_size=batch_size, progress=progress) if reference is not None else None
     summary = detect_questions(records, names, responder, params=chosen, reference=ref, sampling_temperature=sampling_temperature,
                                sets=sets, n_controls=n_controls, calibrate=calibrate, progress=progress)

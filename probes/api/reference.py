@@ -38,7 +38,12 @@ checkpoint's own tokenizer. A `TransformerBridge` prepends a BOS token by defaul
 (`prepend_bos=True`); this testbed's GPT-2 tokenizer adds none, so pass `prepend_bos=False` to
 see the same tokens (a tokenizer that adds BOS itself, e.g. Llama's, matches with the default).
 Blocks are `blocks.{l}.hook_resid_post`; `embed` is `blocks.0.hook_resid_pre`. (`probes.load_model`
-takes a bridge too, and uses the checkpoint's tokenizer for that reason.)
+takes a bridge too, and uses the checkpoint's tokenizer for that reason.) For the detectors a
+bridge or an nnsight model is unwrapped to the Hugging Face module it holds; before its first
+answer, a short greedy decode with the KV cache is checked against the same tokens scored without
+it (float32: 1e-3), and a model that fails is refused for generation with a pointer to the
+checkpoint itself (a bridge was seen to decode wrongly elsewhere; with TransformerLens 4.3 and
+transformers 5.23 both wrappers generate what the checkpoint generates, `tests/api/test_models.py`).
 
 ```python
 from pathlib import Path

@@ -59,6 +59,9 @@ def register(sub: Any) -> None:
     detect.add_argument("--gpus-per-rank", type=int, metavar="G", help="a model larger than one GPU: each process (torchrun "
                         "rank) spreads it over G of its node's GPUs (local rank r: GPUs r*G .. r*G+G-1)")
     detect.add_argument("--dtype", choices=literal_choices(ModelConfig, "dtype"), help="compute dtype (default: auto)")
+    detect.add_argument("--engine", choices=("auto", "hf", "vllm"),
+                        help="what runs the audited model: hf, vllm (the vllm extra) or auto (vllm on a CUDA machine where "
+                             "installed, else hf; the default)")
     detect.add_argument("--trust-remote-code", action="store_true", default=None, help="run code shipped with the checkpoint")
     detect.add_argument("--prompt-format", **from_settings(DetectSettings, "prompt_format"), help="chat template or raw text (default: auto)")
     detect.add_argument("--template", type=prompt_text, **from_settings(DetectSettings, "template"),
@@ -109,7 +112,7 @@ def handle(args: argparse.Namespace) -> int:
     check_writable(args.output, "scores file")  # before any model is loaded or answer generated
     check_writable(store_path, "response store")
     overrides = {k: v for k, v in {"device": args.device, "dtype": args.dtype, "trust_remote_code": args.trust_remote_code,
-                                   "gpus_per_rank": args.gpus_per_rank}.items() if v is not None}
+                                   "gpus_per_rank": args.gpus_per_rank, "engine": args.engine}.items() if v is not None}
     ranks = None if args.endpoint else Ranks.from_env()  # under torchrun: this rank's share of every batch call
 
     def model_config(source: str) -> ModelConfig:
@@ -133,7 +136,8 @@ def handle(args: argparse.Namespace) -> int:
     store = ResponseStore(store_path)  # one store for the audited model and the reference
     progress = not args.no_progress and (ranks is None or ranks.rank == 0)
     opened = {"batch_size": args.batch_size, "ranks": ranks, "progress": progress}
-    responder = open_responder(loader(args.source), prompt_format, store, endpoint=endpoint, **opened)
+    responder = open_responder(loader(args.source), prompt_format, store, endpoint=endpoint,
+                               engine=None if args.endpoint else model_config(args.source), **opened)
     reference = open_responder(loader(args.reference), prompt_format, store, **opened) if args.reference else None
     sets = None
     if args.sets:

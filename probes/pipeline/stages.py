@@ -66,6 +66,8 @@ def generate_inputs(config: RunConfig, questions_digest: str) -> dict[str, Any]:
 def model_identity(model: ModelConfig, ledger: Ledger) -> dict[str, Any]:
     """The model settings plus, for a local checkpoint, the content digest of its directory."""
     identity: dict[str, Any] = dataclasses.asdict(model)
+    for key in ("engine", "vllm"):  # what runs the detectors is in the detect stage's key alone (detect_key)
+        identity.pop(key)
     path = Path(model.source).expanduser()
     if path.is_dir():
         identity["content"] = ledger.digest(path)
@@ -143,12 +145,18 @@ def detect_key(questions: str, identity: dict[str, Any], config: RunConfig, name
     """The detect stage's key: the questions, the model, the detector settings (not where answers
     are stored; a control is always run locally), the reference model's identity when a detector
     uses it, and the controls' texts and calibration when controls are scored."""
+    from ..responders.engines import engine_key
+
     detect = dataclasses.asdict(config.detect)
     detect.pop("store")
     if name != config.name:
         detect["endpoint"] = None
-    return {"questions": questions, "model": identity, "detect": detect, "reference": reference,
-            "calibration": {"controls": controls, **_calibration_key(config)} if config.calibrating else None}
+    key = {"questions": questions, "model": identity, "detect": detect, "reference": reference,
+           "calibration": {"controls": controls, **_calibration_key(config)} if config.calibrating else None}
+    engine = None if detect["endpoint"] is not None else engine_key(dict(config.models())[name])
+    if engine is not None:  # hf: the key as it was before engines existed
+        key["engine"] = engine
+    return key
 
 
 def _calibration_key(config: RunConfig) -> dict[str, Any]:
@@ -174,7 +182,8 @@ def detect(run_dir: Path, name: str, config: RunConfig, model: LazyModel, questi
     prompt_format = PromptFormat(mode=d.prompt_format, template=d.template, system=d.system_prompt)
     opened = {"batch_size": d.batch_size, "ranks": ranks, "progress": progress}
     endpoint = d.endpoint if name == config.name else None
-    responder = open_responder(model.get, prompt_format, store_path(run_dir, name, d.store), endpoint=endpoint, **opened)
+    responder = open_responder(model.get, prompt_format, store_path(run_dir, name, d.store), endpoint=endpoint,
+                               engine=model.config, **opened)
     reference_responder = None
     if reference is not None:
         ref_name, ref_model = reference
@@ -184,11 +193,16 @@ def detect(run_dir: Path, name: str, config: RunConfig, model: LazyModel, questi
         from generation.records import read_sets
 
         sets = read_sets(RunLayout(run_dir).sets)
-    summary = detect_questions(questions, names, responder, params=d.params, reference=reference_responder,
-                               sampling_temperature=d.sampling_temperature, sets=sets, n_controls=config.calibration.controls,
-                               decision_controls=config.calibration.decision_controls,
-                               sampling_controls=config.calibration.sampling_controls,
-                               calibrate=config.calibration.detectors, progress=progress, ranks=ranks)
+    from ..responders.engines import close_engine
+
+    try:
+        summary = detect_questions(questions, names, responder, params=d.params, reference=reference_responder,
+                                   sampling_temperature=d.sampling_temperature, sets=sets, n_controls=config.calibration.controls,
+                                   decision_controls=config.calibration.decision_controls,
+                                   sampling_controls=config.calibration.sampling_controls,
+                                   calibrate=config.calibration.detectors, progress=progress, ranks=ranks)
+    finally:
+        close_engine(responder)  # a vLLM engine's memory is free for the next model
     if summary is None:  # a rank other than the main one
         return
     layout = RunLayout(run_dir)

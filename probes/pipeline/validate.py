@@ -25,7 +25,7 @@ def validate_run(config: RunConfig, questions: Sequence[Any]) -> None:
     labels = [q.label for q in questions]
     splits = {q.split for q in questions}
     answers = any(has_answer(q.answer) for q in questions)
-    problems = (_extraction(config) + _detectors(config, answers) + _chat_templates(config) + _lara(config, labels, splits)
+    problems = (_extraction(config) + _engines(config) + _detectors(config, answers) + _chat_templates(config) + _lara(config, labels, splits)
                 + _fusion(config, labels, splits, answers) + _verdict(config, labels, splits, answers))
     if problems:
         raise ConfigError("the config cannot run as it is: " + "; ".join(problems))
@@ -36,6 +36,22 @@ def _extraction(config: RunConfig) -> list[str]:
 
     if config.lara and config.extraction.backend not in BACKENDS:
         return [f"extraction.backend {config.extraction.backend!r}: choose {', '.join(BACKENDS)}"]
+    return []
+
+
+def _engines(config: RunConfig) -> list[str]:
+    """An engine that is not installed (vLLM), refused before stage 1."""
+    from ..responders.engines import engine_key
+
+    if not config.detect.names:
+        return []
+    for name, model in config.models():
+        if name == config.name and config.detect.endpoint is not None:
+            continue
+        try:
+            engine_key(model)
+        except ConfigError as err:
+            return [f"model.engine: {err}"]
     return []
 
 

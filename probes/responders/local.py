@@ -8,44 +8,23 @@ scoring materialises ``[batch, tokens, vocab]`` logits only up to ``score_budget
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import logging
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from .base import Access, CallCounter, Generation, GenerationParams, Responder, TextScore, sample_seed
+from .prompting import PromptFormat, PromptTokens
+
+__all__ = ["LocalResponder", "PromptFormat"]
 
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class PromptFormat:
-    """How a question becomes the model's prompt.
-
-    Attributes:
-        mode: ``chat`` (the tokenizer's chat template, user turn + generation prompt), ``raw``
-            (``template`` filled with the prompt), or ``auto`` (chat when the tokenizer has a
-            template, raw otherwise).
-        template: the raw-mode text; ``{prompt}`` is replaced by the prompt.
-        system: an optional system turn (chat mode).
-    """
-
-    mode: Literal["auto", "chat", "raw"] = "auto"
-    template: str = "{prompt}"
-    system: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.mode not in ("auto", "chat", "raw"):
-            raise ValueError(f"prompt mode {self.mode!r}: choose auto, chat or raw")
-        if "{prompt}" not in self.template:
-            raise ValueError("the raw prompt template must contain {prompt}")
-
-
-class LocalResponder:
-    """Generation and scoring on a loaded model (``cache.loading.load_model``).
+class LocalResponder(PromptTokens):
+    """Generation and scoring on a loaded model (``cache.loading.load_model``); its prompts and
+    scored texts are tokenized by :class:`~.prompting.PromptTokens`.
 
     Args:
         loaded: the model and tokenizer.
@@ -61,6 +40,7 @@ class LocalResponder:
         self.loaded = loaded
         self.model = loaded.model
         self.tokenizer = loaded.tokenizer
+        self.max_positions = loaded.max_positions
         self.prompt_format = prompt_format
         self.batch_size = batch_size
         self.score_budget_mib = score_budget_mib
@@ -90,25 +70,6 @@ class LocalResponder:
         """Completions a response store runs and commits together: one batch."""
         return self.batch_size
 
-    # ------------------------------------------------------------------ prompts
-
-    def format(self, prompt: str) -> str:
-        """The full prompt text the model sees."""
-        if not self.chat:
-            return self.prompt_format.template.replace("{prompt}", prompt)
-        messages = ([{"role": "system", "content": self.prompt_format.system}] if self.prompt_format.system else [])
-        messages.append({"role": "user", "content": prompt})
-        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-
-    def encode_prompt(self, prompt: str) -> list[int]:
-        return self._encode(self.format(prompt))["input_ids"]
-
-    def _encode(self, text: str, offsets: bool = False) -> Any:
-        """Token ids (and character offsets) of text as the model reads it: a chat template writes
-        its own special tokens (BOS included), raw text gets the tokenizer's (e.g. BOS) — the one
-        rule for generation and scoring, so a text is scored exactly as it is read when generating."""
-        return self.tokenizer(text, add_special_tokens=not self.chat, return_offsets_mapping=offsets)
-
     # ------------------------------------------------------------------ generation
 
     def generate(self, prompts: Sequence[str], params: GenerationParams) -> list[list[Generation]]:
@@ -119,20 +80,6 @@ class LocalResponder:
         """``params.n`` plain-text continuations of each text: no template, the tokenizer's own
         special tokens (e.g. BOS) as for any raw text."""
         return self._generate([self.tokenizer(t)["input_ids"] for t in texts], texts, params)
-
-    def token_spans(self, text: str) -> list[tuple[int, int, int]]:
-        """``(token id, start, end)`` of each token of ``text`` read as plain text (no specials)."""
-        enc = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-        return [(int(i), int(a), int(b)) for i, (a, b) in zip(enc["input_ids"], enc["offset_mapping"])]
-
-    @functools.cached_property
-    def vocabulary_fingerprint(self) -> str:
-        """sha256 of the token → id map and the special tokens: two models whose fingerprints match
-        read every text as the same tokens (chat templates aside)."""
-        vocab = sorted(self.tokenizer.get_vocab().items())
-        specials = [self.tokenizer.bos_token_id, self.tokenizer.eos_token_id, self.tokenizer.pad_token_id]
-        added = self.tokenizer("Probe 12 words, [BLANK] and $x^2$.")["input_ids"]  # which specials it adds (BOS…)
-        return hashlib.sha256(json.dumps([vocab, specials, added]).encode()).hexdigest()
 
     def _generate(self, encoded: list[list[int]], prompts: Sequence[str], params: GenerationParams) -> list[list[Generation]]:
         """Completions of token-id prompts. Each prompt is fitted to the context on its own
@@ -183,18 +130,6 @@ class LocalResponder:
                               "Face model itself: load_model(AutoModelForCausalLM.from_pretrained(DIR), tokenizer)")
         logger.debug("cached decoding checked against teacher forcing (max log-prob gap %.2g)", gap)
 
-    def _fit_prompt(self, ids: list[int]) -> tuple[list[int], int]:
-        """The prompt and how many of its first tokens were dropped: a prompt longer than the
-        model's context keeps its last ``context − 1`` tokens (so at least one token can be
-        generated). Recorded on the generation (``prompt_cut``), not only logged."""
-        limit = self.loaded.max_positions
-        if limit is not None and len(ids) >= limit:
-            cut = len(ids) - limit + 1
-            logger.warning("a prompt of %d tokens exceeds the model's context of %d; its first %d tokens are dropped "
-                           "(for that prompt only)", len(ids), limit, cut)
-            return ids[cut:], cut
-        return ids, 0
-
     def _generate_batch(self, prompt_ids: list[list[int]], params: GenerationParams, seeds: list[int]) -> list[Generation]:
         """One batch of rows, left-padded. Row i's budget is its own, min(max_new_tokens, context −
         len(prompt_i)); a row stops at its end-of-sequence token or its budget, and finished rows
@@ -203,7 +138,7 @@ class LocalResponder:
 
         device = self.loaded.device
         pad = self.tokenizer.pad_token_id
-        limit = self.loaded.max_positions
+        limit = self.max_positions
         width = max(len(x) for x in prompt_ids)
         budgets = [params.max_new_tokens if limit is None else min(params.max_new_tokens, limit - len(x)) for x in prompt_ids]
         ids = torch.tensor([[pad] * (width - len(x)) + x for x in prompt_ids], device=device)
@@ -269,16 +204,10 @@ class LocalResponder:
         Context and text are tokenized *together*, by the rule generation uses (raw text gets the
         tokenizer's BOS, a chat context carries the template's own), so the tokens at their
         boundary are the ones the model sees; the text's tokens are those ending after the
-        context's last character. A text whose first token follows nothing (an empty context and
-        no BOS) leaves that token unscored, as an API's prompt log-probs do.
+        context's last character (:meth:`scored_pairs`). A text whose first token follows nothing
+        (an empty context and no BOS) leaves that token unscored, as an API's prompt log-probs do.
         """
-        pairs = []
-        for context, text in zip(contexts, texts, strict=True):
-            enc = self._encode(context + text, offsets=True)
-            ids, offsets = enc["input_ids"], enc["offset_mapping"]
-            split = next((i for i, (_, end) in enumerate(offsets) if end > len(context) and end > 0), len(ids))
-            pairs.append((ids[:split], ids[split:]))
-        return self.score_ids(pairs)
+        return self.score_ids(self.scored_pairs(contexts, texts))
 
     def divergence(self, prompts: Sequence[str], completions: Sequence[list[int]], reference: Responder,
                    stopped: Sequence[bool] | None = None) -> list[np.ndarray]:
@@ -287,24 +216,6 @@ class LocalResponder:
 
         self.counter.scored += len(prompts)
         return policy_kl(self, reference, prompts, completions, stopped)
-
-    def question_context(self, lead: str = "") -> str:
-        """The formatted prompt's text before the question (e.g. ``"Q: "`` or a chat header, then
-        ``lead``), so a question is scored the way the model reads it."""
-        sentinel = "\u2063\u2063"  # invisible separators that no template contains
-        formatted = self.format(lead + sentinel)
-        return formatted[: formatted.index(sentinel)] if sentinel in formatted else ""
-
-    def _fit_pair(self, context: list[int], text: list[int]) -> tuple[list[int], list[int], int, int]:
-        """Drop context tokens from the left (then text tokens from the right) to fit the model;
-        returns the pair and how many tokens each lost."""
-        limit = self.loaded.max_positions
-        if limit is None or len(context) + len(text) <= limit:
-            return context, text, 0, 0
-        keep = max(0, limit - len(text))
-        logger.warning("context + text of %d tokens exceed the model's context of %d; the context keeps its last %d tokens%s",
-                       len(context) + len(text), limit, keep, "" if keep else " and the text is cut")
-        return (context[len(context) - keep :] if keep else []), text[:limit], len(context) - keep, max(0, len(text) - limit)
 
     def score_ids(self, pairs: Sequence[tuple[list[int], list[int]]]) -> list[TextScore]:
         """Like :meth:`score` on token ids: ``(context_ids, text_ids)`` pairs."""

@@ -10,6 +10,7 @@ from typing import Any, Protocol
 
 from .base import Responder
 from .distributed import on_ranks
+from .engines import LazyResponder, open_vllm, resolve_engine
 from .local import LocalResponder, PromptFormat
 from .store import CachedResponder, ResponseStore
 
@@ -40,7 +41,8 @@ def open_store(store: ResponseStore | str | Path) -> ResponseStore:
 
 
 def open_responder(model: Any, prompt_format: PromptFormat, store: ResponseStore | str | Path, *, batch_size: int = 16,
-                   endpoint: Endpoint | None = None, ranks: Any = None, progress: bool = False) -> Responder:
+                   endpoint: Endpoint | None = None, ranks: Any = None, progress: bool = False,
+                   engine: Any = None) -> Responder:
     """The cached responder of one model.
 
     Args:
@@ -52,6 +54,8 @@ def open_responder(model: Any, prompt_format: PromptFormat, store: ResponseStore
         endpoint: a served model (base URL, model name, key variable, top log-probs, concurrency).
         ranks: a launched job's ranks (``cache.distributed.Ranks``): each batch call split across them.
         progress: show progress bars.
+        engine: the model's config (``cache.ModelConfig``) when its ``engine`` may be other than
+            hf: with vLLM, the detectors vLLM cannot feed get the hf engine (``fallback``).
     """
     if endpoint is not None:
         from .openai_api import OpenAIResponder
@@ -59,6 +63,13 @@ def open_responder(model: Any, prompt_format: PromptFormat, store: ResponseStore
         backend: Any = OpenAIResponder(endpoint.base_url, endpoint.model, api_key_env=endpoint.api_key_env,
                                        top_logprobs=endpoint.top_logprobs, concurrency=endpoint.concurrency,
                                        system=prompt_format.system, prompt_format=prompt_format)
+    elif engine is not None and resolve_engine(engine.engine) == "vllm":
+        def hf() -> Responder:
+            return open_responder(model, prompt_format, store, batch_size=batch_size, ranks=ranks, progress=progress)
+
+        cached = on_ranks(CachedResponder(open_vllm(engine, prompt_format), open_store(store), progress=progress), ranks)
+        cached.fallback = LazyResponder(hf, LocalResponder.access)  # type: ignore[union-attr]
+        return cached
     else:
         loaded = model() if callable(model) and not hasattr(model, "layout") else model
         backend = LocalResponder(loaded, prompt_format, batch_size=batch_size)

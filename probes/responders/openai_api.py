@@ -43,7 +43,7 @@ from ..token_distributions import entropy_from_logprobs, topk_moments
 from ..errors import ConfigError, ProbesError
 from .base import Access, CallCounter, Generation, GenerationParams, TextScore, sample_seed
 from .checks import SamplingWitness, check_echo, engine_name
-from .local import PromptFormat
+from .prompting import PromptFormat
 
 logger = logging.getLogger(__name__)
 
@@ -197,6 +197,7 @@ class OpenAIResponder:
 
     def _chat_generation(self, choice: Any, params: GenerationParams) -> Generation:
         items = list(choice.logprobs.content or []) if choice.logprobs is not None else []
+        items = items[: _generated(choice.finish_reason, [item.token for item in items], choice.message.content or "")]
         padded = _padded([[t.logprob for t in (item.top_logprobs or [])] for item in items])
         mu, sigma = topk_moments(padded)
         self.witness.add(np.array([item.logprob for item in items], dtype=np.float64), padded, params.temperature, params.top_p)
@@ -226,14 +227,17 @@ class OpenAIResponder:
     def _text_generation(self, choice: Any, params: GenerationParams) -> Generation:
         lp = choice.logprobs
         tokens = list(lp.tokens or []) if lp is not None else []
-        padded = _padded([list((t or {}).values()) for t in (lp.top_logprobs or [])] if lp is not None else [])
+        kept = _generated(choice.finish_reason, tokens, choice.text or "")
+        tokens = tokens[:kept]
+        values = list(lp.token_logprobs or [])[:kept] if lp is not None else []
+        padded = _padded([list((t or {}).values()) for t in (lp.top_logprobs or [])[:kept]] if lp is not None else [])
         mu, sigma = topk_moments(padded)
         if len(padded) == len(tokens):
-            self.witness.add(np.array(list(lp.token_logprobs or []), dtype=np.float64), padded, params.temperature, params.top_p)
+            self.witness.add(np.array(values, dtype=np.float64), padded, params.temperature, params.top_p)
         return Generation(
             text=choice.text or "",
             token_ids=[self._unit(t) for t in tokens],
-            logprobs=np.array(list(lp.token_logprobs or []) if lp is not None else [], dtype=np.float64),
+            logprobs=np.array(values, dtype=np.float64),
             entropies=entropy_from_logprobs(padded) if len(tokens) else np.zeros(0),
             entropy_kind=f"top-{self.top_logprobs}",
             finish_reason="length" if choice.finish_reason == "length" else "stop",
@@ -284,6 +288,15 @@ class OpenAIResponder:
     @staticmethod
     def _unit(token: str) -> int:
         return int.from_bytes(hashlib.sha256(token.encode("utf-8")).digest()[:8], "little") & ((1 << 62) - 1)
+
+
+def _generated(finish_reason: str | None, tokens: list[str], text: str) -> int:
+    """How many of a choice's tokens were generated text: vLLM also sends the end-of-sequence token
+    it stopped at ('<|eos|>', not part of the text), which the local engine never counts; it is
+    the last token of a stopped choice that the text does not end with (or an empty one)."""
+    if finish_reason == "stop" and tokens and (tokens[-1] == "" or not text.endswith(tokens[-1])):
+        return len(tokens) - 1
+    return len(tokens)
 
 
 def _failure_text(err: Exception) -> tuple[str, str]:

@@ -222,6 +222,9 @@ def test_unusual_valid_configs_pass_validation(tmp_path):
     ("detect.prompt_format=chat", "detect.prompt_format 'chat': model 'rl'"),
     # issue 33: a served audited model cannot share tokens with the local reference (before: refused after stage 1)
     ("detect.endpoint={base_url: 'http://127.0.0.1:9/v1', model: x}", "detect.endpoint: detector 'ref' compares log-probs"),
+    # issue 33: an engine that is not installed (skipped where the vllm extra is)
+    pytest.param("model.engine=vllm", "model.engine: model.engine 'vllm' needs vLLM, which is not installed",
+                 marks=pytest.mark.skipif(__import__("importlib").util.find_spec("vllm") is not None, reason="vllm installed")),
 ])
 def test_detector_parameter_values_are_checked_before_stage_one(override, message, tmp_path, capsys):
     err = _one_line_error(capsys, ["run", str(CONFIGS / "demo.yaml"), "--set", f"run_dir={tmp_path / 'run'}", "--set", override,

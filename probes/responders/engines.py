@@ -1,0 +1,95 @@
+"""Which engine runs a local model for the output-level detectors (SPEC §5, engines).
+
+``hf``: Hugging Face forward passes and the toolkit's KV-cached sampler (full logits, exact
+everywhere). ``vllm``: vLLM in-process (:mod:`.vllm_engine`). ``auto``: vLLM where a CUDA device
+and vLLM are both present, else hf — on this project's 2-core CPU the built-in sampler is the
+faster of the two (``benchmarks/bench_engines.py``, docs/performance.md).
+
+A detector the chosen engine cannot feed (policy drift needs whole next-token distributions)
+runs on the hf engine instead, loaded only if such a detector runs (:class:`LazyResponder`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from typing import Any, Callable
+
+from .base import Access
+
+logger = logging.getLogger(__name__)
+
+ENGINES = ("auto", "hf", "vllm")
+
+
+def resolve_engine(engine: str) -> str:
+    """``hf`` or ``vllm`` for a configured engine (``auto`` decided for this machine)."""
+    if engine not in ENGINES:
+        from ..errors import ConfigError
+
+        raise ConfigError(f"model.engine {engine!r}: choose {', '.join(ENGINES)}")
+    if engine != "auto":
+        return engine
+    import torch
+
+    return "vllm" if torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None else "hf"
+
+
+def engine_key(model: Any) -> dict[str, Any] | None:
+    """What a model's engine adds to a stage key: None for hf (keys as before engines existed),
+    else the engine, its version and its arguments."""
+    engine = resolve_engine(getattr(model, "engine", "hf"))
+    if engine == "hf":
+        return None
+    from .vllm_engine import vllm_version
+
+    return {"engine": engine, "version": vllm_version(), "args": dict(model.vllm or {})}
+
+
+def open_vllm(model: Any, prompt_format: Any) -> Any:
+    """The vLLM responder of a model config (``cache.ModelConfig``: source, dtype, vllm arguments)."""
+    from .vllm_engine import TOP_K, VLLMResponder
+
+    args = dict(model.vllm or {})
+    top = int(args.pop("top_logprobs", TOP_K))
+    dtype = "float32" if model.dtype == "auto" and not _cuda() else model.dtype
+    return VLLMResponder(model.source, prompt_format, dtype=dtype, top_logprobs=top, engine_args=args,
+                         trust_remote_code=model.trust_remote_code)
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+class LazyResponder:
+    """A responder built on first use (the hf fallback of an engine: its model loads only when a
+    detector needs it). ``access`` is known without building it."""
+
+    def __init__(self, build: Callable[[], Any], access: frozenset[Access]) -> None:
+        self._build = build
+        self._built: Any = None
+        self.access = access
+
+    @property
+    def built(self) -> Any:
+        if self._built is None:
+            self._built = self._build()
+        return self._built
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.built, name)
+
+
+def close_engine(responder: Any) -> None:
+    """Stop the in-process engine behind ``responder`` (and its wrappers), if it has one to stop."""
+    seen = 0
+    while responder is not None and seen < 8:
+        close = getattr(type(responder), "close", None)
+        if close is not None and hasattr(responder, "llm"):
+            responder.close()
+            return
+        responder, seen = getattr(responder, "responder", None), seen + 1
