@@ -262,10 +262,13 @@ def run_detectors(
     detectors = [get_detector(n, **params.get(n, {})) for n in names]
     notes: list[str] = []
     feeding: dict[str, Responder] = {}
+    references: dict[str, Responder | None] = {}
     for detector in detectors:  # refuse before any work
         feeding[detector.name], more = _feeding(detector, responder)
         notes += more
-        check_reference(detector, feeding[detector.name], reference)
+        # a detector moved to the hf engine compares with the reference on the hf engine too
+        references[detector.name] = getattr(reference, "fallback", reference) if feeding[detector.name] is not responder else reference
+        check_reference(detector, feeding[detector.name], references[detector.name])
         if detector.requires_answers:
             check_answers(detector.name, ids, answers)
     rows = [(qid, c, text) for qid in ids for c, text in enumerate((controls or {}).get(qid, ()), start=1)]
@@ -284,7 +287,7 @@ def run_detectors(
     for detector in detectors:
         if bar is not None:
             bar.set_postfix_str(detector.name)
-        detector.fit(clean_questions, reference=reference, answers=answers)
+        detector.fit(clean_questions, reference=references[detector.name], answers=answers)
         result = detector.score(questions, feeding[detector.name])
         table.add(result.name, result.scores)
         raw.add(result.raw_name, result.raw)
@@ -306,7 +309,7 @@ def run_detectors(
             mine = [k for k, r in enumerate(rows) if limit is None or r[1] <= limit]
             if detector.requires_answers:  # each control judged against its own (re-solved) answer
                 eligible, mine = len(mine), [k for k in mine if has_answer(row_answers[k])]
-                detector.fit(clean_questions, reference=reference, answers=[row_answers[k] for k in mine])
+                detector.fit(clean_questions, reference=references[detector.name], answers=[row_answers[k] for k in mine])
                 notes.append(f"{detector.name}: scored on the {len(mine)} of {eligible} controls with a re-solved answer")
             on_controls = detector.score([rows[k][2] for k in mine], feeding[detector.name])
             notes += cut_notes(f"{detector.name} on controls", on_controls)

@@ -187,7 +187,9 @@ def detect(run_dir: Path, name: str, config: RunConfig, model: LazyModel, questi
     reference_responder = None
     if reference is not None:
         ref_name, ref_model = reference
-        reference_responder = open_responder(ref_model.get, prompt_format, store_path(run_dir, ref_name, d.store), **opened)
+        # the reference model compared with itself reads its own answers through the same engine (every difference 0)
+        reference_responder = responder if ref_name == name else open_responder(
+            ref_model.get, prompt_format, store_path(run_dir, ref_name, d.store), **opened)
     sets = None
     if config.calibrating:
         from generation.records import read_sets

@@ -2,7 +2,7 @@
 
 ``hf``: Hugging Face forward passes and the toolkit's KV-cached sampler (full logits, exact
 everywhere). ``vllm``: vLLM in-process (:mod:`.vllm_engine`). ``auto``: vLLM where a CUDA device
-and vLLM are both present, else hf — on this project's 2-core CPU the built-in sampler is the
+and vLLM are both present (and no launcher started several processes), else hf — on this project's 2-core CPU the built-in sampler is the
 faster of the two (``benchmarks/bench_engines.py``, docs/performance.md).
 
 A detector the chosen engine cannot feed (policy drift needs whole next-token distributions)
@@ -32,7 +32,7 @@ def resolve_engine(engine: str) -> str:
         return engine
     import torch
 
-    return "vllm" if torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None else "hf"
+    return "vllm" if torch.cuda.is_available() and importlib.util.find_spec("vllm") is not None and not launched() else "hf"
 
 
 def engine_key(model: Any) -> dict[str, Any] | None:
@@ -41,15 +41,34 @@ def engine_key(model: Any) -> dict[str, Any] | None:
     engine = resolve_engine(getattr(model, "engine", "hf"))
     if engine == "hf":
         return None
+    if launched():
+        from ..errors import ConfigError
+
+        raise ConfigError(UNDER_LAUNCHER)
     from .vllm_engine import vllm_version
 
     return {"engine": engine, "version": vllm_version(), "args": dict(model.vllm or {})}
 
 
+UNDER_LAUNCHER = ("model.engine 'vllm' under torchrun: vLLM starts its own workers and process group, which clash with "
+                  "the launcher's; run one process with model.vllm.tensor_parallel_size set to the node's GPUs, or serve the "
+                  "model (python -m vllm.entrypoints.openai.api_server …) and set detect.endpoint (docs/scaling.md)")
+
+
+def launched() -> bool:
+    """Whether this process is one of several started by a launcher (torchrun)."""
+    import os
+
+    return int(os.environ.get("WORLD_SIZE", "1")) > 1
+
+
 def open_vllm(model: Any, prompt_format: Any) -> Any:
     """The vLLM responder of a model config (``cache.ModelConfig``: source, dtype, vllm arguments)."""
+    from ..errors import ConfigError
     from .vllm_engine import TOP_K, VLLMResponder
 
+    if launched():
+        raise ConfigError(UNDER_LAUNCHER)
     args = dict(model.vllm or {})
     top = int(args.pop("top_logprobs", TOP_K))
     dtype = "float32" if model.dtype == "auto" and not _cuda() else model.dtype

@@ -190,3 +190,21 @@ def test_server_errors_stop_further_requests(served):
     with pytest.raises(ServedModelError, match="HTTP 500"):
         api.generate(PROMPTS, GenerationParams(max_new_tokens=4))
     assert len(server.requests) == 1  # the first failure ends the call: the other prompts are never sent
+
+
+def test_the_engine_choice(monkeypatch):
+    """``auto`` is hf on a machine without CUDA (and under a launcher); vLLM under torchrun is
+    refused in one line that says what to run instead; an unknown engine is named."""
+    from cache.config import ModelConfig
+    from probes.errors import ConfigError
+    from probes.responders.engines import engine_key, resolve_engine
+
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    assert resolve_engine("auto") == "hf" and engine_key(ModelConfig(source="m")) is None
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert resolve_engine("auto") == "hf"
+    with pytest.raises(ConfigError, match=r"under torchrun: .*tensor_parallel_size.*detect\.endpoint"):
+        engine_key(ModelConfig(source="m", engine="vllm"))
+    with pytest.raises(ConfigError, match="model.engine 'vlm': choose auto, hf, vllm"):
+        resolve_engine("vlm")

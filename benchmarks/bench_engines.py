@@ -1,0 +1,226 @@
+"""The engines side by side in one run (not a test; issue 33, item 8): tokens/s of sampling as
+Min-kNN / CDD sample, and the wall time of a sampling detector pass, for
+
+    builtin        the toolkit's KV-cached sampler (engine hf)
+    hf-generate    Hugging Face ``model.generate`` (do_sample, num_return_sequences = n)
+    vllm-eager     vLLM in-process, eager mode (engine vllm, ``enforce_eager: true``)
+    vllm-compiled  vLLM in-process with its compiled graphs (``enforce_eager: false``)
+    vllm-served    ``vllm serve`` on 127.0.0.1 through the served path (n per request)
+
+on the shipped testbed's RL checkpoint and on a GPT-2-small-shaped model with random weights
+(124 M parameters; throughput needs no training), at n samples per prompt and a budget of new
+tokens. Every engine samples the same prompts at T = 1; tokens/s counts the tokens it generated
+(end-of-sequence ends an answer as it does in an audit). Engines without vLLM installed are
+left out, and the table says so.
+
+    python benchmarks/bench_engines.py                          # the table in docs/performance.md
+    python benchmarks/bench_engines.py --models gpt2-small --n 8 32 --new-tokens 64 512
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTBED = ROOT / "probes" / "testbed" / "checkpoints" / "cpu-seed0"
+TEMPLATE = "Q: {prompt}\nA:"
+ENGINES = ("builtin", "hf-generate", "vllm-eager", "vllm-compiled", "vllm-served")
+
+
+def gpt2_small(directory: Path) -> Path:
+    """A GPT-2-small-shaped checkpoint (12 blocks, d = 768, 50,257 tokens) with random weights,
+    written once with the testbed's tokenizer's special tokens (its ids < 50,257)."""
+    from transformers import AutoTokenizer, GPT2Config, GPT2LMHeadModel
+
+    if (directory / "config.json").exists():
+        return directory
+    tokenizer = AutoTokenizer.from_pretrained(TESTBED / "rl")
+    import torch
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(n_positions=1024, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                                       pad_token_id=tokenizer.pad_token_id))
+    model.save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return directory
+
+
+def prompts(count: int) -> list[str]:
+    rows = [json.loads(line) for line in (TESTBED / "questions.jsonl").read_text().splitlines()]
+    return [r["question"] for r in rows[:count]]
+
+
+def run_builtin(source: Path, questions: list[str], n: int, tokens: int) -> Callable[[], int]:
+    from cache.config import ModelConfig
+    from cache.loading import load_model
+    from probes.responders.base import GenerationParams
+    from probes.responders.local import LocalResponder, PromptFormat
+
+    responder = LocalResponder(load_model(ModelConfig(source=str(source), device="cpu", dtype="float32")),
+                               PromptFormat(mode="raw", template=TEMPLATE), batch_size=64)
+    params = GenerationParams(max_new_tokens=tokens, temperature=1.0, n=n, seed=0)
+    return lambda: sum(len(g.token_ids) for row in responder.generate(questions, params) for g in row)
+
+
+def run_hf_generate(source: Path, questions: list[str], n: int, tokens: int) -> Callable[[], int]:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32).eval()
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    tokenizer.padding_side = "left"
+    limit = model.config.n_positions
+
+    def run() -> int:
+        total = 0
+        for start in range(0, len(questions), max(1, 64 // n)):
+            batch = [TEMPLATE.replace("{prompt}", q) for q in questions[start : start + max(1, 64 // n)]]
+            enc = tokenizer(batch, return_tensors="pt", padding=True)
+            with torch.inference_mode():
+                out = model.generate(**enc, do_sample=True, temperature=1.0, top_k=0, num_return_sequences=n,
+                                     max_new_tokens=min(tokens, limit - enc["input_ids"].shape[1]),
+                                     pad_token_id=tokenizer.pad_token_id)
+            new = out[:, enc["input_ids"].shape[1]:]
+            total += int(((new != tokenizer.pad_token_id) & (new != tokenizer.eos_token_id)).sum())
+        return total
+
+    return run
+
+
+def run_vllm(source: Path, questions: list[str], n: int, tokens: int, eager: bool) -> Callable[[], int]:
+    from probes.responders.base import GenerationParams
+    from probes.responders.local import PromptFormat
+    from probes.responders.vllm_engine import VLLMResponder
+
+    responder = VLLMResponder(str(source), PromptFormat(mode="raw", template=TEMPLATE), dtype="float32", top_logprobs=20,
+                              engine_args={"enforce_eager": eager})
+    params = GenerationParams(max_new_tokens=tokens, temperature=1.0, n=n, seed=0)
+    run = lambda: sum(len(g.token_ids) for row in responder.generate(questions, params) for g in row)  # noqa: E731
+    run.close = responder.close  # type: ignore[attr-defined]
+    return run
+
+
+def run_served(source: Path, questions: list[str], n: int, tokens: int) -> Callable[[], int]:
+    import subprocess
+    import sys
+    import urllib.request
+
+    from probes.responders.base import GenerationParams
+    from probes.responders.local import PromptFormat
+    from probes.responders.openai_api import OpenAIResponder
+
+    port = 8300 + os.getpid() % 500
+    server = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(source),
+                               "--served-model-name", "bench", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
+                               "--max-logprobs", "20", "--seed", "0", "--gpu-memory-utilization", "0.2", "--enforce-eager",
+                               "--no-enable-chunked-prefill"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(300):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
+                break
+        except OSError:
+            time.sleep(1)
+    responder = OpenAIResponder(f"http://127.0.0.1:{port}/v1", "bench", top_logprobs=20, concurrency=8,
+                                prompt_format=PromptFormat(mode="raw", template=TEMPLATE))
+    params = GenerationParams(max_new_tokens=tokens, temperature=1.0, n=n, seed=0)
+    run = lambda: sum(len(g.token_ids) for row in responder.generate(questions, params) for g in row)  # noqa: E731
+    run.close = server.terminate  # type: ignore[attr-defined]
+    run.responder = responder  # type: ignore[attr-defined]
+    return run
+
+
+def measure(engine: str, source: Path, questions: list[str], n: int, tokens: int) -> float:
+    """Tokens/s of one engine after one warm-up call (engine start and compilation left out)."""
+    build = {"builtin": run_builtin, "hf-generate": run_hf_generate, "vllm-served": run_served,
+             "vllm-eager": lambda *a: run_vllm(*a, eager=True), "vllm-compiled": lambda *a: run_vllm(*a, eager=False)}[engine]
+    run = build(source, questions, n, tokens)
+    try:
+        run()  # warm-up: the same call, so caches and kernels are ready
+        start = time.perf_counter()
+        made = run()
+        return made / (time.perf_counter() - start)
+    finally:
+        getattr(run, "close", lambda: None)()
+
+
+def detect_wall(engine: str, questions: list[str]) -> float:
+    """Seconds of a sampling-heavy detector pass (PPL, CDD n = 20, Min-kNN n = 8, 64 new tokens) on
+    the testbed, through an empty response store (engine start left out)."""
+    from probes.detection import run_detectors
+    from probes.responders.local import PromptFormat
+    from probes.responders.store import CachedResponder, ResponseStore
+
+    params = {"ppl": {"max_new_tokens": 64}, "cdd": {"n": 20, "max_tokens": 64, "temperature": 1.0},
+              "min_knn": {"n": 8, "k": 3, "max_new_tokens": 64, "temperature": 1.0}}
+    source = TESTBED / "rl"
+    if engine == "builtin":
+        from cache.config import ModelConfig
+        from cache.loading import load_model
+        from probes.responders.local import LocalResponder
+
+        backend: Any = LocalResponder(load_model(ModelConfig(source=str(source), device="cpu", dtype="float32")),
+                                      PromptFormat(mode="raw", template=TEMPLATE), batch_size=64)
+        close: Callable[[], None] = lambda: None  # noqa: E731
+    elif engine == "vllm-served":
+        run = run_served(source, questions[:1], 1, 8)
+        backend, close = run.responder, run.close  # type: ignore[attr-defined]
+    else:
+        from probes.responders.vllm_engine import VLLMResponder
+
+        backend = VLLMResponder(str(source), PromptFormat(mode="raw", template=TEMPLATE), dtype="float32",
+                                engine_args={"enforce_eager": engine == "vllm-eager"})
+        close = backend.close
+    try:
+        start = time.perf_counter()
+        run_detectors(list(params), [f"q{i}" for i in range(len(questions))], questions,
+                      CachedResponder(backend, ResponseStore(None)), params=params)
+        return time.perf_counter() - start
+    finally:
+        close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", nargs="+", default=["testbed", "gpt2-small"])
+    parser.add_argument("--engines", nargs="+", default=list(ENGINES))
+    parser.add_argument("--n", nargs="+", type=int, default=[8, 32])
+    parser.add_argument("--new-tokens", nargs="+", type=int, default=[64, 512])
+    parser.add_argument("--prompts", type=int, default=4)
+    parser.add_argument("--detect-questions", type=int, default=20, help="questions of the detector pass (0: none)")
+    args = parser.parse_args()
+    import importlib.util
+
+    have_vllm = importlib.util.find_spec("vllm") is not None
+    engines = [e for e in args.engines if have_vllm or not e.startswith("vllm")]
+    left_out = [e for e in args.engines if e not in engines]
+    import torch
+
+    print(f"threads {torch.get_num_threads()}; prompts {args.prompts}; T = 1; tokens/s after one warm-up call"
+          + (f"; left out (vLLM not installed): {', '.join(left_out)}" if left_out else ""))
+    with tempfile.TemporaryDirectory() as tmp:
+        sources = {"testbed": TESTBED / "rl", "gpt2-small": gpt2_small(Path(tmp) / "gpt2-small")}
+        print(f"{'model':<11} {'n':>3} {'new':>4}  " + "  ".join(f"{e:>13}" for e in engines) + "   vs builtin")
+        for model in args.models:
+            limit = 256 if model == "testbed" else 1024
+            for n in args.n:
+                for tokens in args.new_tokens:
+                    if tokens >= limit - 32:
+                        continue  # the testbed's context is 256 tokens
+                    rates = {e: measure(e, sources[model], prompts(args.prompts), n, tokens) for e in engines}
+                    ratios = "  ".join(f"{e}={rates[e] / rates['builtin']:.2f}x" for e in engines if e != "builtin" and "builtin" in rates)
+                    print(f"{model:<11} {n:>3} {tokens:>4}  " + "  ".join(f"{rates[e]:>13.0f}" for e in engines) + f"   {ratios}",
+                          flush=True)
+    if args.detect_questions:
+        walls = {e: detect_wall(e, prompts(args.detect_questions)) for e in engines if e != "hf-generate"}
+        print(f"detector pass (PPL, CDD n=20, Min-kNN n=8; {args.detect_questions} testbed questions), seconds: "
+              + "  ".join(f"{e}={w:.1f}" for e, w in walls.items()))
+
+
+if __name__ == "__main__":
+    main()
