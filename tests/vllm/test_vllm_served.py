@@ -25,10 +25,11 @@ def _served(url, raw_format):
     return OpenAIResponder(url, "testbed-rl", top_logprobs=5, prompt_format=raw_format)
 
 
-def test_greedy_answers_and_prompt_log_probs_equal_the_hf_engine(vllm_server, engines, raw_format):
-    _, hf = engines["cpu"]
-    api = _served(vllm_server, raw_format)
-    questions = _questions("cpu", 8)
+@pytest.mark.parametrize("testbed", ["cpu", "gsm"])
+def test_greedy_answers_and_prompt_log_probs_equal_the_hf_engine(vllm_servers, engines, raw_format, testbed):
+    _, hf = engines[testbed]
+    api = _served(vllm_servers(testbed), raw_format)
+    questions = _questions(testbed, 8)
     params = GenerationParams(max_new_tokens=48)
     for (a,), (h,) in zip(api.generate(questions, params), hf.generate(questions, params)):
         assert a.text == h.text and a.finish_reason == h.finish_reason
@@ -39,9 +40,12 @@ def test_greedy_answers_and_prompt_log_probs_equal_the_hf_engine(vllm_server, en
             np.testing.assert_allclose(a.logprobs, h.logprobs, atol=1e-4)
     spans = api.token_spans(questions[0])
     assert [(s, e) for _, s, e in spans] == [(s, e) for _, s, e in hf.token_spans(questions[0])]
+    scored = api.score(["Q: "], questions[:1])[0]  # LogProber's and ReCaLL's path
+    assert len(scored.token_ids) == len(hf.score(["Q: "], questions[:1])[0].token_ids)
 
 
-def test_n_choices_come_in_one_request_and_are_sampled(vllm_server, raw_format):
+def test_n_choices_come_in_one_request_and_are_sampled(vllm_servers, raw_format):
+    vllm_server = vllm_servers("cpu")
     api = _served(vllm_server, raw_format)
     questions = _questions("cpu", 4)
     params = GenerationParams(max_new_tokens=24, temperature=1.0, n=6, seed=5)
@@ -53,7 +57,8 @@ def test_n_choices_come_in_one_request_and_are_sampled(vllm_server, raw_format):
     assert [[g.text for g in row] for row in rows] == [[g.text for g in row] for row in again]  # the server honours seeds
 
 
-def test_lara_detect_through_vllm_serve_equals_the_local_run(vllm_server, tmp_path, capsys):
+def test_lara_detect_through_vllm_serve_equals_the_local_run(vllm_servers, tmp_path, capsys):
+    vllm_server = vllm_servers("cpu")
     questions = tmp_path / "q.jsonl"
     questions.write_text("".join(json.dumps({"id": f"q{i}", "question": q}) + "\n" for i, q in enumerate(_questions("cpu", 8))))
     common = ["--prompt-format", "raw", "--template", TEMPLATE, "--param", "ppl.max_new_tokens=48",
