@@ -103,18 +103,26 @@ def test_completion_j_depends_only_on_prompt_parameters_seed_and_j(engines):
 
 
 def _sampled(responder, questions, temperature, n=40):
-    """Each sampled answer's log-probability (the sum of its tokens')."""
+    """Each sampled answer's log-probability (the sum of its tokens') and CDD's statistic, its
+    normalised token edit distance to the question's greedy answer."""
+    from rapidfuzz.distance import Levenshtein
+
+    greedy = [row[0].token_ids for row in responder.generate(questions, GenerationParams(max_new_tokens=24))]
     rows = responder.generate(questions, GenerationParams(max_new_tokens=24, temperature=temperature, n=n, seed=11))
-    return np.array([g.logprobs.sum() for row in rows for g in row])
+    logprob = np.array([g.logprobs.sum() for row in rows for g in row])
+    distance = np.array([Levenshtein.normalized_distance(g0, g.token_ids) for g0, row in zip(greedy, rows) for g in row])
+    return logprob, distance
 
 
 @pytest.mark.parametrize("testbed", ["cpu", "gsm"])
 def test_sampled_answers_are_equal_in_distribution_and_a_shifted_temperature_is_caught(engines, testbed):
-    """The log-probability of 400 sampled answers (10 questions x 40) at T = 1 from each engine: a
-    KS test does not reject (p > 0.01); against the HF engine at T = 0.7 it does (p < 0.01; on
-    the HF engine alone, T = 1 vs 0.7 gives p = 3e-4 and 4e-10 on the two testbeds)."""
+    """400 sampled answers (10 questions x 40) at T = 1 from each engine: their log-probabilities
+    and CDD's edit distances to the greedy answer pass KS tests (p > 0.01); against the HF engine
+    at T = 0.7 both fail (p < 0.01; on the HF engine alone, T = 1 vs 0.7 gives p = 3e-4 / 4e-10
+    for the log-probabilities and 1e-3 / 1e-5 for the distances on the two testbeds)."""
     vllm, hf = engines[testbed]
     questions = _questions(testbed, 10)
     ours, theirs, colder = _sampled(vllm, questions, 1.0), _sampled(hf, questions, 1.0), _sampled(hf, questions, 0.7)
-    assert stats.ks_2samp(ours, theirs).pvalue > 0.01
-    assert stats.ks_2samp(ours, colder).pvalue < 0.01
+    for k in range(2):
+        assert stats.ks_2samp(ours[k], theirs[k]).pvalue > 0.01
+        assert stats.ks_2samp(ours[k], colder[k]).pvalue < 0.01
