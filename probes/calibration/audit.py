@@ -177,6 +177,9 @@ def verdict_markdown(verdict: dict[str, Any]) -> list[str]:
         lines += ["| Detector | within-AUC [95% CI] | p | contaminated fraction ≥ [95% CI] | n | left out |",
                   "|---|---|---|---|---|---|"]
         for name, r in verdict["detectors"].items():
+            if name in (verdict.get("self_reference") or ()):  # the model compared with itself: constant by construction
+                lines.append(f"| {name} | n/a (self-reference) | n/a | n/a | {r['n']} | all: no information |")
+                continue
             lines.append(f"| {name} | {_fig(r['within_auc'])} | {_p(r['p_value'])} | {_fig(r['contaminated_fraction'])} | {r['n']} "
                          f"| {left_out_text(r)} |")
         lines.append("")

@@ -297,6 +297,10 @@ def verdict(run_dir: Path, name: str, config: RunConfig, tables: list[str], labe
                                       splits=splits, settings=config.verdict,
                                       verdict_controls=config.calibration.controls
                                       if config.calibration.most > config.calibration.controls else None)
+    if name == config.reference_name():  # the reference model's own comparisons with itself (issue 34, item 4)
+        from ..detectors import REGISTRY
+
+        result["self_reference"] = [n for n in result.get("detectors", {}) if n in REGISTRY and REGISTRY[n].requires_reference]
     if decisions is not None:
         decisions.write_csv(layout.path(files.questions))
     else:

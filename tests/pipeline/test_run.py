@@ -175,7 +175,8 @@ def test_a_reference_control_feeds_ref_and_the_sampling_temperature_is_recorded(
                         detect={"names": ["ref", "zlib", "cdd", "partial_completion"], "prompt_format": "raw",
                                 "template": "Q: {prompt}\nA:", "batch_size": 64, "sampling_temperature": 1.0,
                                 "params": {"ref": {"max_new_tokens": 16}, "zlib": {"max_new_tokens": 16},
-                                           "cdd": {"n": 3, "max_tokens": 16}}})
+                                           "cdd": {"n": 3, "max_tokens": 16}}},
+                        verdict={"detectors": ["zlib", "ref"]})
     run_pipeline(load_run_config(path), progress=False)
     run_dir = tmp_path / "run"
     meta = json.loads((run_dir / "rl" / "detectors.meta.json").read_text())
@@ -193,7 +194,11 @@ def test_a_reference_control_feeds_ref_and_the_sampling_temperature_is_recorded(
         np.testing.assert_equal(scores.columns["zlib@ref"][i], expected)
     assert "zlib@ref" not in ScoreTable.read_csv(run_dir / "sft" / "scores.csv").columns
     assert json.loads((run_dir / "rl" / "verdict.json").read_text())["mode"] == "reference"
-    assert json.loads((run_dir / "sft" / "verdict.json").read_text())["mode"] != "reference"
+    sft_verdict = json.loads((run_dir / "sft" / "verdict.json").read_text())
+    assert sft_verdict["mode"] != "reference"
+    # the reference model's comparisons with itself are marked, so its report reads n/a (self-reference)
+    assert "ref" in sft_verdict["detectors"] and sft_verdict["self_reference"] == ["ref"]
+    assert "self_reference" not in json.loads((run_dir / "rl" / "verdict.json").read_text())
     again = run_pipeline(load_run_config(path), progress=False)
     assert again.ran == []
     other = run_pipeline(load_run_config(path, ["detect.sampling_temperature=0.7"]), progress=False)

@@ -309,3 +309,25 @@ def test_reward_gain_enters_the_relative_mode_by_its_scores_even_with_controls()
     got = verdict["modes"]["relative"]["detectors"]["reward_gain"]
     want = relative_test(a_gain, c_gain, s)
     assert got["p_value"] == want["p_value"] and "controls_per_question" not in got
+
+
+def test_the_reference_models_own_comparisons_read_n_a_self_reference_in_the_verdict_table():
+    """Issue 34, item 4: the reference model audited as a control compares itself with itself for
+    ``policy_drift`` and ``reward_gain`` (every score 0); its verdict table showed "0.50 [0.50,
+    0.50]" for them, as if measured. The rows read n/a (self-reference) and stay out of the test."""
+    from probes.calibration.audit import audit_verdict, scored_files, verdict_markdown
+    from probes.report.build import jsonable
+
+    (a_scores, a_ctl), _ = world(seed=12)
+    for name in ("policy_drift", "reward_gain"):
+        a_scores.columns[name] = np.zeros(len(a_scores.ids))
+        a_ctl.columns[name] = np.zeros(len(a_ctl.ids))
+    verdict = jsonable(audit_verdict(scored_files(a_scores, a_ctl), settings=FAST)[0])
+    assert "policy_drift" not in verdict["combined"]["detectors"] and "reward_gain" not in verdict["combined"]["detectors"]
+    before = "\n".join(verdict_markdown(verdict))
+    assert "| policy_drift | 0.50 [0.50, 0.50] |" in before  # what the table said
+    verdict["self_reference"] = ["policy_drift", "reward_gain"]  # set by lara run's verdict stage on the reference model
+    md = "\n".join(verdict_markdown(verdict))
+    for name in ("policy_drift", "reward_gain"):
+        assert f"| {name} | n/a (self-reference) | n/a | n/a | 60 | all: no information |" in md
+    assert "| ppl | 0." in md
