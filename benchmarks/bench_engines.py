@@ -65,15 +65,11 @@ def prompts(count: int) -> list[str]:
 def run_builtin(source: Path, questions: list[str], n: int, tokens: int) -> Callable[[], int]:
     from cache.config import ModelConfig
     from cache.loading import load_model
-    from probes.responders.base import GenerationParams
     from probes.responders.local import LocalResponder, PromptFormat
 
     responder = LocalResponder(load_model(ModelConfig(source=str(source), device="cpu", dtype="float32")),
                                PromptFormat(mode="raw", template=TEMPLATE), batch_size=64)
-    params = GenerationParams(max_new_tokens=tokens, temperature=1.0, n=n, seed=0)
-    run = lambda: sum(len(g.token_ids) for row in responder.generate(questions, params) for g in row)  # noqa: E731
-    run.warm = lambda: responder.generate(questions[:1], GenerationParams(max_new_tokens=8, temperature=1.0, n=2, seed=1))  # type: ignore[attr-defined]
-    return run
+    return sampler(responder, questions, n, tokens)
 
 
 def run_hf_generate(source: Path, questions: list[str], n: int, tokens: int) -> Callable[[], int]:
@@ -102,7 +98,6 @@ def run_hf_generate(source: Path, questions: list[str], n: int, tokens: int) -> 
 
 
 def run_vllm(source: Path, questions: list[str], n: int, tokens: int, eager: bool, env: dict[str, str] | None = None) -> Callable[[], int]:
-    from probes.responders.base import GenerationParams
     from probes.responders.local import PromptFormat
     from probes.responders.vllm_engine import VLLMResponder
 
@@ -117,12 +112,7 @@ def run_vllm(source: Path, questions: list[str], n: int, tokens: int, eager: boo
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-    params = GenerationParams(max_new_tokens=tokens, temperature=1.0, n=n, seed=0)
-    run = lambda: sum(len(g.token_ids) for row in responder.generate(questions, params) for g in row)  # noqa: E731
-    run.close = responder.close  # type: ignore[attr-defined]
-    run.responder = responder  # type: ignore[attr-defined]
-    run.warm = lambda: responder.generate(questions[:1], GenerationParams(max_new_tokens=8, temperature=1.0, n=2, seed=1))  # type: ignore[attr-defined]
-    return run
+    return sampler(responder, questions, n, tokens, responder.close)
 
 
 def run_served(source: Path, questions: list[str], n: int, tokens: int) -> Callable[[], int]:
@@ -130,7 +120,6 @@ def run_served(source: Path, questions: list[str], n: int, tokens: int) -> Calla
     import sys
     import urllib.request
 
-    from probes.responders.base import GenerationParams
     from probes.responders.local import PromptFormat
     from probes.responders.openai_api import OpenAIResponder
 
@@ -148,20 +137,32 @@ def run_served(source: Path, questions: list[str], n: int, tokens: int) -> Calla
             time.sleep(1)
     responder = OpenAIResponder(f"http://127.0.0.1:{port}/v1", "bench", top_logprobs=20, concurrency=8,
                                 prompt_format=PromptFormat(mode="raw", template=TEMPLATE))
+    return sampler(responder, questions, n, tokens, server.terminate)
+
+
+def sampler(responder: Any, questions: list[str], n: int, tokens: int, close: Callable[[], Any] = lambda: None) -> Callable[[], int]:
+    """``run()``: sample n answers of ``tokens`` per question at T = 1, returning the tokens made;
+    with ``run.warm`` (a short call), ``run.close`` and ``run.responder``."""
+    from probes.responders.base import GenerationParams
+
     params = GenerationParams(max_new_tokens=tokens, temperature=1.0, n=n, seed=0)
     run = lambda: sum(len(g.token_ids) for row in responder.generate(questions, params) for g in row)  # noqa: E731
-    run.close = server.terminate  # type: ignore[attr-defined]
+    run.close = close  # type: ignore[attr-defined]
     run.responder = responder  # type: ignore[attr-defined]
     run.warm = lambda: responder.generate(questions[:1], GenerationParams(max_new_tokens=8, temperature=1.0, n=2, seed=1))  # type: ignore[attr-defined]
     return run
 
 
+def build(engine: str) -> Callable[..., Callable[[], int]]:
+    """The builder of an engine's sampler: ``(source, questions, n, tokens) -> run``."""
+    return {"builtin": run_builtin, "hf-generate": run_hf_generate, "vllm-served": run_served,
+            "vllm-eager": lambda *a: run_vllm(*a, eager=True), "vllm-compiled": lambda *a: run_vllm(*a, eager=False),
+            "vllm-reserved": lambda *a: run_vllm(*a, eager=True, env=RESERVED)}[engine]
+
+
 def measure(engine: str, source: Path, questions: list[str], n: int, tokens: int) -> float:
     """Tokens/s of one engine after one warm-up call (engine start and compilation left out)."""
-    build = {"builtin": run_builtin, "hf-generate": run_hf_generate, "vllm-served": run_served,
-             "vllm-eager": lambda *a: run_vllm(*a, eager=True), "vllm-compiled": lambda *a: run_vllm(*a, eager=False),
-             "vllm-reserved": lambda *a: run_vllm(*a, eager=True, env=RESERVED)}[engine]
-    run = build(source, questions, n, tokens)
+    run = build(engine)(source, questions, n, tokens)
     try:
         warm = getattr(run, "warm", None)
         (warm or run)()  # warm-up (a short call where the engine offers one): kernels compiled, caches ready
@@ -176,27 +177,12 @@ def detect_wall(engine: str, questions: list[str]) -> float:
     """Seconds of a sampling-heavy detector pass (PPL, CDD n = 20, Min-kNN n = 8, 64 new tokens) on
     the testbed, through an empty response store (engine start left out)."""
     from probes.detection import run_detectors
-    from probes.responders.local import PromptFormat
     from probes.responders.store import CachedResponder, ResponseStore
 
     params = {"ppl": {"max_new_tokens": 64}, "cdd": {"n": 20, "max_tokens": 64, "temperature": 1.0},
               "min_knn": {"n": 8, "k": 3, "max_new_tokens": 64, "temperature": 1.0}}
-    source = TESTBED / "rl"
-    if engine == "builtin":
-        from cache.config import ModelConfig
-        from cache.loading import load_model
-        from probes.responders.local import LocalResponder
-
-        backend: Any = LocalResponder(load_model(ModelConfig(source=str(source), device="cpu", dtype="float32")),
-                                      PromptFormat(mode="raw", template=TEMPLATE), batch_size=64)
-        close: Callable[[], None] = lambda: None  # noqa: E731
-    elif engine == "vllm-served":
-        run = run_served(source, questions[:1], 1, 8)
-        backend, close = run.responder, run.close  # type: ignore[attr-defined]
-    else:
-        run = run_vllm(source, questions[:1], 1, 8, eager=engine != "vllm-compiled",
-                       env=RESERVED if engine == "vllm-reserved" else None)
-        backend, close = run.responder, run.close  # type: ignore[attr-defined]
+    run = build(engine)(TESTBED / "rl", questions[:1], 1, 8)
+    backend, close = run.responder, run.close  # type: ignore[attr-defined]
     try:
         start = time.perf_counter()
         run_detectors(list(params), [f"q{i}" for i in range(len(questions))], questions,
