@@ -51,6 +51,16 @@ class ModelSource:
     local_files_only: bool = False
 
 
+def context_length(config: Any) -> int | None:
+    """Longest sequence a model config accepts (its position table or declared context), or None."""
+    text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
+    for attr in ("n_positions", "max_position_embeddings", "n_ctx", "seq_length"):
+        value = getattr(text_config, attr, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
 @dataclass
 class LoadedModel:
     """A causal LM ready for extraction.
@@ -95,13 +105,7 @@ class LoadedModel:
     @property
     def max_positions(self) -> int | None:
         """Longest sequence the model accepts (its position table or declared context)."""
-        config = self.model.config
-        text_config = config.get_text_config() if hasattr(config, "get_text_config") else config
-        for attr in ("n_positions", "max_position_embeddings", "n_ctx", "seq_length"):
-            value = getattr(text_config, attr, None)
-            if isinstance(value, int) and value > 0:
-                return value
-        return None
+        return context_length(self.model.config)
 
     def model_copy(self) -> Any:
         """A deep copy of the model, for backends that modify the module they are given."""

@@ -31,3 +31,9 @@ def topk_moments(top: np.ndarray) -> tuple[np.ndarray | None, np.ndarray | None]
     mu = (q * finite).sum(axis=-1)
     sigma = np.sqrt(np.clip((q * finite**2).sum(axis=-1) - mu**2, 0.0, None))
     return mu, sigma
+
+
+def padded_rows(rows: list[list[float]]) -> np.ndarray:
+    """``[T, K]`` log-probs from rows of unequal length, short rows padded with −inf (p = 0)."""
+    width = max((len(r) for r in rows), default=0)
+    return np.array([r + [-np.inf] * (width - len(r)) for r in rows], dtype=np.float64).reshape(len(rows), width)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+from pathlib import Path
 from typing import Any, Callable
 
 from .base import Access
@@ -41,13 +42,16 @@ def resolve_engine(engine: str, source: str | None = None) -> str:
     return "vllm" if torch.cuda.is_available() or weight_bytes(source) >= CPU_VLLM_FROM_BYTES else "hf"
 
 
+def weight_files(source: str | None) -> list[Path]:
+    """A checkpoint directory's weight files (``*.safetensors``, ``*.bin``), sorted; none for anything else."""
+    if source is None or not Path(source).is_dir():
+        return []
+    return sorted(p for p in Path(source).iterdir() if p.suffix in (".safetensors", ".bin"))
+
+
 def weight_bytes(source: str | None) -> int:
     """The size of a checkpoint directory's weight files (0 for anything else)."""
-    from pathlib import Path
-
-    if source is None or not Path(source).is_dir():
-        return 0
-    return sum(p.stat().st_size for p in Path(source).iterdir() if p.suffix in (".safetensors", ".bin"))
+    return sum(p.stat().st_size for p in weight_files(source))
 
 
 def engine_key(model: Any) -> dict[str, Any] | None:
@@ -120,10 +124,8 @@ class LazyResponder:
 
 def close_engine(responder: Any) -> None:
     """Stop the in-process engine behind ``responder`` (and its wrappers), if it has one to stop."""
-    seen = 0
-    while responder is not None and seen < 8:
-        close = getattr(type(responder), "close", None)
-        if close is not None and hasattr(responder, "llm"):
+    while responder is not None:  # the store and rank wrappers each hold the next as .responder
+        if hasattr(responder, "llm"):
             responder.close()
             return
-        responder, seen = getattr(responder, "responder", None), seen + 1
+        responder = getattr(responder, "responder", None)

@@ -41,18 +41,11 @@ class LocalResponder(PromptTokens):
         self.model = loaded.model
         self.tokenizer = loaded.tokenizer
         self.max_positions = loaded.max_positions
-        self.prompt_format = prompt_format
+        self.use_prompt_format(prompt_format)
         self.batch_size = batch_size
         self.score_budget_mib = score_budget_mib
         self.counter = CallCounter()
-        has_template = bool(getattr(self.tokenizer, "chat_template", None))
-        if prompt_format.mode == "chat" and not has_template:
-            from ..errors import ConfigError
-
-            raise ConfigError("prompt format 'chat' was asked for but the model's tokenizer has no chat template; use "
-                              "--prompt-format raw --template '...{prompt}...' (or auto)")
-        self.chat = prompt_format.mode == "chat" or (prompt_format.mode == "auto" and has_template)
-        self.eos_ids = _eos_ids(self.model, self.tokenizer)
+        self.eos_ids = eos_ids(getattr(self.model, "generation_config", None), self.tokenizer)
         self._cache_checked = False
         self.identity = {
             "kind": "local",
@@ -323,9 +316,10 @@ def _moments(logp: Any) -> tuple[Any, Any]:
     return mu, sigma
 
 
-def _eos_ids(model: Any, tokenizer: Any) -> set[int]:
+def eos_ids(generation_config: Any, tokenizer: Any) -> set[int]:
+    """The ids generation stops at: the generation config's, the tokenizer's, and chat end tokens."""
     ids: set[int] = set()
-    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    configured = getattr(generation_config, "eos_token_id", None)
     for value in (configured if isinstance(configured, list) else [configured]):
         if value is not None:
             ids.add(int(value))

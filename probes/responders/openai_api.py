@@ -39,7 +39,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..token_distributions import entropy_from_logprobs, topk_moments
+from ..token_distributions import entropy_from_logprobs, padded_rows, topk_moments
 from ..errors import ConfigError, ProbesError
 from .base import Access, CallCounter, Generation, GenerationParams, TextScore, sample_seed
 from .checks import SamplingWitness, check_echo, engine_name
@@ -198,7 +198,7 @@ class OpenAIResponder:
     def _chat_generation(self, choice: Any, params: GenerationParams) -> Generation:
         items = list(choice.logprobs.content or []) if choice.logprobs is not None else []
         items = items[: _generated(choice.finish_reason, [item.token for item in items], choice.message.content or "")]
-        padded = _padded([[t.logprob for t in (item.top_logprobs or [])] for item in items])
+        padded = padded_rows([[t.logprob for t in (item.top_logprobs or [])] for item in items])
         mu, sigma = topk_moments(padded)
         self.witness.add(np.array([item.logprob for item in items], dtype=np.float64), padded, params.temperature, params.top_p)
         return Generation(
@@ -230,7 +230,7 @@ class OpenAIResponder:
         kept = _generated(choice.finish_reason, tokens, choice.text or "")
         tokens = tokens[:kept]
         values = list(lp.token_logprobs or [])[:kept] if lp is not None else []
-        padded = _padded([list((t or {}).values()) for t in (lp.top_logprobs or [])[:kept]] if lp is not None else [])
+        padded = padded_rows([list((t or {}).values()) for t in (lp.top_logprobs or [])[:kept]] if lp is not None else [])
         mu, sigma = topk_moments(padded)
         if len(padded) == len(tokens):
             self.witness.add(np.array(values, dtype=np.float64), padded, params.temperature, params.top_p)
@@ -268,7 +268,7 @@ class OpenAIResponder:
         tops = list(lp.top_logprobs or [None] * len(tokens))
         ends = offsets[1:] + [len(context + text)]
         keep = [i for i, end in enumerate(ends) if end > len(context) and values[i] is not None]
-        mu, sigma = (topk_moments(_padded([list(tops[i].values()) for i in keep])) if all(tops[i] for i in keep)
+        mu, sigma = (topk_moments(padded_rows([list(tops[i].values()) for i in keep])) if all(tops[i] for i in keep)
                      else (None, None))
         return TextScore(token_ids=[self._unit(tokens[i]) for i in keep],
                          logprobs=np.array([values[i] for i in keep], dtype=np.float64), mu=mu, sigma=sigma)
@@ -310,10 +310,3 @@ def _failure_text(err: Exception) -> tuple[str, str]:
     if isinstance(err, openai.APITimeoutError):
         return "no answer within the timeout", ""
     return "no connection", f" ({str(err)[:160]})"
-
-
-def _padded(rows: list[list[float]]) -> np.ndarray:
-    """``[T, K]`` log-probs, short rows padded with −inf (p = 0)."""
-    width = max((len(r) for r in rows), default=0)
-    return np.array([r + [-np.inf] * (width - len(r)) for r in rows], dtype=np.float64).reshape(len(rows), width)
-

@@ -40,13 +40,25 @@ class PromptFormat:
 
 class PromptTokens:
     """The prompt format and tokenization of a local model (a mixin). The class using it sets
-    ``tokenizer``, ``prompt_format``, ``chat`` (whether the chat template is applied) and
-    ``max_positions`` (the model's context, None: unbounded)."""
+    ``tokenizer`` and ``max_positions`` (the model's context, None: unbounded), then calls
+    :meth:`use_prompt_format` (``prompt_format``, and ``chat``: whether the chat template is applied)."""
 
     tokenizer: Any
     prompt_format: PromptFormat
     chat: bool
     max_positions: int | None
+
+    def use_prompt_format(self, prompt_format: PromptFormat) -> None:
+        """Set ``prompt_format`` and ``chat`` (auto: the chat template where the tokenizer has one);
+        ``chat`` without a template is refused."""
+        has_template = bool(getattr(self.tokenizer, "chat_template", None))
+        if prompt_format.mode == "chat" and not has_template:
+            from ..errors import ConfigError
+
+            raise ConfigError("prompt format 'chat' was asked for but the model's tokenizer has no chat template; use "
+                              "--prompt-format raw --template '...{prompt}...' (or auto)")
+        self.prompt_format = prompt_format
+        self.chat = prompt_format.mode == "chat" or (prompt_format.mode == "auto" and has_template)
 
     def format(self, prompt: str) -> str:
         """The full prompt text the model sees."""

@@ -29,10 +29,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from cache.loading import context_length
+
 from ..errors import ConfigError
-from ..token_distributions import entropy_from_logprobs, topk_moments
+from ..token_distributions import entropy_from_logprobs, padded_rows, topk_moments
 from .base import Access, CallCounter, Generation, GenerationParams, TextScore, sample_seed
 from .checks import SamplingWitness
+from .engines import weight_files
+from .local import eos_ids
 from .prompting import PromptFormat, PromptTokens
 
 logger = logging.getLogger(__name__)
@@ -75,16 +79,11 @@ class VLLMResponder(PromptTokens):
         self.source = str(Path(source).resolve()) if Path(source).is_dir() else source
         self.tokenizer = AutoTokenizer.from_pretrained(self.source, local_files_only=True, trust_remote_code=trust_remote_code)
         config = AutoConfig.from_pretrained(self.source, local_files_only=True, trust_remote_code=trust_remote_code)
-        self.max_positions = _context(config)
-        self.prompt_format = prompt_format
-        has_template = bool(getattr(self.tokenizer, "chat_template", None))
-        if prompt_format.mode == "chat" and not has_template:
-            raise ConfigError("prompt format 'chat' was asked for but the model's tokenizer has no chat template; use "
-                              "--prompt-format raw --template '...{prompt}...' (or auto)")
-        self.chat = prompt_format.mode == "chat" or (prompt_format.mode == "auto" and has_template)
+        self.max_positions = context_length(config)
+        self.use_prompt_format(prompt_format)
         self.full_vocabulary = top_logprobs == -1
         self.top_logprobs = top_logprobs
-        self.eos_ids = _eos_ids(self.source, config, self.tokenizer)
+        self.eos_ids = eos_ids(_generation_config(self.source, config), self.tokenizer)
         self.llm = _start_engine(self.source, dtype, self.max_positions, top_logprobs, engine_args or {}, trust_remote_code)
         self.counter = CallCounter()
         self.access = frozenset({Access.SAMPLING, Access.TOKEN_IDS, Access.CHOSEN_LOGPROBS, Access.TEXT_LOGPROBS}
@@ -192,9 +191,8 @@ class VLLMResponder(PromptTokens):
 def _top_rows(steps: Sequence[Any], k: int | None) -> np.ndarray:
     """``[T, K]`` top log-probs of each step from vLLM's ``{token: Logprob}`` maps (the chosen
     token's entry is left out when it ranks below the top K; ``k`` None: every entry, the vocabulary)."""
-    rows = [[v.logprob for v in (step or {}).values() if k is None or (v.rank is not None and v.rank <= k)] for step in steps]
-    width = max((len(r) for r in rows), default=0)
-    return np.array([r + [-np.inf] * (width - len(r)) for r in rows], dtype=np.float64).reshape(len(rows), width)
+    return padded_rows([[v.logprob for v in (step or {}).values() if k is None or (v.rank is not None and v.rank <= k)]
+                        for step in steps])
 
 
 def _start_engine(source: str, dtype: str, context: int | None, top_logprobs: int, engine_args: dict[str, Any],
@@ -224,30 +222,14 @@ def _start_engine(source: str, dtype: str, context: int | None, top_logprobs: in
     return LLM(**args)
 
 
-def _context(config: Any) -> int | None:
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    for attr in ("n_positions", "max_position_embeddings", "n_ctx", "seq_length"):
-        value = getattr(text, attr, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
-
-
-def _eos_ids(source: str, config: Any, tokenizer: Any) -> set[int]:
-    """The end-of-sequence ids the Hugging Face engine stops at (generation config, tokenizer, chat end tokens)."""
+def _generation_config(source: str, config: Any) -> Any:
+    """The checkpoint's generation config (or the one its model config implies)."""
     from transformers import GenerationConfig
 
-    from .local import _eos_ids as hf_eos_ids
-
-    class _Model:
-        pass
-
-    model = _Model()
     try:
-        model.generation_config = GenerationConfig.from_pretrained(source, local_files_only=True)  # type: ignore[attr-defined]
+        return GenerationConfig.from_pretrained(source, local_files_only=True)
     except OSError:
-        model.generation_config = GenerationConfig.from_model_config(config)  # type: ignore[attr-defined]
-    return hf_eos_ids(model, tokenizer)
+        return GenerationConfig.from_model_config(config)
 
 
 def checkpoint_fingerprint(source: str, sample_bytes: int = 1 << 20) -> str:
@@ -255,7 +237,7 @@ def checkpoint_fingerprint(source: str, sample_bytes: int = 1 << 20) -> str:
     file's name, size and header, and ``sample_bytes`` from its start, middle and end (RL moves
     essentially every weight, so two checkpoints of one architecture differ there)."""
     digest = hashlib.sha256()
-    files = sorted(p for p in Path(source).glob("*") if p.suffix in (".safetensors", ".bin", ".pt"))
+    files = weight_files(source)
     if not files:
         raise ConfigError(f"no weight files (*.safetensors, *.bin) in {source}; the vllm engine reads a local checkpoint directory")
     for path in files:
