@@ -167,3 +167,33 @@ def test_a_tensor_parallel_engine_equals_one_engine(tmp_path):
     env = {**os.environ, "VLLM_CPU_OMP_THREADS_BIND": "0|1"}
     done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and "tensor parallel ok" in done.stdout, done.stderr[-3000:]
+
+
+def test_a_model_compared_with_itself_on_engine_vllm_reads_zero_and_policy_drift_moves_to_hf(tmp_path):
+    """The reference model audited as a control is its own reference: ``ref`` (on vLLM) and policy
+    drift (moved to the hf engine with its reference, said in a note) read exactly 0. Before, the
+    moved detector was checked against the vLLM reference, which sends no distributions, and refused."""
+    from cache.config import ModelConfig
+    from probes.responders.local import PromptFormat
+    from probes.responders.open import open_responder
+
+    from .conftest import TEMPLATE
+
+    source = str(TESTBEDS["cpu"] / "rl")
+    config = ModelConfig(source=source, device="cpu", dtype="float32", engine="vllm", vllm={"enforce_eager": True})
+
+    def load():
+        from cache.loading import load_model
+
+        return load_model(config)
+
+    responder = open_responder(load, PromptFormat(mode="raw", template=TEMPLATE), tmp_path / "store.sqlite", engine=config)
+    questions = _questions("cpu", 6)
+    params = {"ref": {"max_new_tokens": 24}, "policy_drift": {"n": 2, "max_new_tokens": 24}}
+    try:
+        summary = run_detectors(["ref", "policy_drift"], [f"q{i}" for i in range(6)], questions, responder, params=params,
+                                reference=responder)
+    finally:
+        responder.responder.close()
+    assert (summary.table.columns["ref"] == 0).all() and (summary.table.columns["policy_drift"] == 0).all()
+    assert any("policy_drift: runs on the hf engine" in note for note in summary.info["notes"])
