@@ -1,49 +1,43 @@
-"""The blind baseline (SPEC §8.8) on the shipped testbed's questions, and two fold schemes it was
-measured against.
+"""The blind baseline (SPEC §8.8) on the shipped testbed's questions: fold schemes, and the
+within-group swap null against a planted confound.
 
-    python benchmarks/bench_blind.py [--seeds 5] [--questions probes/testbed/checkpoints/gsm-seed0/questions.jsonl]
+    python benchmarks/bench_blind.py [--seeds 5] [--size-seeds 200] [--questions …/questions.jsonl]
 
-Prints the out-of-fold AUC of the question-text classifier (char 2–4-gram TF-IDF + logistic
+Part 1 prints the out-of-fold AUC of the question-text classifier (char 2–4-gram TF-IDF + logistic
 regression) on three labellings of the 300 labelled testbed questions — the template-matched
 split (every member paired with a non-member of its own template), a confounded split (members
 from the even templates, non-members from the odd ones) and random labels — under
 
 * ``stratified``: SPEC §8.8's stratified 5-fold CV (what ``lara`` reports);
-* ``grouped``: whole clusters of near-identical questions (word TF-IDF of the text with its
-  numbers masked, cosine ≥ 0.6, connected components) held out together;
-* ``aligned``: each cluster's members and non-members dealt into the same folds, so a fold
-  keeps its cluster's label ratio.
+* ``grouped``: whole clusters of near-identical questions held out together;
+* ``aligned``: each cluster's members and non-members dealt into the same folds.
 
 No scheme gives ≈ 0.5 on the matched split *and* ≥ 0.8 on the confounded one without leaking on
-random labels, which is why the SPEC's estimator is kept and a CI below 0.5 is read as a matched
-design, never as a warning.
+random labels, which is why the SPEC's estimator is kept and read against its null.
+
+Part 2 plants a confound: " Show your work." appended to a fraction f of the members only, on a
+random 30 of the 40 templates (both labels of a template kept together) per seed. For f = 0, 0.3,
+0.5 it prints how often the report warns — under the old rule (CI above 0.5) and under today's
+(observed AUC above the 95th percentile of its null under label swaps within templates, or CI
+above 0.5) — with the mean observed AUC and the mean null 95th percentile. f = 0 is the rule's
+size (≤ 0.05 + Monte-Carlo error), f > 0 its power.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import time
 from pathlib import Path
 
 import numpy as np
-from scipy.sparse.csgraph import connected_components
-from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.metrics import roc_auc_score
 
-from probes.calibration.blind import blind_pipeline, blind_predictions
+from probes.calibration.blind import blind_baseline, blind_classifier, blind_features, blind_predictions, near_duplicate_clusters
 
 ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = ROOT / "probes" / "testbed" / "checkpoints" / "cpu-seed0" / "questions.jsonl"
 N_FOLDS = 5
-
-
-def near_duplicate_clusters(texts: list[str], threshold: float = 0.6) -> np.ndarray:
-    """``[n]`` cluster id: connected components of word 1–2-gram TF-IDF cosine ≥ threshold, numbers masked."""
-    masked = [re.sub(r"\d+(\.\d+)?", "0", t) for t in texts]
-    x = TfidfVectorizer(analyzer="word", ngram_range=(1, 2), sublinear_tf=True).fit_transform(masked)
-    return connected_components((x @ x.T) >= threshold, directed=False)[1]
 
 
 def grouped_folds(clusters: np.ndarray, seed: int) -> np.ndarray:
@@ -64,17 +58,46 @@ def aligned_folds(clusters: np.ndarray, y: np.ndarray, seed: int) -> np.ndarray:
     return folds
 
 
-def out_of_fold(texts: np.ndarray, y: np.ndarray, folds: np.ndarray, seed: int) -> np.ndarray:
+def folds_out_of_fold(features, y: np.ndarray, folds: np.ndarray, seed: int) -> np.ndarray:
     out = np.empty(len(y))
     for k in np.unique(folds):
         train = folds != k
-        out[~train] = blind_pipeline(seed).fit(texts[train], y[train]).predict_proba(texts[~train])[:, 1]
+        out[~train] = blind_classifier(seed).fit(features[train], y[train]).predict_proba(features[~train])[:, 1]
     return out
+
+
+def planted(rows: list[dict], fraction: float, seed: int) -> tuple[list[str], np.ndarray, list[str]]:
+    """Texts, labels and templates of a random 30 of the 40 templates, " Show your work." appended to
+    ``fraction`` of the members."""
+    rng = np.random.default_rng(seed)
+    templates = sorted({r["extra"]["template"] for r in rows})
+    kept = set(rng.choice(templates, size=min(30, len(templates)), replace=False).tolist())
+    chosen = [r for r in rows if r["extra"]["template"] in kept]
+    texts = [r["question"] + (" Show your work." if r["label"] == 1 and rng.random() < fraction else "") for r in chosen]
+    return texts, np.array([int(r["label"]) for r in chosen]), [str(r["extra"]["template"]) for r in chosen]
+
+
+def planted_confound(rows: list[dict], seeds: int) -> None:
+    print(f"\nplanted confound (\" Show your work.\" on a fraction f of members), {seeds} seeds of 30 templates each")
+    print(f"  {'f':>4} {'warns (CI > 0.5)':>17} {'warns (swap null)':>18} {'AUC':>6} {'null q95':>9}")
+    for fraction in (0.0, 0.3, 0.5):
+        old, new, aucs, q95 = [], [], [], []
+        for seed in range(seeds):
+            texts, y, groups = planted(rows, fraction, seed)
+            b = blind_baseline(texts, y, seed=seed, n_bootstrap=200, groups=groups)
+            old.append(b["auc"]["ci"][0] > 0.5)
+            new.append(b["confounded"])
+            aucs.append(b["auc"]["value"])
+            q95.append(b["null"]["q95"])
+        rate = np.mean(new)
+        mc = 1.96 * np.sqrt(max(rate * (1 - rate), 0.05 * 0.95) / seeds)
+        print(f"  {fraction:>4.1f} {np.mean(old):>17.3f} {rate:>11.3f} ± {mc:.3f} {np.mean(aucs):>6.2f} {np.mean(q95):>9.2f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=5, help="fold seeds (and random labellings) averaged")
+    parser.add_argument("--size-seeds", type=int, default=200, help="seeds of the planted-confound part (0 = skip it)")
     parser.add_argument("--questions", type=Path, default=QUESTIONS, help="a testbed's questions.jsonl (default: the cpu testbed's)")
     args = parser.parse_args()
     rows = [json.loads(line) for line in args.questions.read_text().splitlines()]
@@ -83,6 +106,7 @@ def main() -> None:
     template = np.array([r["extra"]["template"] for r in rows])
     matched = np.array([int(r["label"]) for r in rows])
     clusters = near_duplicate_clusters(list(texts))
+    features = blind_features(list(texts))
     purity = sum(len(set(template[clusters == c])) == 1 for c in np.unique(clusters))
     print(f"{len(texts)} labelled testbed questions from {len(set(template))} templates; "
           f"{len(np.unique(clusters))} near-duplicate clusters, {purity} of them single-template")
@@ -96,9 +120,11 @@ def main() -> None:
         for seed in range(args.seeds):
             y = labels_for(seed)
             cells["stratified"].append(roc_auc_score(y, blind_predictions(texts, y, N_FOLDS, seed)))
-            cells["grouped"].append(roc_auc_score(y, out_of_fold(texts, y, grouped_folds(clusters, seed), seed)))
-            cells["aligned"].append(roc_auc_score(y, out_of_fold(texts, y, aligned_folds(clusters, y, seed), seed)))
+            cells["grouped"].append(roc_auc_score(y, folds_out_of_fold(features, y, grouped_folds(clusters, seed), seed)))
+            cells["aligned"].append(roc_auc_score(y, folds_out_of_fold(features, y, aligned_folds(clusters, y, seed), seed)))
         print(f"  {name:<18} " + " ".join(f"{np.mean(v):>8.2f} [{min(v):.2f}, {max(v):.2f}]" for v in cells.values()))
+    if args.size_seeds:
+        planted_confound(rows, args.size_seeds)
     print(f"({time.perf_counter() - t0:.0f} s)")
 
 

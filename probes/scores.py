@@ -18,7 +18,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Any, Hashable, Iterable, Mapping
 
 import numpy as np
 
@@ -138,6 +138,26 @@ def read_question_texts(path: str | Path) -> dict[str, str]:
         if isinstance(data, dict) and "id" in data and isinstance(data.get("question"), str):
             out[str(data["id"])] = data["question"]
     return out
+
+
+MATCH_FIELDS = ("pair", "template")  # a question's matched group, in this order
+
+
+def match_group(record: Mapping[str, Any]) -> Hashable | None:
+    """A question record's matched group: its ``pair`` or ``template`` field, top-level or under its
+    ``extra`` object (where ``lara questions import`` and the testbeds write it), or None."""
+    nested = record.get("extra") if isinstance(record.get("extra"), Mapping) else {}
+    for key in MATCH_FIELDS:
+        value = record.get(key, nested.get(key))
+        if value is not None:
+            return str(value)
+    return None
+
+
+def read_question_groups(path: str | Path) -> dict[str, str | None]:
+    """``{id: matched group}`` (a ``pair`` or ``template`` field, SPEC §8.8) of a JSONL file's objects."""
+    return {str(d["id"]): match_group(d) for _, line in jsonl_lines(path)
+            if isinstance(d := json.loads(line), dict) and "id" in d}
 
 
 def read_splits(path: str | Path) -> dict[str, str | None]:

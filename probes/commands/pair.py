@@ -30,6 +30,7 @@ def handle_pair(args: argparse.Namespace) -> int:
     from ..calibration.blind import blind_baseline
     from ..questions.importing import provenance_path, read_provenance, write_question_file
     from ..questions.pairing import balance_table, format_balance, pair_sets
+    from ..scores import match_group
 
     if not 0 < args.near <= 1:
         raise InputError(f"--near {args.near}: give a ratio in (0, 1], e.g. 0.9")
@@ -46,17 +47,20 @@ def handle_pair(args: argparse.Namespace) -> int:
     balance = balance_table(kept)
     print("balance:\n" + format_balance(balance))
     labelled = [q for q in paired.questions if q.label is not None]
-    blind = blind_baseline([q.question for q in labelled], np.array([q.label for q in labelled]), seed=args.seed)
+    blind = blind_baseline([q.question for q in labelled], np.array([q.label for q in labelled]), seed=args.seed,
+                           groups=[match_group(q.extra) for q in labelled])
     if "error" in blind:
         print(f"blind baseline: {blind['error']}")
     else:
         auc = blind["auc"]
-        print(f"blind baseline (question text only, out-of-fold): AUC {auc['value']:.2f} [{auc['ci'][0]:.2f}, {auc['ci'][1]:.2f}]")
+        null = blind["null"]
+        print(f"blind baseline (question text only, out-of-fold): AUC {auc['value']:.2f} [{auc['ci'][0]:.2f}, {auc['ci'][1]:.2f}]; "
+              f"null under swaps within matched groups ({null['groups']}): 95th percentile {null['q95']:.2f}, p = {null['p']:.3f}")
         if blind["warning"]:
             print(f"warning: {blind['warning']}")
     record = {"pairing": {"inputs": {k: str(v) for k, v in inputs.items() if v is not None}, "near": args.near,
                           "duplicates": [vars(d) for d in paired.duplicates], "renamed_ids": paired.renamed,
-                          "balance": balance, "blind_baseline": {k: blind.get(k) for k in ("auc", "confounded", "warning", "error")}},
+                          "balance": balance, "blind_baseline": {k: blind.get(k) for k in ("auc", "null", "confounded", "warning", "error")}},
               "provenance": [p for path in inputs.values() if path is not None for p in (read_provenance(path) or [])]}
     write_question_file(paired.questions, args.output, record)
     print(f"wrote {args.output}, {provenance_path(args.output)}")

@@ -243,10 +243,13 @@ class _Run:
                 [files.verdict, files.questions],
                 lambda: stages.verdict(run_dir, name, config, lara_tables, self.labels, self.splits, verdict_ref),
             )[files.verdict]
+        placebo = self.states[self.reference] if self.reference and name != self.reference and state.metrics_rel else None
         ledger.run(
-            f"evaluate/{name}", stages.evaluate_key(scores, self.q_digest, state.metrics, verdict, config),
+            f"evaluate/{name}", stages.evaluate_key(scores, self.q_digest, state.metrics, verdict, config,
+                                                    placebo.metrics if placebo else None),
             [files.report],
-            lambda: stages.evaluate(run_dir, name, config, self.labels, state.metrics_rel, self.questions, verdict is not None),
+            lambda: stages.evaluate(run_dir, name, config, self.labels, state.metrics_rel, self.questions, verdict is not None,
+                                    placebo.metrics_rel if placebo else None),
         )
 
 

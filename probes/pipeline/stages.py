@@ -309,28 +309,35 @@ def verdict(run_dir: Path, name: str, config: RunConfig, tables: list[str], labe
     logger.info("%s", describe_verdict(result, f"verdict on {name}"))
 
 
-def evaluate_key(scores: str, questions: str, metrics: str | None, verdict: str | None, config: RunConfig) -> dict[str, Any]:
-    """The evaluate stage's key: the scores, the questions, the metrics, the verdict, the settings."""
+def evaluate_key(scores: str, questions: str, metrics: str | None, verdict: str | None, config: RunConfig,
+                 reference_metrics: str | None = None) -> dict[str, Any]:
+    """The evaluate stage's key: the scores, the questions, the metrics (the audited model's and the
+    reference model's, the layer map's placebo), the verdict, the settings."""
     return {"scores": scores, "questions": questions, "metrics": metrics, "verdict": verdict,
-            "evaluate": dataclasses.asdict(config.evaluate)}
+            "reference_metrics": reference_metrics, "evaluate": dataclasses.asdict(config.evaluate)}
 
 
 def evaluate(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int | None] | None,
-             metrics_rel: str | None, questions: list, has_verdict: bool) -> None:
+             metrics_rel: str | None, questions: list, has_verdict: bool, reference_metrics_rel: str | None = None) -> None:
     from ..lara.metrics_file import MetricsFile
     from ..questions.importing import provenance_for_report
     from ..report import build_report, write_report
-    from ..scores import ScoreTable
+    from ..scores import ScoreTable, match_group
 
     e, layout = config.evaluate, RunLayout(run_dir)
     files = layout.model(name)
     table = ScoreTable.read_csv(layout.path(files.scores[0]))
     metrics = MetricsFile.read(layout.path(metrics_rel)) if metrics_rel and labels is not None else None
+    reference = MetricsFile.read(layout.path(reference_metrics_rel)) if metrics and reference_metrics_rel else None
+    lara_meta = layout.path(files.lara[1])
+    lara_info = json.loads(lara_meta.read_text(encoding="utf-8")) if metrics and lara_meta.is_file() else None
     verdict_json = json.loads(layout.path(files.verdict).read_text(encoding="utf-8")) if has_verdict else None
     report = build_report(table, labels, metrics, baseline=e.baseline, n_bootstrap=e.bootstrap,
                           seed=e.seed, fpr=e.fpr, strict=e.strict, verdict=verdict_json,
                           self_reference=name == config.reference_name(),
                           texts={q.id: q.question for q in questions},
+                          groups={q.id: match_group(q.extra) for q in questions},
+                          reference_metrics=reference, lara_info=lara_info,
                           inputs={"model": name, "scores": files.scores[0], "questions": str(config.questions),
                                   "questions_provenance": provenance_for_report(config.questions)})
     write_report(report, layout.path(files.report), table, labels, plots=e.plots)

@@ -12,12 +12,9 @@ import numpy as np
 from .. import __version__
 from ..calibration.blind import blind_baseline
 from ..evaluation import compare, evaluate, tpr_key
-from ..evaluation.effect import cohens_d_ci, group_means_ci, window_means
-from ..lara.geometry import METRIC_NAMES
-from ..lara.layers import available_windows
 from ..lara.metrics_file import MetricsFile
-from ..lara.protocol import compress
 from ..scores import ScoreTable, align_labels
+from .layers import layer_analysis
 
 logger = logging.getLogger(__name__)
 
@@ -40,12 +37,19 @@ def build_report(
     verdict: Mapping[str, Any] | None = None,
     texts: Mapping[str, str] | None = None,
     self_reference: bool = False,
+    groups: Mapping[str, str | None] | None = None,
+    reference_metrics: MetricsFile | None = None,
+    lara_info: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Evaluate every detector column of ``table`` against ``labels`` (or, without labels, describe
     the score distributions only: an audit), plus the layer analysis when ``metrics`` is given.
 
     ``verdict`` (SPEC §8, computed without labels) leads the report; ``texts`` (question id →
-    text) add the blind text-only baseline of SPEC §8.8 to a labelled report. A column constant by
+    text) add the blind text-only baseline of SPEC §8.8 to a labelled report, its null swapping labels within
+    ``groups`` (question id → matched group; default: clusters of near-identical texts), which also
+    constrain the layer map's permutation null; ``reference_metrics`` (the reference checkpoint's
+    metrics) add its placebo map and the depth-profile contrast, ``lara_info`` (the LaRA scoring's
+    meta) the control-set size (SPEC §4.5 item 5). A column constant by
     construction gets no figure, only ``{"not_applicable": reason, "why", "n", "n_nonfinite"}``:
     with ``self_reference`` (the audited model is the reference model) every detector that compares
     with a reference (``requires_reference``), and any column whose finite scores are all equal."""
@@ -88,11 +92,12 @@ def build_report(
     base_reason = not_applicable(base, base_values, self_reference)
     report["comparisons"] = _comparisons(yk, columns, (base, base_values, base_reason), results, **opts)
     if metrics is not None:
-        report["layers"] = layer_analysis(metrics, labels, n_bootstrap=n_bootstrap, seed=seed, ci=ci)
+        report["layers"] = layer_analysis(metrics, labels, n_bootstrap=n_bootstrap, seed=seed, ci=ci, groups=groups,
+                                          reference=reference_metrics, lara_info=lara_info)
     if texts:
         ids = [i for i, v in zip(table.ids, y) if v >= 0 and i in texts]
         report["blind"] = blind_baseline([texts[i] for i in ids], np.array([labels[i] for i in ids]), seed=seed,
-                                         n_bootstrap=n_bootstrap)
+                                         n_bootstrap=n_bootstrap, groups=[groups.get(i) for i in ids] if groups else None)
     return report
 
 
@@ -150,41 +155,6 @@ def _comparisons(yk: np.ndarray, columns: Mapping[str, np.ndarray], baseline: tu
             out["against"][name] = compare(yk, values, base_values, **opts)
         except ValueError as err:
             out["against"][name] = {"error": str(err)}
-    return out
-
-
-def layer_analysis(
-    metrics: MetricsFile, labels: Mapping[str, int | None], n_bootstrap: int = 1000, seed: int = 0, ci: float = 0.95
-) -> dict[str, Any]:
-    """Per (metric, layer) Cohen's d and class profiles of m̃, and the early/mid/late window table."""
-    y, _ = align_labels(metrics.ids, labels)
-    finite = np.isfinite(metrics.metrics).all(axis=(1, 2))
-    keep = (y >= 0) & finite
-    values = compress(metrics.metrics[keep])  # [n, 3, L]
-    yk = y[keep].astype(bool)
-    out: dict[str, Any] = {"layer_labels": list(metrics.layer_labels), "metric_names": list(METRIC_NAMES),
-                           "values": "sign(m)·log(1+|m|)", "n": int(keep.sum()), "members": int(yk.sum()),
-                           "non_members": int((~yk).sum()),
-                           # SPEC §7: labelled questions with a non-finite metric are left out, and counted
-                           "n_nonfinite": {"members": int(((y == 1) & ~finite).sum()), "non_members": int(((y == 0) & ~finite).sum())}}
-    if yk.sum() < 2 or (~yk).sum() < 2:
-        out["error"] = "layer analysis needs at least 2 members and 2 non-members with finite metrics"
-        return out
-    d, lo, hi = cohens_d_ci(values, yk, n_resamples=n_bootstrap, seed=seed, level=ci)
-    out["cohens_d"] = {m: {"value": d[i].tolist(), "ci_low": lo[i].tolist(), "ci_high": hi[i].tolist()} for i, m in enumerate(METRIC_NAMES)}
-    profiles = group_means_ci(values, yk, n_resamples=n_bootstrap, seed=seed, level=ci)
-    out["profiles"] = {
-        m: {group: {k: np.asarray(v)[i].tolist() for k, v in stats.items()} for group, stats in profiles.items()}
-        for i, m in enumerate(METRIC_NAMES)
-    }
-    columns = available_windows(metrics.layer_labels, metrics.n_blocks)
-    windows = {w: {"layers": [metrics.layer_labels[c] for c in cols]} for w, cols in columns.items()}
-    if columns:
-        wd, wlo, whi = cohens_d_ci(window_means(values, list(columns.values())), yk, n_resamples=n_bootstrap, seed=seed, level=ci)
-        for j, window in enumerate(windows):
-            windows[window]["cohens_d"] = {m: {"value": float(wd[i, j]), "ci": [float(wlo[i, j]), float(whi[i, j])]}
-                                           for i, m in enumerate(METRIC_NAMES)}
-    out["windows"] = windows
     return out
 
 

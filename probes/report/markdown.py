@@ -7,6 +7,8 @@ from typing import Any
 
 from ..calibration.audit import verdict_markdown
 from .flagged import flagged_markdown
+from .layer_markdown import layers_markdown
+from .markdown_figures import p_text as _p
 
 PLOTS = (
     ("verdict.png", "Verdict: within-AUC per detector, mode and subset"),
@@ -35,7 +37,7 @@ def render_markdown(report: dict[str, Any], plots: list[str] | tuple[str, ...] =
         lines += _detection(report, s)
         lines += _comparisons(report)
         if "layers" in report:
-            lines += _layers(report["layers"])
+            lines += layers_markdown(report["layers"])
     shown = [(f, t) for f, t in PLOTS if f in plots and f != "verdict.png"]
     if shown:
         lines += ["## Plots", ""]
@@ -95,12 +97,19 @@ def _detection(report: dict[str, Any], s: dict[str, Any]) -> list[str]:
 
 
 def _blind(blind: dict[str, Any]) -> list[str]:
-    """The blind baseline's reading (SPEC §8.8)."""
-    text = (f"**Warning:** {blind['warning']}." if blind.get("warning") else
-            "The blind baseline (the question text alone, " + blind["features"] + ", out-of-fold) "
-            + ("does not separate the sets: no confound visible from the text"
-               + ("; its AUC below 0.5 is the signature of a matched design (each member paired with a non-member of "
-                  "its own kind)" if blind.get("matched_design") else "") + "."))
+    """The blind baseline's reading against its within-group swap null (SPEC §8.8)."""
+    null = blind.get("null") or {}
+    against = (f" Its null under label swaps within matched groups ({null['groups']}: {null['n_mixed_groups']} groups "
+               f"holding both labels, {null['n_in_mixed_groups']} of {blind['auc']['n']} questions; "
+               f"{null['n_permutations']} swaps, the same folds) has median {null['median']:.2f} and 95th percentile "
+               f"{null['q95']:.2f}; the observed {blind['auc']['value']:.2f} has p = {null['p']:.3f}." if null else "")
+    if blind.get("warning"):
+        return [f"**Warning:** {blind['warning']}.{against}", ""]
+    text = ("The blind baseline (the question text alone, " + blind["features"] + ", out-of-fold) does not separate the "
+            "sets beyond what the design explains: no confound visible from the text." + against)
+    if blind.get("matched_design"):
+        text += (" In a matched design (each member paired with a non-member of its own kind) the cross-validation "
+                 "itself reads below 0.5, which is why the null, not 0.5, is the yardstick.")
     return [text, ""]
 
 
@@ -123,28 +132,6 @@ def _comparisons(report: dict[str, Any]) -> list[str]:
         lines.append(f"| {name} | {_fig(r['delta_auc'], signed=True)} | {_num(r['delong']['z'])} | "
                      f"{_p(r['delong']['p_value'])} | {r['delta_auc']['n']} |")
     lines += ["", "ΔAUC CIs by a paired stratified bootstrap; p from DeLong's test (two-sided).", ""]
-    return lines
-
-
-def _layers(layers: dict[str, Any]) -> list[str]:
-    lines = ["## Layer analysis", ""]
-    left_out = layers.get("n_nonfinite") or {}
-    if sum(left_out.values()):
-        lines += [f"Left out: {left_out['members']} member(s) and {left_out['non_members']} non-member(s) whose metrics "
-                  "are not finite (see the metrics file's reasons).", ""]
-    if "error" in layers:
-        return lines + [layers["error"], ""]
-    windows = layers.get("windows") or {}
-    if windows:
-        names = list(windows)
-        header = " | ".join(f"{w} ({windows[w]['layers'][0]}–{windows[w]['layers'][-1]})" for w in names)
-        lines += [f"Cohen's d (members − non-members) of the window mean of sign(m)·log(1+|m|), {layers['members']} members, "
-                  f"{layers['non_members']} non-members:", "",
-                  f"| Metric | {header} |", "|---|" + "---|" * len(names)]
-        for metric in layers["metric_names"]:
-            cells = [_fig(windows[w]["cohens_d"][metric], signed=True) for w in names]
-            lines.append(f"| {metric} | " + " | ".join(cells) + " |")
-        lines.append("")
     return lines
 
 
@@ -183,9 +170,3 @@ def _low(fig: dict[str, Any] | None) -> str:
 
 def _num(x: Any) -> str:
     return "–" if x is None or x != x else f"{x:.3g}"
-
-
-def _p(p: float | None) -> str:
-    if p is None or p != p:
-        return "–"
-    return "< 1e-4" if p < 1e-4 else f"{p:.3f}"

@@ -185,16 +185,33 @@ def plot_cohens_d(layers: dict[str, Any], path: Path | None = None, ax: Any = No
     ax.set_yticks(range(len(names)), names)
     _layer_ticks(ax, labels)
     ax.set_xlabel("layer")
+    null = layers.get("null")
+    survives = np.array([[p is not None and p < null["alpha"] for p in null["p_adjusted"][m]] for m in names]) if null \
+        else np.zeros(d.shape, dtype=bool)
     if len(labels) <= 32:
         for (i, j), value in np.ndenumerate(d):
             if np.isfinite(value):
-                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=6,
-                        color="white" if abs(value) > 0.6 * vmax else "black")
+                ax.text(j, i, f"{value:.2f}" + ("✱" if survives[i, j] else ""), ha="center", va="center", fontsize=6,
+                        color="white" if abs(value) > 0.6 * vmax and (survives[i, j] or not null) else "black")
+    if null:  # cells within the permutation null are washed out; survivors keep their colour, boxed
+        veil = np.zeros(d.shape + (4,))
+        veil[..., :3], veil[..., 3] = 1.0, np.where(survives, 0.0, 0.65)
+        ax.imshow(veil, aspect="auto")
+        for i, j in zip(*np.nonzero(survives)):
+            ax.add_patch(_box(j, i))
     fig.colorbar(image, ax=ax, label="Cohen's d")
-    ax.set_title("Cohen's d, members − non-members (sign(m)·log(1+|m|))", fontsize=9)
+    note = "" if not null else ("\nno layer beyond the permutation null (all washed out)" if not null["significant_layers"] else
+                                "\nboxed ✱: beyond the permutation null (family-wise α = " + f"{null['alpha']:g}); washed out: within it")
+    ax.set_title("Cohen's d, members − non-members (sign(m)·log(1+|m|))" + note, fontsize=9)
     if not given:
         fig.tight_layout()
     return _finish(fig, path)
+
+
+def _box(x: int, y: int) -> Any:
+    from matplotlib.patches import Rectangle
+
+    return Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, edgecolor="black", linewidth=1.5)
 
 
 def _layer_ticks(ax, labels: Sequence[str]) -> None:

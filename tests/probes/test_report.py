@@ -59,6 +59,35 @@ def test_report_figures_and_layer_analysis():
     assert members["ci_low"][7] > layers["profiles"]["zRSM"]["non_members"]["ci_high"][7]
 
 
+def test_the_layer_map_is_read_against_its_nulls():
+    """Issue 34 item 1 in the report: the planted layers (zRSM 6–8, zRSI 0–2) survive the max-|d|
+    permutation null and are marked ✱; a map without any effect reads "no layer beyond the
+    permutation null"; the placebo on the non-members' halves, the reference checkpoint's map, the
+    depth-profile contrast and the control-set size (warning below 2×) are shown."""
+    mf, table, labels, y = synthetic()
+    ref = MetricsFile(**{**vars(mf), "metrics": np.random.default_rng(9).normal(size=mf.metrics.shape)})
+    report = build_report(table, labels, mf, n_bootstrap=50, reference_metrics=ref,
+                          lara_info={"n_reference": 50, "n_questions": 130, "n_cross_fitted": 50})
+    layers = report["layers"]
+    assert layers["null"]["significant_layers"] == ["0", "1", "2", "6", "7", "8"]
+    assert layers["placebo_split"]["n"] == 40 and layers["placebo_split"]["any_significant_rate"] <= 0.15
+    contrast = layers["reference"]["contrast"]
+    assert set(contrast["significant_layers"]) == {"0", "1", "2", "6", "7", "8"}  # RL moved members there, not the reference
+    assert layers["reference"]["placebo"]["significant_layers"] == []
+    np.testing.assert_allclose(layers["reference"]["audited_minus_placebo"]["zRSM"],
+                               np.array(layers["cohens_d"]["zRSM"]["value"]) - layers["reference"]["placebo"]["d"]["zRSM"])
+    assert layers["control_set"]["ratio"] == pytest.approx(50 / 80) and layers["control_set"]["warning"]
+    md = render_markdown(jsonable(report))
+    assert "| 6 ✱ |" in md and "| 4 |" in md and "Layers 0, 1, 2, 6, 7, 8 beyond the permutation null" in md
+    assert "Placebo (random halves of the 40 non-members" in md and "Depth-profile contrast" in md
+    assert "50 questions for 80 audited (0.62×). **Warning:** the clean reference is smaller than twice" in md
+    null_mf = MetricsFile(**{**vars(mf), "metrics": np.random.default_rng(1).normal(size=mf.metrics.shape)})
+    null_md = render_markdown(jsonable(build_report(table, labels, null_mf, n_bootstrap=50)))
+    assert "**No layer beyond the permutation null.**" in null_md and " ✱ |" not in null_md
+    wide = build_report(table, labels, mf, n_bootstrap=50, lara_info={"n_reference": 200, "n_questions": 80, "n_cross_fitted": 0})
+    assert wide["layers"]["control_set"]["warning"] is None
+
+
 def test_written_report(tmp_path):
     mf, table, labels, _ = synthetic()
     report = build_report(table, labels, mf, n_bootstrap=100)
