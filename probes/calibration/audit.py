@@ -14,6 +14,7 @@ from ..errors import ConfigError, InputError
 from ..scores import ScoreTable
 from .controls import ControlTable
 from .decision_table import QuestionDecisions, describe_questions
+from .absolute_size import VALIDATED_ON, size_sentence
 from .decisions import decide_questions
 from .files import ScoredFiles
 from .verdict import ScoredSet, VerdictSettings, compute_verdict
@@ -85,8 +86,10 @@ def describe_verdict(verdict: dict[str, Any], title: str = "Verdict") -> str:
     others = [m for m in verdict["modes"] if m != verdict["mode"]]
     for mode in others:
         m = verdict["modes"][mode]
-        lines.append(f"  also {mode} mode{' (uncalibrated)' if mode == 'absolute' else ''}: "
+        lines.append(f"  also {mode} mode{' (uncalibrated, a diagnostic)' if mode == 'absolute' else ''}: "
                      f"{'reject' if m['reject'] else 'not rejected'}, combined {p_sentence(m['combined']['p_value'])}")
+        if mode == "absolute":
+            lines.append(f"    {absolute_size_text(verdict)}")
     for mode, why in (verdict.get("unavailable") or {}).items():
         lines.append(f"  {mode} mode unavailable: {why}")
     for name, sub in (verdict.get("subsets") or {}).items():
@@ -107,26 +110,37 @@ def _headline(v: dict[str, Any]) -> str:
     if not decided(v):
         return "NO VERDICT (no mode has a detector with a usable question; not a negative answer)"
     c = v["combined"]
+    if not v["calibrated"]:  # the absolute mode decides: no reference, no clean set
+        return (f"{NO_CALIBRATED_VERDICT}; the absolute mode, a diagnostic only: "
+                f"{'signal' if v['reject'] else 'no signal'} at alpha = {v['alpha']:g} ({c['method']} "
+                f"{p_sentence(c['p_value'])} over {', '.join(c['detectors']) or 'no detector'}; its size is {VALIDATED_ON})")
     word = verdict_word(v)
-    cal = "" if v["calibrated"] else ", uncalibrated"
     left = f"; left out, no information: {', '.join(c['left_out'])}" if c.get("left_out") else ""
     left += f"; left out, not calibrated by the reference: {', '.join(c['not_calibrated'])}" if c.get("not_calibrated") else ""
-    missing = f" — {UNCALIBRATED_NEXT}" if v["reject"] and not v["calibrated"] else ""
-    return (f"{word} at alpha = {v['alpha']:g} ({v['mode']} mode{cal}; {c['method']} {p_sentence(c['p_value'])} over "
-            f"{', '.join(c['detectors']) or 'no detector'}{left}){missing}")
+    return (f"{word} at alpha = {v['alpha']:g} ({v['mode']} mode; {c['method']} {p_sentence(c['p_value'])} over "
+            f"{', '.join(c['detectors']) or 'no detector'}{left})")
 
 
-UNCALIBRATED_NEXT = ("not a verdict: for a calibrated one, give the checkpoint before RL (a reference model) or a clean set "
-                     "drawn like the audited questions (split clean_ref)")
+NO_CALIBRATED_VERDICT = ("NO CALIBRATED VERDICT — give the checkpoint before RL (a reference model) or a clean set drawn like "
+                         "the audited questions (split clean_ref; a few dozen known-clean questions also measure the absolute "
+                         "mode's size on questions like yours)")
+
+
+def absolute_size_text(verdict: dict[str, Any]) -> str:
+    """The absolute mode's size where the verdict can show it (a clean set), else where it is known."""
+    measured = verdict.get("absolute_on_clean")
+    if measured:
+        return size_sentence(measured["size"], measured.get("test"))
+    return f"the absolute mode's size is {VALIDATED_ON}"
 
 
 def verdict_word(v: dict[str, Any]) -> str:
-    """How a decided verdict is headed: CONTAMINATED only when a calibrated mode rejects; an
-    absolute-mode rejection is an uncalibrated signal (its size is not shown on questions the
-    generator was not tuned on), never CONTAMINATED."""
-    if not v["reject"]:
-        return "not flagged"
-    return "CONTAMINATED" if v["calibrated"] else "SIGNAL (uncalibrated)"
+    """How a decided verdict is headed: CONTAMINATED only when a calibrated mode rejects; when the
+    absolute mode decides there is no calibrated verdict (its size is not shown on questions the
+    generator was not tuned on), only its signal or its absence as a diagnostic."""
+    if not v["calibrated"]:
+        return f"NO CALIBRATED VERDICT (absolute: {'signal' if v['reject'] else 'no signal'})"
+    return "CONTAMINATED" if v["reject"] else "not flagged"
 
 
 def left_out_text(record: dict[str, Any]) -> str:
@@ -193,6 +207,8 @@ def verdict_markdown(verdict: dict[str, Any]) -> list[str]:
                      if m in v["modes"] else "unavailable" for m in verdict["modes"]]
             lines.append(f"| {name} ({v['n']}) | " + " | ".join(cells) + " |")
         lines.append("")
+    if "absolute" in verdict["modes"]:
+        lines += [f"Absolute mode (uncalibrated, a diagnostic): {absolute_size_text(verdict)}.", ""]
     lines += [f"Warning: {w}" for w in verdict.get("warnings", [])]
     lines += [f"Note: {n}" for n in verdict.get("notes", [])]
     lines += ["", "Within-AUC: the originals' mean rank among their own matched controls (0.5 when the benchmark was "

@@ -318,6 +318,8 @@ def compute_verdict(audited: ScoredSet, reference: ScoredSet | None = None, clea
     if not modes:
         return {**base, "mode": None, "calibrated": None, "reject": None, "detectors": {},
                 "combined": {"p_value": math.nan, "method": s.combine, "detectors": []}, "warnings": [NO_VERDICT]}
+    if clean is not None and "absolute" in modes:
+        base["absolute_on_clean"] = _absolute_on_clean(clean, with_controls, len(audited.ids), s)
     mode = next(m for m in MODES if m in modes)
     plain = [n for n in (s.detectors or PLAIN_RELATIVE) if n in audited.scores.columns and not audited.has_controls(n)]
     if mode != "relative" and plain:
@@ -328,6 +330,17 @@ def compute_verdict(audited: ScoredSet, reference: ScoredSet | None = None, clea
     if "relative" in modes:
         warnings.append(RELATIVE_WARNING)
     return {**base, "mode": mode, "calibrated": mode != "absolute", **modes[mode], "warnings": warnings}
+
+
+def _absolute_on_clean(clean: ScoredSet, names: list[str], n_audited: int, s: VerdictSettings) -> dict[str, Any]:
+    """The absolute mode's test on the clean set itself and its estimated size at the audited count."""
+    from .absolute_size import absolute_size
+
+    usable = [n for n in names if clean.has_controls(n)]
+    test = {n: within_test(clean.original(n), clean.control_matrix(n), s) for n in usable}
+    size = absolute_size({n: clean.original(n) for n in usable}, {n: clean.control_matrix(n) for n in usable},
+                         n_audited, s.alpha, s.combine, s.seed)
+    return {"test": _mode(test, s) if any(math.isfinite(r["p_value"]) for r in test.values()) else None, "size": size}
 
 
 def _why_unavailable(per_detector: dict[str, dict[str, Any]]) -> str:

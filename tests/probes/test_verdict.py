@@ -248,29 +248,86 @@ def test_a_detector_the_reference_scores_as_one_constant_is_left_out_of_the_refe
     assert "so subtracting it calibrates nothing" in alone["unavailable"]["reference"]
 
 
-def test_an_absolute_mode_rejection_is_never_headed_contaminated(tmp_path, capsys):
-    """Issue 24, item 4: the absolute mode's size is not shown on questions the generator was not
-    tuned on (a held-out testbed flagged 84 % of clean subsets), so its rejection is an
-    uncalibrated signal, headed as such with what to add — in the text, the report and the CLI —
-    while ``reject`` stays machine-readable beside ``calibrated: false``."""
+def test_a_verdict_without_reference_or_clean_set_leads_with_no_calibrated_verdict(tmp_path, capsys):
+    """Issue 24 item 4 and issue 34 item 5: the absolute mode's size is known only where the
+    generator was validated (a third testbed's clean checkpoint was rejected at p = 0.0002), so a
+    verdict that only it can give leads with "NO CALIBRATED VERDICT" and what to add, shows the
+    absolute figure as a diagnostic with where its size is known — in the text, the report and the
+    CLI, rejecting or not (a non-rejection is no negative answer) — while ``reject`` stays
+    machine-readable beside ``calibrated: false``."""
     from probes.calibration.audit import describe_verdict, verdict_markdown
     from probes.cli import main
 
     (a_scores, a_ctl), _ = world(contamination=0.0, seed=15)  # the generator's bias alone: the absolute mode rejects
     verdict = compute_verdict(ScoredSet(a_scores, a_ctl), settings=FAST)
     assert verdict["mode"] == "absolute" and verdict["reject"] is True and verdict["calibrated"] is False
-    for text in (describe_verdict(verdict), "\n".join(verdict_markdown(verdict))):
-        assert "CONTAMINATED" not in text
-        assert "SIGNAL (uncalibrated) at alpha = 0.05 (absolute mode, uncalibrated;" in text
-        assert "not a verdict: for a calibrated one, give the checkpoint before RL (a reference model) or a clean set" in text
+    (u_scores, u_ctl), _ = world(bias=0.0, contamination=0.0, seed=16)  # no bias: the absolute mode does not reject
+    quiet = compute_verdict(ScoredSet(u_scores, u_ctl), settings=FAST)
+    assert quiet["mode"] == "absolute" and quiet["reject"] is False
+    for v, signal in ((verdict, "signal"), (quiet, "no signal")):
+        for text in (describe_verdict(v), "\n".join(verdict_markdown(v))):
+            assert "CONTAMINATED" not in text.replace("NO CALIBRATED VERDICT", "") and "not flagged" not in text
+            assert "NO CALIBRATED VERDICT — give the checkpoint before RL (a reference model) or a clean set" in text
+            assert f"the absolute mode, a diagnostic only: {signal} at alpha = 0.05" in text
+            assert "known only where the generator was validated: 0.045–0.050 on our two testbeds" in text
     a_scores.write_csv(tmp_path / "s.csv")
     a_ctl.write_csv(tmp_path / "s.controls.csv")
     assert main(["verdict", str(tmp_path / "s.csv"), "--controls", str(tmp_path / "s.controls.csv"), "--permutations", "200",
                  "--bootstrap", "10", "-o", str(tmp_path / "v.json")]) == 0
     shown = capsys.readouterr().out
-    assert shown.startswith("Verdict: SIGNAL (uncalibrated)") and "CONTAMINATED" not in shown
+    assert shown.startswith("Verdict: NO CALIBRATED VERDICT — give the checkpoint before RL")
     saved = json.loads((tmp_path / "v.json").read_text())
     assert saved["reject"] is True and saved["calibrated"] is False
+
+
+def _clean_world(n: int, bias: float, seed: int, prefix: str = "c"):
+    (scores, ctl), _ = world(n=n, bias=bias, seed=seed)
+    ids = [f"{prefix}{i}" for i in range(n)]
+    return ScoreTable(ids, scores.columns), ControlTable([f"{prefix}{i[1:]}" for i in ctl.ids], ctl.index, ctl.columns)
+
+
+def test_a_few_dozen_known_clean_questions_measure_the_absolute_modes_size_on_questions_like_yours():
+    """Issue 34 item 5. With 36 known-clean questions (split clean_ref) the verdict reports, beside
+    the absolute-mode figure, the absolute test on the clean questions and its size at the audited
+    count, with a range over the clean bias's CI: a biased generator (controls 0.8 below their
+    originals) reads ≈ 100 %; for an unbiased or slightly biased one the range covers the true
+    rejection rate of fresh clean sets of the audited size in ≥ 90 % of draws."""
+    from probes.calibration.absolute_size import absolute_size
+    from probes.calibration.audit import describe_verdict, verdict_markdown
+
+    (a_scores, a_ctl), _ = world(n=120, contamination=0.0, seed=21)
+    biased = compute_verdict(ScoredSet(a_scores, a_ctl), clean=ScoredSet(*_clean_world(36, 0.8, 22)), settings=FAST)
+    measured = biased["absolute_on_clean"]
+    assert measured["size"]["n_clean"] == 36 and measured["size"]["n_audited"] == 120 and measured["size"]["size"] > 0.95
+    assert measured["test"]["reject"] and measured["size"]["within_auc"]["ppl"] > 0.7
+    for text in (describe_verdict(biased), "\n".join(verdict_markdown(biased))):
+        assert "the absolute mode on the 36 clean questions: rejected" in text
+        assert "a clean set like them of 120 questions would be flagged in ≈ 100 % of draws" in text
+    assert measured["size"]["size_range"]["ppl"][0] > 0.95
+    for bias in (0.0, 0.1):  # the size range covers the true rejection rate of fresh clean sets of 120
+        truth = np.mean([compute_verdict(ScoredSet(*world(n=120, bias=bias, seed=300 + k)[0]), settings=FAST)["reject"]
+                         for k in range(60)])
+        covered = []
+        for seed in range(40):
+            (o, c), _ = world(n=36, bias=bias, seed=100 + seed)
+            lo, hi = absolute_size({"ppl": o.columns["ppl"]}, {"ppl": c.matrix("ppl", o.ids)}, 120, 0.05,
+                                   n_resamples=50, seed=seed)["size_range"]["ppl"]
+            covered.append(lo - 0.05 <= truth <= hi + 0.05)  # ± the Monte-Carlo error of the 60-set truth
+        assert np.mean(covered) >= 0.9, (bias, truth, np.mean(covered))
+
+
+def test_null_moments_of_within_ranks_equal_a_naive_enumeration():
+    from probes.calibration.absolute_size import null_moments
+
+    original = np.array([1.0, 2.0, np.nan, 0.5])
+    controls = np.array([[0.0, 2.0, 3.0], [2.0, 2.0, np.nan], [1.0, 2.0, 3.0], [0.5, 0.5, 0.5]])
+    r, mean, var = null_moments(original, controls)
+    for j in (0, 1, 3):
+        texts = [x for x in [original[j], *controls[j]] if not np.isnan(x)]
+        ranks = [(sum(t < texts[k] for i, t in enumerate(texts) if i != k) + 0.5 * sum(t == texts[k] for i, t in enumerate(texts) if i != k))
+                 / (len(texts) - 1) for k in range(len(texts))]
+        assert r[j] == pytest.approx(ranks[0]) and mean[j] == pytest.approx(np.mean(ranks)) and var[j] == pytest.approx(np.var(ranks))
+    assert np.isnan(r[2]) and np.isnan(mean[2])
 
 
 def test_a_reference_difference_detector_is_its_own_difference_in_the_reference_mode():
