@@ -23,8 +23,12 @@ def plot_verdict(verdict: dict[str, Any], path: Path | None = None, ax: Any = No
     fig = given[0].figure if given else _figure(3.4 * len(panels) + 1.2, 0.42 * len(names) + 1.6)
     axes = given or fig.subplots(1, len(panels), sharey=True, squeeze=False)[0]
     modes = [m for m in MODE_COLORS if m in verdict["modes"]]
+    self_reference = set(verdict.get("self_reference") or ())  # the model compared with itself: constant, no figure
     for ax, (title, v) in zip(axes, panels):
         ax.axvline(0.5, color="black", linewidth=1, linestyle="--")
+        for row, name in enumerate(names):
+            if name in self_reference:
+                ax.text(0.52, row, "n/a (self-reference)", va="center", fontsize=7, color="#555555")
         for k, mode in enumerate(modes):
             m = v["modes"].get(mode)
             if m is None:
@@ -32,7 +36,7 @@ def plot_verdict(verdict: dict[str, Any], path: Path | None = None, ax: Any = No
             offset = (k - (len(modes) - 1) / 2) * 0.22
             for row, name in enumerate(names):
                 r = m["detectors"].get(name)
-                if r is None or r["within_auc"]["value"] is None or not math.isfinite(r["within_auc"]["value"]):
+                if name in self_reference or r is None or r["within_auc"]["value"] is None or not math.isfinite(r["within_auc"]["value"]):
                     continue
                 lo, hi = r["within_auc"]["ci"]
                 y = row + offset

@@ -388,3 +388,15 @@ def test_the_reference_models_own_comparisons_read_n_a_self_reference_in_the_ver
     for name in ("policy_drift", "reward_gain"):
         assert f"| {name} | n/a (self-reference) | n/a | n/a | 60 | all: no information |" in md
     assert "| ppl | 0." in md
+    from probes.report.verdict_plot import plot_verdict
+
+    drawn = {}
+    for key, record in (("before", {k: v for k, v in verdict.items() if k != "self_reference"}), ("after", verdict)):
+        fig = plot_verdict(record)
+        texts = [t.get_text() for t in fig.axes[0].texts]
+        rows = {round(float(y)) for line in fig.axes[0].lines if line.get_marker() == "o" for y in line.get_ydata()}
+        drawn[key] = (texts, rows)
+    names = list(verdict["modes"]["absolute"]["detectors"])
+    self_rows = {names.index("policy_drift"), names.index("reward_gain")}
+    assert self_rows <= drawn["before"][1]  # drawn at 0.5 as if measured
+    assert not self_rows & drawn["after"][1] and drawn["after"][0].count("n/a (self-reference)") == 2
