@@ -1,9 +1,9 @@
 """LaRA's layer map against its nulls (SPEC §4.5 item 5): size on simulated nulls and on both
 testbeds' SFT checkpoints, and a representation shift planted in real activations.
 
-    python benchmarks/bench_layer_null.py [--runs runs/demo runs/demo-gsm] [--datasets 200]
+    python benchmarks/bench_layer_null.py [--runs runs/demo runs/demo-gsm] [--datasets 200] [--null-datasets 1000]
 
-1. **Simulated nulls**: ``--datasets`` datasets per design of heavy-tailed (t, 3 df) metrics,
+1. **Simulated nulls**: ``--null-datasets`` datasets per design of heavy-tailed (t, 3 df) metrics,
    3 × 8 layers AR(1)-correlated (ρ = 0.8), labels independent of the values. For each design the
    fraction of datasets in which *any* layer is called significant: by the max-|d| permutation
    null (what the report does), and by reading the level — a cell counts when its bootstrap 95 % CI
@@ -133,10 +133,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", nargs="*", type=Path, default=[ROOT / "runs/demo", ROOT / "runs/demo-gsm"],
                         help="lara run directories of the two testbeds (made by `lara run configs/demo.yaml` and configs/demo-gsm.yaml)")
-    parser.add_argument("--datasets", type=int, default=200, help="simulated null datasets and testbed subsets")
+    parser.add_argument("--datasets", type=int, default=200, help="testbed subsets")
+    parser.add_argument("--null-datasets", type=int, default=1000, help="simulated null datasets per design")
     args = parser.parse_args()
     t0 = time.perf_counter()
-    simulated_nulls(args.datasets)
+    simulated_nulls(args.null_datasets)
     for run in args.runs:
         if not (run / "sft_control" / "metrics.h5").is_file():
             print(f"\n{run}: no sft_control/metrics.h5 (run `lara run` first); skipped")

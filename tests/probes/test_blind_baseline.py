@@ -112,6 +112,12 @@ def test_a_planted_confound_in_the_matched_testbed_warns_and_no_confound_does_no
     texts, y, groups = _planted(rows, 0.3, 0)
     light = blind_baseline(texts, y, n_bootstrap=200, n_permutations=60, groups=groups)
     assert light["auc"]["ci"][0] < 0.5 and light["confounded"]
+    # without a declared group, clusters of near-identical texts stand in for the templates
+    texts, y, _ = _planted(rows, 0.5, 0)
+    clustered = blind_baseline(texts, y, n_bootstrap=100, n_permutations=60)
+    assert clustered["null"]["groups"] == "clusters of near-identical texts" and clustered["confounded"]
+    texts, y, _ = _planted(rows, 0.0, 0)
+    assert not blind_baseline(texts, y, n_bootstrap=100, n_permutations=60)["confounded"]
     warned = [blind_baseline(*_planted(rows, 0.0, seed)[:2], seed=seed, n_bootstrap=100, n_permutations=40,
                              groups=_planted(rows, 0.0, seed)[2])["confounded"] for seed in range(20)]
     assert sum(warned) <= 1
