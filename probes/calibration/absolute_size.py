@@ -101,7 +101,13 @@ def size_sentence(size: dict[str, Any], test: dict[str, Any] | None = None) -> s
     if test is not None and math.isfinite(test["combined"]["p_value"]):
         head += f": {'rejected' if test['reject'] else 'not rejected'}, combined p = {test['combined']['p_value']:.2g}"
     aucs = ", ".join(f"{k} {v:.2f}" for k, v in size["within_auc"].items())
-    ranges = ", ".join(f"{k} {100 * lo:.0f}–{100 * hi:.0f} %" for k, (lo, hi) in size["size_range"].items() if lo == lo)
+    ranges = ", ".join(f"{k} {100 * lo:.0f}–{100 * hi:.0f} %" for k, (lo, hi) in size["size_range"].items()
+                       if _finite(lo) and _finite(hi)) or "not estimable"
     return (f"{head} (within-AUC {aucs}; 0.5 if the generator's similars read like real questions); a clean set like "
             f"them of {size['n_audited']} questions would be flagged in ≈ {100 * size['size']:.0f} % of draws "
             f"(bootstrap, nominal {100 * size['alpha']:g} %; over the clean bias's 95 % CI: {ranges})")
+
+
+def _finite(x: float | None) -> bool:
+    """A number that is neither missing (None in JSON) nor NaN."""
+    return x is not None and math.isfinite(x)

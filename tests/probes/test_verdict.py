@@ -316,6 +316,19 @@ def test_a_few_dozen_known_clean_questions_measure_the_absolute_modes_size_on_qu
         assert np.mean(covered) >= 0.9, (bias, truth, np.mean(covered))
 
 
+def test_the_size_line_reads_a_verdict_json_whose_ranges_are_missing():
+    """A detector whose clean controls all tie has no size range (NaN, null once written as JSON):
+    the line says so instead of failing (found by lara run on the smoke testbed)."""
+    from probes.calibration.absolute_size import size_sentence
+    from probes.report.build import jsonable
+
+    size = {"n_clean": 8, "n_audited": 40, "size": 0.0, "alpha": 0.05, "within_auc": {"ppl": 0.5, "cdd": 0.5},
+            "size_range": {"ppl": [0.01, 0.2], "cdd": [float("nan"), float("nan")]}}
+    assert "over the clean bias's 95 % CI: ppl 1–20 %)" in size_sentence(jsonable(size))
+    size["size_range"]["ppl"] = [float("nan")] * 2
+    assert "over the clean bias's 95 % CI: not estimable)" in size_sentence(jsonable(size))
+
+
 def test_null_moments_of_within_ranks_equal_a_naive_enumeration():
     from probes.calibration.absolute_size import null_moments
 
