@@ -12,7 +12,7 @@ higher = member.
 
 from __future__ import annotations
 
-from .base import REGISTRY, Detector, DetectorResult, check_access, check_reference, get_detector
+from .base import REGISTRY, Detector, DetectorResult, check_access, check_declared, check_reference, get_detector
 from .likelihood import PPL, LogProber, MinK, MinKPlusPlus, ReCaLL, Zlib  # importing registers them
 from .reference import Ref
 from .sampling import CDD, EntropyNoise, EntropyTemp, MinKNN, SelfCritique
@@ -58,6 +58,7 @@ __all__ = [
     "cut_point",
     "entropy_from_logprobs",
     "get_detector",
+    "check_declared",
     "logprober_safe_score",
     "min_k_plus_plus",
     "min_k_prob",

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import ConfigError, MismatchError
 from ..responders.base import Access
+from .params import Constraint, check_values
 
 if TYPE_CHECKING:
     from ..responders.base import Responder
@@ -81,10 +82,11 @@ class Detector:
     # verdict's reference mode it is its own difference (the reference scores 0 against itself: subtracting that is a no-op)
     reference_difference: ClassVar[bool] = False
     samples_at_temperature: ClassVar[bool] = False  # samples answers at its ``temperature`` (the run's sampling temperature applies)
+    parameters: ClassVar[dict[str, Constraint]] = {}  # every ``__init__`` argument's type and range (:mod:`.params`)
 
     def check_params(self) -> None:
-        """Refuse a hyperparameter outside its range (:class:`ConfigError`), before any work:
-        ``get_detector`` calls it, so ``lara run`` and ``lara detect`` refuse at once."""
+        """Refuse what ties hyperparameters together or reads a file (:class:`ConfigError`), before
+        any work; each one's own type and range is declared in ``parameters`` and checked first."""
 
     def _require(self, ok: bool, parameter: str, rule: str) -> None:
         if not ok:
@@ -138,12 +140,27 @@ REGISTRY: dict[str, type[Detector]] = {}
 def register(cls: type[Detector]) -> type[Detector]:
     if cls.raw_direction not in ("higher = member", "lower = member"):
         raise ValueError(f"{cls.__name__}: raw_direction must be 'higher = member' or 'lower = member'")
+    taken = REGISTRY.get(cls.name)
+    if taken is not None and (taken.__module__, taken.__qualname__) != (cls.__module__, cls.__qualname__):  # a reload is fine
+        raise ValueError(f"detector name {cls.name!r} is taken by {taken.__module__}.{taken.__qualname__}; "
+                         f"give {cls.__module__}.{cls.__qualname__} another name")
     REGISTRY[cls.name] = cls
     return cls
 
 
-def get_detector(name: str, **params: Any) -> Detector:
-    """A detector by registry name, with ``params`` as its hyperparameters."""
+def get_detector(name: str, /, *, params_key: str = "", **params: Any) -> Detector:
+    """A detector by registry name, with ``params`` as its hyperparameters, each checked against
+    its declared type and range first (``params_key``: how the user wrote them, for the message,
+    e.g. ``detect.params.``)."""
+    check_declared(name, params, params_key)
+    detector = REGISTRY[name](**params)
+    detector.check_params()
+    return detector
+
+
+def check_declared(name: str, params: dict[str, Any], params_key: str = "") -> None:
+    """Refuse (:class:`ConfigError`, one line naming the key) an unknown detector, or a parameter it
+    does not have or whose value breaks its declared constraint — before any model work."""
     if name not in REGISTRY:
         close = difflib.get_close_matches(name, list(REGISTRY), n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
@@ -152,10 +169,9 @@ def get_detector(name: str, **params: Any) -> Detector:
     allowed = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
     unknown = [p for p in params if p not in allowed]
     if unknown:
-        raise ConfigError(f"detector {name!r} has no parameter {', '.join(unknown)}; its parameters: {', '.join(allowed)}")
-    detector = cls(**params)
-    detector.check_params()
-    return detector
+        where = f"{params_key}{name}: " if params_key else ""
+        raise ConfigError(f"{where}detector {name!r} has no parameter {', '.join(unknown)}; its parameters: {', '.join(allowed)}")
+    check_values(name, params, cls.parameters, params_key)
 
 
 def check_access(detector: Detector, responder: Responder) -> list[str]:

@@ -12,6 +12,7 @@ from ..errors import ConfigError
 from ..responders.base import Access, GenerationParams
 from . import stats
 from .base import Detector, DetectorResult, builtin_text, register
+from .params import COUNT, SHARE, Interval, Options, Text
 
 if TYPE_CHECKING:
     from ..responders.base import Responder
@@ -72,6 +73,8 @@ def same_tokens(a: Any, b: Any) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 class _LikelihoodDetector(Detector):
+    parameters = {"target": Options(("response", "question")), "max_new_tokens": COUNT}
+
     def __init__(self, target: Target = "response", max_new_tokens: int = GREEDY_TOKENS) -> None:
         self.target = target
         self.max_new_tokens = max_new_tokens
@@ -79,10 +82,6 @@ class _LikelihoodDetector(Detector):
     @property
     def needs(self) -> frozenset[Access]:  # type: ignore[override]
         return frozenset({Access.SAMPLING, Access.CHOSEN_LOGPROBS} if self.target == "response" else {Access.TEXT_LOGPROBS})
-
-    def check_params(self) -> None:
-        self._require(self.target in ("response", "question"), "target", "it must be response or question")
-        self._require(self.max_new_tokens >= 1, "max_new_tokens", "it must be >= 1")
 
     def _targets(self, questions: Sequence[str], responder: Responder) -> tuple[list[TargetText], list[list[Any]]]:
         return read_targets(questions, responder, self.target, self.max_new_tokens)
@@ -117,13 +116,11 @@ class MinK(_LikelihoodDetector):
     raw_direction = "higher = member"
     summary = "Min-K% Prob: mean of the lowest k of token log-probs (k = 0.2)"
 
+    parameters = {"k": SHARE, **_LikelihoodDetector.parameters}
+
     def __init__(self, k: float = 0.2, target: Target = "response", max_new_tokens: int = GREEDY_TOKENS) -> None:
         super().__init__(target, max_new_tokens)
         self.k = k
-
-    def check_params(self) -> None:
-        super().check_params()
-        self._require(0 < self.k <= 1, "k", "it is a share of the tokens, in (0, 1]")
 
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         rows, gens = self._targets(questions, responder)
@@ -167,15 +164,13 @@ class ReCaLL(_RescoringDetector):
     raw_direction = "higher = member"
     summary = "ReCaLL: LL(x | non-member prefix) / LL(x) over the same tokens of x"
 
+    parameters = {"prefix": Text(optional=True), "n_prefix": COUNT, **_LikelihoodDetector.parameters}
+
     def __init__(self, prefix: str | None = None, n_prefix: int = 5, target: Target = "response",
                  max_new_tokens: int = GREEDY_TOKENS) -> None:
         super().__init__(target, max_new_tokens)
         self.prefix = prefix
         self.n_prefix = n_prefix
-
-    def check_params(self) -> None:
-        super().check_params()
-        self._require(self.n_prefix >= 1, "n_prefix", "it must be >= 1")
 
     def fit(self, clean_questions: Sequence[str] = (), reference: Responder | None = None, answers: Sequence[Any] | None = None) -> "ReCaLL":
         """The prefix pool: ``prefix`` if given, else known-clean questions (the first
@@ -233,6 +228,8 @@ class LogProber(Detector):
     raw_direction = "lower = member"
     summary = "LogProber: log(−integral of the sorted cumulative token log-probs of the question)"
     needs = frozenset({Access.TEXT_LOGPROBS})
+
+    parameters = {"threshold": Interval(integer=False)}
 
     def __init__(self, threshold: float = 1.0) -> None:
         self.threshold = threshold

@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..responders.base import Access, GenerationParams
 from .base import Detector, DetectorResult, check_reference, has_answer, register
+from .params import COUNT, POSITIVE, SEED, SHARE
 
 if TYPE_CHECKING:
     from ..responders.base import Responder
@@ -37,6 +38,8 @@ class _SamplingComparison(Detector):
     requires_reference = True
     samples_at_temperature = True
 
+    parameters = {"n": COUNT, "temperature": POSITIVE, "top_p": SHARE, "max_new_tokens": COUNT, "seed": SEED}
+
     def __init__(self, n: int = 32, temperature: float = 0.7, top_p: float = 0.95, max_new_tokens: int = 1024,
                  seed: int = 0) -> None:
         self.n = n
@@ -44,12 +47,6 @@ class _SamplingComparison(Detector):
         self.top_p = top_p
         self.max_new_tokens = max_new_tokens
         self.seed = seed
-
-    def check_params(self) -> None:
-        self._require(self.n >= 1, "n", "it must be >= 1")
-        self._require(self.temperature > 0, "temperature", "the answers are sampled: it must be > 0")
-        self._require(0 < self.top_p <= 1, "top_p", "it must be in (0, 1]")
-        self._require(self.max_new_tokens >= 1, "max_new_tokens", "it must be >= 1")
 
     def fit(self, clean_questions: Sequence[str] = (), reference: Responder | None = None, answers: Sequence[Any] | None = None) -> "Detector":
         self.reference_ = reference

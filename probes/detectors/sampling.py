@@ -12,6 +12,9 @@ from ..responders.base import Access, GenerationParams
 from . import stats
 from .base import Detector, DetectorResult, builtin_text, register, template_text
 from .likelihood import GREEDY_TOKENS, greedy_params
+from .params import COUNT, POSITIVE, SEED, SHARE, Interval, Options, Text
+
+UNIT_SHARE = Interval(integer=False, low=0, high=1, closed="left")  # [0, 1)
 
 if TYPE_CHECKING:
     from ..responders.base import Responder
@@ -27,6 +30,8 @@ class CDD(Detector):
     needs = frozenset({Access.SAMPLING, Access.TOKEN_IDS})
     capped_by_design = True  # it compares the first max_tokens tokens only
 
+    parameters = {"n": COUNT, "temperature": POSITIVE, "alpha": UNIT_SHARE, "xi": UNIT_SHARE, "max_tokens": COUNT, "seed": SEED}
+
     def __init__(self, n: int = 50, temperature: float = 0.8, alpha: float = 0.05, xi: float = 0.01,
                  max_tokens: int = 100, seed: int = 0) -> None:
         self.n = n
@@ -35,13 +40,6 @@ class CDD(Detector):
         self.xi = xi
         self.max_tokens = max_tokens
         self.seed = seed
-
-    def check_params(self) -> None:
-        self._require(self.n >= 1, "n", "it must be >= 1")
-        self._require(self.temperature > 0, "temperature", "sampling needs a temperature > 0")
-        self._require(0 <= self.alpha < 1, "alpha", "it is a share of the longest length, in [0, 1)")
-        self._require(0 <= self.xi < 1, "xi", "it is a share of the samples, in [0, 1)")
-        self._require(self.max_tokens >= 1, "max_tokens", "it must be >= 1")
 
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         greedy = responder.generate(questions, greedy_params(self.max_tokens))
@@ -61,6 +59,9 @@ class MinKNN(Detector):
     samples_at_temperature = True
     needs = frozenset({Access.SAMPLING, Access.TOKEN_IDS})
 
+    parameters = {"n": Interval(integer=True, low=2), "k": COUNT, "temperature": POSITIVE, "top_p": SHARE,
+                  "max_new_tokens": COUNT, "unit": Options(("tokens", "characters")), "seed": SEED}
+
     def __init__(self, n: int = 32, k: int = 10, temperature: float = 0.7, top_p: float = 0.95,
                  max_new_tokens: int = 1024, unit: Literal["tokens", "characters"] = "tokens", seed: int = 0) -> None:
         self.n = n
@@ -72,12 +73,7 @@ class MinKNN(Detector):
         self.seed = seed
 
     def check_params(self) -> None:
-        self._require(self.n >= 2, "n", "nearest neighbours need at least 2 samples")
-        self._require(1 <= self.k <= self.n, "k", f"it must be between 1 and n = {self.n}")
-        self._require(self.temperature > 0, "temperature", "sampling needs a temperature > 0")
-        self._require(0 < self.top_p <= 1, "top_p", "it must be in (0, 1]")
-        self._require(self.max_new_tokens >= 1, "max_new_tokens", "it must be >= 1")
-        self._require(self.unit in ("tokens", "characters"), "unit", "choose tokens or characters")
+        self._require(self.k <= self.n, "k", f"it must be between 1 and n = {self.n}")
 
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         samples = responder.generate(questions, GenerationParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
@@ -99,12 +95,13 @@ class SelfCritique(Detector):
     summary = "Self-Critique: penalized cosine of the entropy sequences of the answer and of a 'solve it differently' answer"
     needs = frozenset({Access.SAMPLING, Access.ENTROPY_EXACT})
 
+    parameters = {"template": Text(), "max_new_tokens": COUNT}
+
     def __init__(self, template: str = "self_critique.v1.txt", max_new_tokens: int = GREEDY_TOKENS) -> None:
         self.template = template
         self.max_new_tokens = max_new_tokens
 
     def check_params(self) -> None:
-        self._require(self.max_new_tokens >= 1, "max_new_tokens", "it must be >= 1")
         text = template_text(self.template)  # a missing template is refused here, naming it
         self._require("$question" in text and "$response" in text, "template", "it must contain $question and $response")
 
@@ -129,16 +126,13 @@ class EntropyTemp(Detector):
     samples_at_temperature = True
     needs = frozenset({Access.SAMPLING, Access.ENTROPY_EXACT})
 
+    parameters = {"n": COUNT, "temperature": POSITIVE, "max_new_tokens": COUNT, "seed": SEED}
+
     def __init__(self, n: int = 5, temperature: float = 1.0, max_new_tokens: int = GREEDY_TOKENS, seed: int = 0) -> None:
         self.n = n
         self.temperature = temperature
         self.max_new_tokens = max_new_tokens
         self.seed = seed
-
-    def check_params(self) -> None:
-        self._require(self.n >= 1, "n", "it must be >= 1")
-        self._require(self.temperature > 0, "temperature", "sampling needs a temperature > 0")
-        self._require(self.max_new_tokens >= 1, "max_new_tokens", "it must be >= 1")
 
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         greedy = [g[0] for g in responder.generate(questions, greedy_params(self.max_new_tokens))]
@@ -157,12 +151,11 @@ class EntropyNoise(Detector):
     summary = "Entropy-Noise: penalized cosine of the greedy answer's entropies with and without an unrelated prefix"
     needs = frozenset({Access.SAMPLING, Access.ENTROPY_EXACT})
 
+    parameters = {"prefix": Text(optional=True), "max_new_tokens": COUNT}
+
     def __init__(self, prefix: str | None = None, max_new_tokens: int = GREEDY_TOKENS) -> None:
         self.prefix = prefix
         self.max_new_tokens = max_new_tokens
-
-    def check_params(self) -> None:
-        self._require(self.max_new_tokens >= 1, "max_new_tokens", "it must be >= 1")
 
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         prefix = self.prefix if self.prefix is not None else builtin_text("noise_prefix.v1.txt")

@@ -57,7 +57,7 @@ def _engines(config: RunConfig) -> list[str]:
 
 def _detectors(config: RunConfig, answers: bool) -> list[str]:
     from ..detection import detector_names, with_sampling_temperature
-    from ..detectors import REGISTRY, get_detector
+    from ..detectors import REGISTRY, check_declared, get_detector
 
     d = config.detect
     names = detector_names(d.names, reference=config.reference_name() is not None, answers=answers)
@@ -67,6 +67,11 @@ def _detectors(config: RunConfig, answers: bool) -> list[str]:
     problems += [f"detect.params.{n}: {_unknown(n, REGISTRY)}" for n in d.params if n not in REGISTRY]
     params = with_sampling_temperature(d.params, [n for n in names if n in REGISTRY], d.sampling_temperature)
     for name in (n for n in names if n in REGISTRY):
+        try:
+            check_declared(name, params.get(name, {}), params_key="detect.params.")  # one line naming the key
+        except ConfigError as err:
+            problems.append(str(err))
+            continue
         try:
             detector = get_detector(name, **params.get(name, {}))
         except ConfigError as err:

@@ -215,9 +215,11 @@ def test_unusual_valid_configs_pass_validation(tmp_path):
 
 
 @pytest.mark.parametrize("override,message", [
-    ("detect.params.ppl.target=answer", "detect.params.ppl: detector 'ppl': target = 'answer'"),
-    ("detect.params.min_k.k=20", "detect.params.min_k: detector 'min_k': k = 20"),
-    ("detect.params.cdd.n=0", "detect.params.cdd: detector 'cdd': n = 0"),
+    # issue 35: one line naming the key, from each parameter's declared type and range
+    ("detect.params.ppl.target=answer", 'detect.params.ppl.target: must be one of response, question, got "answer"'),
+    ("detect.params.min_k.k=20", "detect.params.min_k.k: must be a number in (0, 1], got 20"),
+    ("detect.params.cdd.n=0", "detect.params.cdd.n: must be an integer ≥ 1, got 0"),
+    ("detect.params.min_knn.k=40", "detect.params.min_knn: detector 'min_knn': k = 40, but it must be between 1 and n = 8"),
     # issue 33: the testbed's GPT-2 has no chat template (before: a traceback from the local reference at the detect stage)
     ("detect.prompt_format=chat", "detect.prompt_format 'chat': model 'rl'"),
     # issue 33: a served audited model cannot share tokens with the local reference (before: refused after stage 1)
