@@ -33,7 +33,13 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from probes.calibration.blind import blind_baseline, blind_classifier, blind_features, blind_predictions, near_duplicate_clusters
+from probes.calibration.blind import (
+    blind_baseline,
+    blind_classifier,
+    blind_features,
+    blind_predictions,
+    near_duplicate_clusters,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = ROOT / "probes" / "testbed" / "checkpoints" / "cpu-seed0" / "questions.jsonl"

@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from bench_verdict import rates, scored, verdict_view
+
 from generation.records import read_questions
 from probes.pipeline import load_run_config
 

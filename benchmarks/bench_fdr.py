@@ -50,6 +50,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from bench_verdict import scored  # the scores and controls as lara run reads them
 
 from generation.records import read_questions
 from probes.calibration import conformal, stats
@@ -59,8 +60,6 @@ from probes.calibration.power import auc_needed, labelled_oracle, residual_auc, 
 from probes.calibration.verdict import ScoredSet, VerdictSettings
 from probes.pipeline import load_run_config, run_pipeline
 from probes.scores import ScoreTable
-
-from bench_verdict import scored  # the scores and controls as lara run reads them
 
 ROOT = Path(__file__).resolve().parents[1]
 MIXES = (0.0, 0.1, 0.5, 1.0)

@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_fdr  # noqa: E402
 import bench_verdict  # noqa: E402
+
 from generation.records import read_questions  # noqa: E402
 from probes.pipeline import load_run_config, run_pipeline  # noqa: E402
 

@@ -9,7 +9,6 @@ import numpy as np
 
 from .prompts import EncodedText
 
-
 CPU_BATCH_TOKENS = 2048
 ACCELERATOR_BATCH_TOKENS = 16384
 

@@ -234,7 +234,10 @@ def check_finite_weights(model: Any, source: str) -> None:
 def _check_causal_lm(source: "ModelSource", config: ModelConfig, common: dict[str, Any]) -> None:
     """Refuse, in one line, a checkpoint whose architecture is not a causal (decoder) LM."""
     from transformers import AutoConfig
-    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
 
     try:
         model_config = AutoConfig.from_pretrained(source.location, **common)

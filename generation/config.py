@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-
 from lara_core.configio import from_mapping, load_yaml
 
 from .errors import ConfigError

@@ -244,7 +244,7 @@ class LLMGenerator:
         messages = [{"role": "user", "content": prompt}]
         problem: Problem | None = None
         answer = ""
-        for attempt in range(1, o.max_attempts + 1):
+        for _attempt in range(1, o.max_attempts + 1):
             body = build_request(o.model, messages, temperature, seed, o.max_tokens)
             try:
                 answer = await self.client.complete(body)

@@ -240,7 +240,9 @@ def _json_lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
             if lineno == len(lines):  # cut off by a kill mid-write: that set is redone
                 logger.info("%s: ignoring a truncated last line", path)
                 continue
-            raise OutputMismatchError(f"{path}:{lineno}: not valid JSON; this is not a perturbation-set file (use another -o path)")
+            raise OutputMismatchError(
+                f"{path}:{lineno}: not valid JSON; this is not a perturbation-set file (use another -o path)"
+            ) from None
     return out
 
 

@@ -19,7 +19,7 @@ def sft_report(flagged: bool) -> dict:
     """A report.json of the SFT control: every real detector's CI contains 0.5 but one; the three
     reference-based ones score 0 everywhere (flagged by the report, or not: written before the flag)."""
     rows = {}
-    for k, name in enumerate(bench_testbeds.DETECTORS):
+    for name in bench_testbeds.DETECTORS:
         if name in SELF_REFERENCE:
             rows[name] = ({"not_applicable": "self-reference", "n": 300, "n_nonfinite": 0} if flagged
                           else {"auc": {"value": 0.5, "ci": [0.5, 0.5], "n": 300}})

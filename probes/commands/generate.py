@@ -10,8 +10,6 @@ from generation.config import GenerationConfig
 
 from ._common import from_settings
 
-
-
 GENERATE_EXAMPLES = """examples:
   lara generate questions.jsonl -o sets.jsonl                      # offline, deterministic
   lara generate questions.jsonl -o sets.jsonl -K 8 -M 3 --seed 1

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 
-
 def register(sub: Any) -> None:
     info = sub.add_parser("info", help="show what an activation store holds and how it was made",
                           epilog="examples:\n  lara info acts.h5\n  lara info runs/demo/rl/acts.h5\n",

@@ -9,8 +9,6 @@ from typing import Any
 from ..pipeline.config import MetricsSettings
 from ._common import from_settings
 
-
-
 METRICS_EXAMPLES = """examples:
   lara metrics sets.jsonl acts.h5 -o metrics.h5
   lara metrics sets.jsonl acts.h5 -o metrics.h5 --layers 0,1,2,3 --chunk-mib 512

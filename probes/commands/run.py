@@ -10,8 +10,6 @@ from typing import Any
 from ._common import quiet_library_progress_bars
 from .verdict import NO_VERDICT_EXIT
 
-
-
 RUN_EXAMPLES = """examples:
   lara run configs/demo.yaml                                     # stages already done are skipped
   lara run configs/demo.yaml --set generation.similars=3         # redoes generate and what depends on it

@@ -10,8 +10,6 @@ from ..lara.protocol import ScoreOptions
 from ..pipeline.config import ScoreSettings
 from ._common import from_settings
 
-
-
 SCORE_EXAMPLES = """examples:
   lara score metrics.h5 -o scores.csv                                # clean reference: split clean_ref, else cross-fit
   lara score metrics.h5 -o scores.csv --clean-ref crossfit --labels questions.jsonl

@@ -12,13 +12,13 @@ higher = member.
 
 from __future__ import annotations
 
+from ..token_distributions import entropy_from_logprobs
 from .base import REGISTRY, Detector, DetectorResult, check_access, check_declared, check_reference, get_detector
+from .completion import PartialCompletion
 from .likelihood import PPL, LogProber, MinK, MinKPlusPlus, ReCaLL, Zlib  # importing registers them
 from .reference import Ref
-from .sampling import CDD, EntropyNoise, EntropyTemp, MinKNN, SelfCritique
-from .completion import PartialCompletion
 from .rl import PolicyDrift, RewardGain
-from ..token_distributions import entropy_from_logprobs
+from .sampling import CDD, EntropyNoise, EntropyTemp, MinKNN, SelfCritique
 from .stats import (
     cdd_peak,
     cut_point,

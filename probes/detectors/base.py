@@ -12,7 +12,7 @@ import difflib
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Sequence, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 import numpy as np
 

@@ -12,7 +12,7 @@ question only in RL has no reason to complete it: do not expect it to find RL-on
 
 from __future__ import annotations
 
-from typing import Any, Sequence, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 

@@ -19,7 +19,7 @@ for reward gain, whose generated controls have no answers).
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Sequence, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import string
-from typing import Any, Literal, Sequence, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 import numpy as np
 

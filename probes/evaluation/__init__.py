@@ -189,6 +189,6 @@ def _check(labels: Any, scores: Any) -> tuple[np.ndarray, np.ndarray]:
     if y.ndim != 1 or s.shape != y.shape:
         raise ValueError(f"labels and scores must be two [n] arrays of one length; got {y.shape} and {s.shape}")
     values = set(np.unique(y).tolist())
-    if not values <= {0, 1, True, False}:
+    if not values <= {0, 1}:
         raise ValueError(f"labels must be 1 (member) or 0 (non-member); found {sorted(values, key=str)[:5]}")
     return y.astype(bool), s

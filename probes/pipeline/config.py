@@ -20,8 +20,8 @@ from typing import Any, Literal, Mapping, Sequence
 import yaml
 
 from cache.config import ExtractionConfig, ModelConfig
-from lara_core.configio import decode_prompt_texts, encode_prompt_text, from_mapping, load_yaml
 from generation.config import GenerationConfig
+from lara_core.configio import decode_prompt_texts, encode_prompt_text, from_mapping, load_yaml
 
 from ..calibration.controls import DEFAULT_CONTROLS
 from ..calibration.verdict import VerdictSettings

@@ -148,7 +148,6 @@ def _lara(config: RunConfig, labels: list[Any], splits: set[Any]) -> list[str]:
 def _columns(config: RunConfig, answers: bool) -> set[str]:
     """Every score column the run's fusion can read."""
     from ..detection import detector_names
-
     from ..detectors import REGISTRY
 
     names = detector_names(config.detect.names, reference=config.reference_name() is not None, answers=answers)

@@ -52,7 +52,8 @@ def pair_sets(sets: dict[str, Sequence[Question]], near: float = 0.9) -> Paired:
     LaTeX spellings unified) equal to it or at rapidfuzz ratio ≥ ``near``. Quantities must match
     because a question with other numbers is another problem — exactly what the generator's
     similar questions are."""
-    from .canonical import canonical, numbers as quantities
+    from .canonical import canonical
+    from .canonical import numbers as quantities
 
     kept: list[tuple[str, Question]] = []
     by_numbers: dict[tuple[str, ...], list[tuple[int, str]]] = {}

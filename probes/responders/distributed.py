@@ -12,7 +12,7 @@ change it.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Callable, Sequence, TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from cache.distributed import Ranks, assign
 

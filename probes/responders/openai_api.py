@@ -39,8 +39,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..token_distributions import entropy_from_logprobs, padded_rows, topk_moments
 from ..errors import ConfigError, ProbesError
+from ..token_distributions import entropy_from_logprobs, padded_rows, topk_moments
 from .base import Access, CallCounter, Generation, GenerationParams, TextScore, sample_seed
 from .checks import SamplingWitness, check_echo, engine_name
 from .prompting import PromptFormat

@@ -17,7 +17,6 @@ import numpy as np
 from probes.scores import ScoreTable
 from tests.torchrun import ENV, lara_command, stored_responses
 
-
 # enough work that the pass is still running when the watcher sees its first chunks (with 30 samples
 # the pass took 5 s)
 CDD_SAMPLES = 100

@@ -27,7 +27,6 @@ def build_audit(root: Path, model_dir: Path, k: int = 3, m: int = 3) -> Audit:
     """Questions (12 members, 12 non-members, 10 with split clean_ref), sets, activations."""
     from cache.config import CacheConfig, ExtractionConfig, ModelConfig
     from cache.runner import run_cache
-
     from generation.records import read_sets
     from probes.lara.sets import all_texts
 

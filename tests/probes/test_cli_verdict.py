@@ -50,7 +50,7 @@ def test_controls_are_scored_like_questions_and_calibrated(scored, audit, tmp_pa
     deviations = [x - statistics.median([v for v in row if np.isfinite(v)]) for row in usable for x in row if np.isfinite(x)]
     center = statistics.median(deviations)
     scale = statistics.median([abs(d - center) for d in deviations]) / statistics.NormalDist().inv_cdf(0.75)
-    for i, qid in enumerate(table.ids):
+    for i in range(len(table.ids)):
         valid = [v for v in matrix[i] if np.isfinite(v)]
         expected = (table.columns["ppl"][i] - statistics.median(valid)) / scale if len(valid) >= 2 else np.nan
         np.testing.assert_allclose(table.columns["ppl@cal"][i], expected, rtol=1e-9)

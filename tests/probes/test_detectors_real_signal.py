@@ -13,7 +13,6 @@ from cache.loading import load_model
 from probes.detectors import REGISTRY, get_detector
 from probes.responders.local import LocalResponder, PromptFormat
 from probes.responders.store import CachedResponder, ResponseStore
-
 from probes.testbed.memorised import TEMPLATE, build_memorised_model
 
 pytestmark = pytest.mark.slow

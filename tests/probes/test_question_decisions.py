@@ -5,7 +5,6 @@ planted data, and the false-discovery guarantee by simulation."""
 from __future__ import annotations
 
 import dataclasses
-
 import json
 import math
 import statistics

@@ -5,9 +5,8 @@ clean set; the figures are the statistics functions' own; tables round-trip thro
 from __future__ import annotations
 
 import json
-import re
-
 import math
+import re
 
 import numpy as np
 import pytest
