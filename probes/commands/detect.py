@@ -30,7 +30,11 @@ def _detect_epilog() -> str:
     from ..detectors import REGISTRY
 
     lines = [f"  {n:<16} {c.summary} [{c.raw_name}: {c.raw_direction}]" for n, c in REGISTRY.items()]
-    return DETECT_EXAMPLES + "\ndetectors (raw statistic, its direction; every score column is oriented higher = member):\n" + "\n".join(lines)
+    return (
+        DETECT_EXAMPLES
+        + "\ndetectors (raw statistic, its direction; every score column is oriented higher = member):\n"
+        + "\n".join(lines)
+    )
 
 
 def register(sub: Any) -> None:
@@ -42,75 +46,37 @@ def register(sub: Any) -> None:
     )
     detect.add_argument("detectors", help="comma-separated detector names, or 'all' (see the list below)")
     detect.add_argument("questions", type=Path, help="questions JSONL (id, question[, label, split])")
-    detect.add_argument("-o", "--output", type=Path, required=True, help="SCORES.csv (plus .raw.csv with raw statistics and .meta.json)")
-    detect.add_argument("--model", dest="source", help="checkpoint directory or hub id of the audited model")
-    detect.add_argument("--reference", help="checkpoint of a reference model with the same tokenizer (e.g. the pre-RL base), "
-                        "for the detectors that compare with one (ref); with 'all', ref runs only when this is given")
-    detect.add_argument("--endpoint", help="OpenAI-compatible base URL of the served audited model, e.g. http://localhost:8000/v1")
-    detect.add_argument("--api-model", help="the served model's name (with --endpoint)")
-    detect.add_argument("--api-key-env", help="environment variable holding the API key (with --endpoint; omit for a keyless server)")
-    detect.add_argument("--top-logprobs", type=int, **from_settings(EndpointSettings, "top_logprobs"),
-                        help=f"top-K log-probs per token requested (with --endpoint; default: {EndpointSettings.top_logprobs})")
-    detect.add_argument("--concurrency", type=int, **from_settings(EndpointSettings, "concurrency"),
-                        help=f"requests in flight (with --endpoint; default: {EndpointSettings.concurrency})")
-    detect.add_argument("--device", help="auto | cpu | cuda | cuda:N (default: auto)")
-    detect.add_argument("--gpus-per-rank", type=int, metavar="G", help="a model larger than one GPU: each process (torchrun "
-                        "rank) spreads it over G of its node's GPUs (local rank r: GPUs r*G .. r*G+G-1)")
-    detect.add_argument("--dtype", choices=literal_choices(ModelConfig, "dtype"), help="compute dtype (default: auto)")
-    detect.add_argument("--engine", choices=("auto", "hf", "vllm"),
-                        help="what runs the audited model: hf, vllm (the vllm extra) or auto (vllm on a CUDA machine where "
-                             "installed, else hf; the default)")
-    detect.add_argument("--trust-remote-code", action="store_true", default=None, help="run code shipped with the checkpoint")
-    detect.add_argument("--prompt-format", **from_settings(DetectSettings, "prompt_format"), help="chat template or raw text (default: auto)")
-    detect.add_argument("--template", type=prompt_text, **from_settings(DetectSettings, "template"),
-                        help="raw-format prompt text with {prompt}; \\n is a newline, as in a YAML config (default: {prompt})")
-    detect.add_argument("--system-prompt", type=prompt_text, help="system turn for the chat format (\\n: a newline)")
-    detect.add_argument("--batch-size", type=int, **from_settings(DetectSettings, "batch_size"),
-                        help=f"completions generated together (default: {DetectSettings.batch_size})")
-    detect.add_argument("--param", action="append", default=[], metavar="DETECTOR.NAME=VALUE",
-                        help="detector hyperparameter, repeatable, e.g. --param min_knn.k=5 --param cdd.n=20")
-    detect.add_argument("--sampling-temperature", type=float, metavar="T",
-                        help="temperature of every sampling detector (cdd, min_knn, entropy_temp, policy_drift, reward_gain) unless a --param sets it; "
-                        "use the RL rollouts' temperature when it is known (SPEC §5; often 1.0)")
-    detect.add_argument("--sets", type=Path, help="perturbation sets of the questions (lara generate): their first "
-                        "--controls similar questions are scored too, as matched controls (SCORES.controls.csv, <det>@cal columns)")
-    detect.add_argument("--controls", type=int, **from_settings(CalibrationSettings, "controls"),
-                        help=f"matched controls per question with --sets (default: {CalibrationSettings.controls})")
-    detect.add_argument("--decision-controls", type=int, **from_settings(CalibrationSettings, "decision_controls"),
-                        help="with --sets, the detectors that do not sample score this many controls per question (the "
-                             "per-question decisions use them all; the sampling detectors keep --controls): the sets need "
-                             "that many similars (lara generate --controls)")
-    detect.add_argument("--sampling-controls", type=int, **from_settings(CalibrationSettings, "sampling_controls"),
-                        help="with --sets, the detectors that sample score this many controls per question (default: "
-                             "--controls; the per-question decisions use them all)")
-    detect.add_argument("--calibrate", help="detectors scored on the controls, comma-separated (default: all that run)")
+    detect.add_argument(
+        "-o", "--output", type=Path, required=True, help="SCORES.csv (plus .raw.csv with raw statistics and .meta.json)"
+    )
+    _model_arguments(detect)
+    _prompt_arguments(detect)
+    _calibration_arguments(detect)
     detect.add_argument("--store", type=Path, help="response store (default: ~/.cache/lara-probes/responses.sqlite)")
     detect.add_argument("--no-progress", action="store_true", help="no progress bar")
     detect.set_defaults(handler=handle)
 
 
-def handle(args: argparse.Namespace) -> int:
+def _open_models(args: argparse.Namespace, questions: list[Any], store_path: Path) -> tuple[Any, Any, Any, bool]:
+    """``(responder, reference or None, ranks or None, progress)``: the audited model (local or
+    served) and the reference, loaded lazily, reading and writing one response store."""
     from cache.loading import load_model
-    from cache.outputs import check_writable
-    from generation.records import read_questions
 
-    from ..detection import checked_detectors, detect_questions, detector_names, has_answer, parse_params
     from ..responders.local import PromptFormat
-    from ..responders.open import default_store_path, open_responder
+    from ..responders.open import open_responder
     from ..responders.store import ResponseStore
 
-    questions = read_questions(args.questions)
-    names = detector_names(args.detectors, reference=bool(args.reference), answers=any(has_answer(q.answer) for q in questions))
-    names, params = checked_detectors(names, questions, bool(args.reference), parse_params(args.param, names))  # before any model loads
-    if bool(args.endpoint) == bool(args.source):
-        raise ConfigError("give the audited model with --model DIR, or a served one with --endpoint URL --api-model NAME")
-    if args.endpoint and not args.api_model:
-        raise ConfigError("--endpoint needs --api-model NAME (the served model's name)")
-    store_path = args.store or default_store_path()
-    check_writable(args.output, "scores file")  # before any model is loaded or answer generated
-    check_writable(store_path, "response store")
-    overrides = {k: v for k, v in {"device": args.device, "dtype": args.dtype, "trust_remote_code": args.trust_remote_code,
-                                   "gpus_per_rank": args.gpus_per_rank, "engine": args.engine}.items() if v is not None}
+    overrides = {
+        k: v
+        for k, v in {
+            "device": args.device,
+            "dtype": args.dtype,
+            "trust_remote_code": args.trust_remote_code,
+            "gpus_per_rank": args.gpus_per_rank,
+            "engine": args.engine,
+        }.items()
+        if v is not None
+    }
     ranks = None if args.endpoint else Ranks.from_env()  # under torchrun: this rank's share of every batch call
 
     def model_config(source: str) -> ModelConfig:
@@ -121,6 +87,7 @@ def handle(args: argparse.Namespace) -> int:
         def load() -> Any:
             quiet_library_progress_bars(args.verbose)
             return load_model(model_config(source))
+
         return load
 
     if ranks is not None:
@@ -130,23 +97,192 @@ def handle(args: argparse.Namespace) -> int:
 
     system = default_system_prompt(questions, args.system_prompt, str(args.questions))
     prompt_format = PromptFormat(mode=args.prompt_format, template=args.template, system=system)
-    endpoint = EndpointSettings(args.endpoint, args.api_model, args.api_key_env, args.top_logprobs, args.concurrency) if args.endpoint else None
+    endpoint = (
+        EndpointSettings(args.endpoint, args.api_model, args.api_key_env, args.top_logprobs, args.concurrency)
+        if args.endpoint
+        else None
+    )
     store = ResponseStore(store_path)  # one store for the audited model and the reference
     progress = not args.no_progress and (ranks is None or ranks.rank == 0)
     opened = {"batch_size": args.batch_size, "ranks": ranks, "progress": progress}
-    responder = open_responder(loader(args.source), prompt_format, store, endpoint=endpoint,
-                               engine=None if args.endpoint else model_config(args.source), **opened)
+    responder = open_responder(
+        loader(args.source),
+        prompt_format,
+        store,
+        endpoint=endpoint,
+        engine=None if args.endpoint else model_config(args.source),
+        **opened,
+    )
     reference = open_responder(loader(args.reference), prompt_format, store, **opened) if args.reference else None
+    return responder, reference, ranks, progress
+
+
+def _model_arguments(detect: argparse.ArgumentParser) -> None:
+    """The audited model (local or served), the reference model, how they run."""
+    detect.add_argument("--model", dest="source", help="checkpoint directory or hub id of the audited model")
+    detect.add_argument(
+        "--reference",
+        help="checkpoint of a reference model with the same tokenizer (e.g. the pre-RL base), "
+        "for the detectors that compare with one (ref); with 'all', ref runs only when this is given",
+    )
+    detect.add_argument(
+        "--endpoint", help="OpenAI-compatible base URL of the served audited model, e.g. http://localhost:8000/v1"
+    )
+    detect.add_argument("--api-model", help="the served model's name (with --endpoint)")
+    detect.add_argument(
+        "--api-key-env", help="environment variable holding the API key (with --endpoint; omit for a keyless server)"
+    )
+    detect.add_argument(
+        "--top-logprobs",
+        type=int,
+        **from_settings(EndpointSettings, "top_logprobs"),
+        help=f"top-K log-probs per token requested (with --endpoint; default: {EndpointSettings.top_logprobs})",
+    )
+    detect.add_argument(
+        "--concurrency",
+        type=int,
+        **from_settings(EndpointSettings, "concurrency"),
+        help=f"requests in flight (with --endpoint; default: {EndpointSettings.concurrency})",
+    )
+    detect.add_argument("--device", help="auto | cpu | cuda | cuda:N (default: auto)")
+    detect.add_argument(
+        "--gpus-per-rank",
+        type=int,
+        metavar="G",
+        help="a model larger than one GPU: each process (torchrun "
+        "rank) spreads it over G of its node's GPUs (local rank r: GPUs r*G .. r*G+G-1)",
+    )
+    detect.add_argument("--dtype", choices=literal_choices(ModelConfig, "dtype"), help="compute dtype (default: auto)")
+    detect.add_argument(
+        "--engine",
+        choices=("auto", "hf", "vllm"),
+        help="what runs the audited model: hf, vllm (the vllm extra) or auto (vllm on a CUDA machine where "
+        "installed, else hf; the default)",
+    )
+    detect.add_argument(
+        "--trust-remote-code", action="store_true", default=None, help="run code shipped with the checkpoint"
+    )
+
+
+def _prompt_arguments(detect: argparse.ArgumentParser) -> None:
+    """How questions are put to the model, batching, the detectors' parameters."""
+    detect.add_argument(
+        "--prompt-format",
+        **from_settings(DetectSettings, "prompt_format"),
+        help="chat template or raw text (default: auto)",
+    )
+    detect.add_argument(
+        "--template",
+        type=prompt_text,
+        **from_settings(DetectSettings, "template"),
+        help="raw-format prompt text with {prompt}; \\n is a newline, as in a YAML config (default: {prompt})",
+    )
+    detect.add_argument("--system-prompt", type=prompt_text, help="system turn for the chat format (\\n: a newline)")
+    detect.add_argument(
+        "--batch-size",
+        type=int,
+        **from_settings(DetectSettings, "batch_size"),
+        help=f"completions generated together (default: {DetectSettings.batch_size})",
+    )
+    detect.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="DETECTOR.NAME=VALUE",
+        help="detector hyperparameter, repeatable, e.g. --param min_knn.k=5 --param cdd.n=20",
+    )
+    detect.add_argument(
+        "--sampling-temperature",
+        type=float,
+        metavar="T",
+        help=f"temperature of every sampling detector ({', '.join(_sampling_detectors())}) unless a --param sets it; "
+        "use the RL rollouts' temperature when it is known (SPEC §5; often 1.0)",
+    )
+
+
+def _calibration_arguments(detect: argparse.ArgumentParser) -> None:
+    """The matched controls scored beside the questions (SPEC §8)."""
+    detect.add_argument(
+        "--sets",
+        type=Path,
+        help="perturbation sets of the questions (lara generate): their first "
+        "--controls similar questions are scored too, as matched controls (SCORES.controls.csv, <det>@cal columns)",
+    )
+    detect.add_argument(
+        "--controls",
+        type=int,
+        **from_settings(CalibrationSettings, "controls"),
+        help=f"matched controls per question with --sets (default: {CalibrationSettings.controls})",
+    )
+    detect.add_argument(
+        "--decision-controls",
+        type=int,
+        **from_settings(CalibrationSettings, "decision_controls"),
+        help="with --sets, the detectors that do not sample score this many controls per question (the "
+        "per-question decisions use them all; the sampling detectors keep --controls): the sets need "
+        "that many similars (lara generate --controls)",
+    )
+    detect.add_argument(
+        "--sampling-controls",
+        type=int,
+        **from_settings(CalibrationSettings, "sampling_controls"),
+        help="with --sets, the detectors that sample score this many controls per question (default: "
+        "--controls; the per-question decisions use them all)",
+    )
+    detect.add_argument("--calibrate", help="detectors scored on the controls, comma-separated (default: all that run)")
+
+
+def _sampling_detectors() -> list[str]:
+    """The detectors that sample at a temperature, from their own tag (``samples_at_temperature``)."""
+    from ..detectors import REGISTRY
+
+    return [name for name, cls in REGISTRY.items() if cls.samples_at_temperature]
+
+
+def handle(args: argparse.Namespace) -> int:
+    from cache.outputs import check_writable
+    from generation.records import read_questions
+
+    from ..detection import checked_detectors, detect_questions, detector_names, has_answer, parse_params
+    from ..responders.open import default_store_path
+
+    questions = read_questions(args.questions)
+    names = detector_names(
+        args.detectors, reference=bool(args.reference), answers=any(has_answer(q.answer) for q in questions)
+    )
+    names, params = checked_detectors(
+        names, questions, bool(args.reference), parse_params(args.param, names)
+    )  # before any model loads
+    if bool(args.endpoint) == bool(args.source):
+        raise ConfigError(
+            "give the audited model with --model DIR, or a served one with --endpoint URL --api-model NAME"
+        )
+    if args.endpoint and not args.api_model:
+        raise ConfigError("--endpoint needs --api-model NAME (the served model's name)")
+    store_path = args.store or default_store_path()
+    check_writable(args.output, "scores file")  # before any model is loaded or answer generated
+    check_writable(store_path, "response store")
+    responder, reference, ranks, progress = _open_models(args, questions, store_path)
     sets = None
     if args.sets:
         from generation.records import read_sets
 
         sets = read_sets(args.sets)
-    summary = detect_questions(questions, names, responder, params=params, reference=reference,
-                               sampling_temperature=args.sampling_temperature, sets=sets, n_controls=args.controls, decision_controls=args.decision_controls,
-                               sampling_controls=args.sampling_controls,
-                               calibrate=[n.strip() for n in args.calibrate.split(",")] if args.calibrate else None,
-                               progress=progress, ranks=ranks)
+    summary = detect_questions(
+        questions,
+        names,
+        responder,
+        params=params,
+        reference=reference,
+        sampling_temperature=args.sampling_temperature,
+        sets=sets,
+        n_controls=args.controls,
+        decision_controls=args.decision_controls,
+        sampling_controls=args.sampling_controls,
+        calibrate=[n.strip() for n in args.calibrate.split(",")] if args.calibrate else None,
+        progress=progress,
+        ranks=ranks,
+    )
     if summary is None:  # a rank other than the main one
         return 0
     files = summary.write(args.output)

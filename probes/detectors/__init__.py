@@ -14,11 +14,17 @@ from __future__ import annotations
 
 from ..token_distributions import entropy_from_logprobs
 from .base import REGISTRY, Detector, DetectorResult, check_access, check_declared, check_reference, get_detector
-from .completion import PartialCompletion
-from .likelihood import PPL, LogProber, MinK, MinKPlusPlus, ReCaLL, Zlib  # importing registers them
+
+# isort: off
+# importing registers them, in this order: the registry's order is every listing's (the CLI's help,
+# `detect.names: all`, the score files' columns), so it is kept, not sorted
+from .likelihood import PPL, LogProber, MinK, MinKPlusPlus, ReCaLL, Zlib
 from .reference import Ref
-from .rl import PolicyDrift, RewardGain
 from .sampling import CDD, EntropyNoise, EntropyTemp, MinKNN, SelfCritique
+from .completion import PartialCompletion
+from .rl import PolicyDrift, RewardGain
+
+# isort: on
 from .stats import (
     cdd_peak,
     cut_point,
