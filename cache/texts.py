@@ -13,6 +13,8 @@ import json
 import logging
 from pathlib import Path
 
+from lara_core.errors import json_problem
+
 from .errors import InputError
 
 logger = logging.getLogger(__name__)
@@ -62,7 +64,7 @@ def _parse_jsonl_line(path: Path, lineno: int, line: str, field: str) -> str:
     try:
         record = json.loads(line)
     except json.JSONDecodeError as err:
-        raise InputError(f"{path}:{lineno}: not valid JSON ({err.msg} at column {err.colno})") from None
+        raise InputError(f"{path}:{lineno}: not valid JSON ({json_problem(err)})") from None
     if isinstance(record, dict):
         if field not in record:
             raise InputError(

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from lara_core.errors import json_problem
+
 from .errors import InputError
 
 logger = logging.getLogger(__name__)
@@ -265,7 +267,7 @@ def parse_question(line: str, where: str) -> Question:
     try:
         data = json.loads(line)
     except json.JSONDecodeError as err:
-        raise InputError(f"{where}: not valid JSON ({err.msg} at column {err.colno})") from err
+        raise InputError(f"{where}: not valid JSON ({json_problem(err)})") from err
     if not isinstance(data, dict):
         raise InputError(f"{where}: expected a JSON object with 'id' and 'question', got {type(data).__name__}")
     for key in ("id", "question"):

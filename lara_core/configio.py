@@ -2,7 +2,8 @@
 naming every bad key — for ``cache``, ``generation`` and ``probes`` alike.
 
 Only the field types the configs use are understood: ``str``, ``int``, ``float``, ``bool``,
-``Literal[...]``, ``X | None``, ``tuple[str, ...]`` and nested dataclasses. Unknown keys are
+``Literal[...]``, ``X | None``, ``tuple[str, ...]`` (a YAML list, or a comma-separated string as
+the CLI writes lists: ``--set detect.names=ppl,min_k``) and nested dataclasses. Unknown keys are
 rejected with the valid keys and a close match; wrong types name the dotted key path.
 """
 
@@ -148,7 +149,9 @@ def _coerce(hint: Any, value: Any, where: str) -> Any:
         return from_mapping(hint, value, where)
     if origin is tuple:
         (item_type, _ellipsis) = get_args(hint)
-        if isinstance(value, (str, int)):
+        if isinstance(value, str):  # "ppl,min_k" as the CLI writes lists: every list of the configs holds names
+            value = [part.strip() for part in value.split(",")]
+        elif isinstance(value, int):
             value = [value]
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"'{where}' must be a list, got {type(value).__name__}")

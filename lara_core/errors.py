@@ -9,6 +9,8 @@ re-export these two, so ``cache.errors.ConfigError is probes.errors.ConfigError`
 
 from __future__ import annotations
 
+import json
+
 
 class LaraError(Exception):
     """Root of every user-facing error of the toolkit."""
@@ -20,3 +22,10 @@ class ConfigError(LaraError, ValueError):
 
 class InputError(LaraError, ValueError):
     """An input (texts, questions, a scores file) is unusable; the message says what to fix."""
+
+
+def json_problem(err: json.JSONDecodeError) -> str:
+    """What is wrong with a line of JSON, for a message: ``Invalid control character at column 60``
+    (the decoder's own text ends some messages in "at", which a caller adding "at column" doubled)."""
+    message = err.msg[: -len(" at")] if err.msg.endswith(" at") else err.msg
+    return f"{message} at column {err.colno}"

@@ -54,3 +54,19 @@ def test_missing_file_and_bad_extension(tmp_path):
     (tmp_path / "t.csv").write_text("a\n")
     with pytest.raises(InputError, match="expected a .txt"):
         read_texts(tmp_path / "t.csv")
+
+
+def test_a_bad_json_line_says_what_is_wrong_once(tmp_path):
+    """Issue 35, item 8: the decoder's "Invalid control character at" followed by our "at column 9"
+    read "at at column"; both readers (texts and questions) now say it once."""
+    from generation.records import read_questions
+
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"text": "a\tb"}\n', encoding="utf-8")  # a raw tab inside a JSON string
+    with pytest.raises(InputError, match=r"t\.jsonl:1: not valid JSON \(Invalid control character at column 12\)$"):
+        read_texts(path)
+    questions = tmp_path / "q.jsonl"
+    questions.write_text('{"id": "a", "question": "x\ty"}\n', encoding="utf-8")
+    with pytest.raises(Exception, match=r"q\.jsonl:1: not valid JSON \(Invalid control character at column 27\)") as err:
+        read_questions(questions)
+    assert "at at" not in str(err.value)

@@ -249,3 +249,11 @@ def test_chunks_of_a_detector_pass_are_whole_batches_when_small():
 
     assert prompts_per_chunk(16, 50) == 8 and prompts_per_chunk(64, 20) == 16 and prompts_per_chunk(64, 8) == 8
     assert prompts_per_chunk(16, 1) == 16 and prompts_per_chunk(64, 49) == 1 and prompts_per_chunk(8, 50) == 4
+
+
+def test_a_comma_separated_list_on_the_command_line_is_a_list():
+    """Issue 35, item 8: ``--set detect.names=ppl,min_k`` was read as one detector named "ppl,min_k"
+    (refused as unknown); the CLI writes lists with commas, so a string for a list field is split."""
+    config = load_run_config(CONFIGS / "demo.yaml", ["detect.names=ppl,min_k", "calibration.detectors=ppl, min_k"])
+    assert config.detect.names == ("ppl", "min_k") and config.calibration.detectors == ("ppl", "min_k")
+    assert load_run_config(CONFIGS / "demo.yaml", ["detect.names=[ppl,cdd]"]).detect.names == ("ppl", "cdd")
