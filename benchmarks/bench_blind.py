@@ -79,13 +79,17 @@ def planted(rows: list[dict], fraction: float, seed: int) -> tuple[list[str], np
     templates = sorted({r["extra"]["template"] for r in rows})
     kept = set(rng.choice(templates, size=min(30, len(templates)), replace=False).tolist())
     chosen = [r for r in rows if r["extra"]["template"] in kept]
-    texts = [r["question"] + (" Show your work." if r["label"] == 1 and rng.random() < fraction else "") for r in chosen]
+    texts = [
+        r["question"] + (" Show your work." if r["label"] == 1 and rng.random() < fraction else "") for r in chosen
+    ]
     return texts, np.array([int(r["label"]) for r in chosen]), [str(r["extra"]["template"]) for r in chosen]
 
 
 def planted_confound(rows: list[dict], size_seeds: int, power_seeds: int, fractions: tuple[float, ...]) -> None:
-    print(f"\nplanted confound (\" Show your work.\" on a fraction f of members), 30 templates per seed; "
-          f"{size_seeds} seeds at f = 0, {power_seeds} above")
+    print(
+        f'\nplanted confound (" Show your work." on a fraction f of members), 30 templates per seed; '
+        f"{size_seeds} seeds at f = 0, {power_seeds} above"
+    )
     print(f"  {'f':>4} {'seeds':>5} {'warns (CI > 0.5)':>17} {'warns (swap null)':>18} {'AUC':>6} {'null q95':>9}")
     for fraction in fractions:
         seeds = size_seeds if fraction == 0 else power_seeds
@@ -99,17 +103,24 @@ def planted_confound(rows: list[dict], size_seeds: int, power_seeds: int, fracti
             q95.append(b["null"]["q95"])
         rate = np.mean(new)
         mc = 1.96 * np.sqrt(max(rate * (1 - rate), 0.05 * 0.95) / seeds)
-        print(f"  {fraction:>4.1f} {seeds:>5} {np.mean(old):>17.3f} {rate:>11.3f} ± {mc:.3f} {np.mean(aucs):>6.2f} "
-              f"{np.mean(q95):>9.2f}", flush=True)
+        print(
+            f"  {fraction:>4.1f} {seeds:>5} {np.mean(old):>17.3f} {rate:>11.3f} ± {mc:.3f} {np.mean(aucs):>6.2f} "
+            f"{np.mean(q95):>9.2f}",
+            flush=True,
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=5, help="fold seeds (and random labellings) averaged")
-    parser.add_argument("--size-seeds", type=int, default=200, help="seeds of the planted-confound part at f = 0 (0 = skip the part)")
+    parser.add_argument(
+        "--size-seeds", type=int, default=200, help="seeds of the planted-confound part at f = 0 (0 = skip the part)"
+    )
     parser.add_argument("--power-seeds", type=int, default=50, help="seeds of the planted-confound part at f > 0")
     parser.add_argument("--fractions", default="0,0.3,0.5", help="fractions f of members given the phrase")
-    parser.add_argument("--questions", type=Path, default=QUESTIONS, help="a testbed's questions.jsonl (default: the cpu testbed's)")
+    parser.add_argument(
+        "--questions", type=Path, default=QUESTIONS, help="a testbed's questions.jsonl (default: the cpu testbed's)"
+    )
     args = parser.parse_args()
     rows = [json.loads(line) for line in args.questions.read_text().splitlines()]
     rows = [r for r in rows if r.get("label") is not None]
@@ -119,10 +130,15 @@ def main() -> None:
     clusters = near_duplicate_clusters(list(texts))
     features = blind_features(list(texts))
     purity = sum(len(set(template[clusters == c])) == 1 for c in np.unique(clusters))
-    print(f"{len(texts)} labelled testbed questions from {len(set(template))} templates; "
-          f"{len(np.unique(clusters))} near-duplicate clusters, {purity} of them single-template")
-    labellings = {"matched split": lambda s: matched, "confounded split": lambda s: (template % 2 == 0).astype(int),
-                  "random labels": lambda s: np.random.default_rng(100 + s).permutation(matched)}
+    print(
+        f"{len(texts)} labelled testbed questions from {len(set(template))} templates; "
+        f"{len(np.unique(clusters))} near-duplicate clusters, {purity} of them single-template"
+    )
+    labellings = {
+        "matched split": lambda s: matched,
+        "confounded split": lambda s: (template % 2 == 0).astype(int),
+        "random labels": lambda s: np.random.default_rng(100 + s).permutation(matched),
+    }
     t0 = time.perf_counter()
     print(f"\nout-of-fold AUC, mean [min, max] over {args.seeds} seeds")
     print(f"  {'labelling':<18} {'stratified (SPEC)':>22} {'grouped':>22} {'aligned':>22}")
@@ -131,8 +147,12 @@ def main() -> None:
         for seed in range(args.seeds):
             y = labels_for(seed)
             cells["stratified"].append(roc_auc_score(y, blind_predictions(texts, y, N_FOLDS, seed)))
-            cells["grouped"].append(roc_auc_score(y, folds_out_of_fold(features, y, grouped_folds(clusters, seed), seed)))
-            cells["aligned"].append(roc_auc_score(y, folds_out_of_fold(features, y, aligned_folds(clusters, y, seed), seed)))
+            cells["grouped"].append(
+                roc_auc_score(y, folds_out_of_fold(features, y, grouped_folds(clusters, seed), seed))
+            )
+            cells["aligned"].append(
+                roc_auc_score(y, folds_out_of_fold(features, y, aligned_folds(clusters, y, seed), seed))
+            )
         print(f"  {name:<18} " + " ".join(f"{np.mean(v):>8.2f} [{min(v):.2f}, {max(v):.2f}]" for v in cells.values()))
     if args.size_seeds:
         planted_confound(rows, args.size_seeds, args.power_seeds, tuple(float(f) for f in args.fractions.split(",")))

@@ -51,14 +51,28 @@ def main() -> None:
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="lara-bench-"))
     model_dir = build_model(workdir, args.quick)
-    sets = {name: make_texts(workdir, name, model_dir, args.quick, args.max_mixed_tokens) for name in args.sets.split(",")}
+    sets = {
+        name: make_texts(workdir, name, model_dir, args.quick, args.max_mixed_tokens) for name in args.sets.split(",")
+    }
     methods = args.methods.split(",")
     results: dict[tuple[str, str], dict] = {}
     for set_name, texts_file in sets.items():
         for method in methods:
-            cmd = [sys.executable, __file__, "--child", method, str(model_dir), str(texts_file),
-                   "--repeats", str(args.repeats), "--batch-size", str(args.batch_size)]
-            done = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, TOKENIZERS_PARALLELISM="false"))
+            cmd = [
+                sys.executable,
+                __file__,
+                "--child",
+                method,
+                str(model_dir),
+                str(texts_file),
+                "--repeats",
+                str(args.repeats),
+                "--batch-size",
+                str(args.batch_size),
+            ]
+            done = subprocess.run(
+                cmd, capture_output=True, text=True, env=dict(os.environ, TOKENIZERS_PARALLELISM="false")
+            )
             if done.returncode != 0:
                 print(f"{method} on {set_name} failed:\n{done.stderr[-2000:]}", file=sys.stderr)
                 continue
@@ -71,9 +85,19 @@ def build_model(workdir: Path, quick: bool) -> Path:
     from cache.toymodels import ToyModelSpec, ensure_toy_model
 
     spec = (
-        ToyModelSpec(arch="gpt2", n_layers=4, d_model=256, n_heads=8, vocab_size=50257, tokenizer_vocab=2000, max_positions=1024)
+        ToyModelSpec(
+            arch="gpt2", n_layers=4, d_model=256, n_heads=8, vocab_size=50257, tokenizer_vocab=2000, max_positions=1024
+        )
         if quick
-        else ToyModelSpec(arch="gpt2", n_layers=12, d_model=768, n_heads=12, vocab_size=50257, tokenizer_vocab=2000, max_positions=1024)
+        else ToyModelSpec(
+            arch="gpt2",
+            n_layers=12,
+            d_model=768,
+            n_heads=12,
+            vocab_size=50257,
+            tokenizer_vocab=2000,
+            max_positions=1024,
+        )
     )
     return ensure_toy_model(spec, workdir / "models")
 
@@ -177,13 +201,17 @@ def run_child(method: str, model_dir: Path, texts_file: Path, repeats: int, batc
         warm = lambda: extractor.pool(batches[-1], selection)  # noqa: E731
     elif method == "hf+store":
         _ = loaded.weights_fingerprint
-        config = CacheConfig(model=ModelConfig(source=str(model_dir), device="cpu"), extraction=ExtractionConfig(batch_size=batch_size))
+        config = CacheConfig(
+            model=ModelConfig(source=str(model_dir), device="cpu"), extraction=ExtractionConfig(batch_size=batch_size)
+        )
         extractor = create_extractor("hf", loaded, own_model=True)
         tmp = Path(tempfile.mkdtemp())
         counter = iter(range(10**6))
 
         def run_all():
-            run_cache(texts, tmp / f"acts-{next(counter)}.h5", config, loaded=loaded, extractor=extractor, progress=False)
+            run_cache(
+                texts, tmp / f"acts-{next(counter)}.h5", config, loaded=loaded, extractor=extractor, progress=False
+            )
 
         warm = lambda: extractor.pool(batches[-1], selection)  # noqa: E731
     elif method == "naive":
@@ -225,15 +253,21 @@ def print_table(results: dict, sets: dict, methods: list[str], model_dir: Path) 
     import torch
 
     spec = json.loads((model_dir / "toy_spec.json").read_text())
-    print(f"\nmodel: GPT-2 shape, {spec['n_layers']} blocks, d={spec['d_model']}, vocab {spec['vocab_size']} (random weights)")
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}, CPU")
+    print(
+        f"\nmodel: GPT-2 shape, {spec['n_layers']} blocks, d={spec['d_model']}, vocab {spec['vocab_size']} (random weights)"
+    )
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, torch {torch.__version__}, CPU"
+    )
     for set_name in sets:
         floor = results.get((set_name, "floor"))
         first = next((r for (s, _), r in results.items() if s == set_name), None)
         if first is None:
             continue
         print(f"\nset '{set_name}': {first['texts']} texts, {first['tokens']} tokens")
-        print(f"{'method':<18}{'seconds':>9}{'texts/s':>10}{'tokens/s':>10}{'x floor':>9}{'naive/this':>12}{'loop peak RSS':>15}{'max RSS':>10}")
+        print(
+            f"{'method':<18}{'seconds':>9}{'texts/s':>10}{'tokens/s':>10}{'x floor':>9}{'naive/this':>12}{'loop peak RSS':>15}{'max RSS':>10}"
+        )
         naive = results.get((set_name, "naive"))
         for method in methods:
             r = results.get((set_name, method))

@@ -32,10 +32,13 @@ from probes.pipeline import load_run_config
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def relative_rates(model, audited_ids: list[str], clean_ids: list[str], subsets: int, size: int, settings,
-                   seed: int) -> dict[str, float]:
+def relative_rates(
+    model, audited_ids: list[str], clean_ids: list[str], subsets: int, size: int, settings, seed: int
+) -> dict[str, float]:
     """``{detector or combined: relative-mode rejection rate}`` over random subsets of ``audited_ids``."""
-    found = rates(model, {"audited": audited_ids}, subsets, size, settings, clean=model.subset(clean_ids), seed=seed)["audited"]
+    found = rates(model, {"audited": audited_ids}, subsets, size, settings, clean=model.subset(clean_ids), seed=seed)[
+        "audited"
+    ]
     return {k.split("/", 1)[1]: v for k, v in found.items() if k.startswith("relative/")}
 
 
@@ -54,12 +57,19 @@ def per_template(model, questions, names: list[str]) -> None:
             elif kind in ("non_member", "clean_ref"):
                 left_out += 1
         templates = {t for t, _ in groups}
-        gaps = np.array([np.mean(groups[(t, "non_member")]) - np.mean(groups[(t, "clean_ref")])
-                         for t in sorted(templates) if (t, "non_member") in groups and (t, "clean_ref") in groups])
+        gaps = np.array(
+            [
+                np.mean(groups[(t, "non_member")]) - np.mean(groups[(t, "clean_ref")])
+                for t in sorted(templates)
+                if (t, "non_member") in groups and (t, "clean_ref") in groups
+            ]
+        )
         if len(gaps) > 1:
-            print(f"  {name:<16}non-members − clean, per template: {gaps.mean():+.4f} ± {gaps.std(ddof=1) / np.sqrt(len(gaps)):.4f} "
-                  f"(SE; {len(gaps)} templates), > 0 in {np.mean(gaps > 0):.0%}; left out: {left_out} questions, "
-                  f"{len(templates) - len(gaps)} templates missing a split")
+            print(
+                f"  {name:<16}non-members − clean, per template: {gaps.mean():+.4f} ± {gaps.std(ddof=1) / np.sqrt(len(gaps)):.4f} "
+                f"(SE; {len(gaps)} templates), > 0 in {np.mean(gaps > 0):.0%}; left out: {left_out} questions, "
+                f"{len(templates) - len(gaps)} templates missing a split"
+            )
 
 
 def main() -> None:
@@ -79,23 +89,39 @@ def main() -> None:
     settings = dataclasses.replace(config.verdict, permutations=500, bootstrap=1, detectors=None)
     rng = np.random.default_rng(args.seed)
     start = time.perf_counter()
-    print(f"Relative mode on non-member subsets of {args.size}: the actual clean set ({len(clean)}) against "
-          f"{args.resplits} re-dealings of the {len(non_members) + len(clean)} clean-to-the-model questions "
-          f"({args.subsets} subsets each, {settings.permutations} permutations)")
+    print(
+        f"Relative mode on non-member subsets of {args.size}: the actual clean set ({len(clean)}) against "
+        f"{args.resplits} re-dealings of the {len(non_members) + len(clean)} clean-to-the-model questions "
+        f"({args.subsets} subsets each, {settings.permutations} permutations)"
+    )
     for name in (config.name, config.reference_name()):
         model = verdict_view(scored(run_dir, name, with_lara=False), config)
         actual = relative_rates(model, non_members, clean, args.subsets, args.size, settings, args.seed)
         pool, dealt = non_members + clean, []
         for r in range(args.resplits):
             order = list(rng.permutation(pool))
-            dealt.append(relative_rates(model, order[len(clean):], order[:len(clean)], args.subsets, args.size, settings,
-                                        args.seed + r + 1))
+            dealt.append(
+                relative_rates(
+                    model,
+                    order[len(clean) :],
+                    order[: len(clean)],
+                    args.subsets,
+                    args.size,
+                    settings,
+                    args.seed + r + 1,
+                )
+            )
         print(f"\n{name}\n  {'detector':<16}{'actual':>8}{'re-dealt mean':>15}{'5–95 %':>14}{'≥ actual':>10}")
         for key in sorted(actual, key=lambda k: (k != "combined", k)):
-            values = np.array([d[key] for d in dealt if key in d])  # a re-dealing where the mode left the detector out: none
+            values = np.array(
+                [d[key] for d in dealt if key in d]
+            )  # a re-dealing where the mode left the detector out: none
             lo, hi = np.quantile(values, [0.05, 0.95])
-            print(f"  {key:<16}{actual[key]:>8.3f}{values.mean():>15.3f}{f'{lo:.2f}–{hi:.2f}':>14}"
-                  f"{int(np.sum(values >= actual[key])):>7}/{len(values)}" + (f" ({len(dealt) - len(values)} left out)" if len(values) < len(dealt) else ""))
+            print(
+                f"  {key:<16}{actual[key]:>8.3f}{values.mean():>15.3f}{f'{lo:.2f}–{hi:.2f}':>14}"
+                f"{int(np.sum(values >= actual[key])):>7}/{len(values)}"
+                + (f" ({len(dealt) - len(values)} left out)" if len(values) < len(dealt) else "")
+            )
         per_template(model, questions, [k for k in actual if k != "combined" and model.has_controls(k)])
     print(f"\n({time.perf_counter() - start:.0f} s)")
 

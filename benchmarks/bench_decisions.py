@@ -42,24 +42,35 @@ NOW = VerdictSettings(fdr=Q)
 
 
 def decide(w, settings: VerdictSettings, seed: int):
-    return decide_questions({"mode": "absolute", "combined": {"detectors": w.names}}, w.audited, None, None,
-                            dataclasses.replace(settings, seed=seed))
+    return decide_questions(
+        {"mode": "absolute", "combined": {"detectors": w.names}},
+        w.audited,
+        None,
+        None,
+        dataclasses.replace(settings, seed=seed),
+    )
 
 
 def size_table(reps: int, seed: int) -> None:
-    print(f"\nSize: share of audited sets with any flag at q = {Q}, no contaminated question ({reps} sets per cell; "
-          "at level = within [0.05, q + 2 s.e.])")
+    print(
+        f"\nSize: share of audited sets with any flag at q = {Q}, no contaminated question ({reps} sets per cell; "
+        "at level = within [0.05, q + 2 s.e.])"
+    )
     print(f"  {'N':>4} {'C':>3}  {'scores':<9}{'before':>8}{'now':>8}   s.e.  at level")
     se = math.sqrt(Q * (1 - Q) / reps)
     for n in (60, 500):
         for c in (3, 5, 20):
             for kind in KINDS:
                 start = time.perf_counter()
-                rates = [sum(bool(decide(world(n, c, kind, seed=seed + r), s, r).flagged.any()) for r in range(reps)) / reps
-                         for s in (BEFORE, NOW)]
+                rates = [
+                    sum(bool(decide(world(n, c, kind, seed=seed + r), s, r).flagged.any()) for r in range(reps)) / reps
+                    for s in (BEFORE, NOW)
+                ]
                 ok = "yes" if 0.05 <= rates[1] <= Q + 2 * se else "NO"
-                print(f"  {n:>4} {c:>3}  {kind:<9}{rates[0]:>8.3f}{rates[1]:>8.3f}  {se:.3f}  {ok:<4} ({time.perf_counter() - start:.0f} s)",
-                      flush=True)
+                print(
+                    f"  {n:>4} {c:>3}  {kind:<9}{rates[0]:>8.3f}{rates[1]:>8.3f}  {se:.3f}  {ok:<4} ({time.perf_counter() - start:.0f} s)",
+                    flush=True,
+                )
 
 
 def exact_null(c: int, rng: np.random.Generator, size: int = 200_000) -> np.ndarray:
@@ -70,8 +81,10 @@ def exact_null(c: int, rng: np.random.Generator, size: int = 200_000) -> np.ndar
 
 def power_table(reps: int, seed: int) -> None:
     print(f"\nPower beside the oracles at q = {Q} (Gaussian scores, one detector; {reps} sets per row)")
-    print(f"  {'N':>4} {'C':>3} {'share':>6} {'within':>7} {'resid.':>7} {'FDR':>7} {'power':>7} {'exact-null':>11} "
-          f"{'ratio':>6} {'labelled':>9} {'exact/lab.':>11} {'at least (cover)':>17}")
+    print(
+        f"  {'N':>4} {'C':>3} {'share':>6} {'within':>7} {'resid.':>7} {'FDR':>7} {'power':>7} {'exact-null':>11} "
+        f"{'ratio':>6} {'labelled':>9} {'exact/lab.':>11} {'at least (cover)':>17}"
+    )
     rng = np.random.default_rng(seed)
     for n, c in ((60, 3), (60, 20), (300, 3)):
         null = exact_null(c, rng)
@@ -97,24 +110,34 @@ def power_table(reps: int, seed: int) -> None:
                 ratio = np.mean(power) / np.mean(oracle) if np.mean(oracle) > 0 else math.nan
                 shown = "n/a*" if share == 1.0 else f"{np.mean(labelled):.3f}"
                 floor = "—" if share == 1.0 or np.mean(labelled) == 0 else f"{np.mean(oracle) / np.mean(labelled):.2f}"
-                print(f"  {n:>4} {c:>3} {share:>6.0%} {within:>7.2f} {np.mean(aucs):>7.3f} {np.mean(fdp):>7.3f} {np.mean(power):>7.3f} "
-                      f"{np.mean(oracle):>11.3f} {ratio:>6.2f} {shown:>9} {floor:>11} {np.mean(bounds):>9.1f} ({covered / reps:.2f})",
-                      flush=True)
+                print(
+                    f"  {n:>4} {c:>3} {share:>6.0%} {within:>7.2f} {np.mean(aucs):>7.3f} {np.mean(fdp):>7.3f} {np.mean(power):>7.3f} "
+                    f"{np.mean(oracle):>11.3f} {ratio:>6.2f} {shown:>9} {floor:>11} {np.mean(bounds):>9.1f} ({covered / reps:.2f})",
+                    flush=True,
+                )
     print("  * every threshold has FDP 0 when every question is a member: the labelled oracle is 1 by construction")
-    print("  ratio: the decisions' power over the exact-null oracle's (the best Benjamini–Hochberg can do with these residuals);"
-          " exact/lab.: the exact-null oracle's over the labelled oracle's — what no procedure without labels closes")
+    print(
+        "  ratio: the decisions' power over the exact-null oracle's (the best Benjamini–Hochberg can do with these residuals);"
+        " exact/lab.: the exact-null oracle's over the labelled oracle's — what no procedure without labels closes"
+    )
 
 
 def broken_table(reps: int, seed: int) -> None:
     shift = math.sqrt(2) * norm.ppf(0.64)
-    print(f"\nA planted broken null (every original raised to a within-AUC of 0.64, none contaminated; {reps} sets per row): "
-          f"the FDR check fails when its realised FDR exceeds q + 2 s.e. = {Q + 2 * math.sqrt(Q * (1 - Q) / reps):.3f}")
+    print(
+        f"\nA planted broken null (every original raised to a within-AUC of 0.64, none contaminated; {reps} sets per row): "
+        f"the FDR check fails when its realised FDR exceeds q + 2 s.e. = {Q + 2 * math.sqrt(Q * (1 - Q) / reps):.3f}"
+    )
     print(f"  {'N':>4} {'C':>3} {'realised FDR':>13} {'check':>7} {'at least > 0':>13}")
     for n, c in ((60, 3), (60, 5), (60, 20), (300, 3), (500, 5)):
         results = [decide(world(n, c, broken=shift, seed=seed + r), NOW, r) for r in range(reps)]
-        fdr = np.mean([bool(d.flagged.any()) for d in results])  # every flag is false: FDP is 1 when anything is flagged
+        fdr = np.mean(
+            [bool(d.flagged.any()) for d in results]
+        )  # every flag is false: FDP is 1 when anything is flagged
         fails = "FAILS" if fdr > Q + 2 * math.sqrt(Q * (1 - Q) / reps) else "passes"
-        print(f"  {n:>4} {c:>3} {fdr:>13.3f} {fails:>7} {np.mean([d.at_least > 0 for d in results]):>13.3f}", flush=True)
+        print(
+            f"  {n:>4} {c:>3} {fdr:>13.3f} {fails:>7} {np.mean([d.at_least > 0 for d in results]):>13.3f}", flush=True
+        )
 
 
 def main() -> None:

@@ -56,7 +56,9 @@ def bench_min_knn(n: int, length: int, python_pairs: int) -> None:
     python_total = per_pair * len(pairs)
     print(f"(a) Min-kNN, {n} completions x {length} tokens ({len(pairs)} pairs), statistic {statistic:.4f}")
     print(f"    compiled (rapidfuzz cdist)      {compiled * 1000:10.1f} ms")
-    print(f"    pure-Python DP                  {python_total * 1000:10.1f} ms  (timed on {python_pairs} pairs, scaled)")
+    print(
+        f"    pure-Python DP                  {python_total * 1000:10.1f} ms  (timed on {python_pairs} pairs, scaled)"
+    )
     print(f"    ratio                           {python_total / compiled:10.0f}x")
 
 
@@ -67,9 +69,21 @@ def bench_generation(quick: bool, n: int, new_tokens: int) -> None:
     from probes.responders.base import GenerationParams
     from probes.responders.local import LocalResponder, PromptFormat
 
-    spec = (ToyModelSpec(arch="gpt2", n_layers=4, d_model=256, n_heads=8, vocab_size=50257, tokenizer_vocab=2000, max_positions=1024)
-            if quick else
-            ToyModelSpec(arch="gpt2", n_layers=12, d_model=768, n_heads=12, vocab_size=50257, tokenizer_vocab=2000, max_positions=1024))
+    spec = (
+        ToyModelSpec(
+            arch="gpt2", n_layers=4, d_model=256, n_heads=8, vocab_size=50257, tokenizer_vocab=2000, max_positions=1024
+        )
+        if quick
+        else ToyModelSpec(
+            arch="gpt2",
+            n_layers=12,
+            d_model=768,
+            n_heads=12,
+            vocab_size=50257,
+            tokenizer_vocab=2000,
+            max_positions=1024,
+        )
+    )
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = ensure_toy_model(spec, Path(tmp))
         loaded = load_model(ModelConfig(source=str(model_dir), device="cpu"))
@@ -78,14 +92,18 @@ def bench_generation(quick: bool, n: int, new_tokens: int) -> None:
     results = {}
     for label, batch_size in (("batched (32 rows)", n), ("one at a time", 1)):
         responder = LocalResponder(loaded, PromptFormat(mode="raw"), batch_size=batch_size)
-        responder.generate([prompt], GenerationParams(max_new_tokens=2, temperature=0.7, n=min(n, batch_size)))  # warm-up
+        responder.generate(
+            [prompt], GenerationParams(max_new_tokens=2, temperature=0.7, n=min(n, batch_size))
+        )  # warm-up
         start = time.perf_counter()
         gens = responder.generate([prompt], params)[0]
         seconds = time.perf_counter() - start
         tokens = sum(len(g.token_ids) for g in gens)
         results[label] = (seconds, tokens)
     shape = f"{spec.n_layers} blocks, d={spec.d_model}, vocab {spec.vocab_size}"
-    print(f"(b) sampling {n} completions of up to {new_tokens} tokens (T=0.7, top-p 0.95) on a GPT-2-shaped model ({shape}), CPU")
+    print(
+        f"(b) sampling {n} completions of up to {new_tokens} tokens (T=0.7, top-p 0.95) on a GPT-2-shaped model ({shape}), CPU"
+    )
     for label, (seconds, tokens) in results.items():
         print(f"    {label:<30}  {seconds:8.1f} s  {tokens / seconds:8.1f} tokens/s  ({tokens} tokens)")
     (b_s, b_t), (o_s, o_t) = results["batched (32 rows)"], results["one at a time"]

@@ -29,10 +29,29 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def run(procs: int, model: Path, texts: Path, out: Path, threads: int) -> float:
-    lara = ["-m", "probes.cli", "-q", "cache", str(texts), "--model", str(model), "-o", str(out), "--device", "cpu",
-            "--no-progress", "--text-field", "text", "--batch-size", "16"]
-    cmd = [sys.executable, *lara] if procs == 1 else [sys.executable, "-m", "torch.distributed.run", "--standalone",
-                                                       "--nproc_per_node", str(procs), *lara]
+    lara = [
+        "-m",
+        "probes.cli",
+        "-q",
+        "cache",
+        str(texts),
+        "--model",
+        str(model),
+        "-o",
+        str(out),
+        "--device",
+        "cpu",
+        "--no-progress",
+        "--text-field",
+        "text",
+        "--batch-size",
+        "16",
+    ]
+    cmd = (
+        [sys.executable, *lara]
+        if procs == 1
+        else [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(procs), *lara]
+    )
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), PYTHONPATH=str(REPO))
     start = time.perf_counter()
     subprocess.run(cmd, env=env, check=True, capture_output=True)
@@ -58,12 +77,16 @@ def main() -> None:
         seconds = run(procs, model, texts, out, max(1, cores // procs))
         results[procs] = (seconds, ActivationStore(out).get(lines))
     base_seconds, base_rows = results[min(results)]
-    print(f"lara cache, GPT-2-small shape{' (quick: 4 x 256)' if args.quick else ''}, {len(lines)} texts, {cores} CPU cores, "
-          "wall time end to end (start, load, extract, merge):")
+    print(
+        f"lara cache, GPT-2-small shape{' (quick: 4 x 256)' if args.quick else ''}, {len(lines)} texts, {cores} CPU cores, "
+        "wall time end to end (start, load, extract, merge):"
+    )
     for procs, (seconds, rows) in results.items():
-        print(f"  {procs} process(es) x {max(1, cores // procs)} thread(s): {seconds:7.1f} s  "
-              f"{len(lines) / seconds:6.1f} texts/s  speed-up {base_seconds / seconds:4.2f}x  "
-              f"max |row - 1-process row| {float(np.abs(rows - base_rows).max()):.1e}")
+        print(
+            f"  {procs} process(es) x {max(1, cores // procs)} thread(s): {seconds:7.1f} s  "
+            f"{len(lines) / seconds:6.1f} texts/s  speed-up {base_seconds / seconds:4.2f}x  "
+            f"max |row - 1-process row| {float(np.abs(rows - base_rows).max()):.1e}"
+        )
 
 
 if __name__ == "__main__":

@@ -50,8 +50,14 @@ def gpt2_small(directory: Path) -> Path:
     import torch
 
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(n_positions=1024, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                                       pad_token_id=tokenizer.pad_token_id))
+    model = GPT2LMHeadModel(
+        GPT2Config(
+            n_positions=1024,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+        )
+    )
     model.save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
@@ -67,8 +73,11 @@ def run_builtin(source: Path, questions: list[str], n: int, tokens: int) -> Call
     from cache.loading import load_model
     from probes.responders.local import LocalResponder, PromptFormat
 
-    responder = LocalResponder(load_model(ModelConfig(source=str(source), device="cpu", dtype="float32")),
-                               PromptFormat(mode="raw", template=TEMPLATE), batch_size=64)
+    responder = LocalResponder(
+        load_model(ModelConfig(source=str(source), device="cpu", dtype="float32")),
+        PromptFormat(mode="raw", template=TEMPLATE),
+        batch_size=64,
+    )
     return sampler(responder, questions, n, tokens)
 
 
@@ -87,25 +96,38 @@ def run_hf_generate(source: Path, questions: list[str], n: int, tokens: int) -> 
             batch = [TEMPLATE.replace("{prompt}", q) for q in questions[start : start + max(1, 64 // n)]]
             enc = tokenizer(batch, return_tensors="pt", padding=True)
             with torch.inference_mode():
-                out = model.generate(**enc, do_sample=True, temperature=1.0, top_k=0, num_return_sequences=n,
-                                     max_new_tokens=min(tokens, limit - enc["input_ids"].shape[1]),
-                                     pad_token_id=tokenizer.pad_token_id)
-            new = out[:, enc["input_ids"].shape[1]:]
+                out = model.generate(
+                    **enc,
+                    do_sample=True,
+                    temperature=1.0,
+                    top_k=0,
+                    num_return_sequences=n,
+                    max_new_tokens=min(tokens, limit - enc["input_ids"].shape[1]),
+                    pad_token_id=tokenizer.pad_token_id,
+                )
+            new = out[:, enc["input_ids"].shape[1] :]
             total += int(((new != tokenizer.pad_token_id) & (new != tokenizer.eos_token_id)).sum())
         return total
 
     return run
 
 
-def run_vllm(source: Path, questions: list[str], n: int, tokens: int, eager: bool, env: dict[str, str] | None = None) -> Callable[[], int]:
+def run_vllm(
+    source: Path, questions: list[str], n: int, tokens: int, eager: bool, env: dict[str, str] | None = None
+) -> Callable[[], int]:
     from probes.responders.local import PromptFormat
     from probes.responders.vllm_engine import VLLMResponder
 
     saved = {k: os.environ.get(k) for k in env or {}}
     os.environ.update(env or {})
     try:
-        responder = VLLMResponder(str(source), PromptFormat(mode="raw", template=TEMPLATE), dtype="float32", top_logprobs=20,
-                                  engine_args={"enforce_eager": eager})
+        responder = VLLMResponder(
+            str(source),
+            PromptFormat(mode="raw", template=TEMPLATE),
+            dtype="float32",
+            top_logprobs=20,
+            engine_args={"enforce_eager": eager},
+        )
     finally:
         for key, value in saved.items():
             if value is None:
@@ -124,23 +146,53 @@ def run_served(source: Path, questions: list[str], n: int, tokens: int) -> Calla
     from probes.responders.openai_api import OpenAIResponder
 
     port = 8300 + os.getpid() % 500
-    server = subprocess.Popen([sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(source),
-                               "--served-model-name", "bench", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
-                               "--max-logprobs", "20", "--seed", "0", "--gpu-memory-utilization", "0.2", "--enforce-eager",
-                               "--no-enable-chunked-prefill"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              env={**os.environ, "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"})
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(source),
+            "--served-model-name",
+            "bench",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--dtype",
+            "float32",
+            "--max-logprobs",
+            "20",
+            "--seed",
+            "0",
+            "--gpu-memory-utilization",
+            "0.2",
+            "--enforce-eager",
+            "--no-enable-chunked-prefill",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"},
+    )
     for _ in range(300):
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
                 break
         except OSError:
             time.sleep(1)
-    responder = OpenAIResponder(f"http://127.0.0.1:{port}/v1", "bench", top_logprobs=20, concurrency=8,
-                                prompt_format=PromptFormat(mode="raw", template=TEMPLATE))
+    responder = OpenAIResponder(
+        f"http://127.0.0.1:{port}/v1",
+        "bench",
+        top_logprobs=20,
+        concurrency=8,
+        prompt_format=PromptFormat(mode="raw", template=TEMPLATE),
+    )
     return sampler(responder, questions, n, tokens, server.terminate)
 
 
-def sampler(responder: Any, questions: list[str], n: int, tokens: int, close: Callable[[], Any] = lambda: None) -> Callable[[], int]:
+def sampler(
+    responder: Any, questions: list[str], n: int, tokens: int, close: Callable[[], Any] = lambda: None
+) -> Callable[[], int]:
     """``run()``: sample n answers of ``tokens`` per question at T = 1, returning the tokens made;
     with ``run.warm`` (a short call), ``run.close`` and ``run.responder``."""
     from probes.responders.base import GenerationParams
@@ -149,15 +201,22 @@ def sampler(responder: Any, questions: list[str], n: int, tokens: int, close: Ca
     run = lambda: sum(len(g.token_ids) for row in responder.generate(questions, params) for g in row)  # noqa: E731
     run.close = close  # type: ignore[attr-defined]
     run.responder = responder  # type: ignore[attr-defined]
-    run.warm = lambda: responder.generate(questions[:1], GenerationParams(max_new_tokens=8, temperature=1.0, n=2, seed=1))  # type: ignore[attr-defined]
+    run.warm = lambda: responder.generate(
+        questions[:1], GenerationParams(max_new_tokens=8, temperature=1.0, n=2, seed=1)
+    )  # type: ignore[attr-defined]
     return run
 
 
 def build(engine: str) -> Callable[..., Callable[[], int]]:
     """The builder of an engine's sampler: ``(source, questions, n, tokens) -> run``."""
-    return {"builtin": run_builtin, "hf-generate": run_hf_generate, "vllm-served": run_served,
-            "vllm-eager": lambda *a: run_vllm(*a, eager=True), "vllm-compiled": lambda *a: run_vllm(*a, eager=False),
-            "vllm-reserved": lambda *a: run_vllm(*a, eager=True, env=RESERVED)}[engine]
+    return {
+        "builtin": run_builtin,
+        "hf-generate": run_hf_generate,
+        "vllm-served": run_served,
+        "vllm-eager": lambda *a: run_vllm(*a, eager=True),
+        "vllm-compiled": lambda *a: run_vllm(*a, eager=False),
+        "vllm-reserved": lambda *a: run_vllm(*a, eager=True, env=RESERVED),
+    }[engine]
 
 
 def measure(engine: str, source: Path, questions: list[str], n: int, tokens: int) -> float:
@@ -179,14 +238,22 @@ def detect_wall(engine: str, questions: list[str]) -> float:
     from probes.detection import run_detectors
     from probes.responders.store import CachedResponder, ResponseStore
 
-    params = {"ppl": {"max_new_tokens": 64}, "cdd": {"n": 20, "max_tokens": 64, "temperature": 1.0},
-              "min_knn": {"n": 8, "k": 3, "max_new_tokens": 64, "temperature": 1.0}}
+    params = {
+        "ppl": {"max_new_tokens": 64},
+        "cdd": {"n": 20, "max_tokens": 64, "temperature": 1.0},
+        "min_knn": {"n": 8, "k": 3, "max_new_tokens": 64, "temperature": 1.0},
+    }
     run = build(engine)(TESTBED / "rl", questions[:1], 1, 8)
     backend, close = run.responder, run.close  # type: ignore[attr-defined]
     try:
         start = time.perf_counter()
-        run_detectors(list(params), [f"q{i}" for i in range(len(questions))], questions,
-                      CachedResponder(backend, ResponseStore(None)), params=params)
+        run_detectors(
+            list(params),
+            [f"q{i}" for i in range(len(questions))],
+            questions,
+            CachedResponder(backend, ResponseStore(None)),
+            params=params,
+        )
         return time.perf_counter() - start
     finally:
         close()
@@ -208,8 +275,10 @@ def main() -> None:
     left_out = [e for e in args.engines if e not in engines]
     import torch
 
-    print(f"threads {torch.get_num_threads()}; prompts {args.prompts}; T = 1; tokens/s after one warm-up call"
-          + (f"; left out (vLLM not installed): {', '.join(left_out)}" if left_out else ""))
+    print(
+        f"threads {torch.get_num_threads()}; prompts {args.prompts}; T = 1; tokens/s after one warm-up call"
+        + (f"; left out (vLLM not installed): {', '.join(left_out)}" if left_out else "")
+    )
     with tempfile.TemporaryDirectory() as tmp:
         sources = {"testbed": TESTBED / "rl", "gpt2-small": gpt2_small(Path(tmp) / "gpt2-small")}
         print(f"{'model':<11} {'n':>3} {'new':>4}  " + "  ".join(f"{e:>13}" for e in engines) + "   vs builtin")
@@ -220,13 +289,23 @@ def main() -> None:
                     if tokens >= limit - 32:
                         continue  # the testbed's context is 256 tokens
                     rates = {e: measure(e, sources[model], prompts(args.prompts), n, tokens) for e in engines}
-                    ratios = "  ".join(f"{e}={rates[e] / rates['builtin']:.2f}x" for e in engines if e != "builtin" and "builtin" in rates)
-                    print(f"{model:<11} {n:>3} {tokens:>4}  " + "  ".join(f"{rates[e]:>13.0f}" for e in engines) + f"   {ratios}",
-                          flush=True)
+                    ratios = "  ".join(
+                        f"{e}={rates[e] / rates['builtin']:.2f}x"
+                        for e in engines
+                        if e != "builtin" and "builtin" in rates
+                    )
+                    print(
+                        f"{model:<11} {n:>3} {tokens:>4}  "
+                        + "  ".join(f"{rates[e]:>13.0f}" for e in engines)
+                        + f"   {ratios}",
+                        flush=True,
+                    )
     if args.detect_questions:
         walls = {e: detect_wall(e, prompts(args.detect_questions)) for e in engines if e != "hf-generate"}
-        print(f"detector pass (PPL, CDD n=20, Min-kNN n=8; {args.detect_questions} testbed questions), seconds: "
-              + "  ".join(f"{e}={w:.1f}" for e, w in walls.items()))
+        print(
+            f"detector pass (PPL, CDD n=20, Min-kNN n=8; {args.detect_questions} testbed questions), seconds: "
+            + "  ".join(f"{e}={w:.1f}" for e, w in walls.items())
+        )
 
 
 if __name__ == "__main__":

@@ -92,8 +92,14 @@ class Case:
     trained: bool = True  # the RL checkpoint's members are contaminated; on the SFT checkpoint no question is
 
     def decide(self, ids: list[str], settings: VerdictSettings) -> QuestionDecisions:
-        return decide_questions({"mode": self.mode, "combined": {"detectors": self.detectors}}, self.audited.subset(ids),
-                                self.reference, self.clean, settings, pool=self.audited)
+        return decide_questions(
+            {"mode": self.mode, "combined": {"detectors": self.detectors}},
+            self.audited.subset(ids),
+            self.reference,
+            self.clean,
+            settings,
+            pool=self.audited,
+        )
 
 
 @dataclasses.dataclass
@@ -111,8 +117,15 @@ class Decided:
         return max((conformal.at_least(q, pool, alpha / len(self.lines)) for q, pool in self.lines), default=0)
 
 
-def decide_subsets(case: Case, members: list[str], non_members: list[str], mix: float, args: argparse.Namespace,
-                   settings: VerdictSettings, truth: set[str]) -> list[Decided]:
+def decide_subsets(
+    case: Case,
+    members: list[str],
+    non_members: list[str],
+    mix: float,
+    args: argparse.Namespace,
+    settings: VerdictSettings,
+    truth: set[str],
+) -> list[Decided]:
     """``--subsets`` random subsets with the mix's share of members (a fixed stream per mix), each
     decided outright with its own seed (in the relative mode the learned score is fitted on the
     subset's own originals, so a question's p-value depends on the subset)."""
@@ -140,7 +153,9 @@ def bh_flags(p: np.ndarray, q: float) -> np.ndarray:
     return flagged
 
 
-def mix_rates(decided: list[Decided], settings: VerdictSettings, replaced: list[np.ndarray] | None = None) -> dict[str, float]:
+def mix_rates(
+    decided: list[Decided], settings: VerdictSettings, replaced: list[np.ndarray] | None = None
+) -> dict[str, float]:
     """One mix: realised FDR (± s.e. over subsets), power, any flag, labelled oracle, "at least"
     mean and coverage; ``replaced``: p-values to use instead of the decisions' (the null band)."""
     rows: dict[str, list[float]] = {k: [] for k in ("fdp", "power", "any", "oracle", "bound", "covered")}
@@ -158,8 +173,15 @@ def mix_rates(decided: list[Decided], settings: VerdictSettings, replaced: list[
             rows["bound"].append(bound)
             rows["covered"].append(float(bound <= member.sum()))
     mean = {k: float(np.mean(v)) if v else math.nan for k, v in rows.items()}
-    return {"fdr": mean["fdp"], "fdr_se": float(np.std(rows["fdp"], ddof=1) / math.sqrt(len(decided))), "power": mean["power"],
-            "any_flag": mean["any"], "oracle": mean["oracle"], "at_least": mean["bound"], "coverage": mean["covered"]}
+    return {
+        "fdr": mean["fdp"],
+        "fdr_se": float(np.std(rows["fdp"], ddof=1) / math.sqrt(len(decided))),
+        "power": mean["power"],
+        "any_flag": mean["any"],
+        "oracle": mean["oracle"],
+        "at_least": mean["bound"],
+        "coverage": mean["covered"],
+    }
 
 
 def null_band(decided: list[Decided], settings: VerdictSettings, replicates: int, seed: int) -> tuple[float, float]:
@@ -186,8 +208,9 @@ def calibration(case: Case, ids: list[str], truth: set[str], settings: VerdictSe
     return uniformity_check(np.array([pv for i, pv in zip(d.ids, d.p_value) if i not in truth]))
 
 
-def case_rates(case: Case, members: list[str], non_members: list[str], args: argparse.Namespace,
-               settings: VerdictSettings) -> dict[str, dict]:
+def case_rates(
+    case: Case, members: list[str], non_members: list[str], args: argparse.Namespace, settings: VerdictSettings
+) -> dict[str, dict]:
     """Per mix, the decisions' rates with their null band, the calibration check, and the figures
     with the defaults before issue 32."""
     truth = set(members) if case.trained else set()  # on a checkpoint before RL every flag is false
@@ -208,6 +231,7 @@ def near_duplicates(questions) -> set[str]:
     """Non-members sharing their template and their answer with a member (testbeds record the
     template under ``extra``): GRPO rewards a model for a member's answer, so such a question may be
     answered from memory though it was never trained on."""
+
     def key(q):
         template = q.extra_value("template")
         return (template, str(q.answer)) if template is not None else None
@@ -216,18 +240,30 @@ def near_duplicates(questions) -> set[str]:
     return {q.id for q in questions if q.label == 0 and key(q) in trained}
 
 
-def smallest_non_members(case: Case, members: list[str], non_members: list[str], settings: VerdictSettings,
-                         duplicates: set[str], below: float = 0.05) -> dict[str, object]:
+def smallest_non_members(
+    case: Case,
+    members: list[str],
+    non_members: list[str],
+    settings: VerdictSettings,
+    duplicates: set[str],
+    below: float = 0.05,
+) -> dict[str, object]:
     """The non-members with p ≤ ``below`` (the whole benchmark decided at once) and how many of them
     are near-duplicates of members, beside how many non-members are."""
     d = case.decide(members + non_members, settings)
     found = sorted((float(p), i) for i, p in zip(d.ids, d.p_value) if i in set(non_members) and p <= below)
-    return {"below": below, "ids": [i for _, i in found], "p": [p for p, _ in found],
-            "near_duplicates": sum(i in duplicates for _, i in found), "non_members_near_duplicates": len(duplicates)}
+    return {
+        "below": below,
+        "ids": [i for _, i in found],
+        "p": [p for p, _ in found],
+        "near_duplicates": sum(i in duplicates for _, i in found),
+        "non_members_near_duplicates": len(duplicates),
+    }
 
 
-def clean_set_sizes(case: Case, members: list[str], non_members: list[str], settings: VerdictSettings,
-                    draws: int = 10, seed: int = 0) -> dict[int, dict[str, float]]:
+def clean_set_sizes(
+    case: Case, members: list[str], non_members: list[str], settings: VerdictSettings, draws: int = 10, seed: int = 0
+) -> dict[int, dict[str, float]]:
     """The relative mode's decisions on the whole audited set against random clean sets of a quarter,
     a half and all of the clean set (``draws`` each): members and non-members flagged. A clean
     question costs what an audited one does (every detector scores it), so its cost is its share of
@@ -239,17 +275,27 @@ def clean_set_sizes(case: Case, members: list[str], non_members: list[str], sett
         rows = []
         for k in range(draws if size < len(clean_ids) else 1):
             clean = case.clean.subset(list(rng.choice(clean_ids, size, replace=False)))
-            d = decide_questions({"mode": "relative", "combined": {"detectors": case.detectors}}, case.audited.subset(members + non_members),
-                                 None, clean, dataclasses.replace(settings, seed=seed + k))
+            d = decide_questions(
+                {"mode": "relative", "combined": {"detectors": case.detectors}},
+                case.audited.subset(members + non_members),
+                None,
+                clean,
+                dataclasses.replace(settings, seed=seed + k),
+            )
             member = np.array([i in set(members) for i in d.ids])
             rows.append(((d.flagged & member).sum(), (d.flagged & ~member).sum(), d.at_least))
-        out[size] = {"members": float(np.mean([r[0] for r in rows])), "non_members": float(np.mean([r[1] for r in rows])),
-                     "at_least": float(np.mean([r[2] for r in rows])), "draws": len(rows)}
+        out[size] = {
+            "members": float(np.mean([r[0] for r in rows])),
+            "non_members": float(np.mean([r[1] for r in rows])),
+            "at_least": float(np.mean([r[2] for r in rows])),
+            "draws": len(rows),
+        }
     return out
 
 
-def residual_aucs(case: Case, ids: list[str], members: set[str],
-                  settings: VerdictSettings) -> dict[str, tuple[float, float, int, int]]:
+def residual_aucs(
+    case: Case, ids: list[str], members: set[str], settings: VerdictSettings
+) -> dict[str, tuple[float, float, int, int]]:
     """Per detector and learned stream: (members', non-members') residual AUC against the pooled
     null, and how many members and non-members have a residual there (the rest are left out: too
     few controls, or decided by another stream)."""
@@ -258,8 +304,12 @@ def residual_aucs(case: Case, ids: list[str], members: set[str],
 
     def row(values: np.ndarray, null: np.ndarray | None) -> tuple[float, float, int, int]:
         scored = ~np.isnan(values)
-        return (residual_auc(values[member], null), residual_auc(values[~member], null),
-                int((scored & member).sum()), int((scored & ~member).sum()))
+        return (
+            residual_auc(values[member], null),
+            residual_auc(values[~member], null),
+            int((scored & member).sum()),
+            int((scored & ~member).sum()),
+        )
 
     out = {name: row(e.residual, e.null_values) for name, e in d.detectors.items()}
     for s in d.streams:
@@ -290,7 +340,9 @@ def broken(sft: ScoredSet, detectors: list[str], within: float = 0.64) -> tuple[
             low, high = (middle, high) if auc_after(name, middle) < within else (low, middle)
         columns[name] = np.array(sft.scores.columns[name], dtype=np.float64) + high * mask
         achieved[name] = auc_after(name, high)
-    return ScoredSet(ScoreTable(sft.scores.ids, columns), sft.controls, list(sft.ids), sft.settings, sft.prompt_format), achieved
+    return ScoredSet(
+        ScoreTable(sft.scores.ids, columns), sft.controls, list(sft.ids), sft.settings, sft.prompt_format
+    ), achieved
 
 
 def print_aucs(title: str, aucs: dict[str, tuple[float, float, int, int]]) -> None:
@@ -302,20 +354,32 @@ def print_aucs(title: str, aucs: dict[str, tuple[float, float, int, int]]) -> No
 def print_mixes(title: str, found: dict[str, dict], fdr: float) -> None:
     now, before, c = found["now"], found["before"], found["calibration"]
     print(f"\n{title}")
-    print(f"  {'mix':<13}{'realised FDR':>13}{'null band':>16}{'power':>8}{'labelled':>10}{'ratio':>7}{'any flag':>9}"
-          f"{'at least (cover)':>18}{'power before':>13}{'any before':>11}")
+    print(
+        f"  {'mix':<13}{'realised FDR':>13}{'null band':>16}{'power':>8}{'labelled':>10}{'ratio':>7}{'any flag':>9}"
+        f"{'at least (cover)':>18}{'power before':>13}{'any before':>11}"
+    )
     for mix, r in now.items():
         b = before[mix]
-        oracle = "—" if math.isnan(r["power"]) or mix == "0% members" else "n/a*" if mix == "100% members" else f"{r['oracle']:.3f}"
+        oracle = (
+            "—"
+            if math.isnan(r["power"]) or mix == "0% members"
+            else "n/a*"
+            if mix == "100% members"
+            else f"{r['oracle']:.3f}"
+        )
         ratio = f"{r['power'] / r['oracle']:.2f}" if oracle[0].isdigit() and r["oracle"] > 0 else "—"
         power = "—" if math.isnan(r["power"]) else f"{r['power']:.3f}"
         before_power = "—" if math.isnan(b["power"]) else f"{b['power']:.3f}"
         above = "!" if r["fdr"] > r["band"][1] else " "
-        print(f"  {mix:<13}{r['fdr']:>12.3f}{above} [{r['band'][0]:.3f}, {r['band'][1]:.3f}]{power:>8}{oracle:>10}{ratio:>7}"
-              f"{r['any_flag']:>9.3f}{r['at_least']:>10.1f} ({r['coverage']:.2f}){before_power:>13}{b['any_flag']:>11.3f}")
+        print(
+            f"  {mix:<13}{r['fdr']:>12.3f}{above} [{r['band'][0]:.3f}, {r['band'][1]:.3f}]{power:>8}{oracle:>10}{ratio:>7}"
+            f"{r['any_flag']:>9.3f}{r['at_least']:>10.1f} ({r['coverage']:.2f}){before_power:>13}{b['any_flag']:>11.3f}"
+        )
     verdict = "FAILS" if c["ks_p"] < 0.05 else "passes"
-    print(f"  calibration of the {c['n']} not-contaminated questions' p-values: share <= 0.05: {c['le_05']:.3f}, <= {fdr:g}: "
-          f"{c['le_10']:.3f}; one-sided KS p = {c['ks_p']:.3f}: {verdict}")
+    print(
+        f"  calibration of the {c['n']} not-contaminated questions' p-values: share <= 0.05: {c['le_05']:.3f}, <= {fdr:g}: "
+        f"{c['le_10']:.3f}; one-sided KS p = {c['ks_p']:.3f}: {verdict}"
+    )
 
 
 def cases(config, run_dir: Path, questions, only: str | None) -> list[Case]:
@@ -329,13 +393,40 @@ def cases(config, run_dir: Path, questions, only: str | None) -> list[Case]:
     with_controls, relative = combined(run_dir / config.name, ("reference", "relative"), only)
     sft_absolute, sft_relative = combined(run_dir / config.reference_name(), ("absolute", "relative"), only)
     planted, achieved = broken(sft_all, sft_relative)
-    title = ("SFT checkpoint, relative mode, planted broken null (the audited originals raised to a within-AUC of " +
-             ", ".join(f"{n} {v:.2f}" for n, v in achieved.items()) + "): every flag false, the checks must fail")
-    return [Case("RL checkpoint, reference mode (SFT reference)", rl_all, "reference", with_controls, sft, rl.subset(clean_ids)),
-            Case("RL checkpoint, relative mode (clean_ref problems)", rl_all, "relative", relative, clean=rl.subset(clean_ids)),
-            Case("SFT checkpoint (before RL), relative mode", sft_all, "relative", sft_relative, clean=sft.subset(clean_ids), trained=False),
-            Case("SFT checkpoint (before RL), absolute mode (uncalibrated)", sft_all, "absolute", sft_absolute, trained=False),
-            Case(title, planted, "relative", sft_relative, clean=sft.subset(clean_ids), trained=False)]
+    title = (
+        "SFT checkpoint, relative mode, planted broken null (the audited originals raised to a within-AUC of "
+        + ", ".join(f"{n} {v:.2f}" for n, v in achieved.items())
+        + "): every flag false, the checks must fail"
+    )
+    return [
+        Case(
+            "RL checkpoint, reference mode (SFT reference)",
+            rl_all,
+            "reference",
+            with_controls,
+            sft,
+            rl.subset(clean_ids),
+        ),
+        Case(
+            "RL checkpoint, relative mode (clean_ref problems)",
+            rl_all,
+            "relative",
+            relative,
+            clean=rl.subset(clean_ids),
+        ),
+        Case(
+            "SFT checkpoint (before RL), relative mode",
+            sft_all,
+            "relative",
+            sft_relative,
+            clean=sft.subset(clean_ids),
+            trained=False,
+        ),
+        Case(
+            "SFT checkpoint (before RL), absolute mode (uncalibrated)", sft_all, "absolute", sft_absolute, trained=False
+        ),
+        Case(title, planted, "relative", sft_relative, clean=sft.subset(clean_ids), trained=False),
+    ]
 
 
 def run(config, run_dir: Path, args: argparse.Namespace) -> dict:
@@ -343,33 +434,46 @@ def run(config, run_dir: Path, args: argparse.Namespace) -> dict:
     members, non_members = [q.id for q in questions if q.label == 1], [q.id for q in questions if q.label == 0]
     settings = dataclasses.replace(config.verdict, fdr=args.fdr)
     all_cases = cases(config, run_dir, questions, args.detectors)
-    print(f"Per-question decisions at FDR q = {args.fdr} ({config.name} and {config.reference_name()}); BH needs a residual "
-          f"AUC of {auc_needed(1.0, args.fdr):.2f} / {auc_needed(0.5, args.fdr):.2f} / {auc_needed(0.1, args.fdr):.2f} to flag half "
-          "the contaminated questions when 100 / 50 / 10 % are (binormal, many questions)")
+    print(
+        f"Per-question decisions at FDR q = {args.fdr} ({config.name} and {config.reference_name()}); BH needs a residual "
+        f"AUC of {auc_needed(1.0, args.fdr):.2f} / {auc_needed(0.5, args.fdr):.2f} / {auc_needed(0.1, args.fdr):.2f} to flag half "
+        "the contaminated questions when 100 / 50 / 10 % are (binormal, many questions)"
+    )
     found: dict = {"residual_auc": {}, "mixes": {}}
     for case in all_cases:
         aucs = residual_aucs(case, members + non_members, set(members), settings)
         found["residual_auc"][case.title] = aucs
         print_aucs(case.title, aucs)
-    print(f"\n{args.subsets} random subsets of {args.size} per mix, each decided against the whole benchmark's controls "
-          f"(the null band: {args.band} replicates with exact uniform p-values for every question not "
-          "contaminated; ! above it) (* no non-member: every threshold has FDP 0, the labelled oracle is 1 by construction)")
+    print(
+        f"\n{args.subsets} random subsets of {args.size} per mix, each decided against the whole benchmark's controls "
+        f"(the null band: {args.band} replicates with exact uniform p-values for every question not "
+        "contaminated; ! above it) (* no non-member: every threshold has FDP 0, the labelled oracle is 1 by construction)"
+    )
     relative = next(c for c in all_cases if c.mode == "relative" and c.trained)
     sizes = found["clean_set_sizes"] = clean_set_sizes(relative, members, non_members, settings)
-    print(f"\n{relative.title}: the whole audited set against smaller clean sets (each a {len(members) + len(non_members)}-question"
-          " run's detection cost times its share)")
+    print(
+        f"\n{relative.title}: the whole audited set against smaller clean sets (each a {len(members) + len(non_members)}-question"
+        " run's detection cost times its share)"
+    )
     for size, r in sizes.items():
-        print(f"  clean set of {size:>4}: members flagged {r['members']:6.1f}, non-members flagged {r['non_members']:5.1f}, "
-              f"at least {r['at_least']:6.1f} (mean of {r['draws']})")
+        print(
+            f"  clean set of {size:>4}: members flagged {r['members']:6.1f}, non-members flagged {r['non_members']:5.1f}, "
+            f"at least {r['at_least']:6.1f} (mean of {r['draws']})"
+        )
     duplicates = near_duplicates(questions)
     for case in all_cases:
         found["mixes"][case.title] = case_rates(case, members, non_members, args, settings)
         print_mixes(case.title, found["mixes"][case.title], args.fdr)
         if case.trained and duplicates:
-            tail = found["mixes"][case.title]["tail"] = smallest_non_members(case, members, non_members, settings, duplicates)
-            print(f"  non-members with p <= {tail['below']} (the whole benchmark decided at once): {len(tail['ids'])}, of which "
-                  f"{tail['near_duplicates']} share their template and answer with a member (as {tail['non_members_near_duplicates']} "
-                  f"of the {len(non_members)} non-members do): " + ", ".join(f"{i} {p:.4f}" for i, p in zip(tail["ids"], tail["p"])))
+            tail = found["mixes"][case.title]["tail"] = smallest_non_members(
+                case, members, non_members, settings, duplicates
+            )
+            print(
+                f"  non-members with p <= {tail['below']} (the whole benchmark decided at once): {len(tail['ids'])}, of which "
+                f"{tail['near_duplicates']} share their template and answer with a member (as {tail['non_members_near_duplicates']} "
+                f"of the {len(non_members)} non-members do): "
+                + ", ".join(f"{i} {p:.4f}" for i, p in zip(tail["ids"], tail["p"]))
+            )
     return found
 
 
@@ -382,7 +486,9 @@ def main() -> None:
     parser.add_argument("--fdr", type=float, default=0.10)
     parser.add_argument("--band", type=int, default=200, help="replicates of the null band")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--detectors", help="combine these detectors (comma-separated; default: those the run's verdict combined)")
+    parser.add_argument(
+        "--detectors", help="combine these detectors (comma-separated; default: those the run's verdict combined)"
+    )
     args = parser.parse_args()
     config = load_run_config(args.config, [f"run_dir={args.run}"] if args.run else [])
     run_dir = Path(config.run_dir)

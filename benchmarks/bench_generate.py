@@ -47,12 +47,24 @@ def offline(n: int, repeats: int, relations: str = "arithmetic") -> tuple[float,
 
 
 def llm(n: int, latency: float, concurrency: int) -> tuple[float, int]:
-    questions = [Question(id=f"q{i}", question=f"Shop {i} has {12 + i} apples and sells {3 + i % 5} of them. How many are left?") for i in range(n)]
+    questions = [
+        Question(id=f"q{i}", question=f"Shop {i} has {12 + i} apples and sells {3 + i % 5} of them. How many are left?")
+        for i in range(n)
+    ]
     os.environ["LARA_BENCH_KEY"] = "bench"
     with FakeLLMServer(latency=latency) as server, tempfile.TemporaryDirectory() as tmp:
-        config = GenerationConfig.from_dict({"backend": "openai", "openai": {
-            "base_url": server.base_url, "model": "fake", "api_key_env": "LARA_BENCH_KEY",
-            "cache_dir": str(Path(tmp) / "cache"), "concurrency": concurrency}})
+        config = GenerationConfig.from_dict(
+            {
+                "backend": "openai",
+                "openai": {
+                    "base_url": server.base_url,
+                    "model": "fake",
+                    "api_key_env": "LARA_BENCH_KEY",
+                    "cache_dir": str(Path(tmp) / "cache"),
+                    "concurrency": concurrency,
+                },
+            }
+        )
         start = time.perf_counter()
         summary = run_generation(questions, Path(tmp) / "sets.jsonl", config)
         wall = time.perf_counter() - start
@@ -68,20 +80,28 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
-    print(f"offline, {args.offline_questions} bank questions, K=5 M=5 k=1 (similars keep the original's arithmetic "
-          "relations, default / its order only, the previous algorithm):")
+    print(
+        f"offline, {args.offline_questions} bank questions, K=5 M=5 k=1 (similars keep the original's arithmetic "
+        "relations, default / its order only, the previous algorithm):"
+    )
     for relations in ("arithmetic", "order"):
         sets_per_s, job_per_s = offline(args.offline_questions, args.repeats, relations)
-        print(f"  {relations:<10} generator only {sets_per_s:8.1f} sets/s, whole job (JSONL out) {job_per_s:8.1f} sets/s")
+        print(
+            f"  {relations:<10} generator only {sets_per_s:8.1f} sets/s, whole job (JSONL out) {job_per_s:8.1f} sets/s"
+        )
     if args.llm_questions <= 0:
         return
 
-    print(f"LLM backend, {args.llm_questions} questions, {args.latency * 1000:.0f} ms per request, real openai client over loopback HTTP:")
+    print(
+        f"LLM backend, {args.llm_questions} questions, {args.latency * 1000:.0f} ms per request, real openai client over loopback HTTP:"
+    )
     results = {}
     for concurrency in (1, 16):
         wall, requests = llm(args.llm_questions, args.latency, concurrency)
         results[concurrency] = wall
-        print(f"  concurrency {concurrency:>2}        {wall:8.1f} s wall  ({requests} requests, {requests / wall:.1f} req/s)")
+        print(
+            f"  concurrency {concurrency:>2}        {wall:8.1f} s wall  ({requests} requests, {requests / wall:.1f} req/s)"
+        )
     print(f"  speed-up 16 vs 1      {results[1] / results[16]:8.1f}x")
 
 

@@ -57,7 +57,7 @@ def draw(generate: Callable[..., dict[str, Any]], rng: Random) -> tuple[dict[str
     def watch(frame: types.FrameType, event: str, arg: Any) -> None:
         code = frame.f_code
         if event == "call" and code.co_name == "generate_from_variables" and "inputs" not in caught:
-            caught["inputs"] = {n: frame.f_locals[n] for n in code.co_varnames[:code.co_argcount]}
+            caught["inputs"] = {n: frame.f_locals[n] for n in code.co_varnames[: code.co_argcount]}
         elif event == "return" and code is generate.__code__:
             caught["function"] = frame.f_locals.get("generate_from_variables")
 
@@ -80,8 +80,13 @@ def slot_inputs(question: str, inputs: dict[str, Any]) -> list[list[str]]:
     return [[name for name, value in numeric.items() if value == number] for number in numbers(question)]
 
 
-def judge(similar: str, question: str, inputs: dict[str, Any], slots: list[list[str]],
-          recompute: Callable[..., dict[str, Any]]) -> tuple[str, float | None]:
+def judge(
+    similar: str,
+    question: str,
+    inputs: dict[str, Any],
+    slots: list[list[str]],
+    recompute: Callable[..., dict[str, Any]],
+) -> tuple[str, float | None]:
     """(``valid`` or why not, the template's answer); ``unjudged: …`` when the template cannot say
     (a changed number it does not read as one input)."""
     new, old = numbers(similar), numbers(question)
@@ -141,7 +146,9 @@ def main() -> None:
                 unmapped += 1
                 continue
             slots = slot_inputs(question, inputs)
-            originals[judge(question, question, inputs, slots, recompute)[0]] += 1  # the check of the method: always valid
+            originals[judge(question, question, inputs, slots, recompute)[0]] += (
+                1  # the check of the method: always valid
+            )
             record = generator.generate(Question(id=f"t{template}-{k}", question=question))
             similars = [s for s in record.similars if s is not None]
             no_similars += not similars
@@ -159,27 +166,38 @@ def main() -> None:
                     differing.setdefault(template, (similar, mine, truth))
     total = sum(outcomes.values())
     judged = sum(n for v, n in outcomes.items() if not v.startswith("unjudged"))
-    print(f"offline generator on GSM-Symbolic ({len(per_template)} templates × {args.per_template} questions, K = {args.similars}; "
-          f"{time.perf_counter() - start:.0f} s)")
-    print(f"  questions: {questions}; left out, no generate_from_variables to recompute with: {unmapped}; "
-          f"no similar made: {no_similars}")
-    print(f"  the originals themselves, judged the same way: {originals['valid']} of {sum(originals.values())} valid (the check)")
+    print(
+        f"offline generator on GSM-Symbolic ({len(per_template)} templates × {args.per_template} questions, K = {args.similars}; "
+        f"{time.perf_counter() - start:.0f} s)"
+    )
+    print(
+        f"  questions: {questions}; left out, no generate_from_variables to recompute with: {unmapped}; "
+        f"no similar made: {no_similars}"
+    )
+    print(
+        f"  the originals themselves, judged the same way: {originals['valid']} of {sum(originals.values())} valid (the check)"
+    )
     print(f"  similars: {total}; judged by the template's computation: {judged}")
     for verdict, n in outcomes.most_common():
         share = "" if verdict.startswith("unjudged") else f"  {n / max(judged, 1):6.1%} of judged"
         print(f"    {verdict:<48}{n:>6}{share}")
+
     def judged_in(c: collections.Counter[str]) -> int:
         return sum(n for v, n in c.items() if not v.startswith("unjudged"))
 
     worst = sorted((c["valid"] / judged_in(c), t) for t, c in per_template.items() if judged_in(c))[:8]
     print("  templates with the fewest valid similars: " + ", ".join(f"{t} ({share:.0%})" for share, t in worst))
-    print(f"  answers re-solved from the worked solution (generation.answers), against the template's, of {total} similars:")
+    print(
+        f"  answers re-solved from the worked solution (generation.answers), against the template's, of {total} similars:"
+    )
     for outcome, n in resolved.most_common():
         print(f"    {outcome:<48}{n:>6}")
     for template, (similar, mine, truth) in sorted(differing.items()):
         print(f"    template {template}: {similar!r}: re-solved {mine}, the template's computation {truth}")
-    print(f"  questions whose worked solution could not be used: {sum(unsolved.values())} of {questions - unmapped}: "
-          + ", ".join(f"{why} {n}" for why, n in unsolved.most_common(5)))
+    print(
+        f"  questions whose worked solution could not be used: {sum(unsolved.values())} of {questions - unmapped}: "
+        + ", ".join(f"{why} {n}" for why, n in unsolved.most_common(5))
+    )
 
 
 def _compare(mine: float | None, truth: float | None, verdict: str) -> str:
@@ -189,7 +207,11 @@ def _compare(mine: float | None, truth: float | None, verdict: str) -> str:
         return "no answer (judged similar)"
     if truth is None:
         return "answered where the template's computation fails"
-    return "answered, equal to the template's" if abs(float(mine) - truth) < 1e-9 else "answered, differs from the template's"
+    return (
+        "answered, equal to the template's"
+        if abs(float(mine) - truth) < 1e-9
+        else "answered, differs from the template's"
+    )
 
 
 if __name__ == "__main__":

@@ -29,10 +29,26 @@ import time
 from typing import Any
 
 SHAPES = {  # Qwen2.5-Math-7B's config.json, and a small one for smoke runs
-    "qwen2-7b": dict(num_hidden_layers=28, hidden_size=3584, num_attention_heads=28, num_key_value_heads=4,
-                     intermediate_size=18944, vocab_size=152064, max_position_embeddings=4096, rope_theta=10000.0),
-    "tiny": dict(num_hidden_layers=4, hidden_size=256, num_attention_heads=4, num_key_value_heads=2,
-                 intermediate_size=512, vocab_size=152064, max_position_embeddings=4096, rope_theta=10000.0),
+    "qwen2-7b": dict(
+        num_hidden_layers=28,
+        hidden_size=3584,
+        num_attention_heads=28,
+        num_key_value_heads=4,
+        intermediate_size=18944,
+        vocab_size=152064,
+        max_position_embeddings=4096,
+        rope_theta=10000.0,
+    ),
+    "tiny": dict(
+        num_hidden_layers=4,
+        hidden_size=256,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=512,
+        vocab_size=152064,
+        max_position_embeddings=4096,
+        rope_theta=10000.0,
+    ),
 }
 
 
@@ -47,8 +63,10 @@ def build(shape: str, device: str, dtype: str) -> Any:
     from cache.toymodels import BOS, EOS, PAD, train_tokenizer
 
     tokenizer = train_tokenizer(2000, add_bos=False)
-    ids = {name: tokenizer.convert_tokens_to_ids(tok) for name, tok in
-           (("bos_token_id", BOS), ("eos_token_id", EOS), ("pad_token_id", PAD))}
+    ids = {
+        name: tokenizer.convert_tokens_to_ids(tok)
+        for name, tok in (("bos_token_id", BOS), ("eos_token_id", EOS), ("pad_token_id", PAD))
+    }
     config = Qwen2Config(**SHAPES[shape], tie_word_embeddings=False, **ids)
     torch.manual_seed(0)
     with torch.device(device):
@@ -57,8 +75,13 @@ def build(shape: str, device: str, dtype: str) -> Any:
     probe = torch.tensor([tokenizer("Layer probe.")["input_ids"][:8]])
     layout = discover_layout(model, probe)
     source = ModelSource(spec=f"random {shape}", location=f"random {shape}", is_local=True)
-    return LoadedModel(model=model, tokenizer=tokenizer, layout=layout, source=source,
-                       config=ModelConfig(source=f"random-{shape}", device=device, dtype=dtype))
+    return LoadedModel(
+        model=model,
+        tokenizer=tokenizer,
+        layout=layout,
+        source=source,
+        config=ModelConfig(source=f"random-{shape}", device=device, dtype=dtype),
+    )
 
 
 def make_texts(tokenizer: Any, n: int, max_tokens: int) -> list[str]:
@@ -102,8 +125,9 @@ def bench_extraction(loaded: Any, texts: list[str], batch_size: int, repeats: in
 
     tokenizer, sync = loaded.tokenizer, _sync(loaded.device)
     encoded = PromptEncoder(tokenizer).encode(texts)
-    plan = plan_batches([len(e) for e in encoded], [text_hash(t) for t in texts], batch_size,
-                        default_batch_tokens(loaded.device.type))
+    plan = plan_batches(
+        [len(e) for e in encoded], [text_hash(t) for t in texts], batch_size, default_batch_tokens(loaded.device.type)
+    )
     batches = [collate([encoded[i] for i in b], tokenizer.pad_token_id).to(loaded.device) for b in plan]
     selection = resolve_layers(["all"], loaded.layout.n_blocks)
     base = get_submodule(loaded.model, loaded.layout.base_path)
@@ -129,7 +153,9 @@ def bench_extraction(loaded: Any, texts: list[str], batch_size: int, repeats: in
     return {"floor": timed(floor, sync, repeats), "hf": timed(hooked, sync, repeats), "naive": timed(naive, sync, 1)}
 
 
-def bench_sampling(loaded: Any, prompts: int, n: int, new_tokens: int, batch_size: int) -> tuple[float, int, float | None]:
+def bench_sampling(
+    loaded: Any, prompts: int, n: int, new_tokens: int, batch_size: int
+) -> tuple[float, int, float | None]:
     """(seconds, tokens generated, peak allocated GiB or None on a CPU) of ``n`` samples of each prompt."""
     import torch
 
@@ -137,7 +163,10 @@ def bench_sampling(loaded: Any, prompts: int, n: int, new_tokens: int, batch_siz
     from probes.responders.local import LocalResponder, PromptFormat
 
     responder = LocalResponder(loaded, PromptFormat(mode="raw", template="Q: {prompt}\nA:"), batch_size=batch_size)
-    questions = [f"A train travels {60 + 7 * i} km in {2 + i % 3} hours. What is its average speed in km/h?" for i in range(prompts)]
+    questions = [
+        f"A train travels {60 + 7 * i} km in {2 + i % 3} hours. What is its average speed in km/h?"
+        for i in range(prompts)
+    ]
     responder.generate(questions[:1], GenerationParams(max_new_tokens=4, temperature=1.0, n=2, seed=1))  # warm-up
     cuda = loaded.device.type == "cuda"
     if cuda:
@@ -167,9 +196,16 @@ def bench_vllm_sampling(loaded: Any, prompts: int, n: int, new_tokens: int, dtyp
         import torch
 
         torch.cuda.empty_cache()
-        responder = VLLMResponder(tmp, PromptFormat(mode="raw", template="Q: {prompt}\nA:"), dtype=dtype,
-                                  engine_args={"gpu_memory_utilization": 0.85, "max_model_len": 4096})
-        questions = [f"A train travels {60 + 7 * i} km in {2 + i % 3} hours. What is its average speed in km/h?" for i in range(prompts)]
+        responder = VLLMResponder(
+            tmp,
+            PromptFormat(mode="raw", template="Q: {prompt}\nA:"),
+            dtype=dtype,
+            engine_args={"gpu_memory_utilization": 0.85, "max_model_len": 4096},
+        )
+        questions = [
+            f"A train travels {60 + 7 * i} km in {2 + i % 3} hours. What is its average speed in km/h?"
+            for i in range(prompts)
+        ]
         responder.generate(questions[:1], GenerationParams(max_new_tokens=4, temperature=1.0, n=2, seed=1))  # warm-up
         start = time.perf_counter()
         gens = responder.generate(questions, GenerationParams(max_new_tokens=new_tokens, temperature=1.0, n=n, seed=0))
@@ -203,27 +239,43 @@ def main() -> None:
     loaded = build(args.shape, args.device, args.dtype)
     n_params = sum(p.numel() for p in loaded.model.parameters())
     where = torch.cuda.get_device_name(loaded.device) if loaded.device.type == "cuda" else "CPU"
-    print(f"model: Qwen2 shape {args.shape} ({n_params / 1e9:.2f} B parameters, {loaded.layout.n_blocks} blocks, "
-          f"d={loaded.layout.d_model}), {args.dtype}, random weights, on {where}; torch {torch.__version__}\n")
+    print(
+        f"model: Qwen2 shape {args.shape} ({n_params / 1e9:.2f} B parameters, {loaded.layout.n_blocks} blocks, "
+        f"d={loaded.layout.d_model}), {args.dtype}, random weights, on {where}; torch {torch.__version__}\n"
+    )
     texts = make_texts(loaded.tokenizer, args.texts, args.max_tokens)
     seconds = bench_extraction(loaded, texts, args.batch_size, args.repeats)
-    print(f"(a) pooled activations of all {loaded.layout.n_blocks} blocks, {len(texts)} texts of 16..{args.max_tokens} tokens")
+    print(
+        f"(a) pooled activations of all {loaded.layout.n_blocks} blocks, {len(texts)} texts of 16..{args.max_tokens} tokens"
+    )
     for method, s in seconds.items():
-        print(f"    {method:<6} {s:9.2f} s  {len(texts) / s:9.1f} texts/s  {s / seconds['floor']:6.2f}x the floor's time")
-    print(f"    hf against the floor: {seconds['hf'] / seconds['floor'] - 1:+.1%} (target: within 10 %); "
-          f"hf against naive: {seconds['naive'] / seconds['hf']:.1f}x faster (target: >= 5x)\n")
+        print(
+            f"    {method:<6} {s:9.2f} s  {len(texts) / s:9.1f} texts/s  {s / seconds['floor']:6.2f}x the floor's time"
+        )
+    print(
+        f"    hf against the floor: {seconds['hf'] / seconds['floor'] - 1:+.1%} (target: within 10 %); "
+        f"hf against naive: {seconds['naive'] / seconds['hf']:.1f}x faster (target: >= 5x)\n"
+    )
     s, tokens, peak = bench_sampling(loaded, args.prompts, args.n, args.new_tokens, args.batch_size)
     memory = f", peak allocated {peak:.1f} GiB" if peak is not None else ""
-    print(f"(b) sampling {args.n} completions of up to {args.new_tokens} tokens for each of {args.prompts} prompts (T=1.0)")
+    print(
+        f"(b) sampling {args.n} completions of up to {args.new_tokens} tokens for each of {args.prompts} prompts (T=1.0)"
+    )
     print(f"    builtin {s:9.1f} s  {tokens / s:9.1f} tokens/s  ({tokens} tokens){memory}")
     import importlib.util
 
     if args.no_vllm or importlib.util.find_spec("vllm") is None:
-        print("    vllm    left out (" + ("--no-vllm" if args.no_vllm else "vLLM not installed: pip install -e '.[vllm]'") + ")")
+        print(
+            "    vllm    left out ("
+            + ("--no-vllm" if args.no_vllm else "vLLM not installed: pip install -e '.[vllm]'")
+            + ")"
+        )
         return
     vs, vtokens = bench_vllm_sampling(loaded, args.prompts, args.n, args.new_tokens, args.dtype)
-    print(f"    vllm    {vs:9.1f} s  {vtokens / vs:9.1f} tokens/s  ({vtokens} tokens); "
-          f"{(vtokens / vs) / (tokens / s):.2f}x the builtin sampler's tokens/s")
+    print(
+        f"    vllm    {vs:9.1f} s  {vtokens / vs:9.1f} tokens/s  ({vtokens} tokens); "
+        f"{(vtokens / vs) / (tokens / s):.2f}x the builtin sampler's tokens/s"
+    )
 
 
 if __name__ == "__main__":

@@ -79,15 +79,19 @@ def testbed(run: Path, questions: Path, datasets: int) -> None:
         ids = [i for i, k in zip(mf.ids, keep) if k]
         g = np.array([groups[i] for i in ids])
         full = layer_null(values, yk, g, PERMUTATIONS, 0)
-        line = (f"  {name:<12} all {len(yk)} questions: significant layers {full['significant_layers'] or 'none'}, "
-                f"max |d| {full['observed_max']:.2f} vs null 95th pct {full['null_max']:.2f} (p {full['p_global']:.3f})")
+        line = (
+            f"  {name:<12} all {len(yk)} questions: significant layers {full['significant_layers'] or 'none'}, "
+            f"max |d| {full['observed_max']:.2f} vs null 95th pct {full['null_max']:.2f} (p {full['p_global']:.3f})"
+        )
         if name == "sft_control":
             rng = np.random.default_rng(1)
             templates = np.unique(g)
             hits = []
             for k in range(datasets):
                 chosen = np.isin(g, rng.choice(templates, size=min(30, len(templates)), replace=False))
-                hits.append(bool(layer_null(values[chosen], yk[chosen], g[chosen], PERMUTATIONS, k)["significant_layers"]))
+                hits.append(
+                    bool(layer_null(values[chosen], yk[chosen], g[chosen], PERMUTATIONS, k)["significant_layers"])
+                )
             line += f"\n  {'':<12} {datasets} subsets of 30 templates: any layer significant in {_rate(hits)}"
         print(line)
 
@@ -116,8 +120,10 @@ def planted_shift(run: Path, questions: Path) -> None:
     # a member's original whose text appears once in the chunk (a text shared with another set
     # would be shifted for both, so those are skipped)
     own = [q for q in np.flatnonzero(y == 1) if (index.u == index.u[q, 0]).sum() == 1]
-    print(f"\n3. planted shift in {acts} (median blanking shift {scale:.2f}; layers {PLANTED_LAYERS} of "
-          f"{', '.join(store.layer_labels)} shifted in {len(own)} members)")
+    print(
+        f"\n3. planted shift in {acts} (median blanking shift {scale:.2f}; layers {PLANTED_LAYERS} of "
+        f"{', '.join(store.layer_labels)} shifted in {len(own)} members)"
+    )
     for strength in (0.0, 0.02, 0.05, 0.1, 0.25):
         shifted = rows.copy()
         for layer in PLANTED_LAYERS:
@@ -125,14 +131,21 @@ def planted_shift(run: Path, questions: Path) -> None:
         result = _metrics_of_chunk(shifted, index, 1e-8)["metrics"]
         keep = (y >= 0) & np.isfinite(result).all(axis=(1, 2))
         found = layer_null(compress(result[keep]), y[keep], None, PERMUTATIONS, 0)
-        print(f"  shift {strength:.2f} x median: layers found {found['significant_layers'] or 'none'} "
-              f"(max |d| {found['observed_max']:.2f}, null 95th pct {found['null_max']:.2f})")
+        print(
+            f"  shift {strength:.2f} x median: layers found {found['significant_layers'] or 'none'} "
+            f"(max |d| {found['observed_max']:.2f}, null 95th pct {found['null_max']:.2f})"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", nargs="*", type=Path, default=[ROOT / "runs/demo", ROOT / "runs/demo-gsm"],
-                        help="lara run directories of the two testbeds (made by `lara run configs/demo.yaml` and configs/demo-gsm.yaml)")
+    parser.add_argument(
+        "--runs",
+        nargs="*",
+        type=Path,
+        default=[ROOT / "runs/demo", ROOT / "runs/demo-gsm"],
+        help="lara run directories of the two testbeds (made by `lara run configs/demo.yaml` and configs/demo-gsm.yaml)",
+    )
     parser.add_argument("--datasets", type=int, default=200, help="testbed subsets")
     parser.add_argument("--null-datasets", type=int, default=1000, help="simulated null datasets per design")
     args = parser.parse_args()
@@ -142,8 +155,13 @@ def main() -> None:
         if not (run / "sft_control" / "metrics.h5").is_file():
             print(f"\n{run}: no sft_control/metrics.h5 (run `lara run` first); skipped")
             continue
-        questions = Path(next(line.split(":", 1)[1].strip() for line in (run / "config.resolved.yaml").read_text().splitlines()
-                              if line.startswith("questions:")))
+        questions = Path(
+            next(
+                line.split(":", 1)[1].strip()
+                for line in (run / "config.resolved.yaml").read_text().splitlines()
+                if line.startswith("questions:")
+            )
+        )
         testbed(run, questions, args.datasets)
         planted_shift(run, questions)
     print(f"\n({time.perf_counter() - t0:.0f} s)")

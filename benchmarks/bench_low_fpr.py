@@ -59,8 +59,14 @@ def cell(fpr: float, n_non: int, n_members: int, datasets: int, n_bootstrap: int
         widths.append(hi - lo)
         resolvable = r["low_fpr"][tpr_key(fpr)]["resolvable"]
     mean = float(np.mean(values))
-    return {"truth": truth, "mean": mean, "bias": mean - truth, "coverage": float(np.mean(covered)),
-            "width": float(np.mean(widths)), "resolvable": bool(resolvable)}
+    return {
+        "truth": truth,
+        "mean": mean,
+        "bias": mean - truth,
+        "coverage": float(np.mean(covered)),
+        "width": float(np.mean(widths)),
+        "resolvable": bool(resolvable),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -71,24 +77,36 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    print(f"Binormal scores, AUC {AUC:.2f} (mu = {MU:.3f}); {args.datasets} datasets per cell, {args.bootstrap} "
-          f"stratified bootstrap resamples, 95 % percentile CI; members: {args.members}; pass: coverage >= {PASS_COVERAGE} "
-          f"and |bias| <= {PASS_RELATIVE_BIAS:.0%} of the true TPR")
-    print(f"{'FPR':>6} {'non-m.':>7} {'members':>8} {'true TPR':>9} {'mean est.':>10} {'bias':>8} {'rel.':>7} "
-          f"{'coverage':>9} {'CI width':>9} {'':<19} evaluate reports")
+    print(
+        f"Binormal scores, AUC {AUC:.2f} (mu = {MU:.3f}); {args.datasets} datasets per cell, {args.bootstrap} "
+        f"stratified bootstrap resamples, 95 % percentile CI; members: {args.members}; pass: coverage >= {PASS_COVERAGE} "
+        f"and |bias| <= {PASS_RELATIVE_BIAS:.0%} of the true TPR"
+    )
+    print(
+        f"{'FPR':>6} {'non-m.':>7} {'members':>8} {'true TPR':>9} {'mean est.':>10} {'bias':>8} {'rel.':>7} "
+        f"{'coverage':>9} {'CI width':>9} {'':<19} evaluate reports"
+    )
     for fpr in FPRS:
         for factor in FACTORS:
             n_non = int(round(factor / fpr))
             n_members = n_non if args.members == "equal" else int(args.members)
             tick = time.perf_counter()
             c = cell(fpr, n_non, n_members, args.datasets, args.bootstrap, args.seed)
-            failed = [what for what, bad in (("coverage", c["coverage"] < PASS_COVERAGE),
-                                             ("bias", abs(c["bias"]) > PASS_RELATIVE_BIAS * c["truth"])) if bad]
+            failed = [
+                what
+                for what, bad in (
+                    ("coverage", c["coverage"] < PASS_COVERAGE),
+                    ("bias", abs(c["bias"]) > PASS_RELATIVE_BIAS * c["truth"]),
+                )
+                if bad
+            ]
             verdict = "FAIL: " + "+".join(failed) if failed else "pass"
             shown = "the figure" if c["resolvable"] else "not resolvable"
-            print(f"{100 * fpr:>5g}% {n_non:>7} {n_members:>8} {c['truth']:>9.3f} {c['mean']:>10.3f} {c['bias']:>+8.3f} "
-                  f"{c['bias'] / c['truth']:>+7.0%} {c['coverage']:>9.2f} {c['width']:>9.3f} {verdict:<19} {shown} "
-                  f"({factor}/FPR; {time.perf_counter() - tick:.0f} s)")
+            print(
+                f"{100 * fpr:>5g}% {n_non:>7} {n_members:>8} {c['truth']:>9.3f} {c['mean']:>10.3f} {c['bias']:>+8.3f} "
+                f"{c['bias'] / c['truth']:>+7.0%} {c['coverage']:>9.2f} {c['width']:>9.3f} {verdict:<19} {shown} "
+                f"({factor}/FPR; {time.perf_counter() - tick:.0f} s)"
+            )
     print(f"total {time.perf_counter() - start:.0f} s")
 
 

@@ -31,7 +31,9 @@ def aucs(seed: int, root: Path) -> dict[str, float]:
 
     def responder(path: Path) -> CachedResponder:
         loaded = load_model(ModelConfig(source=str(path), device="cpu"))
-        return CachedResponder(LocalResponder(loaded, PromptFormat(mode="raw", template=TEMPLATE), batch_size=64), store)
+        return CachedResponder(
+            LocalResponder(loaded, PromptFormat(mode="raw", template=TEMPLATE), batch_size=64), store
+        )
 
     audited, reference = responder(model.path), responder(model.reference)
     questions = [q for q, _ in model.members] + [q for q, _ in model.non_members]
@@ -42,7 +44,8 @@ def aucs(seed: int, root: Path) -> dict[str, float]:
         detector = get_detector(name).fit(reference=reference, answers=answers)
         out[name] = roc_auc_score(labels, detector.score(questions, audited).scores)
     out["min_k_plus_plus (question)"] = roc_auc_score(
-        labels, get_detector("min_k_plus_plus", target="question").score(questions, audited).scores)
+        labels, get_detector("min_k_plus_plus", target="question").score(questions, audited).scores
+    )
     return out
 
 
@@ -56,7 +59,9 @@ def main() -> None:
         root = args.out or Path(tmp)
         table = {seed: aucs(seed, root) for seed in seeds}
     names = list(table[seeds[0]])
-    print(f"AUC on the text-memorisation testbed (24 members vs 24 unseen), training seeds {', '.join(map(str, seeds))}")
+    print(
+        f"AUC on the text-memorisation testbed (24 members vs 24 unseen), training seeds {', '.join(map(str, seeds))}"
+    )
     print(f"{'detector':<28}" + "".join(f"{'seed ' + str(s):>9}" for s in seeds))
     for name in names:
         print(f"{name:<28}" + "".join(f"{table[s][name]:>9.2f}" for s in seeds))

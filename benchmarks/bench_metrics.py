@@ -37,7 +37,10 @@ from generation.records import PerturbationSet, Question  # noqa: E402
 def texts_of(q: int, k: int, m: int) -> tuple[list[str], list[str], list[list[str]]]:
     u = [f"Question {q}, member {i}: a farmer has {q + i} sheep. How many legs?" for i in range(k + 1)]
     w = [f"Question {q}, member {i}: a farmer has [BLANK] sheep. How many legs?" for i in range(k + 1)]
-    phi = [[f"Paraphrase {j} of question {q}, member {i}: [BLANK] sheep; count the legs." for j in range(m)] for i in range(k + 1)]
+    phi = [
+        [f"Paraphrase {j} of question {q}, member {i}: [BLANK] sheep; count the legs." for j in range(m)]
+        for i in range(k + 1)
+    ]
     return u, w, phi
 
 
@@ -53,12 +56,28 @@ def build(directory: Path, n: int, k: int, m: int, n_layers: int, d: int) -> tup
         for q in range(n):
             u, w, phi = texts_of(q, k, m)
             texts += u + w + [p for row in phi for p in row]
-            record = PerturbationSet(Question(id=f"q{q}", question=u[0], label=q % 2), u[1:], "the number of sheep", w, phi, [], {"backend": "bench"})
+            record = PerturbationSet(
+                Question(id=f"q{q}", question=u[0], label=q % 2),
+                u[1:],
+                "the number of sheep",
+                w,
+                phi,
+                [],
+                {"backend": "bench"},
+            )
             handle.write(record.to_json() + "\n")
     provenance = {
-        "schema_version": 1, "weights_fingerprint": "bench", "tokenizer_fingerprint": "bench", "backend": "hf",
-        "backend_flags": {}, "layers": [str(i) for i in range(n_layers)], "pooling": "mean", "prompt": "raw",
-        "compute_dtype": "float32", "storage_dtype": "float32", "d_model": d,
+        "schema_version": 1,
+        "weights_fingerprint": "bench",
+        "tokenizer_fingerprint": "bench",
+        "backend": "hf",
+        "backend_flags": {},
+        "layers": [str(i) for i in range(n_layers)],
+        "pooling": "mean",
+        "prompt": "raw",
+        "compute_dtype": "float32",
+        "storage_dtype": "float32",
+        "d_model": d,
         "model": {"source": "bench", "n_blocks": n_layers},
     }
     rng = np.random.default_rng(0)
@@ -67,8 +86,14 @@ def build(directory: Path, n: int, k: int, m: int, n_layers: int, d: int) -> tup
         for lo in range(0, len(texts), 256):
             part = texts[lo : lo + 256]
             rows = rng.standard_normal((len(part), n_layers, d), dtype=np.float32)
-            block = RowBlock([text_hash(t) for t in part], part, rows, np.full(len(part), 20, np.int32),
-                             np.full(len(part), 20, np.int32), np.zeros(len(part), bool))
+            block = RowBlock(
+                [text_hash(t) for t in part],
+                part,
+                rows,
+                np.full(len(part), 20, np.int32),
+                np.full(len(part), 20, np.int32),
+                np.zeros(len(part), bool),
+            )
             writer.add(block, flush_every=256)
         writer.consolidate()
     return sets_path, acts_path
@@ -134,7 +159,12 @@ def run_read_only(sets_path: Path, acts_path: Path) -> dict:
     records = [PerturbationSet.from_dict(json.loads(line)) for line in sets_path.read_text().splitlines()]
     start = time.perf_counter()
     for record in records:
-        names = [record.question.question, *record.similars, *record.blanked, *(p for row in record.paraphrases for p in row)]
+        names = [
+            record.question.question,
+            *record.similars,
+            *record.blanked,
+            *(p for row in record.paraphrases for p in row),
+        ]
         store.get(sorted(names, key=text_hash))
     return {"seconds": time.perf_counter() - start}
 
@@ -159,8 +189,20 @@ def child(args: argparse.Namespace) -> None:
 
 
 def spawn(mode: str, args: argparse.Namespace, sets_path: Path, acts_path: Path, out: Path) -> dict:
-    cmd = [sys.executable, __file__, "--child", mode, "--sets", str(sets_path), "--acts", str(acts_path), "--out", str(out),
-           "--loop-questions", str(args.loop_questions)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        mode,
+        "--sets",
+        str(sets_path),
+        "--acts",
+        str(acts_path),
+        "--out",
+        str(out),
+        "--loop-questions",
+        str(args.loop_questions),
+    ]
     done = subprocess.run(cmd, check=True, capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -178,7 +220,9 @@ def main() -> None:
     parser.add_argument("-M", type=int, default=5)
     parser.add_argument("--layers", type=int, default=28)
     parser.add_argument("--d", type=int, default=3584)
-    parser.add_argument("--loop-questions", type=int, default=0, help="questions timed in the loop (default: all); scaled up")
+    parser.add_argument(
+        "--loop-questions", type=int, default=0, help="questions timed in the loop (default: all); scaled up"
+    )
     parser.add_argument("--dir", default="/tmp/lara-bench-metrics", help="where the store is built and kept")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--sets", help=argparse.SUPPRESS)
@@ -204,15 +248,25 @@ def main() -> None:
     got = MetricsFile.read(directory / "metrics.h5").metrics[: args.loop_questions]
     reference = np.load(directory / "loop.npy")
     agree = float(np.max(np.abs(got - reference) / np.maximum(np.abs(reference), 1e-12)))
-    print(f"\nLaRA metrics: {args.questions} questions, K={args.K}, M={args.M}, L={args.layers}, d={args.d} "
-          f"({size:.2f} GiB of float32 activations in HDF5)")
+    print(
+        f"\nLaRA metrics: {args.questions} questions, K={args.K}, M={args.M}, L={args.layers}, d={args.d} "
+        f"({size:.2f} GiB of float32 activations in HDF5)"
+    )
     print(f"{'path':<28}{'seconds':>10}{'questions/s':>14}{'peak RSS':>12}")
-    print(f"{'vectorised (lara metrics)':<28}{vec['seconds']:>10.1f}{args.questions / vec['seconds']:>14.1f}{vec['peak_rss_gib']:>10.2f} GiB")
+    print(
+        f"{'vectorised (lara metrics)':<28}{vec['seconds']:>10.1f}{args.questions / vec['seconds']:>14.1f}{vec['peak_rss_gib']:>10.2f} GiB"
+    )
     note = f" (timed on {args.loop_questions}, scaled)" if scale != 1 else ""
-    print(f"{'read the rows only (floor)':<28}{floor['seconds']:>10.1f}{args.questions / floor['seconds']:>14.1f}{floor['peak_rss_gib']:>10.2f} GiB")
-    print(f"{'per-layer Python loop':<28}{loop_total:>10.1f}{args.questions / loop_total:>14.2f}{loop['peak_rss_gib']:>10.2f} GiB{note}")
-    print(f"speed-up of the vectorised path over the loop: {loop_total / vec['seconds']:.1f}x "
-          f"(the loop takes {loop_total / floor['seconds']:.1f}x the read-only floor, the vectorised path {vec['seconds'] / floor['seconds']:.1f}x)")
+    print(
+        f"{'read the rows only (floor)':<28}{floor['seconds']:>10.1f}{args.questions / floor['seconds']:>14.1f}{floor['peak_rss_gib']:>10.2f} GiB"
+    )
+    print(
+        f"{'per-layer Python loop':<28}{loop_total:>10.1f}{args.questions / loop_total:>14.2f}{loop['peak_rss_gib']:>10.2f} GiB{note}"
+    )
+    print(
+        f"speed-up of the vectorised path over the loop: {loop_total / vec['seconds']:.1f}x "
+        f"(the loop takes {loop_total / floor['seconds']:.1f}x the read-only floor, the vectorised path {vec['seconds'] / floor['seconds']:.1f}x)"
+    )
     print(f"largest relative difference between the two paths' metrics: {agree:.1e}")
     if not math.isfinite(agree) or agree > 1e-6:
         raise SystemExit("the two paths disagree")

@@ -35,7 +35,10 @@ NEW_TOKENS, POSITIONS = 48, 256
 
 
 def questions(testbed: str) -> dict[str, list[str]]:
-    rows = [json.loads(x) for x in (ROOT / "probes/testbed/checkpoints" / testbed / "questions.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(x)
+        for x in (ROOT / "probes/testbed/checkpoints" / testbed / "questions.jsonl").read_text().splitlines()
+    ]
     out = {name: [r["question"] for r in rows if r.get("label") == label] for name, label in SETS.items()}
     out["clean_ref"] = [r["question"] for r in rows if r.get("split") == "clean_ref"]
     return out
@@ -76,10 +79,18 @@ def peer_rows(testbed: str, kinds: list[str], limit: int) -> list[dict]:
                 for ref_name in references:
                     auc, p = compare_distributions(scored[set_name], scored[ref_name])
                     flagged = ContaminationResult(kind, set_name, [], [], auc, p).contaminated
-                    rows.append({"testbed": testbed, "checkpoint": checkpoint, "set": set_name,
-                                 "tool": f"benchleak {kind}, ref: {ref_name}",
-                                 "verdict": "LIKELY CONTAMINATED" if flagged else "NO STRONG EVIDENCE",
-                                 "auc": auc, "p": p, "n": f"{len(scored[set_name])} vs {len(scored[ref_name])}"})
+                    rows.append(
+                        {
+                            "testbed": testbed,
+                            "checkpoint": checkpoint,
+                            "set": set_name,
+                            "tool": f"benchleak {kind}, ref: {ref_name}",
+                            "verdict": "LIKELY CONTAMINATED" if flagged else "NO STRONG EVIDENCE",
+                            "auc": auc,
+                            "p": p,
+                            "n": f"{len(scored[set_name])} vs {len(scored[ref_name])}",
+                        }
+                    )
     return rows
 
 
@@ -113,11 +124,18 @@ def our_rows(testbed: str) -> list[dict]:
             mode = sub["modes"][sub["mode"]] if "mode" in sub else sub["modes"][verdict["mode"]]
             mode_name = sub.get("mode", verdict["mode"])
             min_k = (mode.get("detectors") or {}).get("min_k", {})
-            rows.append({"testbed": testbed, "checkpoint": checkpoint, "set": set_name,
-                         "tool": f"lara verdict ({mode_name} mode)",
-                         "verdict": "CONTAMINATED" if mode["reject"] else "not flagged",
-                         "auc": (min_k.get("within_auc") or {}).get("value"), "p": mode["combined"]["p_value"],
-                         "n": f"{sub['n']} (+ controls)"})
+            rows.append(
+                {
+                    "testbed": testbed,
+                    "checkpoint": checkpoint,
+                    "set": set_name,
+                    "tool": f"lara verdict ({mode_name} mode)",
+                    "verdict": "CONTAMINATED" if mode["reject"] else "not flagged",
+                    "auc": (min_k.get("within_auc") or {}).get("value"),
+                    "p": mode["combined"]["p_value"],
+                    "n": f"{sub['n']} (+ controls)",
+                }
+            )
     return rows
 
 
@@ -131,27 +149,34 @@ def print_table(rows: list[dict]) -> None:
     for r in rows:
         flagged = r["verdict"] in ("LIKELY CONTAMINATED", "CONTAMINATED")
         auc = "–" if r["auc"] is None else f"{r['auc']:.3f}"
-        print(f"| {r['testbed']} | {r['checkpoint']} | {r['set']} | {r['tool']} | {r['verdict']} | {auc} | "
-              f"{r['p']:.2g} | {r['n']} | {'yes' if flagged == truth(r) else '**no**'} |")
+        print(
+            f"| {r['testbed']} | {r['checkpoint']} | {r['set']} | {r['tool']} | {r['verdict']} | {auc} | "
+            f"{r['p']:.2g} | {r['n']} | {'yes' if flagged == truth(r) else '**no**'} |"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--limit", type=int, default=150, help="questions per set (the testbeds have 150 members, 150 non-members)")
+    parser.add_argument(
+        "--limit", type=int, default=150, help="questions per set (the testbeds have 150 members, 150 non-members)"
+    )
     parser.add_argument("--detectors", default="pretrain,sft,rl", help="benchleak detectors to run")
     parser.add_argument("--testbeds", default=",".join(TESTBEDS), help="shipped testbeds")
     args = parser.parse_args()
     try:
         import benchleak
     except ImportError:
-        raise SystemExit("benchleak is not installed: pip install -c constraints.txt -e \".[peers]\"") from None
+        raise SystemExit('benchleak is not installed: pip install -c constraints.txt -e ".[peers]"') from None
     t0 = time.perf_counter()
     rows = []
     for testbed in args.testbeds.split(","):
         print(f"{testbed}: benchleak {benchleak.__version__} ...", flush=True)
         rows += our_rows(testbed) + peer_rows(testbed, args.detectors.split(","), args.limit)
-        print(f"  benchleak rl at its default max_new_tokens (256) on the {testbed} RL checkpoint: "
-              f"{default_length_check(testbed)}", flush=True)
+        print(
+            f"  benchleak rl at its default max_new_tokens (256) on the {testbed} RL checkpoint: "
+            f"{default_length_check(testbed)}",
+            flush=True,
+        )
     print()
     print_table(rows)
     for tool in sorted({r["tool"] for r in rows}):

@@ -41,9 +41,29 @@ from generation.records import read_questions  # noqa: E402
 from probes.pipeline import load_run_config, run_pipeline  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-TESTBEDS = {"ours (40 templates)": ROOT / "configs" / "demo.yaml", "GSM-Symbolic (47 templates)": ROOT / "configs" / "demo-gsm.yaml"}
-DETECTORS = ["lara", "ppl", "min_k", "min_k_plus_plus", "zlib", "recall", "logprober", "ref", "cdd", "min_knn", "self_critique",
-             "entropy_temp", "entropy_noise", "partial_completion", "policy_drift", "reward_gain", "self_critique+lara"]
+TESTBEDS = {
+    "ours (40 templates)": ROOT / "configs" / "demo.yaml",
+    "GSM-Symbolic (47 templates)": ROOT / "configs" / "demo-gsm.yaml",
+}
+DETECTORS = [
+    "lara",
+    "ppl",
+    "min_k",
+    "min_k_plus_plus",
+    "zlib",
+    "recall",
+    "logprober",
+    "ref",
+    "cdd",
+    "min_knn",
+    "self_critique",
+    "entropy_temp",
+    "entropy_noise",
+    "partial_completion",
+    "policy_drift",
+    "reward_gain",
+    "self_critique+lara",
+]
 
 
 def figures(config_path: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -55,27 +75,56 @@ def figures(config_path: Path, args: argparse.Namespace) -> dict[str, Any]:
     members, non_members = [q.id for q in questions if q.label == 1], [q.id for q in questions if q.label == 0]
     clean_ids = [q.id for q in questions if q.split == "clean_ref"]
     rl, sft = bench_verdict.scored(run_dir, config.name), bench_verdict.scored(run_dir, config.reference_name())
-    reports = {model: json.loads((run_dir / model / "report" / "report.json").read_text())
-               for model in (config.name, config.reference_name())}
+    reports = {
+        model: json.loads((run_dir / model / "report" / "report.json").read_text())
+        for model in (config.name, config.reference_name())
+    }
     aucs = {model: auc_cells(r, model == config.reference_name()) for model, r in reports.items()}
     settings = dataclasses.replace(config.verdict, permutations=2000, bootstrap=1)
     groups = {"non-members": non_members, "members": members}
     rl_v, sft_v = bench_verdict.verdict_view(rl, config), bench_verdict.verdict_view(sft, config)
-    verdict = {"RL": bench_verdict.rates(rl_v, groups, args.subsets, args.size, settings, reference=sft_v, clean=rl_v.subset(clean_ids),
-                                         seed=args.seed),
-               "SFT": bench_verdict.rates(sft_v, groups, args.subsets, args.size, dataclasses.replace(settings, detectors=None),
-                                          clean=sft_v.subset(clean_ids), seed=args.seed)}
+    verdict = {
+        "RL": bench_verdict.rates(
+            rl_v,
+            groups,
+            args.subsets,
+            args.size,
+            settings,
+            reference=sft_v,
+            clean=rl_v.subset(clean_ids),
+            seed=args.seed,
+        ),
+        "SFT": bench_verdict.rates(
+            sft_v,
+            groups,
+            args.subsets,
+            args.size,
+            dataclasses.replace(settings, detectors=None),
+            clean=sft_v.subset(clean_ids),
+            seed=args.seed,
+        ),
+    }
     fdr_args = argparse.Namespace(seed=args.seed, size=args.fdr_size, subsets=args.fdr_subsets, band=args.band)
     fdr_settings = dataclasses.replace(config.verdict, fdr=0.10)
-    with_controls, = bench_fdr.combined(run_dir / config.name, ("reference",), None)
-    sft_absolute, = bench_fdr.combined(run_dir / config.reference_name(), ("absolute",), None)
+    (with_controls,) = bench_fdr.combined(run_dir / config.name, ("reference",), None)
+    (sft_absolute,) = bench_fdr.combined(run_dir / config.reference_name(), ("absolute",), None)
     audited = members + non_members
-    rl_case = bench_fdr.Case("RL, reference mode", rl.subset(audited), "reference", with_controls, sft, rl.subset(clean_ids))
+    rl_case = bench_fdr.Case(
+        "RL, reference mode", rl.subset(audited), "reference", with_controls, sft, rl.subset(clean_ids)
+    )
     sft_case = bench_fdr.Case("SFT, absolute mode", sft.subset(audited), "absolute", sft_absolute, trained=False)
-    fdr = {case.title: bench_fdr.case_rates(case, members, non_members, fdr_args, fdr_settings) for case in (rl_case, sft_case)}
-    found = {"auc": aucs, "blind": reports[config.name]["blind"]["auc"], "verdict": verdict, "fdr": fdr,
-             "residual_auc": bench_fdr.residual_aucs(rl_case, audited, set(members), fdr_settings),
-             "models": [config.name, config.reference_name()]}
+    fdr = {
+        case.title: bench_fdr.case_rates(case, members, non_members, fdr_args, fdr_settings)
+        for case in (rl_case, sft_case)
+    }
+    found = {
+        "auc": aucs,
+        "blind": reports[config.name]["blind"]["auc"],
+        "verdict": verdict,
+        "fdr": fdr,
+        "residual_auc": bench_fdr.residual_aucs(rl_case, audited, set(members), fdr_settings),
+        "models": [config.name, config.reference_name()],
+    }
     (run_dir / "bench").mkdir(exist_ok=True)
     (run_dir / "bench" / "testbeds.json").write_text(json.dumps(found, indent=1) + "\n", encoding="utf-8")
     return found
@@ -105,8 +154,14 @@ def count_cis(cells: dict[str, dict[str, Any]], contain: bool, value: float = 0.
     """(rows whose CI contains ``value`` — or, ``contain=False``, excludes it —, rows counted, rows left
     out as not applicable). Rows without a figure or constant by construction are never counted."""
     left_out = [n for n, c in cells.items() if "not_applicable" in c]
-    counted = [c for c in cells.values() if "not_applicable" not in c and c.get("value") is not None
-               and math.isfinite(c["value"]) and None not in c.get("ci", [None])]
+    counted = [
+        c
+        for c in cells.values()
+        if "not_applicable" not in c
+        and c.get("value") is not None
+        and math.isfinite(c["value"])
+        and None not in c.get("ci", [None])
+    ]
     hits = sum((c["ci"][0] <= value <= c["ci"][1]) == contain for c in counted)
     return hits, len(counted), left_out
 
@@ -129,8 +184,10 @@ def show_auc_counts(found: dict[str, dict[str, Any]]) -> None:
         parts = []
         for label, model, contain in (("RL", rl, False), ("SFT", sft, True)):
             hits, counted, left_out = count_cis(f["auc"][model], contain)
-            parts.append(f"{label}: {hits} of {counted} AUC CIs {'contain' if contain else 'exclude'} 0.5"
-                         + (f" ({', '.join(left_out)} n/a: constant by construction, not counted)" if left_out else ""))
+            parts.append(
+                f"{label}: {hits} of {counted} AUC CIs {'contain' if contain else 'exclude'} 0.5"
+                + (f" ({', '.join(left_out)} n/a: constant by construction, not counted)" if left_out else "")
+            )
         print(f"  {n}: " + "; ".join(parts))
 
 
@@ -142,27 +199,39 @@ def show(found: dict[str, dict[str, Any]]) -> None:
         cells = []
         for n in names:
             rl, sft = found[n]["models"]
-            cells += [f"{_auc(found[n]['auc'][rl].get(detector)):>28}", f"{_auc(found[n]['auc'][sft].get(detector), sft=True):>22}"]
+            cells += [
+                f"{_auc(found[n]['auc'][rl].get(detector)):>28}",
+                f"{_auc(found[n]['auc'][sft].get(detector), sft=True):>22}",
+            ]
         print(f"  {detector:<20}" + "".join(cells))
     print("  " + f"{'blind baseline':<20}" + "".join(f"{_auc(found[n]['blind']):>28}{'':>22}" for n in names))
     show_auc_counts(found)
     print("\nVerdict rejection rate at alpha = 0.05 (non-members: size; members: power on RL, size on SFT)")
     print(f"  {'model: mode/detector':<34}" + "".join(f"{n[:22] + ' non-m.':>30}{'members':>10}" for n in names))
-    keys = sorted({(model, k) for n in names for model, table in found[n]["verdict"].items() for g in table.values() for k in g},
-                  key=lambda mk: (mk[0], mk[1].split("/")[0], mk[1].split("/")[1] != "combined", mk[1]))
+    keys = sorted(
+        {(model, k) for n in names for model, table in found[n]["verdict"].items() for g in table.values() for k in g},
+        key=lambda mk: (mk[0], mk[1].split("/")[0], mk[1].split("/")[1] != "combined", mk[1]),
+    )
     for model, key in keys:
         row = []
         for n in names:
             table = found[n]["verdict"][model]
-            row += [f"{table['non-members'][key]:>30.3f}" if key in table["non-members"] else f"{'—':>30}",
-                    f"{table['members'][key]:>10.3f}" if key in table["members"] else f"{'—':>10}"]
+            row += [
+                f"{table['non-members'][key]:>30.3f}" if key in table["non-members"] else f"{'—':>30}",
+                f"{table['members'][key]:>10.3f}" if key in table["members"] else f"{'—':>10}",
+            ]
         print(f"  {model + ': ' + key:<34}" + "".join(row))
-    print("\nResidual AUC on the RL checkpoint, reference mode (members; non-members) against the pooled control residuals"
-          " (how many of each have a residual)")
+    print(
+        "\nResidual AUC on the RL checkpoint, reference mode (members; non-members) against the pooled control residuals"
+        " (how many of each have a residual)"
+    )
     rows = list(dict.fromkeys(k for n in names for k in found[n]["residual_auc"]))
     for row in rows:
         cells = [found[n]["residual_auc"].get(row) for n in names]
-        print(f"  {row[:56]:<58}" + "".join(f"{c[0]:>10.3f}{c[1]:>8.3f} ({c[2]}; {c[3]})" if c else f"{'—':>30}" for c in cells))
+        print(
+            f"  {row[:56]:<58}"
+            + "".join(f"{c[0]:>10.3f}{c[1]:>8.3f} ({c[2]}; {c[3]})" if c else f"{'—':>30}" for c in cells)
+        )
     print("\nPer-question decisions at FDR q = 0.10: realised FDR [its null band] / power / the labelled oracle's")
     print(f"  {'model, mode: mix':<40}" + "".join(f"{n[:34]:>40}" for n in names))
     for title in next(iter(found.values()))["fdr"]:
@@ -187,14 +256,18 @@ def main() -> None:
     parser.add_argument("--subsets", type=int, default=200)
     parser.add_argument("--size", type=int, default=50)
     parser.add_argument("--fdr-size", type=int, default=60)
-    parser.add_argument("--fdr-subsets", type=int, default=100, help="subsets per mix for the decisions (each decided outright)")
+    parser.add_argument(
+        "--fdr-subsets", type=int, default=100, help="subsets per mix for the decisions (each decided outright)"
+    )
     parser.add_argument("--band", type=int, default=200, help="replicates of the decisions' null band")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     start = time.perf_counter()
     found = {name: figures(path, args) for name, path in TESTBEDS.items()}
-    print(f"Both testbeds ({time.perf_counter() - start:.0f} s; {args.subsets} subsets of {args.size} for the verdict, "
-          f"of {args.fdr_size} for the decisions)")
+    print(
+        f"Both testbeds ({time.perf_counter() - start:.0f} s; {args.subsets} subsets of {args.size} for the verdict, "
+        f"of {args.fdr_size} for the decisions)"
+    )
     show(found)
 
 

@@ -52,8 +52,16 @@ def verdict_view(scored_set: ScoredSet, config) -> ScoredSet:
     return scored_set.limited(c.controls if c.most > c.controls else None)
 
 
-def rates(audited: ScoredSet, groups: dict[str, list[str]], draws: int, size: int, settings: VerdictSettings,
-          reference: ScoredSet | None = None, clean: ScoredSet | None = None, seed: int = 0) -> dict[str, dict[str, float]]:
+def rates(
+    audited: ScoredSet,
+    groups: dict[str, list[str]],
+    draws: int,
+    size: int,
+    settings: VerdictSettings,
+    reference: ScoredSet | None = None,
+    clean: ScoredSet | None = None,
+    seed: int = 0,
+) -> dict[str, dict[str, float]]:
     """``{group: {mode/detector or mode/combined: rejection rate}}`` over random subsets."""
     rng = np.random.default_rng(seed)
     out = {}
@@ -65,7 +73,9 @@ def rates(audited: ScoredSet, groups: dict[str, list[str]], draws: int, size: in
             for mode, result in verdict["modes"].items():
                 counts[f"{mode}/combined"] = counts.get(f"{mode}/combined", 0) + result["reject"]
                 for name, r in result["detectors"].items():
-                    if math.isfinite(r["p_value"]):  # a detector the mode left out (no information, not calibrated): no test
+                    if math.isfinite(
+                        r["p_value"]
+                    ):  # a detector the mode left out (no information, not calibrated): no test
                         counts[f"{mode}/{name}"] = counts.get(f"{mode}/{name}", 0) + (r["p_value"] < settings.alpha)
         out[group] = {k: v / draws for k, v in counts.items()}
     return out
@@ -79,7 +89,9 @@ def sft_on_controls_drawn_now(run_dir: Path, config, questions, detectors: list[
     from probes.responders.local import LocalResponder, PromptFormat
     from probes.responders.store import CachedResponder, ResponseStore
 
-    generation = dataclasses.replace(config.generation, offline=dataclasses.replace(config.generation.offline, relations=relations))
+    generation = dataclasses.replace(
+        config.generation, offline=dataclasses.replace(config.generation.offline, relations=relations)
+    )
     sets_path = run_dir / "bench" / f"sets.{relations}.jsonl"
     sets_path.parent.mkdir(parents=True, exist_ok=True)
     run_generation(questions, sets_path, generation, overwrite=True)
@@ -87,20 +99,34 @@ def sft_on_controls_drawn_now(run_dir: Path, config, questions, detectors: list[
     name, source = next((c.name, c.source) for c in config.controls if c.reference)
     d = config.detect
     loaded = load_model(dataclasses.replace(config.model, source=source))
-    responder = CachedResponder(LocalResponder(loaded, PromptFormat(mode=d.prompt_format, template=d.template), batch_size=d.batch_size),
-                                ResponseStore(run_dir / name / "responses.sqlite"))
-    summary = run_detectors(detectors, [q.id for q in questions], [q.question for q in questions], responder, d.params,
-                            clean_questions=[q.question for q in questions if q.split == "clean_ref"],
-                            sampling_temperature=d.sampling_temperature, controls=controls)
+    responder = CachedResponder(
+        LocalResponder(loaded, PromptFormat(mode=d.prompt_format, template=d.template), batch_size=d.batch_size),
+        ResponseStore(run_dir / name / "responses.sqlite"),
+    )
+    summary = run_detectors(
+        detectors,
+        [q.id for q in questions],
+        [q.question for q in questions],
+        responder,
+        d.params,
+        clean_questions=[q.question for q in questions if q.split == "clean_ref"],
+        sampling_temperature=d.sampling_temperature,
+        controls=controls,
+    )
     return ScoredSet(summary.table, summary.controls)
 
 
 def print_rates(table: dict[str, dict[str, float]]) -> None:
     """One row per mode/detector, one column per group; "left out" where a group has no test."""
-    keys = sorted({k for g in table.values() for k in g}, key=lambda k: (k.split("/")[0], k.split("/")[1] != "combined", k))
+    keys = sorted(
+        {k for g in table.values() for k in g}, key=lambda k: (k.split("/")[0], k.split("/")[1] != "combined", k)
+    )
     print(f"  {'mode/detector':<32}" + "".join(f"{g:>14}" for g in table))
     for key in keys:
-        print(f"  {key:<32}" + "".join(f"{table[g][key]:>14.3f}" if key in table[g] else f"{'left out':>14}" for g in table))
+        print(
+            f"  {key:<32}"
+            + "".join(f"{table[g][key]:>14.3f}" if key in table[g] else f"{'left out':>14}" for g in table)
+        )
 
 
 def absolute_now(run_dir: Path, config, questions, groups: dict[str, list[str]], args) -> None:
@@ -113,8 +139,10 @@ def absolute_now(run_dir: Path, config, questions, groups: dict[str, list[str]],
     now = sft_on_controls_drawn_now(run_dir, config, questions, detectors, config.generation.offline.relations)
     settings = dataclasses.replace(config.verdict, permutations=2000, bootstrap=1)
     table = rates(now, groups, args.subsets, args.size, settings, seed=args.seed)
-    print(f"SFT control, absolute mode, controls drawn now ({config.generation.offline.relations}): {args.subsets} random "
-          f"subsets of {args.size}, rejection rate at alpha = {settings.alpha} ({time.perf_counter() - start:.0f} s)")
+    print(
+        f"SFT control, absolute mode, controls drawn now ({config.generation.offline.relations}): {args.subsets} random "
+        f"subsets of {args.size}, rejection rate at alpha = {settings.alpha} ({time.perf_counter() - start:.0f} s)"
+    )
     print_rates(table)
 
 
@@ -125,16 +153,22 @@ def main() -> None:
     parser.add_argument("--subsets", type=int, default=200)
     parser.add_argument("--size", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--absolute-now", action="store_true",
-                        help="only the SFT control's absolute mode, on controls drawn now by this checkout's generator and "
-                             "scored here (the run's own scores need not be current: a generator change is measured "
-                             "without rerunning the demo)")
+    parser.add_argument(
+        "--absolute-now",
+        action="store_true",
+        help="only the SFT control's absolute mode, on controls drawn now by this checkout's generator and "
+        "scored here (the run's own scores need not be current: a generator change is measured "
+        "without rerunning the demo)",
+    )
     args = parser.parse_args()
     config = load_run_config(args.config, [f"run_dir={args.run}"] if args.run else [])
     run_dir = Path(config.run_dir)
     start = time.perf_counter()
     questions = read_questions(config.questions)
-    groups = {"non-members": [q.id for q in questions if q.label == 0], "members": [q.id for q in questions if q.label == 1]}
+    groups = {
+        "non-members": [q.id for q in questions if q.label == 0],
+        "members": [q.id for q in questions if q.label == 1],
+    }
     if args.absolute_now:
         absolute_now(run_dir, config, questions, groups, args)
         return
@@ -143,19 +177,26 @@ def main() -> None:
     audited_name, reference_name = config.name, config.reference_name()
     rl, sft = (verdict_view(scored(run_dir, name), config) for name in (audited_name, reference_name))
     settings = dataclasses.replace(config.verdict, permutations=2000, bootstrap=1)
-    found = {"RL, reference and relative modes": rates(rl, groups, args.subsets, args.size, settings, reference=sft,
-                                                       clean=rl.subset(clean_ids), seed=args.seed),
-             "SFT control, absolute mode, similars as generated now (arithmetic relations)":
-                 rates(sft, groups, args.subsets, args.size, dataclasses.replace(settings, detectors=None), seed=args.seed)}
+    found = {
+        "RL, reference and relative modes": rates(
+            rl, groups, args.subsets, args.size, settings, reference=sft, clean=rl.subset(clean_ids), seed=args.seed
+        ),
+        "SFT control, absolute mode, similars as generated now (arithmetic relations)": rates(
+            sft, groups, args.subsets, args.size, dataclasses.replace(settings, detectors=None), seed=args.seed
+        ),
+    }
     from probes.detectors import REGISTRY
 
     # the SFT checkpoint is its own reference: drift and reward gain are 0 there, so they are not rescored
     detectors = [n for n in sft.controls.columns if not REGISTRY[n].requires_reference]
     before = sft_on_controls_drawn_now(run_dir, config, questions, detectors, "order")
     found["SFT control, absolute mode, similars as generated before (order only)"] = rates(
-        before, groups, args.subsets, args.size, settings, seed=args.seed)
-    print(f"Verdict rejection rates at alpha = {settings.alpha}: {args.subsets} random subsets of {args.size} questions, "
-          f"{settings.permutations} permutations each ({time.perf_counter() - start:.0f} s)")
+        before, groups, args.subsets, args.size, settings, seed=args.seed
+    )
+    print(
+        f"Verdict rejection rates at alpha = {settings.alpha}: {args.subsets} random subsets of {args.size} questions, "
+        f"{settings.permutations} permutations each ({time.perf_counter() - start:.0f} s)"
+    )
     for title, table in found.items():
         print(f"\n{title}")
         print_rates(table)

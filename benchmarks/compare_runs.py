@@ -53,7 +53,9 @@ def main() -> None:
                 continue
             ok = lo <= theirs[0] <= hi
             inside += ok
-            rows.append(f"  {method:<18} {auc:.2f} [{lo:.2f}, {hi:.2f}]  {theirs[0]:.2f}  {'inside' if ok else 'OUTSIDE'}")
+            rows.append(
+                f"  {method:<18} {auc:.2f} [{lo:.2f}, {hi:.2f}]  {theirs[0]:.2f}  {'inside' if ok else 'OUTSIDE'}"
+            )
         print("\n".join(rows))
         print(f"  {inside} of {len(rows)} AUCs of {args.second} inside {args.first}'s 95% CI")
 

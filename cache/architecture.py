@@ -266,7 +266,9 @@ def _validate(
         if tags[-1:] != ["norm"] or len(norm_fired) != 1 or norm_fired[0] != block_shapes[-1]:
             if final_norm_path is not None:
                 raise _CandidateRejected(f"final norm {final_norm_path!r} did not fire once after the last block")
-            logger.warning("module %s is not a final norm after the last block; 'final_norm' layer unavailable", norm_path)
+            logger.warning(
+                "module %s is not a final norm after the last block; 'final_norm' layer unavailable", norm_path
+            )
             norm_path = None
     return BlockLayout(blocks_path=path, final_norm_path=norm_path, n_blocks=len(blocks), d_model=d_model)
 

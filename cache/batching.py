@@ -66,7 +66,12 @@ class TokenBatch:
     pool_mask: Any
 
     def to(self, device: Any) -> "TokenBatch":
-        return TokenBatch(*(t.to(device, non_blocking=True) for t in (self.input_ids, self.attention_mask, self.position_ids, self.pool_mask)))
+        return TokenBatch(
+            *(
+                t.to(device, non_blocking=True)
+                for t in (self.input_ids, self.attention_mask, self.position_ids, self.pool_mask)
+            )
+        )
 
     @property
     def n_tokens(self) -> int:

@@ -86,8 +86,10 @@ class ModelConfig:
             if self.gpus_per_rank < 1:
                 raise ConfigError(f"model.gpus_per_rank must be at least 1, got {self.gpus_per_rank}")
             if self.device != "auto" or self.device_map is not None:
-                raise ConfigError("model.gpus_per_rank places the model itself (a device map over the rank's GPUs): "
-                                  "leave model.device and model.device_map unset")
+                raise ConfigError(
+                    "model.gpus_per_rank places the model itself (a device map over the rank's GPUs): "
+                    "leave model.device and model.device_map unset"
+                )
         if self.final_norm_path is not None and self.blocks_path is None:
             raise ConfigError("model.final_norm_path needs model.blocks_path as well")
 

@@ -132,7 +132,9 @@ def gpu_share(local_rank: int, gpus_per_rank: int, n_gpus: int) -> list[int]:
     """
     first = local_rank * gpus_per_rank
     if first + gpus_per_rank > n_gpus:
-        raise ValueError(f"local rank {local_rank} with gpus_per_rank {gpus_per_rank} needs GPUs {first}-{first + gpus_per_rank - 1}, "
-                         f"but this node has {n_gpus}; launch at most {n_gpus // gpus_per_rank} process(es) per node "
-                         "(torchrun --nproc_per_node) or lower gpus_per_rank")
+        raise ValueError(
+            f"local rank {local_rank} with gpus_per_rank {gpus_per_rank} needs GPUs {first}-{first + gpus_per_rank - 1}, "
+            f"but this node has {n_gpus}; launch at most {n_gpus // gpus_per_rank} process(es) per node "
+            "(torchrun --nproc_per_node) or lower gpus_per_rank"
+        )
     return list(range(first, first + gpus_per_rank))

@@ -9,8 +9,17 @@ from __future__ import annotations
 
 from lara_core.errors import ConfigError, InputError, LaraError
 
-__all__ = ["ArchitectureError", "CacheError", "ConfigError", "InputError", "LaraError", "ModelLoadError", "NonFiniteError",
-           "StoreFormatError", "StoreMismatchError"]
+__all__ = [
+    "ArchitectureError",
+    "CacheError",
+    "ConfigError",
+    "InputError",
+    "LaraError",
+    "ModelLoadError",
+    "NonFiniteError",
+    "StoreFormatError",
+    "StoreMismatchError",
+]
 
 
 class CacheError(LaraError):

@@ -89,9 +89,7 @@ def resolve_layers(tokens: Iterable[str | int], n_blocks: int) -> LayerSelection
                 ) from None
             resolved = index + n_blocks if index < 0 else index
             if not 0 <= resolved < n_blocks:
-                raise ConfigError(
-                    f"layer {index} is out of range: the model has {n_blocks} blocks (0..{n_blocks - 1})"
-                )
+                raise ConfigError(f"layer {index} is out of range: the model has {n_blocks} blocks (0..{n_blocks - 1})")
             blocks.add(resolved)
     if not blocks and not embed and not final_norm:
         raise ConfigError("no layer selected")

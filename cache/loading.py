@@ -126,7 +126,9 @@ def resolve_source(spec: str, revision: str | None = None) -> ModelSource:
     path = Path(spec).expanduser()
     if path.exists():
         if not path.is_dir():
-            raise ModelLoadError(f"model path {spec!r} is a file; give the checkpoint directory (the one holding config.json)")
+            raise ModelLoadError(
+                f"model path {spec!r} is a file; give the checkpoint directory (the one holding config.json)"
+            )
         if not (path / "config.json").is_file():
             raise ModelLoadError(
                 f"model directory {spec!r} has no config.json, so it is not a Hugging Face checkpoint; "
@@ -173,8 +175,10 @@ def load_model(config: ModelConfig) -> LoadedModel:
     except Exception as err:  # noqa: BLE001 - re-raised with the source named and a next step
         raise ModelLoadError(f"cannot load the tokenizer of {config.source!r}: {type(err).__name__}: {err}") from err
     if not tokenizer("Layer probe 12.", add_special_tokens=False)["input_ids"]:
-        raise ModelLoadError(f"the tokenizer of {config.source!r} turns text into no tokens: its vocabulary files are missing "
-                             "or empty; save the tokenizer beside the weights (tokenizer.save_pretrained(DIR))")
+        raise ModelLoadError(
+            f"the tokenizer of {config.source!r} turns text into no tokens: its vocabulary files are missing "
+            "or empty; save the tokenizer beside the weights (tokenizer.save_pretrained(DIR))"
+        )
     _ensure_pad_token(tokenizer, config.source)
 
     _check_causal_lm(source, config, common)
@@ -199,21 +203,36 @@ def load_model(config: ModelConfig) -> LoadedModel:
     layout = discover_layout(model, probe, config.blocks_path, config.final_norm_path)
     logger.info(
         "loaded %s (%s, %d blocks, d_model=%d) on %s in %s",
-        config.source, type(model).__name__, layout.n_blocks, layout.d_model, input_device(model), next(model.parameters()).dtype,
+        config.source,
+        type(model).__name__,
+        layout.n_blocks,
+        layout.d_model,
+        input_device(model),
+        next(model.parameters()).dtype,
     )
     return LoadedModel(model=model, tokenizer=tokenizer, layout=layout, source=source, config=config)
 
 
-TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "tokenizer.model", "spiece.model", "vocab.txt", "sentencepiece.bpe.model",
-                   "tiktoken.model", "qwen.tiktoken")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "vocab.json",
+    "tokenizer.model",
+    "spiece.model",
+    "vocab.txt",
+    "sentencepiece.bpe.model",
+    "tiktoken.model",
+    "qwen.tiktoken",
+)
 
 
 def _check_tokenizer_files(directory: Path, source: str) -> None:
     """Refuse a checkpoint directory without a tokenizer vocabulary: transformers would build an
     empty tokenizer from its config alone, and every text would become zero tokens."""
     if not any((directory / name).is_file() for name in TOKENIZER_FILES) and not any(directory.glob("*.tiktoken")):
-        raise ModelLoadError(f"the model directory {source!r} has no tokenizer (none of {', '.join(TOKENIZER_FILES[:5])}, …); "
-                             "copy the tokenizer's files beside the weights (tokenizer.save_pretrained(DIR))")
+        raise ModelLoadError(
+            f"the model directory {source!r} has no tokenizer (none of {', '.join(TOKENIZER_FILES[:5])}, …); "
+            "copy the tokenizer's files beside the weights (tokenizer.save_pretrained(DIR))"
+        )
 
 
 def check_finite_weights(model: Any, source: str) -> None:
@@ -226,9 +245,11 @@ def check_finite_weights(model: Any, source: str) -> None:
         for name, param in model.named_parameters():
             if param.is_floating_point() and not bool(torch.isfinite(param).all()):
                 bad = int((~torch.isfinite(param)).sum())
-                raise ModelLoadError(f"the checkpoint {source!r} holds non-finite weights: {bad} of {param.numel()} values of "
-                                     f"{name} are NaN or inf; the file is corrupt or was saved from a diverged run — "
-                                     "re-download or re-export it")
+                raise ModelLoadError(
+                    f"the checkpoint {source!r} holds non-finite weights: {bad} of {param.numel()} values of "
+                    f"{name} are NaN or inf; the file is corrupt or was saved from a diverged run — "
+                    "re-download or re-export it"
+                )
 
 
 def _check_causal_lm(source: "ModelSource", config: ModelConfig, common: dict[str, Any]) -> None:
@@ -249,8 +270,10 @@ def _check_causal_lm(source: "ModelSource", config: ModelConfig, common: dict[st
     unknown = model_type not in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and not getattr(model_config, "auto_map", None)
     if unknown or encoder or getattr(model_config, "is_encoder_decoder", False):
         kind = ", ".join(getattr(model_config, "architectures", None) or []) or model_type
-        raise ModelLoadError(f"{config.source!r} is a {kind} checkpoint, not a causal language model: LaRA Probes "
-                             "audits decoder-only LMs (GPT-2, Llama, Qwen, ...) loadable with AutoModelForCausalLM")
+        raise ModelLoadError(
+            f"{config.source!r} is a {kind} checkpoint, not a causal language model: LaRA Probes "
+            "audits decoder-only LMs (GPT-2, Llama, Qwen, ...) loadable with AutoModelForCausalLM"
+        )
 
 
 def _looks_like_path(spec: str) -> bool:
@@ -264,7 +287,9 @@ def _validate_repo_id(spec: str) -> None:
     try:
         validate_repo_id(spec)
     except HFValidationError as err:
-        raise ModelLoadError(f"{spec!r} is neither an existing directory nor a valid hub id ('org/name'): {err}") from None
+        raise ModelLoadError(
+            f"{spec!r} is neither an existing directory nor a valid hub id ('org/name'): {err}"
+        ) from None
 
 
 def hub_reachable() -> bool:
@@ -308,16 +333,20 @@ def _placement(config: ModelConfig) -> tuple[Any, dict[str, Any]]:
         from .distributed import local_rank
 
         if not torch.cuda.is_available():
-            raise ModelLoadError("model.gpus_per_rank (--gpus-per-rank) spreads the model over GPUs, but CUDA is not "
-                                 "available here; drop it to run on this machine's device")
+            raise ModelLoadError(
+                "model.gpus_per_rank (--gpus-per-rank) spreads the model over GPUs, but CUDA is not "
+                "available here; drop it to run on this machine's device"
+            )
         free = [torch.cuda.mem_get_info(i)[0] for i in range(torch.cuda.device_count())]
         return None, share_device_map(config.gpus_per_rank, local_rank(), free)
     if config.device_map is not None:
         from .distributed import Ranks
 
         if Ranks.from_env() is not None:
-            raise ModelLoadError(f"device_map {config.device_map!r} under torchrun would spread every process's model over "
-                                 "all the node's GPUs; give each process its own with gpus_per_rank (--gpus-per-rank)")
+            raise ModelLoadError(
+                f"device_map {config.device_map!r} under torchrun would spread every process's model over "
+                "all the node's GPUs; give each process its own with gpus_per_rank (--gpus-per-rank)"
+            )
         return None, {"device_map": config.device_map}
     return _resolve_device(config.device), {}
 

@@ -20,8 +20,13 @@ from pathlib import Path
 
 from .errors import CacheError
 
-DISK_ERRNOS = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "the disk quota is exceeded",
-               errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied", errno.EPERM: "permission denied"}
+DISK_ERRNOS = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+}
 
 
 class OutputError(CacheError):
@@ -47,21 +52,27 @@ def check_free_space(directory: str | Path, needed_bytes: int, what: str) -> Non
     """Refuse when ``directory``'s file system has less free space than ``needed_bytes``."""
     free = shutil.disk_usage(directory).free
     if needed_bytes > free:
-        raise OutputError(f"the {what} needs about {_size(needed_bytes)} in {directory}, which has {_size(free)} free; "
-                          "free some space or choose another location (finished work is kept)")
+        raise OutputError(
+            f"the {what} needs about {_size(needed_bytes)} in {directory}, which has {_size(free)} free; "
+            "free some space or choose another location (finished work is kept)"
+        )
 
 
 def disk_error_message(err: BaseException) -> str | None:
     """One line for a full or read-only disk (``OSError`` or a SQLite error), else None."""
     if isinstance(err, OSError) and err.errno in DISK_ERRNOS:
         where = f" writing {err.filename}" if err.filename else ""
-        return (f"{DISK_ERRNOS[err.errno]}{where} ({os.strerror(err.errno)}); work committed so far is kept: free space "
-                "or fix the permissions, then rerun the same command to resume")
+        return (
+            f"{DISK_ERRNOS[err.errno]}{where} ({os.strerror(err.errno)}); work committed so far is kept: free space "
+            "or fix the permissions, then rerun the same command to resume"
+        )
     if isinstance(err, sqlite3.OperationalError):
         text = str(err)
         if "disk is full" in text or "readonly" in text or "read-only" in text or "unable to open" in text:
-            return (f"the response store cannot be written ({text}); rows committed so far are kept: free space or "
-                    "give a writable --store / run directory, then rerun the same command to resume")
+            return (
+                f"the response store cannot be written ({text}); rows committed so far are kept: free space or "
+                "give a writable --store / run directory, then rerun the same command to resume"
+            )
     return None
 
 

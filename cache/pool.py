@@ -23,7 +23,9 @@ logger = logging.getLogger(__name__)
 def as_text_list(texts: Iterable[str], what: str = "texts") -> list[str]:
     """``texts`` as a list; a bare string is refused (it would be pooled one character per row)."""
     if isinstance(texts, (str, bytes)):
-        raise InputError(f"{what} must be a list of strings, got one string ({texts[:40]!r}); pass [text] for a single text")
+        raise InputError(
+            f"{what} must be a list of strings, got one string ({texts[:40]!r}); pass [text] for a single text"
+        )
     return list(texts)
 
 
@@ -42,8 +44,10 @@ def layer_selection(loaded: LoadedModel, ex: ExtractionConfig) -> LayerSelection
     """The blocks ``ex.layers`` names on this model (negative indices count from the end)."""
     selection = resolve_layers(ex.layers, loaded.layout.n_blocks)
     if selection.final_norm and loaded.layout.final_norm_path is None:
-        raise ConfigError("layer 'final_norm' was asked for but this model's final norm could not be located; "
-                          "pass --final-norm-path or drop 'final_norm'")
+        raise ConfigError(
+            "layer 'final_norm' was asked for but this model's final norm could not be located; "
+            "pass --final-norm-path or drop 'final_norm'"
+        )
     return selection
 
 
@@ -60,9 +64,17 @@ def make_encoder(loaded: LoadedModel, ex: ExtractionConfig) -> PromptEncoder:
     )
 
 
-def pooled_batches(work: list[int], encoded: list[EncodedText], keys: list[str], extractor: Extractor,
-                   selection: LayerSelection, loaded: LoadedModel, ex: ExtractionConfig,
-                   texts: list[str], done: Collection[str] = ()) -> Iterator[tuple[list[int], np.ndarray]]:
+def pooled_batches(
+    work: list[int],
+    encoded: list[EncodedText],
+    keys: list[str],
+    extractor: Extractor,
+    selection: LayerSelection,
+    loaded: LoadedModel,
+    ex: ExtractionConfig,
+    texts: list[str],
+    done: Collection[str] = (),
+) -> Iterator[tuple[list[int], np.ndarray]]:
     """``(indices, pooled [batch, n_layers, d] float32)`` for the texts ``work`` (indices into
     ``encoded``/``keys``/``texts``), in the batch plan's order (a pure function of the texts); a
     batch whose keys are all in ``done`` is skipped, so a resumed run computes the same batches."""
@@ -77,8 +89,13 @@ def pooled_batches(work: list[int], encoded: list[EncodedText], keys: list[str],
         yield batch, pooled
 
 
-def pool_texts(texts: Iterable[str], loaded: LoadedModel, extraction: ExtractionConfig | None = None, *,
-               extractor: Extractor | None = None) -> Any:
+def pool_texts(
+    texts: Iterable[str],
+    loaded: LoadedModel,
+    extraction: ExtractionConfig | None = None,
+    *,
+    extractor: Extractor | None = None,
+) -> Any:
     """Per-layer mean activations of ``texts`` in memory: ``torch.Tensor [n_texts, n_layers, d_model]``
     float32 on the CPU, rows in the given order (a repeated text is computed once), layers in
     the order of :func:`layer_selection` (``embed``, blocks ascending, ``final_norm``). The same
@@ -94,7 +111,9 @@ def pool_texts(texts: Iterable[str], loaded: LoadedModel, extraction: Extraction
     extractor = extractor or create_extractor(ex.backend, loaded, own_model=False)
     rows = np.zeros((len(unique), len(selection.labels), loaded.layout.d_model), dtype=np.float32)
     keys = [text_hash(t) for t in unique]
-    for batch, pooled in pooled_batches(list(range(len(unique))), encoded, keys, extractor, selection, loaded, ex, unique):
+    for batch, pooled in pooled_batches(
+        list(range(len(unique))), encoded, keys, extractor, selection, loaded, ex, unique
+    ):
         rows[batch] = pooled
     where = {t: i for i, t in enumerate(unique)}
     return torch.from_numpy(rows[[where[t] for t in texts]])
@@ -106,9 +125,11 @@ def check_finite_rows(pooled: np.ndarray, texts: list[str], loaded: LoadedModel)
     bad = ~np.isfinite(pooled).all(axis=(1, 2))
     if bad.any():
         first = texts[int(np.argmax(bad))]
-        raise NonFiniteError(f"the model produced non-finite activations (NaN/inf) for {int(bad.sum())} of {len(texts)} texts "
-                             f"in a batch (first: {first[:60]!r}); nothing of that batch was stored. The compute dtype "
-                             f"({loaded.dtype}) overflows or the model is broken: try --dtype float32 or bfloat16")
+        raise NonFiniteError(
+            f"the model produced non-finite activations (NaN/inf) for {int(bad.sum())} of {len(texts)} texts "
+            f"in a batch (first: {first[:60]!r}); nothing of that batch was stored. The compute dtype "
+            f"({loaded.dtype}) overflows or the model is broken: try --dtype float32 or bfloat16"
+        )
 
 
 def _max_length(requested: int | None, loaded: LoadedModel) -> int | None:

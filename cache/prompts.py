@@ -86,7 +86,9 @@ class PromptEncoder:
         return {
             "prompt_format": self.prompt_format,
             "pool_span": self.pool_span,
-            "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest() if isinstance(template, str) else None,
+            "chat_template_sha256": hashlib.sha256(template.encode()).hexdigest()
+            if isinstance(template, str)
+            else None,
             "system_prompt": self.system_prompt if self.prompt_format == "chat" else None,
             "add_generation_prompt": self.add_generation_prompt if self.prompt_format == "chat" else None,
             "max_length": self.max_length,
@@ -160,7 +162,9 @@ class PromptEncoder:
         if n_truncated:
             logger.warning(
                 "%d of %d texts exceeded %d tokens and were truncated (flagged in the store's 'truncated' column)",
-                n_truncated, len(texts), self.max_length,
+                n_truncated,
+                len(texts),
+                self.max_length,
             )
         return out
 

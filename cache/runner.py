@@ -143,21 +143,42 @@ def run_cache(
             if ranks is not None:  # this rank's share of what is left, the same split on every rank
                 owner = assign([len(encoded[i]) for i in todo], [keys[i] for i in todo], ranks.world_size)
                 work = [i for i, r in zip(todo, owner) if r == ranks.rank]
-            n_computed, n_truncated, n_tokens = _extract_rows(work, unique, keys, encoded, done, writer, extractor, selection,
-                                                              loaded, ex, progress)
+            n_computed, n_truncated, n_tokens = _extract_rows(
+                work, unique, keys, encoded, done, writer, extractor, selection, loaded, ex, progress
+            )
         seconds = time.perf_counter() - started
         n_rows = _commit(writer, ranks, n_computed, str(loaded.device))
     summary = CacheSummary(
-        output=output, n_input=len(texts), n_unique=len(unique), n_already=n_already, n_computed=n_computed,
-        n_truncated=n_truncated, n_tokens=n_tokens, seconds=seconds, n_rows=n_rows,
-        layers=selection.labels, d_model=loaded.layout.d_model, backend=extractor.name,
+        output=output,
+        n_input=len(texts),
+        n_unique=len(unique),
+        n_already=n_already,
+        n_computed=n_computed,
+        n_truncated=n_truncated,
+        n_tokens=n_tokens,
+        seconds=seconds,
+        n_rows=n_rows,
+        layers=selection.labels,
+        d_model=loaded.layout.d_model,
+        backend=extractor.name,
     )
     logger.debug("%s", summary.describe())
     return summary
 
 
-def _extract_rows(work: list[int], unique: list[str], keys: list[str], encoded: list[Any], done: set[str], writer: StoreWriter,
-                  extractor: Extractor, selection: Any, loaded: LoadedModel, ex: Any, progress: bool) -> tuple[int, int, int]:
+def _extract_rows(
+    work: list[int],
+    unique: list[str],
+    keys: list[str],
+    encoded: list[Any],
+    done: set[str],
+    writer: StoreWriter,
+    extractor: Extractor,
+    selection: Any,
+    loaded: LoadedModel,
+    ex: Any,
+    progress: bool,
+) -> tuple[int, int, int]:
     """Pool the texts ``work`` (indices into ``unique``) not yet ``done`` into ``writer``, batch by
     batch; returns (rows computed, of them truncated, tokens)."""
     n_computed = n_truncated = n_tokens = 0
@@ -204,8 +225,11 @@ def _commit(writer: StoreWriter, ranks: Ranks | None, n_computed: int, device: s
     writer.flush()
     shares = ranks.gather({"rank": ranks.rank, "rows": n_computed, "device": device})  # also waits for every rank
     if ranks.rank == 0:
-        writer.provenance["distributed"] = {"world_size": ranks.world_size, "rows_per_rank": [s["rows"] for s in shares],
-                                            "devices": [s["device"] for s in shares]}
+        writer.provenance["distributed"] = {
+            "world_size": ranks.world_size,
+            "rows_per_rank": [s["rows"] for s in shares],
+            "devices": [s["device"] for s in shares],
+        }
         n_rows = writer.consolidate()
     ranks.barrier()  # the merged file is in place
     if ranks.rank != 0:
@@ -253,7 +277,9 @@ def build_provenance(
         "storage_dtype": config.extraction.storage_dtype,
         "d_model": loaded.layout.d_model,
         "device": str(loaded.device),
-        "libraries": {name: _version(name) for name in ("torch", "transformers", "transformer-lens", "nnsight", "h5py", "numpy")},
+        "libraries": {
+            name: _version(name) for name in ("torch", "transformers", "transformer-lens", "nnsight", "h5py", "numpy")
+        },
         "config": config.to_dict(),
     }
 

@@ -143,7 +143,8 @@ class ActivationStore:
         if parts_dir(self.path).is_dir() and any(parts_dir(self.path).glob("part-*.h5")):
             logger.warning(
                 "%s has rows from an interrupted run not merged yet (%s); rerun the same `lara cache` command to finish",
-                self.path, parts_dir(self.path),
+                self.path,
+                parts_dir(self.path),
             )
 
     def __len__(self) -> int:
@@ -151,8 +152,10 @@ class ActivationStore:
 
     def __repr__(self) -> str:
         model = self.provenance.get("model", {}).get("source", "?")
-        return (f"ActivationStore({str(self.path)!r}: {len(self)} texts × {len(self.layer_labels)} layers × d_model {self.d_model}, "
-                f"{self.storage_dtype}, model {model!r}, backend {self.provenance.get('backend', '?')!r})")
+        return (
+            f"ActivationStore({str(self.path)!r}: {len(self)} texts × {len(self.layer_labels)} layers × d_model {self.d_model}, "
+            f"{self.storage_dtype}, model {model!r}, backend {self.provenance.get('backend', '?')!r})"
+        )
 
     def __getitem__(self, texts: str | Sequence[str]) -> np.ndarray:
         """``store[text]`` → ``[n_layers, d]``; ``store[[texts]]`` → ``[n, n_layers, d]`` (float32)."""
@@ -172,8 +175,9 @@ class ActivationStore:
         with self._open() as f:
             return [_as_str(t) for t in f["texts"][:]]
 
-    def get(self, texts: str | Sequence[str], layers: str | int | Sequence[str | int] | None = None,
-            as_torch: bool = False) -> Any:
+    def get(
+        self, texts: str | Sequence[str], layers: str | int | Sequence[str | int] | None = None, as_torch: bool = False
+    ) -> Any:
         """Pooled activations of ``texts``: ``[n, n_layers, d]`` float32 (rows in the given order).
 
         Args:
@@ -194,7 +198,10 @@ class ActivationStore:
         return data
 
     def get_by_keys(
-        self, keys: Sequence[str], layers: str | int | Sequence[str | int] | None = None, texts: Sequence[str] | None = None
+        self,
+        keys: Sequence[str],
+        layers: str | int | Sequence[str | int] | None = None,
+        texts: Sequence[str] | None = None,
     ) -> np.ndarray:
         """Like :meth:`get`, by text hash."""
         layer_index = self._layer_index(layers)

@@ -27,7 +27,9 @@ def read_texts(path: str | Path, field: str = "text") -> list[str]:
         raise InputError(f"texts file not found: {path}")
     suffix = path.suffix.lower()
     if suffix not in (".txt", ".jsonl"):
-        raise InputError(f"{path}: expected a .txt (one text per line) or .jsonl file, got '{suffix or 'no extension'}'")
+        raise InputError(
+            f"{path}: expected a .txt (one text per line) or .jsonl file, got '{suffix or 'no extension'}'"
+        )
     texts: list[str] = []
     blank = 0
     for lineno, line in _utf8_lines(path):

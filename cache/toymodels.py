@@ -27,8 +27,14 @@ def chat_template(add_bos: bool) -> str:
     """A ChatML-style Jinja chat template (BOS first when the tokenizer adds one)."""
     return (
         ("{{ bos_token }}" if add_bos else "")
-        + "{% for message in messages %}" + IM_START + "{{ message['role'] }}\n{{ message['content'] }}" + IM_END + "\n"
-        + "{% endfor %}{% if add_generation_prompt %}" + IM_START + "assistant\n{% endif %}"
+        + "{% for message in messages %}"
+        + IM_START
+        + "{{ message['role'] }}\n{{ message['content'] }}"
+        + IM_END
+        + "\n"
+        + "{% endfor %}{% if add_generation_prompt %}"
+        + IM_START
+        + "assistant\n{% endif %}"
     )
 
 
@@ -61,8 +67,10 @@ class ToyModelSpec:
     init_std: float = 0.02
 
     def slug(self) -> str:
-        return (f"{self.arch}-L{self.n_layers}-d{self.d_model}-v{self.vocab_size}-t{self.tokenizer_vocab}-p{self.max_positions}"
-                f"-s{self.seed}-i{self.init_std:g}-f{TOY_FORMAT_VERSION}")
+        return (
+            f"{self.arch}-L{self.n_layers}-d{self.d_model}-v{self.vocab_size}-t{self.tokenizer_vocab}-p{self.max_positions}"
+            f"-s{self.seed}-i{self.init_std:g}-f{TOY_FORMAT_VERSION}"
+        )
 
 
 def default_home() -> Path:
@@ -121,7 +129,9 @@ def build_toy_model(out_dir: str | Path, spec: ToyModelSpec = ToyModelSpec()) ->
     return out_dir
 
 
-def train_tokenizer(vocab_size: int = 512, add_bos: bool = False, texts: list[str] | None = None, split_digits: bool = False):
+def train_tokenizer(
+    vocab_size: int = 512, add_bos: bool = False, texts: list[str] | None = None, split_digits: bool = False
+):
     """A byte-level BPE tokenizer trained on ``texts`` (default :func:`corpus`), as a transformers
     fast tokenizer with BOS/EOS/PAD and ChatML turn markers (BOS prepended when ``add_bos``).
     ``split_digits`` makes every digit its own token (as Llama 3 and Qwen do)."""
@@ -131,7 +141,9 @@ def train_tokenizer(vocab_size: int = 512, add_bos: bool = False, texts: list[st
     core = Tokenizer(models.BPE())
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.pre_tokenizer = (
-        pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level]) if split_digits else byte_level
+        pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), byte_level])
+        if split_digits
+        else byte_level
     )
     core.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
@@ -148,7 +160,10 @@ def train_tokenizer(vocab_size: int = 512, add_bos: bool = False, texts: list[st
     else:
         core.post_processor = processors.ByteLevel(trim_offsets=False)
     tokenizer = PreTrainedTokenizerFast(
-        tokenizer_object=core, bos_token=BOS, eos_token=EOS, pad_token=PAD,
+        tokenizer_object=core,
+        bos_token=BOS,
+        eos_token=EOS,
+        pad_token=PAD,
         additional_special_tokens=[IM_START, IM_END],
     )
     tokenizer.chat_template = chat_template(add_bos)
@@ -188,14 +203,25 @@ def _model_config(spec: ToyModelSpec, tokenizer):
     }
     if spec.arch == "gpt2":
         return GPT2Config(
-            vocab_size=spec.vocab_size, n_positions=spec.max_positions, n_embd=spec.d_model,
-            n_layer=spec.n_layers, n_head=spec.n_heads, initializer_range=spec.init_std, **ids,
+            vocab_size=spec.vocab_size,
+            n_positions=spec.max_positions,
+            n_embd=spec.d_model,
+            n_layer=spec.n_layers,
+            n_head=spec.n_heads,
+            initializer_range=spec.init_std,
+            **ids,
         )
     common = dict(
-        vocab_size=spec.vocab_size, hidden_size=spec.d_model, intermediate_size=2 * spec.d_model,
-        num_hidden_layers=spec.n_layers, num_attention_heads=spec.n_heads,
-        num_key_value_heads=max(1, spec.n_heads // 2), max_position_embeddings=spec.max_positions,
-        tie_word_embeddings=False, initializer_range=spec.init_std, **ids,
+        vocab_size=spec.vocab_size,
+        hidden_size=spec.d_model,
+        intermediate_size=2 * spec.d_model,
+        num_hidden_layers=spec.n_layers,
+        num_attention_heads=spec.n_heads,
+        num_key_value_heads=max(1, spec.n_heads // 2),
+        max_position_embeddings=spec.max_positions,
+        tie_word_embeddings=False,
+        initializer_range=spec.init_std,
+        **ids,
     )
     if spec.arch == "llama":
         return LlamaConfig(**common)

@@ -16,8 +16,10 @@ from .loading import LoadedModel, ModelSource, _ensure_pad_token, check_finite_w
 
 logger = logging.getLogger(__name__)
 
-ACCEPTED = ("a checkpoint directory (str or Path), a Hugging Face *ForCausalLM with its tokenizer, "
-            "a TransformerLens TransformerBridge, or an nnsight LanguageModel")
+ACCEPTED = (
+    "a checkpoint directory (str or Path), a Hugging Face *ForCausalLM with its tokenizer, "
+    "a TransformerLens TransformerBridge, or an nnsight LanguageModel"
+)
 
 
 def wrap_model(model: Any, tokenizer: Any = None) -> LoadedModel:
@@ -48,7 +50,9 @@ def wrap_model(model: Any, tokenizer: Any = None) -> LoadedModel:
     _ensure_pad_token(tokenizer, spec)
     check_finite_weights(hf_model, spec)
     local = bool(name) and Path(name).is_dir()
-    source = ModelSource(spec=spec, location=str(Path(name).resolve()) if local else spec, is_local=local, local_files_only=True)
+    source = ModelSource(
+        spec=spec, location=str(Path(name).resolve()) if local else spec, is_local=local, local_files_only=True
+    )
     probe = tokenizer("Layer probe.", add_special_tokens=True, return_tensors="pt")["input_ids"][:, :8]
     if probe.numel() == 0:
         probe = torch.tensor([[tokenizer.pad_token_id]])
@@ -64,14 +68,18 @@ def _unwrap(model: Any, tokenizer: Any) -> tuple[Any, Any, str]:
     kinds = {c.__name__ for c in type(model).__mro__}
     module = type(model).__module__
     if "HookedTransformer" in kinds:
-        raise TypeError("a TransformerLens HookedTransformer holds converted weights (norms folded, weights centred), so "
-                        "its activations are not the checkpoint's; pass a TransformerBridge "
-                        "(TransformerBridge.boot_transformers(DIR)) or the Hugging Face model with its tokenizer")
+        raise TypeError(
+            "a TransformerLens HookedTransformer holds converted weights (norms folded, weights centred), so "
+            "its activations are not the checkpoint's; pass a TransformerBridge "
+            "(TransformerBridge.boot_transformers(DIR)) or the Hugging Face model with its tokenizer"
+        )
     if "TransformerBridge" in kinds and module.startswith("transformer_lens"):  # its HF model (rewired, same outputs)
         if getattr(model, "compatibility_mode", False):
-            raise ModelLoadError("this TransformerBridge is in compatibility mode (weights processed: norms folded, weights "
-                                 "centred), so its activations are not the checkpoint's; boot a bridge without "
-                                 "enable_compatibility_mode()")
+            raise ModelLoadError(
+                "this TransformerBridge is in compatibility mode (weights processed: norms folded, weights "
+                "centred), so its activations are not the checkpoint's; boot a bridge without "
+                "enable_compatibility_mode()"
+            )
         return model.original_model, tokenizer or _checkpoint_tokenizer(model), "TransformerBridge"
     if "Envoy" in kinds and module.startswith("nnsight"):
         if not getattr(model, "dispatched", True):
@@ -90,7 +98,8 @@ def _checkpoint_tokenizer(bridge: Any) -> Any:
         from transformers import AutoTokenizer
 
         return AutoTokenizer.from_pretrained(name, local_files_only=True)
-    logger.warning("using the TransformerBridge's tokenizer (it prepends BOS: TransformerLens's prepend_bos); rows may differ "
-                   "from the checkpoint's own — pass its tokenizer: load_model(bridge, tokenizer)")
+    logger.warning(
+        "using the TransformerBridge's tokenizer (it prepends BOS: TransformerLens's prepend_bos); rows may differ "
+        "from the checkpoint's own — pass its tokenizer: load_model(bridge, tokenizer)"
+    )
     return bridge.tokenizer
-

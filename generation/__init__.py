@@ -23,7 +23,20 @@ except importlib.metadata.PackageNotFoundError:  # pragma: no cover - running fr
     __version__ = "0.0.0+unknown"
 
 __all__ = [
-    "BLANK", "ConfigError", "EndpointError", "Failure", "GenerationConfig", "GenerationError", "InputError", "JobSummary",
-    "OfflineConfig", "OpenAIConfig", "OutputMismatchError", "PerturbationSet", "Question", "read_questions",
-    "run_generation", "unexplained_gaps",
+    "BLANK",
+    "ConfigError",
+    "EndpointError",
+    "Failure",
+    "GenerationConfig",
+    "GenerationError",
+    "InputError",
+    "JobSummary",
+    "OfflineConfig",
+    "OpenAIConfig",
+    "OutputMismatchError",
+    "PerturbationSet",
+    "Question",
+    "read_questions",
+    "run_generation",
+    "unexplained_gaps",
 ]

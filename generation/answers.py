@@ -126,7 +126,7 @@ def read_solution(question: str, solution: Any, answer: Any) -> WorkedSolution |
         read = [m.span() for m in found]
         unread = [m.start() for m in _STATED.finditer(text) if not any(a <= m.start() < b for a, b in read)]
         if unread:  # a result computed in a way not read here: a later step would take it for a constant
-            line = text[max(0, text.rfind("\n", 0, unread[0]) + 1):unread[0] + 12].strip()
+            line = text[max(0, text.rfind("\n", 0, unread[0]) + 1) : unread[0] + 12].strip()
             return f"a result computed in a step not read here ({line!r})"
         pairs = [(m.group(1), m.group(2)) for m in found]
     steps: list[Step] = []
@@ -142,7 +142,9 @@ def read_solution(question: str, solution: Any, answer: Any) -> WorkedSolution |
     unused = [s.text for i, s in enumerate(slots) if i not in used and not s.year]
     if unused:
         return f"a quantity the worked solution never reads as it is stated ({unused[0]!r})"
-    return WorkedSolution(slots, tuple(steps), answering[-1], all(s.result.denominator == 1 and s.result >= 0 for s in steps))
+    return WorkedSolution(
+        slots, tuple(steps), answering[-1], all(s.result.denominator == 1 and s.result >= 0 for s in steps)
+    )
 
 
 def _read_step(expression: str, stated: str, slots: tuple[Slot, ...], earlier: list[Step]) -> Step | str:
@@ -153,8 +155,13 @@ def _read_step(expression: str, stated: str, slots: tuple[Slot, ...], earlier: l
         if m.group(1):
             value = _number(m.group(1))
             assert value is not None
-            operands.append(Operand(value, tuple(i for i, s in enumerate(slots) if s.value == value),
-                                    tuple(i for i, s in enumerate(earlier) if s.result == value)))
+            operands.append(
+                Operand(
+                    value,
+                    tuple(i for i, s in enumerate(slots) if s.value == value),
+                    tuple(i for i, s in enumerate(earlier) if s.result == value),
+                )
+            )
             tokens.append(len(operands) - 1)
         elif m.group(2):
             tokens.append(m.group(2))

@@ -180,7 +180,9 @@ class GenerationConfig:
 
     def __post_init__(self) -> None:
         if self.similars < 2:
-            raise ConfigError(f"'similars' (K) must be at least 2 (a standard deviation over the similars is taken), got {self.similars}")
+            raise ConfigError(
+                f"'similars' (K) must be at least 2 (a standard deviation over the similars is taken), got {self.similars}"
+            )
         _positive(self, "", "paraphrases", "blanks")
         if self.controls < 0:
             raise ConfigError(f"'controls' must be >= 0 (further similars drawn only as controls), got {self.controls}")

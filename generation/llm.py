@@ -36,7 +36,9 @@ logger = logging.getLogger(__name__)
 SCHEMA = "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, request TEXT NOT NULL, content TEXT NOT NULL, usage TEXT, created REAL)"
 
 
-def build_request(model: str, messages: list[dict[str, str]], temperature: float, seed: int, max_tokens: int | None) -> dict[str, Any]:
+def build_request(
+    model: str, messages: list[dict[str, str]], temperature: float, seed: int, max_tokens: int | None
+) -> dict[str, Any]:
     """The chat-completions body (what is sent and what is hashed)."""
     body: dict[str, Any] = {"model": model, "messages": messages, "temperature": temperature, "seed": seed}
     if max_tokens is not None:
@@ -177,7 +179,9 @@ class ChatClient:
             self.stats.count_error(reason)
             if attempt == attempts:
                 break
-            delay = min(self.config.backoff_max_s, self.config.backoff_s * 2 ** (attempt - 1) * (0.5 + random.random() / 2))
+            delay = min(
+                self.config.backoff_max_s, self.config.backoff_s * 2 ** (attempt - 1) * (0.5 + random.random() / 2)
+            )
             if retry_after is not None:
                 delay = min(self.config.backoff_max_s, max(delay, retry_after))
             logger.debug("%s (attempt %d/%d); retrying in %.2f s", detail, attempt, attempts, delay)
@@ -205,7 +209,11 @@ def _content(response: Any) -> tuple[str, dict[str, int] | None]:
     choices = getattr(response, "choices", None) or []
     content = choices[0].message.content if choices and choices[0].message is not None else None
     usage = getattr(response, "usage", None)
-    usage_dict = {"prompt_tokens": usage.prompt_tokens or 0, "completion_tokens": usage.completion_tokens or 0} if usage else None
+    usage_dict = (
+        {"prompt_tokens": usage.prompt_tokens or 0, "completion_tokens": usage.completion_tokens or 0}
+        if usage
+        else None
+    )
     return content or "", usage_dict
 
 

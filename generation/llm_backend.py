@@ -37,7 +37,9 @@ class LLMGenerator:
 
     name = "openai"
 
-    def __init__(self, config: GenerationConfig, toolkit_version: str, client: ChatClient, templates: dict[str, PromptTemplate]) -> None:
+    def __init__(
+        self, config: GenerationConfig, toolkit_version: str, client: ChatClient, templates: dict[str, PromptTemplate]
+    ) -> None:
         self.config = config
         self.toolkit_version = toolkit_version
         self.client = client
@@ -107,14 +109,19 @@ class LLMGenerator:
         record.similars[: len(similars.value or [])] = similars.value or []
         if similars.failure:
             missing = range(len(similars.value or []) + 1, c.similars + 1)
-            record.failures += [Failure("similars", i, similars.failure.reason, similars.failure.detail, similars.failure.attempts) for i in missing]
+            record.failures += [
+                Failure("similars", i, similars.failure.reason, similars.failure.detail, similars.failure.attempts)
+                for i in missing
+            ]
         if c.controls:
             controls = await self._similars(question, c.controls, [s for s in record.similars if s is not None])
             record.controls[: len(controls.value or [])] = controls.value or []
             if controls.failure:
                 f = controls.failure
-                record.failures += [Failure(r.CONTROLS_STEP, i, f.reason, f.detail, f.attempts)
-                                    for i in range(len(controls.value or []) + 1, c.controls + 1)]
+                record.failures += [
+                    Failure(r.CONTROLS_STEP, i, f.reason, f.detail, f.attempts)
+                    for i in range(len(controls.value or []) + 1, c.controls + 1)
+                ]
 
         info = await self._key_information(question)
         record.key_information = info.value
@@ -149,20 +156,29 @@ class LLMGenerator:
                 record.failures.append(outcome.failure)
 
         await asyncio.gather(*(paraphrase(i) for i in range(len(members))))
-        record.failures.sort(key=lambda f: ((*r.STEPS, r.CONTROLS_STEP).index(f.step), -1 if f.member is None else f.member))
+        record.failures.sort(
+            key=lambda f: ((*r.STEPS, r.CONTROLS_STEP).index(f.step), -1 if f.member is None else f.member)
+        )
         return record
 
     # -- the four steps ----------------------------------------------------------------------
 
-    async def _similars(self, question: Question, count: int | None = None, taken: list[str] | None = None) -> Outcome[list[str]]:
+    async def _similars(
+        self, question: Question, count: int | None = None, taken: list[str] | None = None
+    ) -> Outcome[list[str]]:
         """K similars; or (``count``, ``taken``) further ones distinct from ``taken``, matched controls
         only (their own request: member -1 in its seed)."""
         k, q0, taken = count or self.config.similars, question.question, taken or []
         pool: list[str] = []
 
         def accept(answer: str) -> Problem | None:
-            return self._pool_items(answer, k, pool, lambda item: check_similar(q0, item, taken + pool, self.config.min_changed),
-                                    "similar problems")
+            return self._pool_items(
+                answer,
+                k,
+                pool,
+                lambda item: check_similar(q0, item, taken + pool, self.config.min_changed),
+                "similar problems",
+            )
 
         prompt = self.templates["similars"].render(question=q0, count=k)
         failure = await self._ask(question, "similars", None if count is None else -1, prompt, accept)
@@ -206,7 +222,9 @@ class LLMGenerator:
         pool: list[str] = []
 
         def accept(answer: str) -> Problem | None:
-            return self._pool_items(answer, m, pool, lambda item: check_paraphrase(blanked, item, k, pool, removed), "paraphrases")
+            return self._pool_items(
+                answer, m, pool, lambda item: check_paraphrase(blanked, item, k, pool, removed), "paraphrases"
+            )
 
         prompt = self.templates["paraphrases"].render(question=blanked, count=m, k=k)
         failure = await self._ask(question, "paraphrases", i, prompt, accept)
@@ -215,7 +233,9 @@ class LLMGenerator:
     # -- shared machinery --------------------------------------------------------------------
 
     @staticmethod
-    def _pool_items(answer: str, count: int, pool: list[str], check: Callable[[str], Problem | None], what: str) -> Problem | None:
+    def _pool_items(
+        answer: str, count: int, pool: list[str], check: Callable[[str], Problem | None], what: str
+    ) -> Problem | None:
         """Add the answer's valid items to ``pool``; a Problem while fewer than ``count``."""
         try:
             items = parse_string_list(answer)
@@ -236,7 +256,9 @@ class LLMGenerator:
             return Problem(r.WRONG_COUNT, f"expected {count} {what}, got {len(items)}; {len(pool)} usable so far")
         return first_problem
 
-    async def _ask(self, question: Question, step: str, member: int | None, prompt: str, accept: Callable[[str], Problem | None]) -> Failure | None:
+    async def _ask(
+        self, question: Question, step: str, member: int | None, prompt: str, accept: Callable[[str], Problem | None]
+    ) -> Failure | None:
         """Ask until ``accept`` finds no problem; the failure to record otherwise."""
         o = self.config.openai
         temperature = getattr(o.temperature, step)

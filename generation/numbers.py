@@ -23,10 +23,32 @@ from typing import Literal
 SlotKind = Literal["int", "decimal", "fraction", "latex_fraction", "word"]
 
 UNITS = {
-    2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine",
-    10: "ten", 11: "eleven", 12: "twelve", 13: "thirteen", 14: "fourteen", 15: "fifteen",
-    16: "sixteen", 17: "seventeen", 18: "eighteen", 19: "nineteen", 20: "twenty", 30: "thirty",
-    40: "forty", 50: "fifty", 60: "sixty", 70: "seventy", 80: "eighty", 90: "ninety",
+    2: "two",
+    3: "three",
+    4: "four",
+    5: "five",
+    6: "six",
+    7: "seven",
+    8: "eight",
+    9: "nine",
+    10: "ten",
+    11: "eleven",
+    12: "twelve",
+    13: "thirteen",
+    14: "fourteen",
+    15: "fifteen",
+    16: "sixteen",
+    17: "seventeen",
+    18: "eighteen",
+    19: "nineteen",
+    20: "twenty",
+    30: "thirty",
+    40: "forty",
+    50: "fifty",
+    60: "sixty",
+    70: "seventy",
+    80: "eighty",
+    90: "ninety",
 }
 WORD_VALUES = {word: value for value, word in UNITS.items()}
 
@@ -93,7 +115,9 @@ def find_slots(text: str) -> list[Slot]:
             continue
         num, den = int(m.group(1)), int(m.group(2))
         if den:
-            add(Slot(m.start(), m.end(), m.group(0), "fraction", Fraction(num, den), percent=_is_percent(text, m.end())))
+            add(
+                Slot(m.start(), m.end(), m.group(0), "fraction", Fraction(num, den), percent=_is_percent(text, m.end()))
+            )
     for m in _NUMBER.finditer(text):
         if not free(m.start(), m.end()):
             continue
@@ -103,15 +127,31 @@ def find_slots(text: str) -> list[Slot]:
         integer = m.group(1).replace(",", "")
         decimals = m.group(2)
         if decimals is None:
-            slot = Slot(m.start(), m.end(), m.group(0), "int", Fraction(int(integer)), percent=_is_percent(text, m.end()),
-                        year=_is_year(text, m.start(), m.group(0)))
+            slot = Slot(
+                m.start(),
+                m.end(),
+                m.group(0),
+                "int",
+                Fraction(int(integer)),
+                percent=_is_percent(text, m.end()),
+                year=_is_year(text, m.start(), m.group(0)),
+            )
         else:
             value = Fraction(int(integer + decimals), 10 ** len(decimals))
             slot = Slot(m.start(), m.end(), m.group(0), "decimal", value, len(decimals), _is_percent(text, m.end()))
         add(slot)
     for m in _WORD.finditer(text):
         if free(m.start(), m.end()):
-            add(Slot(m.start(), m.end(), m.group(0), "word", Fraction(WORD_VALUES[m.group(0).lower()]), percent=_is_percent(text, m.end())))
+            add(
+                Slot(
+                    m.start(),
+                    m.end(),
+                    m.group(0),
+                    "word",
+                    Fraction(WORD_VALUES[m.group(0).lower()]),
+                    percent=_is_percent(text, m.end()),
+                )
+            )
     slots.sort(key=lambda s: s.start)
     return slots
 
@@ -123,7 +163,7 @@ def _is_year(text: str, start: int, number: str) -> bool:
     """Whether the integer ``number`` at ``start`` reads as a calendar year (see :class:`Slot`)."""
     if len(number) != 4 or not 1900 <= int(number) <= 2100:
         return False
-    cue = re.search(r"([A-Za-z]+)\s+$", text[max(0, start - 20):start])
+    cue = re.search(r"([A-Za-z]+)\s+$", text[max(0, start - 20) : start])
     return cue is not None and cue.group(1).lower() in _YEAR_CUES
 
 
@@ -185,7 +225,13 @@ def vary(slot: Slot, rng: random.Random, keep_digits: bool = False) -> str:
         new = _draw(slot, rng)
         if new != slot.text and rendered_value(slot, new) != slot.value:
             # digits kept while another such value comes (a 100 % can only become 2 digits): then any value
-            if keep_digits and attempt < 100 and slot.kind == "int" and _digits(new) != _digits(slot.text) and _room(slot):
+            if (
+                keep_digits
+                and attempt < 100
+                and slot.kind == "int"
+                and _digits(new) != _digits(slot.text)
+                and _room(slot)
+            ):
                 continue
             return new
     raise ValueError(f"cannot find another value for {slot.text!r}")
@@ -197,7 +243,10 @@ def vary_share(slot: Slot, denominator: int, rng: random.Random) -> str | None:
     None when there is none: "0.25" of a quarter becomes "0.50" or "0.75", "20%" of a fifth "40%".
     Other kinds: None."""
     if slot.kind == "decimal":  # multiples of 1/denominator writable with the slot's decimals
-        step, render = Fraction(1, math.gcd(denominator, 10**slot.decimals)), (lambda v: f"{float(v):.{slot.decimals}f}")
+        step, render = (
+            Fraction(1, math.gcd(denominator, 10**slot.decimals)),
+            (lambda v: f"{float(v):.{slot.decimals}f}"),
+        )
     elif slot.kind == "int" and slot.percent:  # whole percentages p with p/100 a multiple of 1/denominator
         step, render = Fraction(Fraction(100, denominator).numerator), (lambda v: str(int(v)))
     else:
@@ -325,4 +374,3 @@ def replace_spans(text: str, replacements: list[tuple[int, int, str]]) -> str:
         last = end
     out.append(text[last:])
     return "".join(out)
-

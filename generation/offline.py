@@ -36,12 +36,86 @@ from .validate import check_blanked, check_paraphrase, check_similar, removed_sp
 
 ALGORITHM_VERSION = "offline-v2"  # v2: joint draws, then quantities in order keeping their relations with the earlier ones; shares; years by context
 
-_TIME_UNITS = {"second", "seconds", "minute", "minutes", "hour", "hours", "day", "days", "week", "weeks", "month", "months", "year", "years"}
-_DISTANCE_UNITS = {"km", "kilometers", "kilometres", "miles", "mile", "meters", "metres", "m", "cm", "feet", "foot", "inches", "yards"}
+_TIME_UNITS = {
+    "second",
+    "seconds",
+    "minute",
+    "minutes",
+    "hour",
+    "hours",
+    "day",
+    "days",
+    "week",
+    "weeks",
+    "month",
+    "months",
+    "year",
+    "years",
+}
+_DISTANCE_UNITS = {
+    "km",
+    "kilometers",
+    "kilometres",
+    "miles",
+    "mile",
+    "meters",
+    "metres",
+    "m",
+    "cm",
+    "feet",
+    "foot",
+    "inches",
+    "yards",
+}
 _TEMPERATURE_UNITS = {"degrees", "degree", "celsius", "fahrenheit", "kelvin"}
-_NOT_NOUNS = {"of", "and", "or", "more", "less", "fewer", "times", "is", "are", "was", "were", "to", "in", "on", "at", "for",
-              "each", "per", "than", "the", "a", "an", "by", "with", "from", "as", "if", "then", "so", "it", "that",
-              "has", "have", "had", "every", "cost", "costs", "will", "would", "can", "do", "does", "did", "be", "been", "being"}
+_NOT_NOUNS = {
+    "of",
+    "and",
+    "or",
+    "more",
+    "less",
+    "fewer",
+    "times",
+    "is",
+    "are",
+    "was",
+    "were",
+    "to",
+    "in",
+    "on",
+    "at",
+    "for",
+    "each",
+    "per",
+    "than",
+    "the",
+    "a",
+    "an",
+    "by",
+    "with",
+    "from",
+    "as",
+    "if",
+    "then",
+    "so",
+    "it",
+    "that",
+    "has",
+    "have",
+    "had",
+    "every",
+    "cost",
+    "costs",
+    "will",
+    "would",
+    "can",
+    "do",
+    "does",
+    "did",
+    "be",
+    "been",
+    "being",
+}
 
 
 def question_rng(seed: int, question: Question, purpose: str) -> random.Random:
@@ -94,7 +168,10 @@ class OfflineGenerator:
         slots = find_slots(q0)
         if not slots:
             reason = "the question states no quantity to vary or blank (no numbers, fractions or number words)"
-            record.failures += [Failure(step, None, r.NO_NUMBERS, reason) for step in r.STEPS + ((r.CONTROLS_STEP,) if c.controls else ())]
+            record.failures += [
+                Failure(step, None, r.NO_NUMBERS, reason)
+                for step in r.STEPS + ((r.CONTROLS_STEP,) if c.controls else ())
+            ]
             return record
         self._fill_similars(record, slots, question_rng(c.seed, question, "similars"))
         if c.controls:
@@ -104,7 +181,9 @@ class OfflineGenerator:
             if blanked is not None:
                 member_text = q0 if i == 0 else record.similars[i - 1]
                 assert member_text is not None
-                self._fill_paraphrases(record, i, member_text, blanked, question_rng(c.seed, question, f"paraphrases/{i}"))
+                self._fill_paraphrases(
+                    record, i, member_text, blanked, question_rng(c.seed, question, f"paraphrases/{i}")
+                )
         return record
 
     # -- similars ---------------------------------------------------------------------------
@@ -125,11 +204,18 @@ class OfflineGenerator:
         accepted, tries = self._draw_similars(record.question.question, slots, rng, n, taken)
         record.controls[: len(accepted)] = accepted
         if len(accepted) < n:
-            detail = (f"only {len(accepted)} further distinct similar questions in {tries} draws (too few quantities or too little "
-                      "room to vary them)")
-            record.failures += [Failure(r.CONTROLS_STEP, i, r.NOT_ENOUGH_DISTINCT, detail, tries) for i in range(len(accepted) + 1, n + 1)]
+            detail = (
+                f"only {len(accepted)} further distinct similar questions in {tries} draws (too few quantities or too little "
+                "room to vary them)"
+            )
+            record.failures += [
+                Failure(r.CONTROLS_STEP, i, r.NOT_ENOUGH_DISTINCT, detail, tries)
+                for i in range(len(accepted) + 1, n + 1)
+            ]
 
-    def _draw_similars(self, q0: str, slots: list[Slot], rng: random.Random, count: int, taken: list[str]) -> tuple[list[str], int]:
+    def _draw_similars(
+        self, q0: str, slots: list[Slot], rng: random.Random, count: int, taken: list[str]
+    ) -> tuple[list[str], int]:
         """Up to ``count`` distinct similars of ``q0``, also distinct from ``taken``; and the draws allowed."""
         accepted: list[str] = []
         tries = self.config.offline.max_tries * count
@@ -154,7 +240,11 @@ class OfflineGenerator:
     def _fill_blanks(self, record: PerturbationSet, slots: list[Slot]) -> None:
         k = self.config.blanks
         q0 = record.question.question
-        first = self.config.offline.blank_slot % len(slots) if -len(slots) <= self.config.offline.blank_slot < len(slots) else None
+        first = (
+            self.config.offline.blank_slot % len(slots)
+            if -len(slots) <= self.config.offline.blank_slot < len(slots)
+            else None
+        )
         if first is None or first + k > len(slots):
             detail = f"blanking {k} quantity(ies) from slot {self.config.offline.blank_slot} needs more than the {len(slots)} the question states"
             record.failures.append(Failure("key_information", None, r.TOO_FEW_VALUES, detail))
@@ -166,11 +256,15 @@ class OfflineGenerator:
         for i, member in enumerate(members):
             if member is None:
                 record.failures.append(Failure("blanked", i, r.UPSTREAM_MISSING, f"similar question {i} is missing"))
-                record.failures.append(Failure("paraphrases", i, r.UPSTREAM_MISSING, f"similar question {i} is missing"))
+                record.failures.append(
+                    Failure("paraphrases", i, r.UPSTREAM_MISSING, f"similar question {i} is missing")
+                )
                 continue
             member_slots = find_slots(member)
             if len(member_slots) != len(slots):  # cannot happen for our own similars; guard anyway
-                record.failures.append(Failure("blanked", i, r.TOO_FEW_VALUES, "slot structure differs from the original's"))
+                record.failures.append(
+                    Failure("blanked", i, r.TOO_FEW_VALUES, "slot structure differs from the original's")
+                )
                 record.failures.append(Failure("paraphrases", i, r.UPSTREAM_MISSING, "no blanked variant"))
                 continue
             targets = member_slots[first : first + k]
@@ -206,8 +300,15 @@ class OfflineGenerator:
             record.failures.append(Failure("paraphrases", i, r.NOT_ENOUGH_DISTINCT, detail, tries))
 
 
-def draw_values(slots: list[Slot], rng: random.Random, arithmetic: bool = True, tries: int = 80,
-                per_quantity: int = 40, full: bool = True, joint: int = 100) -> tuple[list[str], bool]:
+def draw_values(
+    slots: list[Slot],
+    rng: random.Random,
+    arithmetic: bool = True,
+    tries: int = 80,
+    per_quantity: int = 40,
+    full: bool = True,
+    joint: int = 100,
+) -> tuple[list[str], bool]:
     """New renderings for ``slots``: equal quantities stay equal, and the original's relations
     (:mod:`generation.relations`: order, and with ``arithmetic`` divisibility, sum and product
     signs, shares and digit counts) are kept when a draw allows; failing that (or at once when
@@ -232,8 +333,12 @@ def draw_values(slots: list[Slot], rng: random.Random, arithmetic: bool = True, 
     percent = [distinct[k].percent for k in keys]
     quantities = [distinct[k] for k in keys]
     everything = _reachable(relations(old, arithmetic, percent), quantities)
-    levels = [everything] if not arithmetic else [everything, {rel for rel in everything if rel[0] in _BASIC}, relations(old, False)]
-    levels = levels[0 if full or not arithmetic else 1:]
+    levels = (
+        [everything]
+        if not arithmetic
+        else [everything, {rel for rel in everything if rel[0] in _BASIC}, relations(old, False)]
+    )
+    levels = levels[0 if full or not arithmetic else 1 :]
     for level, wanted in enumerate(levels):
         drawn = _draw_level(quantities, wanted, rng, arithmetic, joint, tries, per_quantity)
         if drawn is not None:
@@ -241,8 +346,15 @@ def draw_values(slots: list[Slot], rng: random.Random, arithmetic: bool = True, 
     return _per_slot(slots, keys, [vary(q, rng, keep_digits=arithmetic) for q in quantities]), False
 
 
-def _draw_level(quantities: list[Slot], wanted: set, rng: random.Random, keep_digits: bool, joint: int, tries: int,
-                per_quantity: int) -> list[str] | None:
+def _draw_level(
+    quantities: list[Slot],
+    wanted: set,
+    rng: random.Random,
+    keep_digits: bool,
+    joint: int,
+    tries: int,
+    per_quantity: int,
+) -> list[str] | None:
     """One rendering per quantity keeping every relation in ``wanted``: up to ``joint`` joint
     draws, then up to ``tries`` order-wise rounds (:func:`_draw_in_order`); None when all fail."""
     denominators = _denominators(wanted, len(quantities))
@@ -311,8 +423,14 @@ def _by_last_index(wanted: set, n: int) -> list[list]:
     return groups
 
 
-def _draw_in_order(quantities: list[Slot], by_last: list[list], denominators: list[int | None], rng: random.Random,
-                   keep_digits: bool, per_quantity: int) -> list[str] | None:
+def _draw_in_order(
+    quantities: list[Slot],
+    by_last: list[list],
+    denominators: list[int | None],
+    rng: random.Random,
+    keep_digits: bool,
+    per_quantity: int,
+) -> list[str] | None:
     """One value per quantity keeping every relation with the earlier ones, or None."""
     texts: list[str] = []
     values: list[Any] = []

@@ -93,6 +93,11 @@ def parse_description(text: str) -> str:
     except json.JSONDecodeError:
         pass
     line = next((ln.strip() for ln in body.splitlines() if ln.strip()), "")
-    line = re.sub(r"^(?:[-*•]\s*)?(?:\*\*)?(?:description|answer|information(?: type)?|key information)(?:\*\*)?\s*:\s*", "", line, flags=re.IGNORECASE)
+    line = re.sub(
+        r"^(?:[-*•]\s*)?(?:\*\*)?(?:description|answer|information(?: type)?|key information)(?:\*\*)?\s*:\s*",
+        "",
+        line,
+        flags=re.IGNORECASE,
+    )
     line = line.strip().strip("\"'“”`*").strip()
     return line[:-1].strip() if line.endswith(".") else line

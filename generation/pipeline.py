@@ -64,14 +64,20 @@ class JobSummary:
         ]
         if self.controls:
             per = f", {1000 * self.seconds / self.generated:.1f} ms per question generated" if self.generated else ""
-            parts.append(f"further similars drawn as controls only: {self.controls_valid} valid of {self.controls * self.questions} "
-                         f"({self.controls} per question{per})")
+            parts.append(
+                f"further similars drawn as controls only: {self.controls_valid} valid of {self.controls * self.questions} "
+                f"({self.controls} per question{per})"
+            )
         if self.answerable:
             why = "; ".join(f"{reason} ({n})" for reason, n in self.unsolved.most_common(3))
-            parts.append(f"answers re-solved from the worked solutions: {self.answered} of {self.answerable} similars and controls"
-                         + (f"; {sum(self.unsolved.values())} solution(s) not readable, e.g. {why}" if self.unsolved else ""))
+            parts.append(
+                f"answers re-solved from the worked solutions: {self.answered} of {self.answerable} similars and controls"
+                + (f"; {sum(self.unsolved.values())} solution(s) not readable, e.g. {why}" if self.unsolved else "")
+            )
         if self.failures:
-            parts.append("failures by reason: " + ", ".join(f"{reason} {n}" for reason, n in sorted(self.failures.items())))
+            parts.append(
+                "failures by reason: " + ", ".join(f"{reason} {n}" for reason, n in sorted(self.failures.items()))
+            )
         if self.api_calls is not None:
             calls = f"API calls: {self.api_calls} made"
             if self.failed_calls:
@@ -128,7 +134,9 @@ def run_generation(
     try:
         done = _finished_sets(output, journal, provenance, questions)
         todo = [q for q in questions if q.id not in done]
-        summary = JobSummary(output=output, questions=len(questions), reused=len(done), generated=len(todo), controls=config.controls)
+        summary = JobSummary(
+            output=output, questions=len(questions), reused=len(done), generated=len(todo), controls=config.controls
+        )
         output.parent.mkdir(parents=True, exist_ok=True)
         if todo:
             logger.info("%d questions to generate, %d reused (%s backend)", len(todo), len(done), generator.name)
@@ -150,7 +158,11 @@ def run_generation(
         generator.close()
     if generator.stats is not None:
         stats = generator.stats
-        summary.api_calls, summary.cache_hits, summary.failed_calls = stats.api_calls, stats.cache_hits, stats.failed_calls
+        summary.api_calls, summary.cache_hits, summary.failed_calls = (
+            stats.api_calls,
+            stats.cache_hits,
+            stats.failed_calls,
+        )
         summary.prompt_tokens, summary.completion_tokens = stats.prompt_tokens, stats.completion_tokens
     _write_output(output, [done[q.id] for q in questions])
     journal.unlink(missing_ok=True)
@@ -197,7 +209,9 @@ class _Journal:
         self._handle.close()
 
 
-def _finished_sets(output: Path, journal: Path, provenance: dict[str, Any], questions: list[Question]) -> dict[str, PerturbationSet]:
+def _finished_sets(
+    output: Path, journal: Path, provenance: dict[str, Any], questions: list[Question]
+) -> dict[str, PerturbationSet]:
     """Sets of ``output`` and ``journal`` that this job can reuse (same settings and text)."""
     fingerprint = settings_fingerprint(provenance)
     texts = {q.id: q.question for q in questions}
@@ -224,7 +238,10 @@ def _finished_sets(output: Path, journal: Path, provenance: dict[str, Any], ques
             found[record.question.id] = record
     stale = [qid for qid, record in found.items() if texts.get(qid) != record.question.question]
     if stale:
-        logger.warning("%d earlier sets belong to questions that are not in the input or changed text; they are regenerated or dropped", len(stale))
+        logger.warning(
+            "%d earlier sets belong to questions that are not in the input or changed text; they are regenerated or dropped",
+            len(stale),
+        )
     return {qid: record for qid, record in found.items() if qid not in stale}
 
 
@@ -255,7 +272,11 @@ def _record(data: dict[str, Any], path: Path, lineno: int) -> PerturbationSet:
 
 def _difference(theirs: dict[str, Any], ours: dict[str, Any]) -> str:
     keys = sorted(set(theirs) | set(ours) - {"toolkit_version"})
-    changed = [f"{k}: {theirs.get(k)!r} there, {ours.get(k)!r} now" for k in keys if k != "toolkit_version" and theirs.get(k) != ours.get(k)]
+    changed = [
+        f"{k}: {theirs.get(k)!r} there, {ours.get(k)!r} now"
+        for k in keys
+        if k != "toolkit_version" and theirs.get(k) != ours.get(k)
+    ]
     return "; ".join(changed[:4]) or "settings differ"
 
 

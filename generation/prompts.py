@@ -49,10 +49,16 @@ def load_templates(config: Templates) -> dict[str, PromptTemplate]:
         if not path.is_file():
             raise ConfigError(f"prompt template for step '{step}' not found: {path} (set openai.templates.{step})")
         text = path.read_text(encoding="utf-8")
-        used = {m.group("named") or m.group("braced") for m in string.Template.pattern.finditer(text) if m.group("named") or m.group("braced")}
+        used = {
+            m.group("named") or m.group("braced")
+            for m in string.Template.pattern.finditer(text)
+            if m.group("named") or m.group("braced")
+        }
         unknown, missing = used - PLACEHOLDERS[step], PLACEHOLDERS[step] - used - {"k", "count"}
         if unknown:
-            raise ConfigError(f"{path}: unknown placeholder(s) {', '.join('$' + u for u in sorted(unknown))}; step '{step}' offers {', '.join('$' + p for p in sorted(PLACEHOLDERS[step]))}")
+            raise ConfigError(
+                f"{path}: unknown placeholder(s) {', '.join('$' + u for u in sorted(unknown))}; step '{step}' offers {', '.join('$' + p for p in sorted(PLACEHOLDERS[step]))}"
+            )
         if missing:
             raise ConfigError(f"{path}: the template never uses {', '.join('$' + m for m in sorted(missing))}")
         out[step] = PromptTemplate(step, path.name, text)

@@ -102,7 +102,13 @@ class Failure:
     attempts: int = 1
 
     def to_dict(self) -> dict[str, Any]:
-        return {"step": self.step, "member": self.member, "reason": self.reason, "detail": self.detail, "attempts": self.attempts}
+        return {
+            "step": self.step,
+            "member": self.member,
+            "reason": self.reason,
+            "detail": self.detail,
+            "attempts": self.attempts,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Failure":
@@ -188,8 +194,9 @@ class PerturbationSet:
         return counts
 
 
-def empty_set(question: Question, k_similars: int, m_paraphrases: int, provenance: dict[str, Any],
-              n_controls: int = 0) -> PerturbationSet:
+def empty_set(
+    question: Question, k_similars: int, m_paraphrases: int, provenance: dict[str, Any], n_controls: int = 0
+) -> PerturbationSet:
     """A set with every part missing, to be filled in step by step (``n_controls``: further
     similars drawn only as controls)."""
     return PerturbationSet(
@@ -210,8 +217,14 @@ def unexplained_gaps(record: PerturbationSet) -> list[str]:
     def explained(step: str, member: int | None) -> bool:
         return any(f.step == step and (f.member is None or f.member == member) for f in record.failures)
 
-    gaps = [f"similars[{i}]" for i, s in enumerate(record.similars, start=1) if s is None and not explained("similars", i)]
-    gaps += [f"controls[{i}]" for i, s in enumerate(record.controls, start=1) if s is None and not explained(CONTROLS_STEP, i)]
+    gaps = [
+        f"similars[{i}]" for i, s in enumerate(record.similars, start=1) if s is None and not explained("similars", i)
+    ]
+    gaps += [
+        f"controls[{i}]"
+        for i, s in enumerate(record.controls, start=1)
+        if s is None and not explained(CONTROLS_STEP, i)
+    ]
     if record.key_information is None and not explained("key_information", None):
         gaps.append("key_information")
     gaps += [f"blanked[{i}]" for i, b in enumerate(record.blanked) if b is None and not explained("blanked", i)]
@@ -236,8 +249,10 @@ def jsonl_lines(path: str | Path) -> Iterator[tuple[int, str]]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:
-                raise InputError(f"{path}:{lineno}: not UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1}); "
-                                 "re-encode the file as UTF-8") from None
+                raise InputError(
+                    f"{path}:{lineno}: not UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1}); "
+                    "re-encode the file as UTF-8"
+                ) from None
             if lineno == 1:
                 line = line.removeprefix("\ufeff")
             if line.strip():
@@ -254,7 +269,9 @@ def read_questions(path: str | Path) -> list[Question]:
     for lineno, line in jsonl_lines(path):
         question = parse_question(line, f"{path}:{lineno}")
         if question.id in seen:
-            raise InputError(f"{path}:{lineno}: duplicate id {question.id!r} (first on line {seen[question.id]}); ids must be unique")
+            raise InputError(
+                f"{path}:{lineno}: duplicate id {question.id!r} (first on line {seen[question.id]}); ids must be unique"
+            )
         seen[question.id] = lineno
         questions.append(question)
     if not questions:
@@ -287,8 +304,13 @@ def parse_question(line: str, where: str) -> Question:
             raise InputError(f"{where}: '{key}' must be a string, got {data[key]!r}")
     extra = {k: v for k, v in data.items() if k not in QUESTION_FIELDS}
     return Question(
-        id=str(qid), question=text, label=label, answer=data.get("answer"),
-        source=data.get("source"), split=data.get("split"), extra=extra,
+        id=str(qid),
+        question=text,
+        label=label,
+        answer=data.get("answer"),
+        source=data.get("source"),
+        split=data.get("split"),
+        extra=extra,
     )
 
 
@@ -296,7 +318,9 @@ def read_sets(path: str | Path) -> list[PerturbationSet]:
     """Perturbation sets of a ``lara generate`` output file, in file order."""
     path = Path(path)
     if not path.is_file():
-        raise InputError(f"perturbation-set file not found: {path}; make it with `lara generate QUESTIONS.jsonl -o {path}`")
+        raise InputError(
+            f"perturbation-set file not found: {path}; make it with `lara generate QUESTIONS.jsonl -o {path}`"
+        )
     records: list[PerturbationSet] = []
     seen: set[str] = set()
     for lineno, line in jsonl_lines(path):

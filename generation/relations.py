@@ -34,8 +34,9 @@ from typing import Iterable, Sequence
 Relation = tuple[str, int, tuple[int, ...], int]  # (kind, i, others, sign): q_i against the others
 
 
-def relations(values: Sequence[Fraction | int], arithmetic: bool = True,
-              percent: Sequence[bool] | None = None) -> set[Relation]:
+def relations(
+    values: Sequence[Fraction | int], arithmetic: bool = True, percent: Sequence[bool] | None = None
+) -> set[Relation]:
     """The relations among ``values`` (distinct quantities in order; ``percent[i]``: q_i is a
     percentage, read as the share q_i/100) that a similar must keep: order only, or
     (``arithmetic``) every relation of the module docstring."""
@@ -120,8 +121,9 @@ def kept(required: Iterable[Relation], values: Sequence[Fraction | int], percent
     return True
 
 
-def _share_kept(kind: str, i: int, others: tuple[int, ...], sign: int, values: Sequence[Fraction | int],
-                percent: Sequence[bool]) -> bool:
+def _share_kept(
+    kind: str, i: int, others: tuple[int, ...], sign: int, values: Sequence[Fraction | int], percent: Sequence[bool]
+) -> bool:
     if kind == "den":
         return sign % _share(values[i], percent[i]).denominator == 0
     if kind == "below1":

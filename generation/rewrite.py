@@ -91,7 +91,11 @@ _SUBSTITUTIONS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("contractions", r"\b(does|do|did|is|are|was|were) not\b", (r"\1n't",)),
     ("cannot", r"\bcannot\b", ("can't", "is not able to")),
     ("will not", r"\bwill not\b", ("won't",)),
-    ("how many", r"\bhow many (?!more\b|fewer\b|less\b|are\b|is\b|were\b|was\b|do\b|does\b|did\b|will\b|can\b|of\b)(?=[a-z])", ("what number of ",)),
+    (
+        "how many",
+        r"\bhow many (?!more\b|fewer\b|less\b|are\b|is\b|were\b|was\b|do\b|does\b|did\b|will\b|can\b|of\b)(?=[a-z])",
+        ("what number of ",),
+    ),
     ("how much money", r"\bhow much money\b", ("what amount of money", "how many dollars")),
     ("how long", r"\bhow long (?=(?:does|will|did|would) it take)", ("how much time ",)),
     ("probability", r"\bprobability\b", ("chance", "likelihood")),
@@ -175,7 +179,11 @@ def _solve_imperative(text: str, rng: random.Random) -> str | None:
         return None
     phrasing = {
         "Solve": ("Find the solution of {}.", "Determine every solution of {}.", "What is the solution of {}?"),
-        "Simplify": ("Write {} in its simplest form.", "Give a simplified form of {}.", "Reduce {} as far as possible."),
+        "Simplify": (
+            "Write {} in its simplest form.",
+            "Give a simplified form of {}.",
+            "Reduce {} as far as possible.",
+        ),
         "Evaluate": ("Compute the value of {}.", "What is the value of {}?", "Work out {}."),
         "Compute": ("Evaluate {}.", "What is {}?", "Work out the value of {}."),
         "Factor": ("Factorise {}.", "Write {} as a product of factors.", "Express {} in factored form."),
@@ -205,7 +213,11 @@ WORD_RULES = tuple(_substitution(*spec) for spec in _SUBSTITUTIONS)
 def applicable_rules(masked: str, rng: random.Random) -> list[Rule]:
     """Rules that change ``masked`` (tried with a throw-away draw)."""
     probe = random.Random(rng.random())
-    return [rule for rule in (*WORD_RULES, *SENTENCE_RULES) if (out := rule.apply(masked, probe)) is not None and out != masked]
+    return [
+        rule
+        for rule in (*WORD_RULES, *SENTENCE_RULES)
+        if (out := rule.apply(masked, probe)) is not None and out != masked
+    ]
 
 
 def paraphrase_candidates(text: str, rng: random.Random, attempts: int) -> Iterator[str]:
@@ -231,4 +243,3 @@ def paraphrase_candidates(text: str, rng: random.Random, attempts: int) -> Itera
         if not chosen or rng.random() < 0.25:
             current = rng.choice(LEAD_INS) + current
         yield restore(current, saved)
-

@@ -68,11 +68,16 @@ def check_similar(original: str, candidate: str, accepted: Sequence[str], min_ch
     before = [s.value for s in find_slots(original)]
     after = [s.value for s in find_slots(candidate)]
     if before and not after:
-        return Problem(r.NUMBERS_UNCHANGED, "a similar question has no numerical values; every value must be changed, not removed")
+        return Problem(
+            r.NUMBERS_UNCHANGED, "a similar question has no numerical values; every value must be changed, not removed"
+        )
     share = changed_fraction(before, after)
     if share + 1e-12 < min_changed:
         kept = sorted({str(v) for v in (Counter(before) & Counter(after)).elements()})
-        return Problem(r.NUMBERS_UNCHANGED, f"a similar question keeps the original values {', '.join(kept) or '(same values)'}; change every number")
+        return Problem(
+            r.NUMBERS_UNCHANGED,
+            f"a similar question keeps the original values {', '.join(kept) or '(same values)'}; change every number",
+        )
     return None
 
 
@@ -82,13 +87,18 @@ def check_key_information(description: str, original: str) -> Problem | None:
     if not words:
         return Problem(r.EMPTY, "the description of the key information is empty")
     if len(words) > MAX_KEY_INFORMATION_WORDS:
-        return Problem(r.TOO_LONG, f"describe the information type in at most {MAX_KEY_INFORMATION_WORDS} words, not {len(words)}")
+        return Problem(
+            r.TOO_LONG, f"describe the information type in at most {MAX_KEY_INFORMATION_WORDS} words, not {len(words)}"
+        )
     if r.BLANK in description:
         return Problem(r.BLANK_COUNT, f"the description must not contain {r.BLANK}")
     values = {s.text for s in find_slots(original) if s.kind != "word"}
     leaked = [v for v in values if re.search(rf"(?<![\d.]){re.escape(v)}(?![\d])", description)]
     if leaked:
-        return Problem(r.REVEALS_BLANK, f"the description must not state the value ({leaked[0]}); describe only the type of information")
+        return Problem(
+            r.REVEALS_BLANK,
+            f"the description must not state the value ({leaked[0]}); describe only the type of information",
+        )
     return None
 
 
@@ -120,9 +130,14 @@ def check_blanked(source: str, blanked: str, k: int) -> Problem | None:
         return Problem(r.BLANK_COUNT, f"expected exactly {k} {r.BLANK} marker(s), found {n}")
     spans = removed_spans(source, blanked)
     if spans is None:
-        return Problem(r.CHANGED_OUTSIDE_BLANKS, f"only replace the key information with {r.BLANK}; keep every other word of the problem unchanged")
+        return Problem(
+            r.CHANGED_OUTSIDE_BLANKS,
+            f"only replace the key information with {r.BLANK}; keep every other word of the problem unchanged",
+        )
     if any(not span for span in spans):
-        return Problem(r.CHANGED_OUTSIDE_BLANKS, f"each {r.BLANK} must replace the removed information, not be inserted beside it")
+        return Problem(
+            r.CHANGED_OUTSIDE_BLANKS, f"each {r.BLANK} must replace the removed information, not be inserted beside it"
+        )
     if sum(len(span) for span in spans) > 0.5 * len(source):
         return Problem(r.CHANGED_OUTSIDE_BLANKS, "too much text was removed; blank only the key information")
     return None
@@ -139,7 +154,9 @@ def reveals(candidate: str, source: str, removed: Sequence[str]) -> str | None:
     return None
 
 
-def check_paraphrase(source: str, candidate: str, k: int, accepted: Sequence[str], removed: Sequence[str] = ()) -> Problem | None:
+def check_paraphrase(
+    source: str, candidate: str, k: int, accepted: Sequence[str], removed: Sequence[str] = ()
+) -> Problem | None:
     """A paraphrase of a blanked variant: same marker count, not a copy or duplicate, no reveal.
 
     Args:
@@ -160,7 +177,9 @@ def check_paraphrase(source: str, candidate: str, k: int, accepted: Sequence[str
         return Problem(r.DUPLICATE, "two paraphrases are identical")
     leaked = reveals(candidate, source, removed)
     if leaked is not None:
-        return Problem(r.REVEALS_BLANK, f"a paraphrase reveals the blanked value ({leaked}); keep it hidden behind {r.BLANK}")
+        return Problem(
+            r.REVEALS_BLANK, f"a paraphrase reveals the blanked value ({leaked}); keep it hidden behind {r.BLANK}"
+        )
     return None
 
 

@@ -84,16 +84,12 @@ def from_mapping(cls: type[T], data: Mapping[str, Any] | None, where: str = "") 
         key = unknown[0]
         close = difflib.get_close_matches(str(key), list(fields), n=1)
         hint = f"; did you mean '{close[0]}'?" if close else ""
-        raise ConfigError(
-            f"unknown config key '{_join(where, key)}'{hint} Valid keys: {', '.join(sorted(fields))}"
-        )
+        raise ConfigError(f"unknown config key '{_join(where, key)}'{hint} Valid keys: {', '.join(sorted(fields))}")
     kwargs = {name: _coerce(hints[name], value, _join(where, name)) for name, value in data.items()}
     missing = [
         name
         for name, f in fields.items()
-        if name not in kwargs
-        and f.default is dataclasses.MISSING
-        and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
+        if name not in kwargs and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING  # type: ignore[misc]
     ]
     if missing:
         raise ConfigError(f"missing required config key '{_join(where, missing[0])}'")

@@ -76,7 +76,18 @@ def build_parser() -> argparse.ArgumentParser:
 def _configure_logging(verbose: bool, quiet: bool) -> None:
     level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-    for noisy in ("httpx", "httpx2", "httpcore", "openai", "transformers", "transformer_lens", "nnsight", "filelock", "urllib3", "matplotlib"):
+    for noisy in (
+        "httpx",
+        "httpx2",
+        "httpcore",
+        "openai",
+        "transformers",
+        "transformer_lens",
+        "nnsight",
+        "filelock",
+        "urllib3",
+        "matplotlib",
+    ):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
 
 

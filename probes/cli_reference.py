@@ -50,8 +50,19 @@ def render() -> str:
     lines = [HEADER.rstrip("\n") + "\n", "| command | what it does |", "|---|---|"]
     lines += [f"| [`{name}`](#{anchor(name)}) | {helps.get(name, '')} |" for name, _ in commands]
     for name, sub in commands:
-        lines += ["", f"## {name}", "", helps.get(name, ""), "", "```text", _usage(sub), "```", "",
-                  "| option | default | meaning |", "|---|---|---|"]
+        lines += [
+            "",
+            f"## {name}",
+            "",
+            helps.get(name, ""),
+            "",
+            "```text",
+            _usage(sub),
+            "```",
+            "",
+            "| option | default | meaning |",
+            "|---|---|---|",
+        ]
         lines += [_row(a) for a in sub._actions if not isinstance(a, argparse._HelpAction)]
         if sub.epilog:
             lines += ["", "```text", sub.epilog.strip("\n"), "```"]
@@ -87,7 +98,9 @@ def _row(action: argparse.Action) -> str:
             name += f" {action.metavar or action.dest.upper()}"
     else:
         name = action.metavar or action.dest
-    default = "" if action.default in (None, False, argparse.SUPPRESS) or action.default == [] else f"`{action.default}`"
+    default = (
+        "" if action.default in (None, False, argparse.SUPPRESS) or action.default == [] else f"`{action.default}`"
+    )
     text = (action.help or "").replace("%%", "%").replace("|", "\\|")
     if action.choices and not isinstance(action, argparse._SubParsersAction):
         text += f" (choices: {', '.join(str(c) for c in action.choices)})"

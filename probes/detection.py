@@ -48,18 +48,26 @@ class DetectSummary:
 
     def describe(self) -> str:
         c = self.info["counts"]
-        lines = [f"{len(self.table.ids)} questions x {len(self.table.columns)} detector(s) in {self.info['seconds']:.1f} s: "
-                 f"{c['generated']} completions generated, {c['scored']} texts scored, {c['cache_hits']} served from the response store"
-                 + (f"; {c['requests']} requests to the served model" if c.get("requests") else "")]
+        lines = [
+            f"{len(self.table.ids)} questions x {len(self.table.columns)} detector(s) in {self.info['seconds']:.1f} s: "
+            f"{c['generated']} completions generated, {c['scored']} texts scored, {c['cache_hits']} served from the response store"
+            + (f"; {c['requests']} requests to the served model" if c.get("requests") else "")
+        ]
         if self.info.get("sampling_temperature") is not None:
-            lines.append(f"sampling temperature {self.info['sampling_temperature']:g} (detectors whose params set none)")
+            lines.append(
+                f"sampling temperature {self.info['sampling_temperature']:g} (detectors whose params set none)"
+            )
         if self.controls is not None:
             cal = self.info["calibration"]
-            lines.append(f"controls: {len(self.controls.ids)} similar questions of {cal['n_questions_with_controls']} questions "
-                         f"scored by {', '.join(self.controls.columns)}; calibrated columns {', '.join(cal['columns'])}")
+            lines.append(
+                f"controls: {len(self.controls.ids)} similar questions of {cal['n_questions_with_controls']} questions "
+                f"scored by {', '.join(self.controls.columns)}; calibrated columns {', '.join(cal['columns'])}"
+            )
         if self.info.get("reference_counts"):
             r = self.info["reference_counts"]
-            lines.append(f"reference model: {r['scored']} texts scored, {r['cache_hits']} served from the response store")
+            lines.append(
+                f"reference model: {r['scored']} texts scored, {r['cache_hits']} served from the response store"
+            )
         lines += [f"note: {n}" for n in self.info["notes"]]
         return "\n".join(lines)
 
@@ -68,7 +76,9 @@ class DetectSummary:
         and, last, .meta.json, which binds both SCORES.csv and the controls file by their sha256
         (the old meta is removed first, so an interrupted write binds nothing)."""
         output = Path(output)
-        raw_path, meta_path, controls_path = (output.with_suffix(x) for x in (".raw.csv", ".meta.json", ".controls.csv"))
+        raw_path, meta_path, controls_path = (
+            output.with_suffix(x) for x in (".raw.csv", ".meta.json", ".controls.csv")
+        )
         meta_path.unlink(missing_ok=True)  # an interrupted write leaves no meta, so nothing beside it is trusted
         self.table.write_csv(output)
         self.info["scores_file"] = {"name": output.name, "sha256": file_sha256(output)}
@@ -144,8 +154,10 @@ def capped_notes(detector: Any, result: Any) -> list[str]:
 def check_answers(name: str, ids: Sequence[str], answers: Sequence[Any] | None) -> None:
     """Refuse, before any work, a detector that reads answers when no question has one."""
     if answers is None or not any(has_answer(a) for a in answers):
-        raise ConfigError(f"detector {name!r} compares answers with each question's known answer, and no question has one: "
-                          "give questions with an 'answer' field (lara questions import extracts it), or drop the detector")
+        raise ConfigError(
+            f"detector {name!r} compares answers with each question's known answer, and no question has one: "
+            "give questions with an 'answer' field (lara questions import extracts it), or drop the detector"
+        )
 
 
 def nan_notes(name: str, result: Any, ids: Sequence[str]) -> list[str]:
@@ -164,8 +176,10 @@ def cut_notes(name: str, result: Any) -> list[str]:
     if not n:
         return []
     questions = int((result.prompt_cut > 0).sum())
-    return [f"{name}: {n} prompt(s) of {questions} question(s) exceeded the model's context and lost their first tokens "
-            "(per question in the raw table's _prompt_cut column and the meta's prompt_cut_ids)"]
+    return [
+        f"{name}: {n} prompt(s) of {questions} question(s) exceeded the model's context and lost their first tokens "
+        "(per question in the raw table's _prompt_cut column and the meta's prompt_cut_ids)"
+    ]
 
 
 def detector_names(spec: str | Sequence[str], reference: bool = False, answers: bool = False) -> list[str]:
@@ -175,12 +189,20 @@ def detector_names(spec: str | Sequence[str], reference: bool = False, answers: 
     items = [n.strip() for n in spec.split(",")] if isinstance(spec, str) else [str(n).strip() for n in spec]
     items = [n for n in items if n]
     if items == ["all"]:
-        return [n for n, cls in REGISTRY.items() if (reference or not cls.requires_reference) and (answers or not cls.requires_answers)]
+        return [
+            n
+            for n, cls in REGISTRY.items()
+            if (reference or not cls.requires_reference) and (answers or not cls.requires_answers)
+        ]
     return items
 
 
-def checked_detectors(spec: str | Sequence[str], questions: Sequence[Any], reference: bool,
-                      params: Mapping[str, Mapping[str, Any]] | None = None) -> tuple[list[str], dict[str, dict[str, Any]]]:
+def checked_detectors(
+    spec: str | Sequence[str],
+    questions: Sequence[Any],
+    reference: bool,
+    params: Mapping[str, Mapping[str, Any]] | None = None,
+) -> tuple[list[str], dict[str, dict[str, Any]]]:
     """The detectors ``spec`` names for these questions (``all``: those whose needs are met) and
     their parameters, every name and parameter checked before any model work (ConfigError)."""
     names = detector_names(spec, reference=reference, answers=any(has_answer(q.answer) for q in questions))
@@ -194,8 +216,9 @@ def checked_detectors(spec: str | Sequence[str], questions: Sequence[Any], refer
     return names, chosen
 
 
-def with_sampling_temperature(params: dict[str, dict[str, Any]], names: Sequence[str],
-                              temperature: float | None) -> dict[str, dict[str, Any]]:
+def with_sampling_temperature(
+    params: dict[str, dict[str, Any]], names: Sequence[str], temperature: float | None
+) -> dict[str, dict[str, Any]]:
     """``params`` with ``temperature`` given to every named detector that declares it samples at a
     temperature (``samples_at_temperature``: CDD, Min-kNN, Entropy-Temp, policy drift, reward
     gain), unless its own parameters set one (SPEC §5: audit at the RL rollouts' temperature when
@@ -220,7 +243,9 @@ def _feeding(detector: Any, responder: Responder) -> tuple[Responder, list[str]]
             raise
         missing = ", ".join(sorted(a.value for a in set(detector.needs) - set(responder.access)))
         notes = check_access(detector, fallback)
-        return fallback, notes + [f"{detector.name}: runs on the hf engine ({responder.identity.get('kind')} does not send {missing})"]
+        return fallback, notes + [
+            f"{detector.name}: runs on the hf engine ({responder.identity.get('kind')} does not send {missing})"
+        ]
 
 
 def run_detectors(
@@ -267,20 +292,36 @@ def run_detectors(
         feeding[detector.name], more = _feeding(detector, responder)
         notes += more
         # a detector moved to the hf engine compares with the reference on the hf engine too
-        references[detector.name] = getattr(reference, "fallback", reference) if feeding[detector.name] is not responder else reference
+        references[detector.name] = (
+            getattr(reference, "fallback", reference) if feeding[detector.name] is not responder else reference
+        )
         check_reference(detector, feeding[detector.name], references[detector.name])
         if detector.requires_answers:
             check_answers(detector.name, ids, answers)
     rows = [(qid, c, text) for qid in ids for c, text in enumerate((controls or {}).get(qid, ()), start=1)]
     row_answers = [_control_answer(control_answers, r[0], r[1]) for r in rows]
     answered = any(has_answer(a) for a in row_answers)
-    calibrated = [d for d in detectors if controls is not None and (calibrate is None or d.name in calibrate)
-                  and (answered or not d.requires_answers)]
-    notes += [f"{d.name}: not scored on the controls (no control has an answer: give the questions a worked solution, "
-              "extra.solution, for the generator to re-solve; generation.answers); it enters the relative mode against a clean "
-              "set with answers" for d in detectors if controls is not None and d.requires_answers and not answered]
-    control_table = ControlTable([r[0] for r in rows], np.array([r[1] for r in rows], dtype=np.int64),
-                                 text_hash=[text_hash(r[2]) for r in rows]) if controls is not None else None
+    calibrated = [
+        d
+        for d in detectors
+        if controls is not None and (calibrate is None or d.name in calibrate) and (answered or not d.requires_answers)
+    ]
+    notes += [
+        f"{d.name}: not scored on the controls (no control has an answer: give the questions a worked solution, "
+        "extra.solution, for the generator to re-solve; generation.answers); it enters the relative mode against a clean "
+        "set with answers"
+        for d in detectors
+        if controls is not None and d.requires_answers and not answered
+    ]
+    control_table = (
+        ControlTable(
+            [r[0] for r in rows],
+            np.array([r[1] for r in rows], dtype=np.int64),
+            text_hash=[text_hash(r[2]) for r in rows],
+        )
+        if controls is not None
+        else None
+    )
     table, raw = ScoreTable(list(ids)), ScoreTable(list(ids))
     bar = _progress(progress, len(detectors) + len(calibrated))
     described, calibration = {}, {}
@@ -295,12 +336,21 @@ def run_detectors(
             raw.add(f"{result.name}_{key}", np.asarray(values, dtype=np.float64))
         raw.add(f"{result.name}_capped", result.capped)  # SPEC §5: per question, answers cut at the budget
         raw.add(f"{result.name}_prompt_cut", result.prompt_cut)  # and prompts cut to fit the context
-        notes += result.notes + capped_notes(detector, result) + cut_notes(detector.name, result) + nan_notes(detector.name, result, ids)
-        described[detector.name] = {"params": detector.get_params(), "raw": result.raw_name,
-                                    "raw_direction": detector.raw_direction, "n_nonfinite": int((~np.isfinite(result.scores)).sum()),
-                                    "n_nan": int(np.isnan(result.scores).sum()),
-                                    "settings_digest": settings_digest(detector),
-                                    "responses": result.responses_summary(list(ids))}
+        notes += (
+            result.notes
+            + capped_notes(detector, result)
+            + cut_notes(detector.name, result)
+            + nan_notes(detector.name, result, ids)
+        )
+        described[detector.name] = {
+            "params": detector.get_params(),
+            "raw": result.raw_name,
+            "raw_direction": detector.raw_direction,
+            "n_nonfinite": int((~np.isfinite(result.scores)).sum()),
+            "n_nan": int(np.isnan(result.scores).sum()),
+            "settings_digest": settings_digest(detector),
+            "responses": result.responses_summary(list(ids)),
+        }
         if detector in calibrated:
             if bar is not None:
                 bar.update(1)
@@ -309,8 +359,12 @@ def run_detectors(
             mine = [k for k, r in enumerate(rows) if limit is None or r[1] <= limit]
             if detector.requires_answers:  # each control judged against its own (re-solved) answer
                 eligible, mine = len(mine), [k for k in mine if has_answer(row_answers[k])]
-                detector.fit(clean_questions, reference=references[detector.name], answers=[row_answers[k] for k in mine])
-                notes.append(f"{detector.name}: scored on the {len(mine)} of {eligible} controls with a re-solved answer")
+                detector.fit(
+                    clean_questions, reference=references[detector.name], answers=[row_answers[k] for k in mine]
+                )
+                notes.append(
+                    f"{detector.name}: scored on the {len(mine)} of {eligible} controls with a re-solved answer"
+                )
             on_controls = detector.score([rows[k][2] for k in mine], feeding[detector.name])
             notes += cut_notes(f"{detector.name} on controls", on_controls)
             column = np.full(len(rows), np.nan)
@@ -318,9 +372,11 @@ def run_detectors(
             control_table.columns[detector.name] = column  # type: ignore[union-attr]
             cal, record = calibrated_scores(result.scores, control_table.matrix(detector.name, ids))  # type: ignore[union-attr]
             table.add(f"{detector.name}@cal", cal)
-            calibration[detector.name] = {"responses": on_controls.responses_summary([f"{rows[k][0]}#{rows[k][1]}" for k in mine]),
-                                          "n_control_texts": len(mine),
-                                          "zero_scale": record.to_dict()}
+            calibration[detector.name] = {
+                "responses": on_controls.responses_summary([f"{rows[k][0]}#{rows[k][1]}" for k in mine]),
+                "n_control_texts": len(mine),
+                "zero_scale": record.to_dict(),
+            }
         if bar is not None:
             bar.update(1)
     if bar is not None:
@@ -338,9 +394,13 @@ def run_detectors(
         "seconds": time.perf_counter() - start,
     }
     if control_table is not None:
-        info["calibration"] = {"n_controls_max": int(control_table.index.max()) if rows else 0,
-                               "n_questions_with_controls": len({r[0] for r in rows}), "n_control_texts": len(rows),
-                               "columns": [f"{d.name}@cal" for d in calibrated], "detectors": calibration}
+        info["calibration"] = {
+            "n_controls_max": int(control_table.index.max()) if rows else 0,
+            "n_questions_with_controls": len({r[0] for r in rows}),
+            "n_control_texts": len(rows),
+            "columns": [f"{d.name}@cal" for d in calibrated],
+            "detectors": calibration,
+        }
     return DetectSummary(table=table, raw=raw, info=info, controls=control_table)
 
 
@@ -359,15 +419,30 @@ def _progress(progress: bool, total: int) -> Any:
 
 
 def _counts(counter: Any) -> dict[str, int]:
-    return {"generated": counter.generated, "scored": counter.scored, "cache_hits": counter.cache_hits,
-            "requests": counter.requests}
+    return {
+        "generated": counter.generated,
+        "scored": counter.scored,
+        "cache_hits": counter.cache_hits,
+        "requests": counter.requests,
+    }
 
 
-def detect_questions(questions: Sequence[Any], names: Sequence[str], responder: Responder, *, params: dict[str, dict[str, Any]] | None = None,
-                     reference: Responder | None = None, sampling_temperature: float | None = None, sets: Sequence[Any] | None = None,
-                     n_controls: int = 3, calibrate: Sequence[str] | None = None, progress: bool = False,
-                     ranks: Any = None, decision_controls: int | None = None,
-                     sampling_controls: int | None = None) -> DetectSummary | None:
+def detect_questions(
+    questions: Sequence[Any],
+    names: Sequence[str],
+    responder: Responder,
+    *,
+    params: dict[str, dict[str, Any]] | None = None,
+    reference: Responder | None = None,
+    sampling_temperature: float | None = None,
+    sets: Sequence[Any] | None = None,
+    n_controls: int = 3,
+    calibrate: Sequence[str] | None = None,
+    progress: bool = False,
+    ranks: Any = None,
+    decision_controls: int | None = None,
+    sampling_controls: int | None = None,
+) -> DetectSummary | None:
     """Score ``questions`` (``generation.records.Question``) with the detectors ``names`` — the
     entry ``lara detect``, the ``detect`` stage and the Python API share. ``sets``: the questions'
     perturbation sets, whose first ``n_controls`` similar questions are scored as controls
@@ -384,12 +459,22 @@ def detect_questions(questions: Sequence[Any], names: Sequence[str], responder: 
         most = max(n_controls, decision_controls or 0, sampling_controls or 0)
         controls, answers_of_controls = control_texts(list(sets), most), control_answers(list(sets), most)
     sampling = max(n_controls, sampling_controls or 0)
-    summary = run_detectors(list(names), [q.id for q in questions], [q.question for q in questions], responder, params,
-                            clean_questions=[q.question for q in questions if q.split == "clean_ref"], progress=progress,
-                            reference=reference, sampling_temperature=sampling_temperature, controls=controls,
-                            calibrate=list(calibrate) if calibrate is not None else None, answers=[q.answer for q in questions],
-                            sampling_controls=sampling if (decision_controls or 0) > sampling else None,
-                            control_answers=answers_of_controls)
+    summary = run_detectors(
+        list(names),
+        [q.id for q in questions],
+        [q.question for q in questions],
+        responder,
+        params,
+        clean_questions=[q.question for q in questions if q.split == "clean_ref"],
+        progress=progress,
+        reference=reference,
+        sampling_temperature=sampling_temperature,
+        controls=controls,
+        calibrate=list(calibrate) if calibrate is not None else None,
+        answers=[q.answer for q in questions],
+        sampling_controls=sampling if (decision_controls or 0) > sampling else None,
+        control_answers=answers_of_controls,
+    )
     if ranks is not None:
         from .responders.distributed import sum_counts_over_ranks
 

@@ -59,7 +59,9 @@ def robust_z_fusion(
     names = list(names) if names is not None else [str(j) for j in range(d)]
     pool = np.flatnonzero(reference & np.isfinite(scores).all(axis=1))
     if len(pool) < 3:
-        raise InputError(f"robust-z fusion needs at least 3 clean reference samples with finite scores; have {len(pool)}")
+        raise InputError(
+            f"robust-z fusion needs at least 3 clean reference samples with finite scores; have {len(pool)}"
+        )
     keys = keys if keys is not None else [str(i) for i in range(n)]
     folds = fold_assignment([keys[i] for i in pool], n_folds, seed)
     z = np.empty_like(scores)
@@ -75,8 +77,10 @@ def robust_z_fusion(
         used[rows] = ~fitted.constant
     total = used @ w
     if not (total > 0).all():
-        raise InputError(f"robust-z fusion: every column is constant on the clean reference ({', '.join(names)}); "
-                         "nothing is left to fuse")
+        raise InputError(
+            f"robust-z fusion: every column is constant on the clean reference ({', '.join(names)}); "
+            "nothing is left to fuse"
+        )
     return (np.where(used, z, 0.0) * w).sum(axis=1) / total, record
 
 
@@ -115,7 +119,9 @@ def stacking(scores: np.ndarray, labels: np.ndarray, n_folds: int = 5, seed: int
     known = ok & (labels >= 0)
     y = labels[known].astype(int)
     if min((y == 1).sum(), (y == 0).sum()) < n_folds:
-        raise InputError(f"stacking with {n_folds} folds needs at least {n_folds} members and {n_folds} non-members with finite scores")
+        raise InputError(
+            f"stacking with {n_folds} folds needs at least {n_folds} members and {n_folds} non-members with finite scores"
+        )
     out = np.full(len(scores), np.nan)
     x = scores[known]
     oof = np.empty(len(y))
@@ -158,7 +164,11 @@ class Fused:
         return self.how + (f"; {self.zero_scale.describe()}" if self.zero_scale else "")
 
     def to_dict(self) -> dict[str, Any]:
-        return {"how": self.how, "n_finite": int(np.isfinite(self.values).sum()), "zero_scale": self.zero_scale.to_dict()}
+        return {
+            "how": self.how,
+            "n_finite": int(np.isfinite(self.values).sum()),
+            "zero_scale": self.zero_scale.to_dict(),
+        }
 
 
 def fuse(
@@ -189,12 +199,17 @@ def fuse(
         splits = splits or {}
         mode = clean_ref or ("split" if "clean_ref" in splits.values() else "crossfit" if (y == 0).any() else None)
         if mode is None:
-            raise ConfigError("robust-z needs a clean reference: labels (split clean_ref or label 0), "
-                              "or clean_ref 'all' to standardise by every row (an unsupervised audit)")
+            raise ConfigError(
+                "robust-z needs a clean reference: labels (split clean_ref or label 0), "
+                "or clean_ref 'all' to standardise by every row (an unsupervised audit)"
+            )
         if mode not in ("split", "crossfit", "all"):
             raise ConfigError(f"fusion clean_ref must be split, crossfit or all, got {mode!r}")
-        reference = {"split": np.array([splits.get(i) == "clean_ref" for i in table.ids]), "crossfit": y == 0,
-                     "all": np.ones(len(y), bool)}[mode]
+        reference = {
+            "split": np.array([splits.get(i) == "clean_ref" for i in table.ids]),
+            "crossfit": y == 0,
+            "all": np.ones(len(y), bool),
+        }[mode]
         fused, record = robust_z_fusion(x, reference, list(table.ids), weights, n_folds=n_folds, seed=seed, names=names)
         return Fused(fused, f"robust-z over a clean reference of {int(reference.sum())} ({mode})", record)
     if method == "rank-mix":

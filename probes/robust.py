@@ -70,8 +70,13 @@ def robust_scale(values: np.ndarray, tol: float = DEFAULT_TOL) -> RobustScale:
     constant = zero & zero_mad(mean_ad, tol)
     fallback = zero & ~constant
     scale = np.where(fallback, mean_ad, np.where(constant, 0.0, mad))
-    return RobustScale(center=np.asarray(center), mad=np.asarray(mad), scale=np.asarray(scale),
-                       fallback=np.asarray(fallback), constant=np.asarray(constant))
+    return RobustScale(
+        center=np.asarray(center),
+        mad=np.asarray(mad),
+        scale=np.asarray(scale),
+        fallback=np.asarray(fallback),
+        constant=np.asarray(constant),
+    )
 
 
 @dataclass
@@ -102,16 +107,21 @@ class ZeroScaleRecord:
         return bool(self.fallback or self.constant)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"rule": "MAD = 0: scale = sqrt(pi/2) * mean |x - median|; constant columns left out",
-                "fallback": dict(self.fallback), "constant": list(self.constant), "references": dict(self.where)}
+        return {
+            "rule": "MAD = 0: scale = sqrt(pi/2) * mean |x - median|; constant columns left out",
+            "fallback": dict(self.fallback),
+            "constant": list(self.constant),
+            "references": dict(self.where),
+        }
 
     def describe(self) -> str:
         """One line for a summary ('' when the rule was not needed)."""
         parts = []
         if self.fallback:
-            parts.append("MAD = 0, fallback scale √(π/2)·mean|x − median| for "
-                         + ", ".join(f"{n} ({s:.3g})" for n, s in self.fallback.items()))
+            parts.append(
+                "MAD = 0, fallback scale √(π/2)·mean|x − median| for "
+                + ", ".join(f"{n} ({s:.3g})" for n, s in self.fallback.items())
+            )
         if self.constant:
             parts.append("constant on the reference, left out: " + ", ".join(self.constant))
         return "; ".join(parts)
-

@@ -58,8 +58,11 @@ class ScoreTable:
     def write_csv(self, path: str | Path) -> None:
         """Write atomically (temporary file, then rename)."""
         names = list(self.columns)
-        write_csv_atomically(path, ["id", *names],
-                             ([qid, *(format_number(self.columns[n][i]) for n in names)] for i, qid in enumerate(self.ids)))
+        write_csv_atomically(
+            path,
+            ["id", *names],
+            ([qid, *(format_number(self.columns[n][i]) for n in names)] for i, qid in enumerate(self.ids)),
+        )
 
     @classmethod
     def read_csv(cls, path: str | Path) -> "ScoreTable":
@@ -156,8 +159,11 @@ def match_group(record: Mapping[str, Any]) -> Hashable | None:
 
 def read_question_groups(path: str | Path) -> dict[str, str | None]:
     """``{id: matched group}`` (a ``pair`` or ``template`` field, SPEC §8.8) of a JSONL file's objects."""
-    return {str(d["id"]): match_group(d) for _, line in jsonl_lines(path)
-            if isinstance(d := json.loads(line), dict) and "id" in d}
+    return {
+        str(d["id"]): match_group(d)
+        for _, line in jsonl_lines(path)
+        if isinstance(d := json.loads(line), dict) and "id" in d
+    }
 
 
 def read_splits(path: str | Path) -> dict[str, str | None]:

@@ -81,9 +81,9 @@ def _first_marker(text: str) -> tuple[str, bool] | None:
     None. A phrase marker with nothing after it on its line ("what the answer is.") does not count."""
     found: list[tuple[int, str, bool]] = [(m.start(), m.group(1), True) for m in _HASHES.finditer(text)]
     for m in _STATED.finditer(text):
-        rest = text[m.end():].lstrip("*: \t")  # "**Answer:** 42", "The answer is: 42"
+        rest = text[m.end() :].lstrip("*: \t")  # "**Answer:** 42", "The answer is: 42"
         end = _VALUE_END.search(rest)
-        value = (rest[:end.start()] if end else rest).strip()
+        value = (rest[: end.start()] if end else rest).strip()
         if value.strip("*") and not value.startswith((",", ";", ".", "?", "!")):
             found.append((m.start(), value, False))
     return min(found)[1:] if found else None
@@ -111,7 +111,7 @@ def _same(found: str, gold: str, mathematical: bool) -> bool:
         value = value.replace("$", "").strip()
     expected = _number(gold)
     lead = _PLAIN.match(value)
-    if lead and (lead.end() == len(value) or re.match(r"\s*(?:[^\W\d_]|[,;:%)])", value[lead.end():])):
+    if lead and (lead.end() == len(value) or re.match(r"\s*(?:[^\W\d_]|[,;:%)])", value[lead.end() :])):
         got = _number(lead.group())  # "28", "1,234", "1.5e-3", "28 apples", "42, since …"
         if expected is not None:
             return got == expected

@@ -38,15 +38,22 @@ def test_the_resolver_reads_relative_imports():
     assert "probes.token_distributions" in names and "probes.responders.base" in names
 
 
-@pytest.mark.parametrize("package, forbidden", [
-    ("lara_core", ("cache", "generation", "probes")),
-    ("cache", ("generation", "probes")),
-    ("generation", ("cache", "probes")),
-    ("probes.responders", ("probes.detectors",)),
-])
+@pytest.mark.parametrize(
+    "package, forbidden",
+    [
+        ("lara_core", ("cache", "generation", "probes")),
+        ("cache", ("generation", "probes")),
+        ("generation", ("cache", "probes")),
+        ("probes.responders", ("probes.detectors",)),
+    ],
+)
 def test_layers_import_only_downwards(package, forbidden):
-    offenders = [f"{path.relative_to(ROOT)} imports {name}" for path in sources(package) for name in imported_modules(path)
-                 if any(name == f or name.startswith(f + ".") for f in forbidden)]
+    offenders = [
+        f"{path.relative_to(ROOT)} imports {name}"
+        for path in sources(package)
+        for name in imported_modules(path)
+        if any(name == f or name.startswith(f + ".") for f in forbidden)
+    ]
     assert offenders == []
 
 
@@ -55,8 +62,11 @@ def test_command_modules_are_small_and_cli_only_assembles():
     for path in sources("probes.commands"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         assert len(path.read_text(encoding="utf-8").splitlines()) <= 400, path
-        long_functions += [f"{path.name}:{n.name} ({n.end_lineno - n.lineno + 1} lines)" for n in ast.walk(tree)
-                           if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > 80]
+        long_functions += [
+            f"{path.name}:{n.name} ({n.end_lineno - n.lineno + 1} lines)"
+            for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.end_lineno - n.lineno + 1 > 80
+        ]
     assert long_functions == []
     cli = (ROOT / "probes" / "cli.py").read_text(encoding="utf-8")
     assert "add_parser(" not in cli and len(cli.splitlines()) <= 120
@@ -69,10 +79,15 @@ def test_every_package_is_in_the_wheel():
 
     setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
     listed, mapped = set(setuptools["packages"]), setuptools.get("package-dir", {})
-    found = {".".join(p.parent.relative_to(ROOT).parts) for top in ("lara_core", "cache", "generation", "probes")
-             for p in (ROOT / top).rglob("__init__.py")}
+    found = {
+        ".".join(p.parent.relative_to(ROOT).parts)
+        for top in ("lara_core", "cache", "generation", "probes")
+        for p in (ROOT / top).rglob("__init__.py")
+    }
     assert found - listed == set()
-    assert all((ROOT / mapped.get(name, name.replace(".", "/"))).is_dir() for name in listed - found)  # data-only (prompts)
+    assert all(
+        (ROOT / mapped.get(name, name.replace(".", "/"))).is_dir() for name in listed - found
+    )  # data-only (prompts)
 
 
 def test_one_error_root_and_one_config_validator():
@@ -90,6 +105,10 @@ def test_one_error_root_and_one_config_validator():
         for name, cls in inspect.getmembers(errors, inspect.isclass):
             if issubclass(cls, Exception):
                 assert issubclass(cls, LaraError), f"{package}.errors.{name}"
-    validators = [str(path.relative_to(ROOT)) for top in ("lara_core", "cache", "generation", "probes") for path in sources(top)
-                  if "unknown config key" in path.read_text(encoding="utf-8")]
+    validators = [
+        str(path.relative_to(ROOT))
+        for top in ("lara_core", "cache", "generation", "probes")
+        for path in sources(top)
+        if "unknown config key" in path.read_text(encoding="utf-8")
+    ]
     assert validators == ["lara_core/configio.py"]

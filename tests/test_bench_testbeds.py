@@ -21,8 +21,11 @@ def sft_report(flagged: bool) -> dict:
     rows = {}
     for name in bench_testbeds.DETECTORS:
         if name in SELF_REFERENCE:
-            rows[name] = ({"not_applicable": "self-reference", "n": 300, "n_nonfinite": 0} if flagged
-                          else {"auc": {"value": 0.5, "ci": [0.5, 0.5], "n": 300}})
+            rows[name] = (
+                {"not_applicable": "self-reference", "n": 300, "n_nonfinite": 0}
+                if flagged
+                else {"auc": {"value": 0.5, "ci": [0.5, 0.5], "n": 300}}
+            )
         else:
             lo = 0.52 if name == "cdd" else 0.44
             rows[name] = {"auc": {"value": lo + 0.06, "ci": [lo, lo + 0.12], "n": 300}}
@@ -37,7 +40,12 @@ def test_self_reference_rows_are_left_out_of_the_counts(flagged, capsys):
     assert (hits, counted) == (13, 14) and sorted(left_out) == sorted(SELF_REFERENCE)  # not "16 of 17"
     assert bench_testbeds.count_cis(cells, contain=False)[:2] == (1, 14)
     assert bench_testbeds._auc(cells["ref"], sft=True).strip() == "n/a (self-reference)"
-    found = {"testbed": {"models": ["rl", "sft"], "auc": {"rl": bench_testbeds.auc_cells(sft_report(False), False), "sft": cells}}}
+    found = {
+        "testbed": {
+            "models": ["rl", "sft"],
+            "auc": {"rl": bench_testbeds.auc_cells(sft_report(False), False), "sft": cells},
+        }
+    }
     bench_testbeds.show_auc_counts(found)
     out = capsys.readouterr().out
     assert "SFT: 13 of 14 AUC CIs contain 0.5 (ref, policy_drift, reward_gain n/a" in out
@@ -45,8 +53,12 @@ def test_self_reference_rows_are_left_out_of_the_counts(flagged, capsys):
 
 
 def test_counts_skip_rows_without_a_figure():
-    cells = {"a": {"value": 0.5, "ci": [0.4, 0.6]}, "b": {}, "c": {"value": None, "ci": [None, None]},
-             "d": {"not_applicable": "constant: every score 0"}}
+    cells = {
+        "a": {"value": 0.5, "ci": [0.4, 0.6]},
+        "b": {},
+        "c": {"value": None, "ci": [None, None]},
+        "d": {"not_applicable": "constant: every score 0"},
+    }
     assert bench_testbeds.count_cis(cells, contain=True) == (1, 1, ["d"])
 
 
@@ -63,8 +75,10 @@ def test_the_benches_read_the_verdicts_controls_as_lara_run_does():
 
     bench_verdict = pytest.importorskip("bench_verdict")
     ids = ["a", "b"]
-    full = ScoredSet(ScoreTable(ids, {"ppl": np.zeros(2)}),
-                     ControlTable([i for i in ids for _ in range(20)], np.tile(np.arange(1, 21), 2), {"ppl": np.ones(40)}))
+    full = ScoredSet(
+        ScoreTable(ids, {"ppl": np.zeros(2)}),
+        ControlTable([i for i in ids for _ in range(20)], np.tile(np.arange(1, 21), 2), {"ppl": np.ones(40)}),
+    )
 
     class Config:
         calibration = CalibrationSettings(controls=3, decision_controls=20)

@@ -24,7 +24,11 @@ def github_anchor(heading: str) -> str:
 
 
 def anchors(path: Path) -> set[str]:
-    return {github_anchor(line.lstrip("#")) for line in path.read_text(encoding="utf-8").splitlines() if line.startswith("#")}
+    return {
+        github_anchor(line.lstrip("#"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line.startswith("#")
+    }
 
 
 def test_the_cli_reference_is_generated_from_the_parser():
@@ -36,7 +40,9 @@ def test_the_config_reference_is_generated_from_the_dataclasses():
     from probes.pipeline.config_reference import render as render_configs
 
     page = (ROOT / "docs" / "configs.md").read_text(encoding="utf-8")
-    assert page == render_configs(), "docs/configs.md is stale: python -m probes.pipeline.config_reference > docs/configs.md"
+    assert page == render_configs(), (
+        "docs/configs.md is stale: python -m probes.pipeline.config_reference > docs/configs.md"
+    )
     for key in ("`calibration`", "`verdict`", "`detect.endpoint`", "`fusion[]`", "`generation.openai.temperature`"):
         assert f"## {key}" in page
 
@@ -57,7 +63,9 @@ def test_the_readme_is_short_and_links_every_page_and_every_command():
     links = set(LINK.findall(text))
     for page in DOCS:
         if page.name != "README.md":
-            assert any(link.split("#")[0] == f"docs/{page.name}" for link in links), f"README does not link docs/{page.name}"
+            assert any(link.split("#")[0] == f"docs/{page.name}" for link in links), (
+                f"README does not link docs/{page.name}"
+            )
     for name, _ in command_parsers(build_parser()):
         assert f"docs/cli.md#{anchor(name)}" in links, f"README has no one-click link to {name}"
 

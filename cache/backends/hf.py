@@ -96,7 +96,9 @@ class HFExtractor:
                 if self.final_norm is None:
                     raise RuntimeError("this model has no final norm located; drop 'final_norm' from the layers")
                 last = len(layers) - 1
-                handles.append(self.final_norm.register_forward_hook(lambda _m, _a, out: store(last, block_output(out))))
+                handles.append(
+                    self.final_norm.register_forward_hook(lambda _m, _a, out: store(last, block_output(out)))
+                )
             yield
         finally:
             for handle in handles:

@@ -41,7 +41,9 @@ class NNsightExtractor:
         try:
             self.model = TransformersModel(module, tokenizer=loaded.tokenizer_copy())
         except Exception as err:  # noqa: BLE001
-            raise ModelLoadError(f"nnsight cannot wrap this {type(module).__name__}: {type(err).__name__}: {err}") from err
+            raise ModelLoadError(
+                f"nnsight cannot wrap this {type(module).__name__}: {type(err).__name__}: {err}"
+            ) from err
         layout = loaded.layout
         self.blocks = get_submodule(self.model, layout.blocks_path)
         self.final_norm = get_submodule(self.model, layout.final_norm_path) if layout.final_norm_path else None

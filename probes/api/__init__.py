@@ -5,8 +5,18 @@ docstrings, is ``docs/python-api.md``."""
 from __future__ import annotations
 
 NAMES = {
-    "load_model": "models", "pool": "models", "cache_activations": "models", "open_store": "models",
-    "perturb": "lara", "lara_metrics": "lara", "lara_score": "lara",
-    "detect": "audit", "fuse": "audit", "verdict": "audit", "evaluate": "audit",
-    "plot_roc": "plots", "plot_scores": "plots", "plot_verdict": "plots",
+    "load_model": "models",
+    "pool": "models",
+    "cache_activations": "models",
+    "open_store": "models",
+    "perturb": "lara",
+    "lara_metrics": "lara",
+    "lara_score": "lara",
+    "detect": "audit",
+    "fuse": "audit",
+    "verdict": "audit",
+    "evaluate": "audit",
+    "plot_roc": "plots",
+    "plot_scores": "plots",
+    "plot_verdict": "plots",
 }

@@ -12,12 +12,26 @@ from .lara import as_questions
 from .results import Detection, Verdict
 
 
-def detect(model: Any, questions: Any, detectors: str | Sequence[str] = "all", *, reference: Any = None,
-           sets: Sequence[Any] | None = None, n_controls: int = 3, params: Mapping[str, Mapping[str, Any]] | None = None,
-           store: str | Path | None = None, prompt_format: str = "auto", template: str = "{prompt}",
-           system_prompt: str | None = None, batch_size: int = 16, sampling_temperature: float | None = None,
-           calibrate: Sequence[str] | None = None, progress: bool = False, engine: str = "auto",
-           vllm: Mapping[str, Any] | None = None) -> Detection:
+def detect(
+    model: Any,
+    questions: Any,
+    detectors: str | Sequence[str] = "all",
+    *,
+    reference: Any = None,
+    sets: Sequence[Any] | None = None,
+    n_controls: int = 3,
+    params: Mapping[str, Mapping[str, Any]] | None = None,
+    store: str | Path | None = None,
+    prompt_format: str = "auto",
+    template: str = "{prompt}",
+    system_prompt: str | None = None,
+    batch_size: int = 16,
+    sampling_temperature: float | None = None,
+    calibrate: Sequence[str] | None = None,
+    progress: bool = False,
+    engine: str = "auto",
+    vllm: Mapping[str, Any] | None = None,
+) -> Detection:
     """Score ``questions`` with output-level detectors (SPEC §5), as ``lara detect`` does.
 
     Args:
@@ -58,18 +72,42 @@ def detect(model: Any, questions: Any, detectors: str | Sequence[str] = "all", *
         if not isinstance(model, (str, Path)):
             from ..errors import ConfigError
 
-            raise ConfigError("engine 'vllm' reads a checkpoint directory: pass its path as the model, or use engine 'hf'")
+            raise ConfigError(
+                "engine 'vllm' reads a checkpoint directory: pass its path as the model, or use engine 'hf'"
+            )
         chosen_engine = ModelConfig(source=str(model), engine="vllm", vllm=dict(vllm or {}))
-    responder = open_responder(lambda: load_model(model), prompt, store, batch_size=batch_size, progress=progress,
-                               engine=chosen_engine)
-    ref = open_responder(load_model(reference), prompt, store, batch_size=batch_size, progress=progress) if reference is not None else None
-    summary = detect_questions(records, names, responder, params=chosen, reference=ref, sampling_temperature=sampling_temperature,
-                               sets=sets, n_controls=n_controls, calibrate=calibrate, progress=progress)
+    responder = open_responder(
+        lambda: load_model(model), prompt, store, batch_size=batch_size, progress=progress, engine=chosen_engine
+    )
+    ref = (
+        open_responder(load_model(reference), prompt, store, batch_size=batch_size, progress=progress)
+        if reference is not None
+        else None
+    )
+    summary = detect_questions(
+        records,
+        names,
+        responder,
+        params=chosen,
+        reference=ref,
+        sampling_temperature=sampling_temperature,
+        sets=sets,
+        n_controls=n_controls,
+        calibrate=calibrate,
+        progress=progress,
+    )
     return Detection(summary, {q.id: q.label for q in records}, {q.id: q.split for q in records})
 
 
-def fuse(scores: Detection | Any, detectors: Sequence[str], method: str = "robust-z", *, clean: Sequence[str] | None = None,
-         labels: Mapping[str, int | None] | None = None, **options: Any) -> Any:
+def fuse(
+    scores: Detection | Any,
+    detectors: Sequence[str],
+    method: str = "robust-z",
+    *,
+    clean: Sequence[str] | None = None,
+    labels: Mapping[str, int | None] | None = None,
+    **options: Any,
+) -> Any:
     """Fuse detector columns into one score (SPEC §6): ``robust-z`` (default), ``rank-mix`` or
     ``stacking``. ``scores``: a :class:`Detection` or a ``pandas.DataFrame`` indexed by id;
     ``clean``: the ids of the clean reference (default: the questions of split ``clean_ref``,
@@ -90,8 +128,14 @@ def fuse(scores: Detection | Any, detectors: Sequence[str], method: str = "robus
     return series
 
 
-def verdict(audited: Detection, *, reference: Detection | None = None, clean: Detection | None = None,
-            subsets: Sequence[str] | None = None, **settings: Any) -> Verdict:
+def verdict(
+    audited: Detection,
+    *,
+    reference: Detection | None = None,
+    clean: Detection | None = None,
+    subsets: Sequence[str] | None = None,
+    **settings: Any,
+) -> Verdict:
     """The label-free verdict on ``audited`` (SPEC §8) and its per-question decisions (§8.10), as
     ``lara verdict`` computes them: the reference mode when ``reference`` (the model before RL,
     scored on the same questions and controls) is given, the relative mode against ``clean`` (or
@@ -106,9 +150,15 @@ def verdict(audited: Detection, *, reference: Detection | None = None, clean: De
     if subsets is None and any(v is not None for v in audited.labels.values()):
         subsets = ["members", "non_members"]
 
-    record, decisions = audit_verdict(audited.files(), reference=reference.files() if reference else None,
-                                      clean=clean.files() if clean else None, labels=audited.labels, splits=audited.splits,
-                                      subsets=subsets, settings=VerdictSettings(**settings))
+    record, decisions = audit_verdict(
+        audited.files(),
+        reference=reference.files() if reference else None,
+        clean=clean.files() if clean else None,
+        labels=audited.labels,
+        splits=audited.splits,
+        subsets=subsets,
+        settings=VerdictSettings(**settings),
+    )
     return Verdict(record, decisions)
 
 
@@ -123,11 +173,19 @@ def evaluate(scores: Detection | Any, labels: Mapping[str, int | None] | None = 
 
     from ..evaluation import evaluate as evaluate_column
 
-    frame = scores.to_frame() if isinstance(scores, pd.Series) else scores.scores if isinstance(scores, Detection) else scores
+    frame = (
+        scores.to_frame()
+        if isinstance(scores, pd.Series)
+        else scores.scores
+        if isinstance(scores, Detection)
+        else scores
+    )
     labels = dict(labels if labels is not None else scores.labels if isinstance(scores, Detection) else {})
     known = [i for i in frame.index if labels.get(i) is not None]
     if not known:
-        raise ValueError("evaluation needs labels (1 member / 0 non-member) for some questions; none of these ids has one")
+        raise ValueError(
+            "evaluation needs labels (1 member / 0 non-member) for some questions; none of these ids has one"
+        )
     y = np.array([int(labels[i]) for i in known])
     rows = {}
     for column in frame.columns:
@@ -153,4 +211,3 @@ def _table(frame: Any) -> Any:
     from ..scores import ScoreTable
 
     return ScoreTable([str(i) for i in frame.index], {c: frame[c].to_numpy(dtype=float) for c in frame.columns})
-

@@ -27,7 +27,9 @@ def as_questions(questions: Any) -> list[Any]:
         elif isinstance(q, Mapping):
             out.append(parse_question(json.dumps(dict(q), default=str), f"questions[{i}]"))
         else:
-            raise TypeError(f"questions[{i}] is a {type(q).__name__}: give strings, dicts with 'id' and 'question', or Question records")
+            raise TypeError(
+                f"questions[{i}] is a {type(q).__name__}: give strings, dicts with 'id' and 'question', or Question records"
+            )
     return out
 
 
@@ -64,22 +66,35 @@ class LaraMetrics:
     n_blocks: int | None = None
 
     def __repr__(self) -> str:
-        return (f"LaraMetrics({len(self.ids)} questions × 3 metrics × {len(self.layers)} layers; "
-                f"{len(self.reasons)} unusable)")
+        return (
+            f"LaraMetrics({len(self.ids)} questions × 3 metrics × {len(self.layers)} layers; "
+            f"{len(self.reasons)} unusable)"
+        )
 
     def to_frame(self) -> Any:
         """A long ``pandas.DataFrame``: one row per (id, metric, layer) with its ``value``."""
         import pandas as pd
 
         n, _, n_layers = self.values.shape
-        return pd.DataFrame({
-            "id": np.repeat(self.ids, 3 * n_layers), "metric": np.tile(np.repeat(["zRSM", "DC", "zRSI"], n_layers), n),
-            "layer": np.tile(list(self.layers), 3 * n), "value": self.values.reshape(-1),
-        })
+        return pd.DataFrame(
+            {
+                "id": np.repeat(self.ids, 3 * n_layers),
+                "metric": np.tile(np.repeat(["zRSM", "DC", "zRSI"], n_layers), n),
+                "layer": np.tile(list(self.layers), 3 * n),
+                "value": self.values.reshape(-1),
+            }
+        )
 
 
-def lara_metrics(model: Any, sets: Sequence[Any], *, layers: Any = "all", eps: float = 1e-8, min_paraphrases: int = 2,
-                 **extraction: Any) -> LaraMetrics:
+def lara_metrics(
+    model: Any,
+    sets: Sequence[Any],
+    *,
+    layers: Any = "all",
+    eps: float = 1e-8,
+    min_paraphrases: int = 2,
+    **extraction: Any,
+) -> LaraMetrics:
     """zRSM, DC and zRSI of each set's question at each layer (SPEC §3), from the activations of
     every text of the sets pooled in memory by :func:`probes.pool` (arguments as there) — the
     same numbers ``lara metrics`` computes from a store."""
@@ -103,15 +118,24 @@ def lara_metrics(model: Any, sets: Sequence[Any], *, layers: Any = "all", eps: f
     reasons = {lay.id: lay.reason for lay in layouts if lay.reason}
     for lay, row in zip(layouts, values):
         if lay.id not in reasons and not np.isfinite(row).all():
-            reasons[lay.id] = f"non_finite_values: {int((~np.isfinite(row)).sum())} of {row.size} metric values are NaN/inf"
+            reasons[lay.id] = (
+                f"non_finite_values: {int((~np.isfinite(row)).sum())} of {row.size} metric values are NaN/inf"
+            )
     from cache.fingerprint import text_hash
 
-    return LaraMetrics([lay.id for lay in layouts], values, labels, reasons, [text_hash(r.question.question) for r in sets],
-                       loaded.layout.n_blocks)
+    return LaraMetrics(
+        [lay.id for lay in layouts],
+        values,
+        labels,
+        reasons,
+        [text_hash(r.question.question) for r in sets],
+        loaded.layout.n_blocks,
+    )
 
 
-def lara_score(metrics: LaraMetrics, clean: LaraMetrics | Sequence[str], *, folds: int = 5, seed: int = 0,
-               **options: Any) -> Any:
+def lara_score(
+    metrics: LaraMetrics, clean: LaraMetrics | Sequence[str], *, folds: int = 5, seed: int = 0, **options: Any
+) -> Any:
     """S_LaRA of each question (SPEC §4; higher = more likely trained on) against a clean
     reference, exactly as ``lara score`` computes it: another :class:`LaraMetrics`, or the ids of
     clean questions among ``metrics`` — those are scored cross-fitted (``folds`` folds keyed by
@@ -126,7 +150,9 @@ def lara_score(metrics: LaraMetrics, clean: LaraMetrics | Sequence[str], *, fold
     opts = ScoreOptions(**options)
     if isinstance(clean, LaraMetrics):
         if clean.layers != metrics.layers:
-            raise ValueError(f"the clean metrics have layers {clean.layers}, these {metrics.layers}: compute both alike")
+            raise ValueError(
+                f"the clean metrics have layers {clean.layers}, these {metrics.layers}: compute both alike"
+            )
         pool, pool_keys = clean.values, clean.question_hashes
     else:
         where = {q: i for i, q in enumerate(metrics.ids)}
@@ -135,8 +161,16 @@ def lara_score(metrics: LaraMetrics, clean: LaraMetrics | Sequence[str], *, fold
             raise KeyError(f"{len(missing)} clean id(s) are not among the metrics' questions, e.g. {missing[:3]}")
         rows = [where[q] for q in clean]
         pool, pool_keys = metrics.values[rows], [metrics.question_hashes[i] for i in rows]
-    scoring = score_against_pool(metrics.values, metrics.question_hashes, pool, pool_keys, opts, n_folds=folds, seed=seed,
-                                 layer_labels=metrics.layers)
+    scoring = score_against_pool(
+        metrics.values,
+        metrics.question_hashes,
+        pool,
+        pool_keys,
+        opts,
+        n_folds=folds,
+        seed=seed,
+        layer_labels=metrics.layers,
+    )
     values = scoring.scores(opts, metrics.layers, metrics.n_blocks)
     return pd.Series(values, index=pd.Index(metrics.ids, name="id"), name="lara")
 
@@ -149,4 +183,3 @@ class _Rows:
 
     def get(self, texts: Sequence[str], layers: Any = None) -> np.ndarray:
         return np.stack([self.rows[t] for t in texts]).astype(np.float32)
-

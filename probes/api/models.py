@@ -10,8 +10,9 @@ from typing import Any, Sequence
 logger = logging.getLogger(__name__)
 
 
-def load_model(model: Any, tokenizer: Any = None, *, device: str = "auto", dtype: str = "auto",
-               trust_remote_code: bool = False) -> Any:
+def load_model(
+    model: Any, tokenizer: Any = None, *, device: str = "auto", dtype: str = "auto", trust_remote_code: bool = False
+) -> Any:
     """A model ready for every operation of the toolkit (a ``cache.loading.LoadedModel``).
 
     Args:
@@ -41,8 +42,15 @@ def load_model(model: Any, tokenizer: Any = None, *, device: str = "auto", dtype
     return wrap_model(model, tokenizer)
 
 
-def pool(model: Any, texts: str | Sequence[str], *, layers: str | int | Sequence[str | int] = "all",
-         prompt_format: str = "raw", backend: str = "hf", **extraction: Any) -> Any:
+def pool(
+    model: Any,
+    texts: str | Sequence[str],
+    *,
+    layers: str | int | Sequence[str | int] = "all",
+    prompt_format: str = "raw",
+    backend: str = "hf",
+    **extraction: Any,
+) -> Any:
     """Per-layer mean-pooled activations of ``texts``, in memory (no store):
     ``torch.Tensor [n_texts, n_layers, d_model]`` float32 on the CPU, rows in the given order.
 
@@ -64,8 +72,17 @@ def pool(model: Any, texts: str | Sequence[str], *, layers: str | int | Sequence
     return pool_texts(texts, load_model(model), config)
 
 
-def cache_activations(model: Any, texts: str | Sequence[str], path: str | Path, *, layers: str | int | Sequence[str | int] = "all",
-                      prompt_format: str = "raw", backend: str = "hf", progress: bool = False, **extraction: Any) -> Any:
+def cache_activations(
+    model: Any,
+    texts: str | Sequence[str],
+    path: str | Path,
+    *,
+    layers: str | int | Sequence[str | int] = "all",
+    prompt_format: str = "raw",
+    backend: str = "hf",
+    progress: bool = False,
+    **extraction: Any,
+) -> Any:
     """Pool ``texts`` into the HDF5 store at ``path`` (created, or appended to when it was made
     with the same model and settings; texts already there are skipped) and return the
     :class:`~cache.store.ActivationStore`. Arguments as :func:`pool`."""
@@ -75,8 +92,12 @@ def cache_activations(model: Any, texts: str | Sequence[str], path: str | Path, 
 
     loaded = load_model(model)
     texts = [texts] if isinstance(texts, str) else list(texts)
-    extraction_config = ExtractionConfig(backend=backend, layers=layer_tokens(layers), prompt_format=prompt_format, **extraction)
-    summary = run_cache(texts, path, CacheConfig(model=loaded.config, extraction=extraction_config), loaded=loaded, progress=progress)
+    extraction_config = ExtractionConfig(
+        backend=backend, layers=layer_tokens(layers), prompt_format=prompt_format, **extraction
+    )
+    summary = run_cache(
+        texts, path, CacheConfig(model=loaded.config, extraction=extraction_config), loaded=loaded, progress=progress
+    )
     logger.info("%s", summary.describe())
     return ActivationStore(path)
 

@@ -10,8 +10,12 @@ import numpy as np
 from .results import Detection, Verdict
 
 
-def plot_roc(scores: Detection | Any, labels: Mapping[str, int | None] | None = None, detectors: Sequence[str] | None = None,
-             ax: Any = None) -> Any:
+def plot_roc(
+    scores: Detection | Any,
+    labels: Mapping[str, int | None] | None = None,
+    detectors: Sequence[str] | None = None,
+    ax: Any = None,
+) -> Any:
     """ROC curves of score columns (a :class:`Detection` or a ``pandas.DataFrame`` indexed by id)
     against ``labels`` (default: the questions' own), members positive: with ``ax``, all in that
     panel; without, one panel per family of detectors, as in the report."""
@@ -21,8 +25,12 @@ def plot_roc(scores: Detection | Any, labels: Mapping[str, int | None] | None = 
     return draw(table, y, names, ax=ax)
 
 
-def plot_scores(scores: Detection | Any, labels: Mapping[str, int | None] | None = None, detectors: Sequence[str] | None = None,
-                ax: Any = None) -> Any:
+def plot_scores(
+    scores: Detection | Any,
+    labels: Mapping[str, int | None] | None = None,
+    detectors: Sequence[str] | None = None,
+    ax: Any = None,
+) -> Any:
     """Histograms of each score column, members vs non-members (all questions when unlabelled);
     ``ax``: one Axes per column."""
     from ..report.plots import plot_score_histograms as draw
@@ -39,7 +47,9 @@ def plot_verdict(verdict: Verdict, ax: Any = None) -> Any:
     return draw(verdict.to_dict(), ax=ax)
 
 
-def _inputs(scores: Any, labels: Mapping[str, int | None] | None, detectors: Sequence[str] | None) -> tuple[Any, np.ndarray, list[str]]:
+def _inputs(
+    scores: Any, labels: Mapping[str, int | None] | None, detectors: Sequence[str] | None
+) -> tuple[Any, np.ndarray, list[str]]:
     from .audit import _table
 
     frame = scores.scores if isinstance(scores, Detection) else scores

@@ -11,8 +11,12 @@ from pathlib import Path
 from . import NAMES
 
 WALKTHROUGH = Path(__file__).resolve().parents[2] / "docs" / "examples" / "walkthrough.py"
-RESULTS = (("probes.api.results", "Detection"), ("probes.api.results", "Verdict"), ("probes.api.lara", "LaraMetrics"),
-           ("cache.store", "ActivationStore"))
+RESULTS = (
+    ("probes.api.results", "Detection"),
+    ("probes.api.results", "Verdict"),
+    ("probes.api.lara", "LaraMetrics"),
+    ("cache.store", "ActivationStore"),
+)
 
 INTRO = """# Python API
 
@@ -66,9 +70,20 @@ assert torch.allclose(row, ours, atol=1e-4)
 
 def render() -> str:
     """The page's Markdown."""
-    lines = [INTRO, "## A whole audit", "",
-             "`docs/examples/walkthrough.py` (percent format: open it as a notebook), on the shipped testbed:", "",
-             "```python", WALKTHROUGH.read_text(encoding="utf-8").rstrip(), "```", "", TRANSFORMER_LENS, "## Functions", ""]
+    lines = [
+        INTRO,
+        "## A whole audit",
+        "",
+        "`docs/examples/walkthrough.py` (percent format: open it as a notebook), on the shipped testbed:",
+        "",
+        "```python",
+        WALKTHROUGH.read_text(encoding="utf-8").rstrip(),
+        "```",
+        "",
+        TRANSFORMER_LENS,
+        "## Functions",
+        "",
+    ]
     for name, module in NAMES.items():
         function = getattr(importlib.import_module(f"probes.api.{module}"), name)
         lines += [f"### `probes.{name}{_signature(function)}`", "", inspect.getdoc(function) or "", ""]
@@ -76,7 +91,9 @@ def render() -> str:
     for module, name in RESULTS:
         cls = getattr(importlib.import_module(module), name)
         lines += [f"### `{name}` (`{module}`)", "", inspect.getdoc(cls) or "", ""]
-        own = {k: v for klass in reversed(cls.__mro__[:-1]) for k, v in vars(klass).items()}  # not object's (nnsight patches it)
+        own = {
+            k: v for klass in reversed(cls.__mro__[:-1]) for k, v in vars(klass).items()
+        }  # not object's (nnsight patches it)
         for attr, member in sorted(own.items()):
             if attr.startswith("_") or not (inspect.isfunction(member) or isinstance(member, property)):
                 continue
@@ -89,7 +106,7 @@ def render() -> str:
 
 def _signature(function: object, drop_self: bool = False) -> str:
     """``(a: int, *, b: str = 'x')`` with the annotations as written in the source."""
-    parameters = list(inspect.signature(function).parameters.values())[1 if drop_self else 0:]  # type: ignore[arg-type]
+    parameters = list(inspect.signature(function).parameters.values())[1 if drop_self else 0 :]  # type: ignore[arg-type]
     parts, starred = [], False
     for p in parameters:
         if p.kind is p.KEYWORD_ONLY and not starred:

@@ -55,7 +55,11 @@ class Detection:
 
     def __repr__(self) -> str:
         t = self.summary.table
-        controls = f", controls of {len(set(self.summary.controls.ids))} questions" if self.summary.controls is not None else ""
+        controls = (
+            f", controls of {len(set(self.summary.controls.ids))} questions"
+            if self.summary.controls is not None
+            else ""
+        )
         return f"Detection({len(t.ids)} questions × {', '.join(t.columns)}{controls})"
 
 

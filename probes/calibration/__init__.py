@@ -13,5 +13,13 @@ from .blind import blind_baseline
 from .controls import ControlTable, control_texts
 from .verdict import ScoredSet, VerdictSettings, compute_verdict, relative_test, within_test
 
-__all__ = ["ControlTable", "ScoredSet", "VerdictSettings", "blind_baseline", "compute_verdict", "control_texts",
-           "relative_test", "within_test"]
+__all__ = [
+    "ControlTable",
+    "ScoredSet",
+    "VerdictSettings",
+    "blind_baseline",
+    "compute_verdict",
+    "control_texts",
+    "relative_test",
+    "within_test",
+]

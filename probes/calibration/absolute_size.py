@@ -27,8 +27,10 @@ from scipy.stats import norm
 from . import stats
 
 SIZE_RESAMPLES = 500
-VALIDATED_ON = ("known only where the generator was validated: 0.045–0.050 on our two testbeds; on a third testbed of 45 "
-                "templates of its own a clean checkpoint read within-AUC 0.63–0.65 and was rejected at p = 0.0002")
+VALIDATED_ON = (
+    "known only where the generator was validated: 0.045–0.050 on our two testbeds; on a third testbed of 45 "
+    "templates of its own a clean checkpoint read within-AUC 0.63–0.65 and was rejected at p = 0.0002"
+)
 
 
 def null_moments(original: np.ndarray, controls: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -51,8 +53,15 @@ def null_moments(original: np.ndarray, controls: np.ndarray) -> tuple[np.ndarray
     return r, np.where(usable, mean, np.nan), np.where(usable, var, np.nan)
 
 
-def absolute_size(original: dict[str, np.ndarray], controls: dict[str, np.ndarray], n_audited: int, alpha: float,
-                  combine: str = "cauchy", seed: int = 0, n_resamples: int = SIZE_RESAMPLES) -> dict[str, Any]:
+def absolute_size(
+    original: dict[str, np.ndarray],
+    controls: dict[str, np.ndarray],
+    n_audited: int,
+    alpha: float,
+    combine: str = "cauchy",
+    seed: int = 0,
+    n_resamples: int = SIZE_RESAMPLES,
+) -> dict[str, Any]:
     """The absolute mode's estimated size on a clean set like ``original`` / ``controls`` (per
     detector ``[N]`` and ``[N, C]``) at ``n_audited`` questions; see the module docstring."""
     moments = {name: null_moments(original[name], controls[name]) for name in original}
@@ -67,10 +76,16 @@ def absolute_size(original: dict[str, np.ndarray], controls: dict[str, np.ndarra
         pvalues = [_normal_p(r[pick], mu[pick], var[pick]) for r, mu, var in moments.values()]
         p = stats.cauchy_combination(pvalues) if combine == "cauchy" else stats.bonferroni(pvalues)
         rejected += bool(p < alpha)
-    return {"n_clean": int(len(rows)), "n_audited": int(n_audited), "size": rejected / n_resamples,
-            "n_resamples": n_resamples, "alpha": alpha, "detectors": list(original),
-            "within_auc": {name: float(np.nanmean(m[0][rows])) for name, m in moments.items()},
-            "size_range": {name: _size_range(*(x[rows] for x in m), n_audited, alpha) for name, m in moments.items()}}
+    return {
+        "n_clean": int(len(rows)),
+        "n_audited": int(n_audited),
+        "size": rejected / n_resamples,
+        "n_resamples": n_resamples,
+        "alpha": alpha,
+        "detectors": list(original),
+        "within_auc": {name: float(np.nanmean(m[0][rows])) for name, m in moments.items()},
+        "size_range": {name: _size_range(*(x[rows] for x in m), n_audited, alpha) for name, m in moments.items()},
+    }
 
 
 def _size_range(r: np.ndarray, mean: np.ndarray, var: np.ndarray, n_audited: int, alpha: float) -> list[float]:
@@ -101,11 +116,19 @@ def size_sentence(size: dict[str, Any], test: dict[str, Any] | None = None) -> s
     if test is not None and math.isfinite(test["combined"]["p_value"]):
         head += f": {'rejected' if test['reject'] else 'not rejected'}, combined p = {test['combined']['p_value']:.2g}"
     aucs = ", ".join(f"{k} {v:.2f}" for k, v in size["within_auc"].items())
-    ranges = ", ".join(f"{k} {100 * lo:.0f}–{100 * hi:.0f} %" for k, (lo, hi) in size["size_range"].items()
-                       if _finite(lo) and _finite(hi)) or "not estimable"
-    return (f"{head} (within-AUC {aucs}; 0.5 if the generator's similars read like real questions); a clean set like "
-            f"them of {size['n_audited']} questions would be flagged in ≈ {100 * size['size']:.0f} % of draws "
-            f"(bootstrap, nominal {100 * size['alpha']:g} %; over the clean bias's 95 % CI: {ranges})")
+    ranges = (
+        ", ".join(
+            f"{k} {100 * lo:.0f}–{100 * hi:.0f} %"
+            for k, (lo, hi) in size["size_range"].items()
+            if _finite(lo) and _finite(hi)
+        )
+        or "not estimable"
+    )
+    return (
+        f"{head} (within-AUC {aucs}; 0.5 if the generator's similars read like real questions); a clean set like "
+        f"them of {size['n_audited']} questions would be flagged in ≈ {100 * size['size']:.0f} % of draws "
+        f"(bootstrap, nominal {100 * size['alpha']:g} %; over the clean bias's 95 % CI: {ranges})"
+    )
 
 
 def _finite(x: float | None) -> bool:

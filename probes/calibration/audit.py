@@ -23,21 +23,32 @@ CLEAN_SPLIT = "clean_ref"
 LABEL_SUBSETS = {"members": 1, "non_members": 0}
 
 
-def subset_ids(ids: Sequence[str], name: str, labels: Mapping[str, int | None], splits: Mapping[str, str | None]) -> list[str]:
+def subset_ids(
+    ids: Sequence[str], name: str, labels: Mapping[str, int | None], splits: Mapping[str, str | None]
+) -> list[str]:
     """The audited ids in subset ``name`` (by label for members/non_members, else by split)."""
     if name in LABEL_SUBSETS:
         return [i for i in ids if labels.get(i) == LABEL_SUBSETS[name]]
     chosen = [i for i in ids if splits.get(i) == name]
     if not chosen and name not in set(splits.values()):
-        raise ConfigError(f"verdict subset {name!r} is neither members, non_members nor a split of the questions "
-                          f"({', '.join(sorted({s for s in splits.values() if s}))})")
+        raise ConfigError(
+            f"verdict subset {name!r} is neither members, non_members nor a split of the questions "
+            f"({', '.join(sorted({s for s in splits.values() if s}))})"
+        )
     return chosen
 
 
-def audit_verdict(audited: ScoredFiles, *, reference: ScoredFiles | None = None, clean: ScoredFiles | None = None,
-                  labels: Mapping[str, int | None] | None = None, splits: Mapping[str, str | None] | None = None,
-                  subsets: Sequence[str] | None = None, settings: VerdictSettings = VerdictSettings(),
-                  verdict_controls: int | None = None) -> tuple[dict[str, Any], QuestionDecisions | None]:
+def audit_verdict(
+    audited: ScoredFiles,
+    *,
+    reference: ScoredFiles | None = None,
+    clean: ScoredFiles | None = None,
+    labels: Mapping[str, int | None] | None = None,
+    splits: Mapping[str, str | None] | None = None,
+    subsets: Sequence[str] | None = None,
+    settings: VerdictSettings = VerdictSettings(),
+    verdict_controls: int | None = None,
+) -> tuple[dict[str, Any], QuestionDecisions | None]:
     """The verdict on the audited questions of ``audited``, one per subset, and the per-question
     decisions (SPEC §8.10; None with no verdict), summarised under the verdict's ``questions``.
 
@@ -54,11 +65,21 @@ def audit_verdict(audited: ScoredFiles, *, reference: ScoredFiles | None = None,
     if not audited_ids:
         raise InputError("every scored question is in the clean set (split clean_ref); nothing to audit")
     audited_set = ScoredSet(scores, controls, audited_ids, audited.settings, audited.prompt_format)
-    ref = (ScoredSet(reference.scores, reference.controls, settings=reference.settings, prompt_format=reference.prompt_format)
-           if reference is not None else None)
-    clean_set = (ScoredSet(clean.scores, clean.controls, settings=clean.settings, prompt_format=clean.prompt_format)
-                 if clean is not None else audited_set.subset(in_clean) if in_clean else None)
-    cut = (lambda x: x.limited(verdict_controls) if x is not None else None)
+    ref = (
+        ScoredSet(
+            reference.scores, reference.controls, settings=reference.settings, prompt_format=reference.prompt_format
+        )
+        if reference is not None
+        else None
+    )
+    clean_set = (
+        ScoredSet(clean.scores, clean.controls, settings=clean.settings, prompt_format=clean.prompt_format)
+        if clean is not None
+        else audited_set.subset(in_clean)
+        if in_clean
+        else None
+    )
+    cut = lambda x: x.limited(verdict_controls) if x is not None else None
     verdict = compute_verdict(cut(audited_set), cut(ref), cut(clean_set), settings)
     file_notes = [n for f in (audited, reference, clean) if f is not None for n in f.notes]
     verdict["notes"] = file_notes + verdict.get("notes", [])
@@ -86,8 +107,10 @@ def describe_verdict(verdict: dict[str, Any], title: str = "Verdict") -> str:
     others = [m for m in verdict["modes"] if m != verdict["mode"]]
     for mode in others:
         m = verdict["modes"][mode]
-        lines.append(f"  also {mode} mode{' (uncalibrated, a diagnostic)' if mode == 'absolute' else ''}: "
-                     f"{'reject' if m['reject'] else 'not rejected'}, combined {p_sentence(m['combined']['p_value'])}")
+        lines.append(
+            f"  also {mode} mode{' (uncalibrated, a diagnostic)' if mode == 'absolute' else ''}: "
+            f"{'reject' if m['reject'] else 'not rejected'}, combined {p_sentence(m['combined']['p_value'])}"
+        )
         if mode == "absolute":
             lines.append(f"    {absolute_size_text(verdict)}")
     for mode, why in (verdict.get("unavailable") or {}).items():
@@ -111,19 +134,29 @@ def _headline(v: dict[str, Any]) -> str:
         return "NO VERDICT (no mode has a detector with a usable question; not a negative answer)"
     c = v["combined"]
     if not v["calibrated"]:  # the absolute mode decides: no reference, no clean set
-        return (f"{NO_CALIBRATED_VERDICT}; the absolute mode, a diagnostic only: "
-                f"{'signal' if v['reject'] else 'no signal'} at alpha = {v['alpha']:g} ({c['method']} "
-                f"{p_sentence(c['p_value'])} over {', '.join(c['detectors']) or 'no detector'}; its size is {VALIDATED_ON})")
+        return (
+            f"{NO_CALIBRATED_VERDICT}; the absolute mode, a diagnostic only: "
+            f"{'signal' if v['reject'] else 'no signal'} at alpha = {v['alpha']:g} ({c['method']} "
+            f"{p_sentence(c['p_value'])} over {', '.join(c['detectors']) or 'no detector'}; its size is {VALIDATED_ON})"
+        )
     word = verdict_word(v)
     left = f"; left out, no information: {', '.join(c['left_out'])}" if c.get("left_out") else ""
-    left += f"; left out, not calibrated by the reference: {', '.join(c['not_calibrated'])}" if c.get("not_calibrated") else ""
-    return (f"{word} at alpha = {v['alpha']:g} ({v['mode']} mode; {c['method']} {p_sentence(c['p_value'])} over "
-            f"{', '.join(c['detectors']) or 'no detector'}{left})")
+    left += (
+        f"; left out, not calibrated by the reference: {', '.join(c['not_calibrated'])}"
+        if c.get("not_calibrated")
+        else ""
+    )
+    return (
+        f"{word} at alpha = {v['alpha']:g} ({v['mode']} mode; {c['method']} {p_sentence(c['p_value'])} over "
+        f"{', '.join(c['detectors']) or 'no detector'}{left})"
+    )
 
 
-NO_CALIBRATED_VERDICT = ("NO CALIBRATED VERDICT — give the checkpoint before RL (a reference model) or a clean set drawn like "
-                         "the audited questions (split clean_ref; a few dozen known-clean questions also measure the absolute "
-                         "mode's size on questions like yours)")
+NO_CALIBRATED_VERDICT = (
+    "NO CALIBRATED VERDICT — give the checkpoint before RL (a reference model) or a clean set drawn like "
+    "the audited questions (split clean_ref; a few dozen known-clean questions also measure the absolute "
+    "mode's size on questions like yours)"
+)
 
 
 def absolute_size_text(verdict: dict[str, Any]) -> str:
@@ -145,8 +178,10 @@ def verdict_word(v: dict[str, Any]) -> str:
 
 def left_out_text(record: dict[str, Any]) -> str:
     """``"3 (2 nan score, 1 too few controls)"`` or ``"0"``: the questions a statistic left out."""
-    parts = {**{k: v for k, v in (record.get("left_out") or {}).items() if v},
-             **{f"clean {k}": v for k, v in (record.get("clean_left_out") or {}).items() if v}}
+    parts = {
+        **{k: v for k, v in (record.get("left_out") or {}).items() if v},
+        **{f"clean {k}": v for k, v in (record.get("clean_left_out") or {}).items() if v},
+    }
     total = sum(parts.values())
     return f"{total} ({', '.join(f'{v} {k.replace(chr(95), chr(32))}' for k, v in parts.items())})" if total else "0"
 
@@ -157,10 +192,14 @@ def _left_out_note(v: dict[str, Any]) -> str:
 
 
 def _detector_lines(v: dict[str, Any]) -> list[str]:
-    out = [f"{'detector':<18} {'within-AUC [95% CI]':<22} {'p':>8}  {'contaminated >= [95% CI]':<26} {'n':>5}  left out"]
+    out = [
+        f"{'detector':<18} {'within-AUC [95% CI]':<22} {'p':>8}  {'contaminated >= [95% CI]':<26} {'n':>5}  left out"
+    ]
     for name, r in v["detectors"].items():
         auc, frac = r["within_auc"], r["contaminated_fraction"]
-        out.append(f"{name:<18} {_fig(auc):<22} {_p(r['p_value']):>8}  {_fig(frac):<26} {r['n']:>5}  {left_out_text(r)}")
+        out.append(
+            f"{name:<18} {_fig(auc):<22} {_p(r['p_value']):>8}  {_fig(frac):<26} {r['n']:>5}  {left_out_text(r)}"
+        )
     return out
 
 
@@ -188,32 +227,51 @@ def verdict_markdown(verdict: dict[str, Any]) -> list[str]:
     """The "Verdict" section of a report (Markdown lines)."""
     lines = ["## Verdict", "", f"**{_headline(verdict)}**", ""]
     if verdict["detectors"]:
-        lines += ["| Detector | within-AUC [95% CI] | p | contaminated fraction ≥ [95% CI] | n | left out |",
-                  "|---|---|---|---|---|---|"]
+        lines += [
+            "| Detector | within-AUC [95% CI] | p | contaminated fraction ≥ [95% CI] | n | left out |",
+            "|---|---|---|---|---|---|",
+        ]
         for name, r in verdict["detectors"].items():
-            if name in (verdict.get("self_reference") or ()):  # the model compared with itself: constant by construction
+            if name in (
+                verdict.get("self_reference") or ()
+            ):  # the model compared with itself: constant by construction
                 lines.append(f"| {name} | n/a (self-reference) | n/a | n/a | {r['n']} | all: no information |")
                 continue
-            lines.append(f"| {name} | {_fig(r['within_auc'])} | {_p(r['p_value'])} | {_fig(r['contaminated_fraction'])} | {r['n']} "
-                         f"| {left_out_text(r)} |")
+            lines.append(
+                f"| {name} | {_fig(r['within_auc'])} | {_p(r['p_value'])} | {_fig(r['contaminated_fraction'])} | {r['n']} "
+                f"| {left_out_text(r)} |"
+            )
         lines.append("")
     lines += [f"- {mode} mode unavailable: {why}" for mode, why in (verdict.get("unavailable") or {}).items()]
     rows = [("all audited", verdict)] + list((verdict.get("subsets") or {}).items())
     if len(rows) > 1 or len(verdict["modes"]) > 1:
-        lines += ["| Questions | " + " | ".join(f"{m} mode" for m in verdict["modes"]) + " |",
-                  "|---|" + "---|" * len(verdict["modes"])]
+        lines += [
+            "| Questions | " + " | ".join(f"{m} mode" for m in verdict["modes"]) + " |",
+            "|---|" + "---|" * len(verdict["modes"]),
+        ]
         for name, v in rows:
-            cells = [(("**reject**" if v["modes"][m]["reject"] else "not rejected") + f", {p_sentence(v['modes'][m]['combined']['p_value'])}")
-                     if m in v["modes"] else "unavailable" for m in verdict["modes"]]
+            cells = [
+                (
+                    ("**reject**" if v["modes"][m]["reject"] else "not rejected")
+                    + f", {p_sentence(v['modes'][m]['combined']['p_value'])}"
+                )
+                if m in v["modes"]
+                else "unavailable"
+                for m in verdict["modes"]
+            ]
             lines.append(f"| {name} ({v['n']}) | " + " | ".join(cells) + " |")
         lines.append("")
     if "absolute" in verdict["modes"]:
         lines += [f"Absolute mode (uncalibrated, a diagnostic): {absolute_size_text(verdict)}.", ""]
     lines += [f"Warning: {w}" for w in verdict.get("warnings", [])]
     lines += [f"Note: {n}" for n in verdict.get("notes", [])]
-    lines += ["", "Within-AUC: the originals' mean rank among their own matched controls (0.5 when the benchmark was "
-              "not trained on; in the relative mode, the audited questions' AUC against the clean set's). Calibrated "
-              "by the mode: reference = differences to the reference model, relative = against a clean set, absolute = "
-              "as is (uncalibrated). The contaminated fraction is Storey's lower bound. Left out: questions whose score "
-              "is NaN or that have too few scored controls (±inf scores are ranked, not left out).", ""]
+    lines += [
+        "",
+        "Within-AUC: the originals' mean rank among their own matched controls (0.5 when the benchmark was "
+        "not trained on; in the relative mode, the audited questions' AUC against the clean set's). Calibrated "
+        "by the mode: reference = differences to the reference model, relative = against a clean set, absolute = "
+        "as is (uncalibrated). The contaminated fraction is Storey's lower bound. Left out: questions whose score "
+        "is NaN or that have too few scored controls (±inf scores are ranked, not left out).",
+        "",
+    ]
     return lines

@@ -29,10 +29,14 @@ import numpy as np
 from ..evaluation import evaluate
 from ..evaluation.permutation import mixed_groups, swap_labels
 
-WARNING = ("the blind baseline (question text only, no model) separates members from non-members beyond what the design "
-           "explains: the two sets differ in ways visible without the model, so a detector's AUC near the blind AUC says "
-           "nothing about contamination")
+WARNING = (
+    "the blind baseline (question text only, no model) separates members from non-members beyond what the design "
+    "explains: the two sets differ in ways visible without the model, so a detector's AUC near the blind AUC says "
+    "nothing about contamination"
+)
 N_PERMUTATIONS = 200
+
+
 def blind_features(texts: Sequence[str]) -> Any:
     """``[n, vocabulary]`` sparse TF-IDF of character 2–4-grams (within word boundaries, sublinear tf),
     fitted on every text (unsupervised: no label is seen)."""
@@ -85,8 +89,9 @@ def matched_groups(texts: Sequence[str], declared: Sequence[Hashable | None] | N
     return near_duplicate_clusters(texts), "clusters of near-identical texts"
 
 
-def swap_null(features: Any, labels: np.ndarray, groups: np.ndarray, n_folds: int, seed: int,
-              n_permutations: int = N_PERMUTATIONS) -> np.ndarray:
+def swap_null(
+    features: Any, labels: np.ndarray, groups: np.ndarray, n_folds: int, seed: int, n_permutations: int = N_PERMUTATIONS
+) -> np.ndarray:
     """``[n_permutations]`` blind AUCs under within-group label swaps (same folds' seed)."""
     from sklearn.metrics import roc_auc_score
 
@@ -99,9 +104,15 @@ def swap_null(features: Any, labels: np.ndarray, groups: np.ndarray, n_folds: in
     return out
 
 
-def blind_baseline(texts: Sequence[str], labels: np.ndarray, n_folds: int = 5, seed: int = 0,
-                   n_bootstrap: int = 1000, groups: Sequence[Hashable | None] | None = None,
-                   n_permutations: int = N_PERMUTATIONS) -> dict[str, Any]:
+def blind_baseline(
+    texts: Sequence[str],
+    labels: np.ndarray,
+    n_folds: int = 5,
+    seed: int = 0,
+    n_bootstrap: int = 1000,
+    groups: Sequence[Hashable | None] | None = None,
+    n_permutations: int = N_PERMUTATIONS,
+) -> dict[str, Any]:
     """The blind baseline's AUC (stratified-bootstrap CI), its within-group swap null and the warning.
 
     Args:
@@ -123,11 +134,21 @@ def blind_baseline(texts: Sequence[str], labels: np.ndarray, n_folds: int = 5, s
     in_mixed = int(np.isin(group_ids, mixed).sum())
     q95 = float(np.quantile(null, 0.95))
     confounded = bool(auc["value"] > q95) or bool(auc["ci"][0] is not None and auc["ci"][0] > 0.5)
-    return {"name": "blind (text only)", "auc": auc, "folds": folds,
-            "features": "char 2-4-gram TF-IDF + logistic regression",
-            "null": {"q95": q95, "median": float(np.median(null)),
-                     "p": float((1 + (null >= auc["value"]).sum()) / (1 + len(null))),
-                     "n_permutations": len(null), "groups": how, "n_mixed_groups": len(mixed),
-                     "n_in_mixed_groups": in_mixed},
-            "confounded": confounded, "warning": WARNING if confounded else None,
-            "matched_design": 2 * in_mixed >= len(y)}
+    return {
+        "name": "blind (text only)",
+        "auc": auc,
+        "folds": folds,
+        "features": "char 2-4-gram TF-IDF + logistic regression",
+        "null": {
+            "q95": q95,
+            "median": float(np.median(null)),
+            "p": float((1 + (null >= auc["value"]).sum()) / (1 + len(null))),
+            "n_permutations": len(null),
+            "groups": how,
+            "n_mixed_groups": len(mixed),
+            "n_in_mixed_groups": in_mixed,
+        },
+        "confounded": confounded,
+        "warning": WARNING if confounded else None,
+        "matched_design": 2 * in_mixed >= len(y),
+    }

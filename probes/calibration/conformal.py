@@ -37,7 +37,7 @@ def question_uniforms(ids: Sequence[str], seed: int, purpose: str) -> np.ndarray
     out = np.empty(len(ids))
     for j, qid in enumerate(ids):
         digest = hashlib.sha256(f"{seed}\x1f{purpose}\x1f{qid}".encode()).digest()
-        out[j] = int.from_bytes(digest[:7], "big") / 2.0 ** 56
+        out[j] = int.from_bytes(digest[:7], "big") / 2.0**56
     return out
 
 
@@ -116,7 +116,9 @@ def discrete(null: np.ndarray, share: float = 0.5) -> bool:
     return len(pool) > 10 and len(np.unique(pool)) < share * len(pool)
 
 
-def benjamini_hochberg(pvalues: np.ndarray, fdr: float, method: Literal["bh", "two-stage"] = "bh") -> tuple[np.ndarray, np.ndarray]:
+def benjamini_hochberg(
+    pvalues: np.ndarray, fdr: float, method: Literal["bh", "two-stage"] = "bh"
+) -> tuple[np.ndarray, np.ndarray]:
     """Decisions and q-values of BH (or Benjamini–Krieger–Yekutieli's two-stage adaptive BH, which
     keeps the FDR guarantee) at level ``fdr`` over the non-NaN ``pvalues``, through
     ``statsmodels.stats.multitest``.
@@ -159,7 +161,10 @@ def sum_test_pvalue(total: float, size: int, pool: int) -> float:
     if size >= 12:
         return float(norm.cdf((centred - size / 2.0) / math.sqrt(size / 12.0)))
     x = min(max(centred, 0.0), float(size))
-    return float(sum((-1) ** k * math.comb(size, k) * (x - k) ** size for k in range(int(math.floor(x)) + 1)) / math.factorial(size))
+    return float(
+        sum((-1) ** k * math.comb(size, k) * (x - k) ** size for k in range(int(math.floor(x)) + 1))
+        / math.factorial(size)
+    )
 
 
 def at_least(pvalues: np.ndarray, pool: int, alpha: float = 0.05) -> int:

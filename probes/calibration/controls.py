@@ -87,9 +87,14 @@ class ControlTable:
         """Write atomically; numbers in Python's shortest round-tripping form."""
         names = list(self.columns)
         hashes = self.text_hash if self.text_hash is not None else [""] * len(self.ids)
-        write_csv_atomically(path, ["id", "control", HASH_COLUMN, *names],
-                             ([qid, int(self.index[k]), hashes[k], *(format_number(self.columns[n][k]) for n in names)]
-                              for k, qid in enumerate(self.ids)))
+        write_csv_atomically(
+            path,
+            ["id", "control", HASH_COLUMN, *names],
+            (
+                [qid, int(self.index[k]), hashes[k], *(format_number(self.columns[n][k]) for n in names)]
+                for k, qid in enumerate(self.ids)
+            ),
+        )
 
     @classmethod
     def read_csv(cls, path: str | Path) -> "ControlTable":
@@ -99,7 +104,9 @@ class ControlTable:
         with open(path, encoding="utf-8", newline="") as handle:
             rows = list(csv.reader(handle))
         if not rows or rows[0][:2] != ["id", "control"]:
-            raise InputError(f"{path}: expected a header 'id,control,text_sha256,<score>,...' (lara detect --sets writes one)")
+            raise InputError(
+                f"{path}: expected a header 'id,control,text_sha256,<score>,...' (lara detect --sets writes one)"
+            )
         hashed = rows[0][2:3] == [HASH_COLUMN]
         first = 3 if hashed else 2
         names = rows[0][first:]
@@ -118,5 +125,9 @@ class ControlTable:
             except ValueError:
                 raise InputError(f"{path}:{lineno}: not a number in {row}") from None
         known = hashed and all(hashes)
-        return cls(ids, np.array(index, dtype=np.int64), {n: np.array(v, dtype=np.float64) for n, v in zip(names, values)},
-                   hashes if known else None)
+        return cls(
+            ids,
+            np.array(index, dtype=np.int64),
+            {n: np.array(v, dtype=np.float64) for n, v in zip(names, values)},
+            hashes if known else None,
+        )

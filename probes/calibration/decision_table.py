@@ -50,8 +50,14 @@ class Stream:
     null_scores: np.ndarray | None = None  # the null texts' learned scores (for residual AUCs; not written out)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"detectors": self.detectors, "null": self.what, "null_size": self.null_size, "pool": self.pool,
-                "weights": self.weights, "left_out": self.left_out}
+        return {
+            "detectors": self.detectors,
+            "null": self.what,
+            "null_size": self.null_size,
+            "pool": self.pool,
+            "weights": self.weights,
+            "left_out": self.left_out,
+        }
 
 
 @dataclass
@@ -73,7 +79,9 @@ class QuestionDecisions:
     at_least: int
     level: float
     notes: list[str] = field(default_factory=list)
-    lines: list[tuple[np.ndarray, int]] = field(default_factory=list)  # (p-values [N], pool) behind "at least"; not written out
+    lines: list[tuple[np.ndarray, int]] = field(
+        default_factory=list
+    )  # (p-values [N], pool) behind "at least"; not written out
 
     @property
     def rank(self) -> np.ndarray:
@@ -89,38 +97,66 @@ class QuestionDecisions:
         order = [i for i in np.argsort(self.rank, kind="stable") if self.flagged[i]]
         n_tested = int(np.isfinite(self.p_value).sum())
         return {
-            "fdr": self.fdr, "method": self.method, "combine": self.combine, "mode": self.mode, "calibrated": self.calibrated,
-            "n": len(self.ids), "n_tested": n_tested, "n_flagged": int(self.flagged.sum()),
-            "at_least": {"value": self.at_least, "of": n_tested, "level": self.level,
-                         "method": "closed testing with a sum-of-p-values local test"},
+            "fdr": self.fdr,
+            "method": self.method,
+            "combine": self.combine,
+            "mode": self.mode,
+            "calibrated": self.calibrated,
+            "n": len(self.ids),
+            "n_tested": n_tested,
+            "n_flagged": int(self.flagged.sum()),
+            "at_least": {
+                "value": self.at_least,
+                "of": n_tested,
+                "level": self.level,
+                "method": "closed testing with a sum-of-p-values local test",
+            },
             "flagged": [self.ids[i] for i in order],
-            "detectors": {n: {"null": d.null, "null_size": d.null_size, "scale": d.scale, "left_out": d.left_out}
-                          for n, d in self.detectors.items()},
+            "detectors": {
+                n: {"null": d.null, "null_size": d.null_size, "scale": d.scale, "left_out": d.left_out}
+                for n, d in self.detectors.items()
+            },
             "streams": {s.name: s.to_dict() for s in self.streams},
             "flagged_detail": [self._detail(i) for i in order[:SHOWN_FLAGGED]],
             "notes": self.notes,
         }
 
     def _detail(self, i: int) -> dict[str, Any]:
-        return {"id": self.ids[i], "p_value": float(self.p_value[i]), "q_value": float(self.q_value[i]),
-                "detectors": {n: {"score": float(d.original[i]), "residual": float(d.residual[i]), "p_value": float(d.p_value[i]),
-                                  "controls": None if d.controls is None else [float(x) for x in d.controls[i] if not math.isnan(x)]}
-                              for n, d in self.detectors.items()}}
+        return {
+            "id": self.ids[i],
+            "p_value": float(self.p_value[i]),
+            "q_value": float(self.q_value[i]),
+            "detectors": {
+                n: {
+                    "score": float(d.original[i]),
+                    "residual": float(d.residual[i]),
+                    "p_value": float(d.p_value[i]),
+                    "controls": None if d.controls is None else [float(x) for x in d.controls[i] if not math.isnan(x)],
+                }
+                for n, d in self.detectors.items()
+            },
+        }
 
     def columns(self) -> dict[str, list[Any]]:
         """The table, column by column, rows ranked by evidence: ``id, rank, mode, <det>_residual,
         <det>_p…, <stream>_score, <stream>_p…, p_value, q_value, flagged``."""
         order = np.argsort(self.rank, kind="stable")
         mode = self.mode if self.calibrated else f"{self.mode} (uncalibrated)"
-        out: dict[str, list[Any]] = {"id": [self.ids[i] for i in order], "rank": self.rank[order].tolist(),
-                                     "mode": [mode] * len(self.ids)}
+        out: dict[str, list[Any]] = {
+            "id": [self.ids[i] for i in order],
+            "rank": self.rank[order].tolist(),
+            "mode": [mode] * len(self.ids),
+        }
         for n, d in self.detectors.items():
             out[f"{n}_residual"], out[f"{n}_p"] = d.residual[order].tolist(), d.p_value[order].tolist()
         for s in self.streams:
             key = "learned_" + s.name.replace(" ", "_")
             out[f"{key}_score"], out[f"{key}_p"] = s.score[order].tolist(), s.p_value[order].tolist()
-        out.update(p_value=self.p_value[order].tolist(), q_value=self.q_value[order].tolist(),
-                   flagged=[int(self.flagged[i]) for i in order])
+        out.update(
+            p_value=self.p_value[order].tolist(),
+            q_value=self.q_value[order].tolist(),
+            flagged=[int(self.flagged[i]) for i in order],
+        )
         return out
 
     def write_csv(self, path: str | Path) -> None:
@@ -129,8 +165,16 @@ class QuestionDecisions:
 
         columns = self.columns()
         numeric = [k for k in columns if k not in ("id", "rank", "mode", "flagged")]
-        rows = ([columns["id"][i], columns["rank"][i], columns["mode"][i], *[format_number(columns[k][i]) for k in numeric],
-                 columns["flagged"][i]] for i in range(len(self.ids)))
+        rows = (
+            [
+                columns["id"][i],
+                columns["rank"][i],
+                columns["mode"][i],
+                *[format_number(columns[k][i]) for k in numeric],
+                columns["flagged"][i],
+            ]
+            for i in range(len(self.ids))
+        )
         write_csv_atomically(path, ["id", "rank", "mode", *numeric, "flagged"], rows)
 
     def to_frame(self) -> Any:
@@ -144,8 +188,11 @@ def write_no_decisions(ids: list[str], path: str | Path) -> None:
     """The table when there is no verdict: every question undecided (blank ``flagged``, never 0)."""
     from ..scores import write_csv_atomically
 
-    write_csv_atomically(path, ["id", "rank", "mode", "p_value", "q_value", "flagged"],
-                         ([qid, "", "no verdict", "nan", "nan", ""] for qid in ids))
+    write_csv_atomically(
+        path,
+        ["id", "rank", "mode", "p_value", "q_value", "flagged"],
+        ([qid, "", "no verdict", "nan", "nan", ""] for qid in ids),
+    )
 
 
 def describe_questions(block: dict[str, Any] | None, where: str = "") -> str:
@@ -157,9 +204,14 @@ def describe_questions(block: dict[str, Any] | None, where: str = "") -> str:
     shown = ", ".join(block["flagged"][:8]) + (", …" if block["n_flagged"] > 8 else "")
     method = "BH" if block["method"] == "bh" else "two-stage BH"
     bound = block.get("at_least")
-    least = (f"; at least {bound['value']} of the {bound['of']} contaminated ({100 * bound['level']:g}% lower bound)"
-             if bound else "")
+    least = (
+        f"; at least {bound['value']} of the {bound['of']} contaminated ({100 * bound['level']:g}% lower bound)"
+        if bound
+        else ""
+    )
     untested = block["n"] - block["n_tested"]
     left = f" (of {block['n']}: {untested} not tested: too few scored controls or a NaN score)" if untested else ""
-    return (f"which questions: {block['n_flagged']} of {block['n_tested']} tested flagged{left} at FDR {100 * block['fdr']:g}% "
-            f"({mode}, {method}){': ' + shown if shown else ''}{least}{' -> ' + where if where else ''}")
+    return (
+        f"which questions: {block['n_flagged']} of {block['n_tested']} tested flagged{left} at FDR {100 * block['fdr']:g}% "
+        f"({mode}, {method}){': ' + shown if shown else ''}{least}{' -> ' + where if where else ''}"
+    )

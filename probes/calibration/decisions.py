@@ -44,8 +44,14 @@ class _Texts:
     controls: np.ndarray | None
 
 
-def decide_questions(verdict: dict, audited: ScoredSet, reference: ScoredSet | None, clean: ScoredSet | None,
-                     settings: VerdictSettings, pool: ScoredSet | None = None) -> QuestionDecisions | None:
+def decide_questions(
+    verdict: dict,
+    audited: ScoredSet,
+    reference: ScoredSet | None,
+    clean: ScoredSet | None,
+    settings: VerdictSettings,
+    pool: ScoredSet | None = None,
+) -> QuestionDecisions | None:
     """The per-question decisions in the verdict's deciding mode over its detectors. ``pool``: the whole benchmark when
     ``audited`` is a subset of it — its questions' controls join the null (a control is fresh
     whichever question it belongs to). None when there is no verdict."""
@@ -63,18 +69,37 @@ def decide_questions(verdict: dict, audited: ScoredSet, reference: ScoredSet | N
     bound = max((conformal.at_least(p, size, settings.alpha / len(lines)) for p, size in lines), default=0)
     notes = []
     if mode == "absolute":
-        notes.append("flags from the absolute mode are uncalibrated, as its verdict is: the generator's similars may not be "
-                     "exchangeable with real questions")
+        notes.append(
+            "flags from the absolute mode are uncalibrated, as its verdict is: the generator's similars may not be "
+            "exchangeable with real questions"
+        )
     if settings.decision_residual == "spec":
-        notes.append("decision_residual: spec — an original's residual against all its controls is less dispersed than a "
-                     "control's against the others, so the decisions are conservative (and not valid for coarse scores)")
-    return QuestionDecisions(list(audited.ids), mode, mode != "absolute", settings.fdr, settings.fdr_method,
-                             settings.decision_combine, evidence, streams, p_value, q_value, flagged, bound,
-                             1 - settings.alpha, notes, lines)
+        notes.append(
+            "decision_residual: spec — an original's residual against all its controls is less dispersed than a "
+            "control's against the others, so the decisions are conservative (and not valid for coarse scores)"
+        )
+    return QuestionDecisions(
+        list(audited.ids),
+        mode,
+        mode != "absolute",
+        settings.fdr,
+        settings.fdr_method,
+        settings.decision_combine,
+        evidence,
+        streams,
+        p_value,
+        q_value,
+        flagged,
+        bound,
+        1 - settings.alpha,
+        notes,
+        lines,
+    )
 
 
-def _combine(evidence: dict[str, DetectorEvidence], streams: list[Stream], s: VerdictSettings,
-             n: int) -> tuple[np.ndarray, list[tuple[np.ndarray, int]]]:
+def _combine(
+    evidence: dict[str, DetectorEvidence], streams: list[Stream], s: VerdictSettings, n: int
+) -> tuple[np.ndarray, list[tuple[np.ndarray, int]]]:
     """Each question's p-value and the lines of evidence behind it (p-values ``[N]`` and the
     smallest pool behind them) for the "at least" bound. The learned streams of one null decide
     disjoint sets of questions (each the questions with exactly its detectors): one line."""
@@ -112,8 +137,14 @@ def _decisive(mode: str, name: str, scored: ScoredSet, reference: ScoredSet | No
         return _Texts(original - ref.original(name), controls - ref.control_matrix(name, controls.shape[1]))
 
 
-def _within(mode: str, names: list[str], audited: ScoredSet, reference: ScoredSet | None, s: VerdictSettings,
-            pool: ScoredSet | None) -> tuple[dict[str, DetectorEvidence], list[Stream]]:
+def _within(
+    mode: str,
+    names: list[str],
+    audited: ScoredSet,
+    reference: ScoredSet | None,
+    s: VerdictSettings,
+    pool: ScoredSet | None,
+) -> tuple[dict[str, DetectorEvidence], list[Stream]]:
     """Reference and absolute modes: each detector's residuals against the pooled control
     residuals, and the learned stream over them."""
     extra = [i for i in (pool.ids if pool is not None else []) if i not in set(audited.ids)]
@@ -128,10 +159,16 @@ def _within(mode: str, names: list[str], audited: ScoredSet, reference: ScoredSe
         controls = conformal.control_residuals(texts.original, texts.controls)
         scale = _scale(texts.controls)
         p = conformal.conformal_pvalues(residual[:n], controls, None if ties is None else ties[:n])
-        evidence[name] = DetectorEvidence(texts.original[:n], texts.controls[:n], _scaled(residual[:n], scale), p,
-                                          int((~np.isnan(controls)).sum()), scale,
-                                          stats.left_out(texts.original[:n], texts.controls[:n], conformal.MIN_CONTROLS),
-                                          null_values=_scaled(controls[~np.isnan(controls)], scale))
+        evidence[name] = DetectorEvidence(
+            texts.original[:n],
+            texts.controls[:n],
+            _scaled(residual[:n], scale),
+            p,
+            int((~np.isnan(controls)).sum()),
+            scale,
+            stats.left_out(texts.original[:n], texts.controls[:n], conformal.MIN_CONTROLS),
+            null_values=_scaled(controls[~np.isnan(controls)], scale),
+        )
         own.append(_scaled(residual, scale))
         null.append(_scaled(controls, scale))
     if not names:
@@ -140,12 +177,30 @@ def _within(mode: str, names: list[str], audited: ScoredSet, reference: ScoredSe
     controls_x, own_x = np.stack(null, axis=-1), np.stack(own, axis=-1)  # [P, C, D], [P, D]
     null_x = controls_x.reshape(-1, len(names))  # [P·C, D]: a control takes its question's fold
     null_fold = np.repeat(fold, controls_x.shape[1])
-    return evidence, _streams("controls", names, null_x, null_fold, own_x[:n], fold[:n], None if ties is None else ties[:n],
-                              "every control's residual", (own_x, fold))
+    return evidence, _streams(
+        "controls",
+        names,
+        null_x,
+        null_fold,
+        own_x[:n],
+        fold[:n],
+        None if ties is None else ties[:n],
+        "every control's residual",
+        (own_x, fold),
+    )
 
 
-def _streams(name: str, names: list[str], null_x: np.ndarray, null_fold: np.ndarray, own_x: np.ndarray, own_fold: np.ndarray,
-             ties: np.ndarray | None, what: str, train: tuple[np.ndarray, np.ndarray] | None = None) -> list[Stream]:
+def _streams(
+    name: str,
+    names: list[str],
+    null_x: np.ndarray,
+    null_fold: np.ndarray,
+    own_x: np.ndarray,
+    own_fold: np.ndarray,
+    ties: np.ndarray | None,
+    what: str,
+    train: tuple[np.ndarray, np.ndarray] | None = None,
+) -> list[Stream]:
     """One learned stream per set of detectors the tested questions have residuals for (null
     ``[M, D]``, tested ``[N, D]``, NaN where a detector has none): each question is decided by the
     stream of exactly its detectors, whose null texts and training originals are those scored by all
@@ -163,8 +218,17 @@ def _streams(name: str, names: list[str], null_x: np.ndarray, null_fold: np.ndar
             complete = ~np.isnan(x_train).any(axis=1)
             fit_on = (x_train[complete], train[1][complete])
         left = [n for n, u in zip(names, used) if not u]
-        stream = _stream(name + (f" without {', '.join(left)}" if left else ""), [n for n, u in zip(names, used) if u],
-                         x_null[kept], null_fold[kept], tested, own_fold, ties, what, fit_on)
+        stream = _stream(
+            name + (f" without {', '.join(left)}" if left else ""),
+            [n for n, u in zip(names, used) if u],
+            x_null[kept],
+            null_fold[kept],
+            tested,
+            own_fold,
+            ties,
+            what,
+            fit_on,
+        )
         stream.left_out = {"decided by another stream (another set of detectors)": int((which != k).sum())}
         out.append(stream)
     return out
@@ -183,8 +247,9 @@ def _detector_sets(own: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
     return ([np.array(m) for m in masks] or [np.ones(own.shape[1], dtype=bool)]), which
 
 
-def _relative(names: list[str], audited: ScoredSet, clean: ScoredSet,
-              s: VerdictSettings) -> tuple[dict[str, DetectorEvidence], list[Stream]]:
+def _relative(
+    names: list[str], audited: ScoredSet, clean: ScoredSet, s: VerdictSettings
+) -> tuple[dict[str, DetectorEvidence], list[Stream]]:
     """The clean set's originals as the null: each detector's residual (with controls on both
     sides, the same number) or score (without), and the learned stream over all of them."""
     drop_a, ties = _uniforms(audited.ids, s)
@@ -204,11 +269,22 @@ def _relative(names: list[str], audited: ScoredSet, clean: ScoredSet,
         fitted = robust_scale(c_val[:, None])
         center, scale = float(fitted.center[0]), float(fitted.scale[0])
         shift = center if controls is None else 0.0  # a score is read against the clean median, a residual as it is
-        left_out = stats.left_out(audited.original(name), controls, conformal.MIN_CONTROLS) if controls is not None else \
-            stats.left_out(audited.original(name))
-        evidence[name] = DetectorEvidence(audited.original(name), controls, _scaled(a_val - shift, scale),
-                                          conformal.conformal_pvalues(a_val, c_val, ties), int((~np.isnan(c_val)).sum()), scale,
-                                          left_out, what, _scaled(c_val[~np.isnan(c_val)] - shift, scale))
+        left_out = (
+            stats.left_out(audited.original(name), controls, conformal.MIN_CONTROLS)
+            if controls is not None
+            else stats.left_out(audited.original(name))
+        )
+        evidence[name] = DetectorEvidence(
+            audited.original(name),
+            controls,
+            _scaled(a_val - shift, scale),
+            conformal.conformal_pvalues(a_val, c_val, ties),
+            int((~np.isnan(c_val)).sum()),
+            scale,
+            left_out,
+            what,
+            _scaled(c_val[~np.isnan(c_val)] - shift, scale),
+        )
         own.append(_scaled(a_val - center, scale))
         null.append(_scaled(c_val - center, scale))
         used.append(name)
@@ -216,8 +292,17 @@ def _relative(names: list[str], audited: ScoredSet, clean: ScoredSet,
         return evidence, []
     null_x, own_x = np.stack(null, axis=-1), np.stack(own, axis=-1)
     fold = learned.folds(audited.ids, s.seed)
-    return evidence, _streams("clean set", used, null_x, learned.folds(clean.ids, s.seed), own_x, fold, ties,
-                              "the clean set's originals", (own_x, fold))
+    return evidence, _streams(
+        "clean set",
+        used,
+        null_x,
+        learned.folds(clean.ids, s.seed),
+        own_x,
+        fold,
+        ties,
+        "the clean set's originals",
+        (own_x, fold),
+    )
 
 
 def _common_width(*controls: np.ndarray) -> int:
@@ -226,12 +311,22 @@ def _common_width(*controls: np.ndarray) -> int:
     :data:`~.conformal.MIN_CONTROLS`); a question with fewer is left out and counted."""
     counts = np.concatenate([(~np.isnan(c)).sum(axis=1) for c in controls])
     counts = counts[counts >= conformal.MIN_CONTROLS]
-    return max(conformal.MIN_CONTROLS, int(np.floor(np.quantile(counts, 0.05)))) if len(counts) else conformal.MIN_CONTROLS
+    return (
+        max(conformal.MIN_CONTROLS, int(np.floor(np.quantile(counts, 0.05)))) if len(counts) else conformal.MIN_CONTROLS
+    )
 
 
-def _stream(name: str, detectors: list[str], null_x: np.ndarray, null_fold: np.ndarray, own_x: np.ndarray,
-            own_fold: np.ndarray, ties: np.ndarray | None, what: str,
-            train: tuple[np.ndarray, np.ndarray] | None = None) -> Stream:
+def _stream(
+    name: str,
+    detectors: list[str],
+    null_x: np.ndarray,
+    null_fold: np.ndarray,
+    own_x: np.ndarray,
+    own_fold: np.ndarray,
+    ties: np.ndarray | None,
+    what: str,
+    train: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Stream:
     """One learned score over ``detectors`` with its null: with one detector, its residual itself
     (higher = member) against the whole pool; with more, the cross-fitted logistic score against
     the own fold's null (fitted on the other fold's null texts against its originals — ``train``,
@@ -240,16 +335,30 @@ def _stream(name: str, detectors: list[str], null_x: np.ndarray, null_fold: np.n
     p = np.full(len(own_x), np.nan)
     if len(detectors) == 1:
         score, weights, null_scores = own_x[:, 0], {detectors[0]: [1.0, 1.0]}, null_x[:, 0]
-        p[complete] = conformal.conformal_pvalues(score[complete], null_x[:, 0], None if ties is None else ties[complete])
+        p[complete] = conformal.conformal_pvalues(
+            score[complete], null_x[:, 0], None if ties is None else ties[complete]
+        )
         pool = int(len(null_x))
     else:
-        fitted = learned.cross_fitted_scores(null_x, null_fold, own_x[complete], own_fold[complete], *(train or (None, None)))
+        fitted = learned.cross_fitted_scores(
+            null_x, null_fold, own_x[complete], own_fold[complete], *(train or (None, None))
+        )
         score = np.full(len(own_x), np.nan)
         score[complete] = fitted.tested
         p[complete], pool = fitted.pvalues(None if ties is None else ties[complete])
         weights, null_scores = learned.describe_weights(detectors, fitted.weights), fitted.null
-    return Stream(name, detectors, score, p, pool, int(len(null_x)), weights, what, {"incomplete": int((~complete).sum())},
-                  null_scores)
+    return Stream(
+        name,
+        detectors,
+        score,
+        p,
+        pool,
+        int(len(null_x)),
+        weights,
+        what,
+        {"incomplete": int((~complete).sum())},
+        null_scores,
+    )
 
 
 def _scaled(values: np.ndarray, scale: float) -> np.ndarray:

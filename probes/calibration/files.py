@@ -32,17 +32,23 @@ class ScoredFiles:
     controls: ControlTable | None
     settings: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-    prompt_format: dict[str, Any] | None = None  # how the questions were prompted (a local model's; None: unknown or served)
+    prompt_format: dict[str, Any] | None = (
+        None  # how the questions were prompted (a local model's; None: unknown or served)
+    )
 
 
 def bound_settings(meta: dict[str, Any] | None) -> tuple[dict[str, str], dict[str, Any] | None]:
     """From a scores meta (``lara detect``'s ``.meta.json``, or ``DetectSummary.info``): each
     detector's settings digest and the prompt format (``{}`` and None without one)."""
-    settings = {n: d["settings_digest"] for n, d in (meta or {}).get("detectors", {}).items() if d.get("settings_digest")}
+    settings = {
+        n: d["settings_digest"] for n, d in (meta or {}).get("detectors", {}).items() if d.get("settings_digest")
+    }
     return settings, ((meta or {}).get("responder") or {}).get("prompt_format")
 
 
-def read_scored(scores_path: str | Path, controls_path: str | Path | None = None, use_controls: bool = True) -> ScoredFiles:
+def read_scored(
+    scores_path: str | Path, controls_path: str | Path | None = None, use_controls: bool = True
+) -> ScoredFiles:
     """``scores_path`` and its controls (``controls_path``, default the bound file beside it).
 
     ``use_controls=False`` reads the scores alone (a run whose calibration is off).
@@ -60,8 +66,10 @@ def read_scored(scores_path: str | Path, controls_path: str | Path | None = None
     settings, prompt = bound_settings(meta)
     out = ScoredFiles(table, None, settings, prompt_format=prompt)
     if stale_meta:
-        out.notes.append(f"{scores_path.with_suffix('.meta.json').name} was written with other scores than {scores_path.name} "
-                         "(an interrupted write, or another run's file): it is not used")
+        out.notes.append(
+            f"{scores_path.with_suffix('.meta.json').name} was written with other scores than {scores_path.name} "
+            "(an interrupted write, or another run's file): it is not used"
+        )
     if not use_controls:
         return out
     beside = scores_path.with_suffix(".controls.csv")
@@ -71,22 +79,28 @@ def read_scored(scores_path: str | Path, controls_path: str | Path | None = None
     bound = meta["controls_file"]
     if bound is None:
         if given is not None:
-            raise MismatchError(f"{scores_path} was scored without controls ({scores_path.with_suffix('.meta.json').name} "
-                                f"says so), so {given} belongs to another run; rerun lara detect with --sets to score controls")
+            raise MismatchError(
+                f"{scores_path} was scored without controls ({scores_path.with_suffix('.meta.json').name} "
+                f"says so), so {given} belongs to another run; rerun lara detect with --sets to score controls"
+            )
         if beside.exists():
             out.notes.append(f"ignored {beside.name}: it belongs to an earlier run (these scores have no controls)")
         return out
     path = given or scores_path.with_name(bound["name"])
     if not path.is_file():
-        raise InputError(f"{scores_path.with_suffix('.meta.json').name} records the controls file {bound['name']}, which is "
-                         f"missing; rerun lara detect --sets to the same -o")
+        raise InputError(
+            f"{scores_path.with_suffix('.meta.json').name} records the controls file {bound['name']}, which is "
+            f"missing; rerun lara detect --sets to the same -o"
+        )
     from ..detection import file_sha256
 
     digest = file_sha256(path)
     if digest != bound["sha256"]:
-        raise MismatchError(f"{path} does not belong to {scores_path}: the scores' meta records controls with sha256 "
-                            f"{bound['sha256'][:12]}…, this file has {digest[:12]}… (written by another lara detect run); "
-                            "rerun lara detect --sets to the same -o, or give the right file with --controls")
+        raise MismatchError(
+            f"{path} does not belong to {scores_path}: the scores' meta records controls with sha256 "
+            f"{bound['sha256'][:12]}…, this file has {digest[:12]}… (written by another lara detect run); "
+            "rerun lara detect --sets to the same -o, or give the right file with --controls"
+        )
     out.controls = ControlTable.read_csv(path)
     return out
 
@@ -104,11 +118,15 @@ def _unbound(out: ScoredFiles, scores_path: Path, given: Path | None, beside: Pa
     explicitly given controls file is used, and the output says it was not checked."""
     if given is not None:
         out.controls = ControlTable.read_csv(given)
-        out.notes.append(f"{given.name} was given with scores that do not record their controls; that they belong "
-                         f"together was not checked")
+        out.notes.append(
+            f"{given.name} was given with scores that do not record their controls; that they belong "
+            f"together was not checked"
+        )
     elif beside.exists():
-        out.notes.append(f"ignored {beside.name}: {scores_path.name} does not record which controls it was scored "
-                         "with (no lara detect meta); name the file with --controls to use it")
+        out.notes.append(
+            f"ignored {beside.name}: {scores_path.name} does not record which controls it was scored "
+            "with (no lara detect meta); name the file with --controls to use it"
+        )
     return out
 
 
@@ -129,18 +147,26 @@ def check_settings(audited: Any, other: Any, names: list[str], role: str) -> lis
     for name in names:
         ours, theirs = audited.settings.get(name), other.settings.get(name)
         if ours and theirs and ours != theirs:
-            raise MismatchError(f"the {role} scored {name!r} with other detector settings than the audited model (settings "
-                                f"digest {theirs[:12]}… vs {ours[:12]}…): rerun both with the same detector parameters and "
-                                "sampling temperature")
+            raise MismatchError(
+                f"the {role} scored {name!r} with other detector settings than the audited model (settings "
+                f"digest {theirs[:12]}… vs {ours[:12]}…): rerun both with the same detector parameters and "
+                "sampling temperature"
+            )
         if not (ours and theirs):
-            notes.append(f"{name}: the {role}'s detector settings were not compared with the audited model's (a score file "
-                         "has no lara detect meta)")
+            notes.append(
+                f"{name}: the {role}'s detector settings were not compared with the audited model's (a score file "
+                "has no lara detect meta)"
+            )
     a, b = audited.prompt_format, other.prompt_format
     if a is not None and b is not None and a != b:
-        raise MismatchError(f"the {role} read its questions in another prompt format than the audited model ({b} vs {a}); "
-                            "score both with the same --prompt-format, --template and --system-prompt")
+        raise MismatchError(
+            f"the {role} read its questions in another prompt format than the audited model ({b} vs {a}); "
+            "score both with the same --prompt-format, --template and --system-prompt"
+        )
     if names and (a is None) != (b is None):
-        notes.append(f"the prompt formats of the audited model and the {role} were not compared (one is a served model)")
+        notes.append(
+            f"the prompt formats of the audited model and the {role} were not compared (one is a served model)"
+        )
     return notes
 
 
@@ -156,7 +182,9 @@ def check_aligned(audited: Any, reference: Any, names: list[str]) -> list[str]:
     wanted = set(audited.ids)
     for key, digest in sorted(a.items()):
         if key[0] in wanted and key in r and r[key] != digest:
-            raise MismatchError(f"the reference's control {key[1]} of question {key[0]!r} is another text than the audited "
-                                "model's: the two were scored on different perturbation sets; score both with the same "
-                                "--sets file")
+            raise MismatchError(
+                f"the reference's control {key[1]} of question {key[0]!r} is another text than the audited "
+                "model's: the two were scored on different perturbation sets; score both with the same "
+                "--sets file"
+            )
     return notes

@@ -62,7 +62,9 @@ class LearnedScores:
 
 def folds(ids: list[str], seed: int) -> np.ndarray:
     """``[N]`` fold (0 or 1) of each question, from a hash of the seed and its id alone."""
-    return np.array([hashlib.sha256(f"{seed}\x1ffold\x1f{qid}".encode()).digest()[0] & 1 for qid in ids], dtype=np.int64)
+    return np.array(
+        [hashlib.sha256(f"{seed}\x1ffold\x1f{qid}".encode()).digest()[0] & 1 for qid in ids], dtype=np.int64
+    )
 
 
 def features(values: np.ndarray) -> np.ndarray:
@@ -77,8 +79,14 @@ def features(values: np.ndarray) -> np.ndarray:
     return np.sign(x) * np.log1p(np.abs(x))
 
 
-def cross_fitted_scores(null: np.ndarray, null_fold: np.ndarray, tested: np.ndarray, tested_fold: np.ndarray,
-                        train: np.ndarray | None = None, train_fold: np.ndarray | None = None) -> LearnedScores:
+def cross_fitted_scores(
+    null: np.ndarray,
+    null_fold: np.ndarray,
+    tested: np.ndarray,
+    tested_fold: np.ndarray,
+    train: np.ndarray | None = None,
+    train_fold: np.ndarray | None = None,
+) -> LearnedScores:
     """Learned scores of the null texts ``null [M, D]`` and the tested texts ``tested [N, D]`` (see
     the module docstring): fold k's texts are scored by a logistic regression fitted on the other
     fold alone — its null texts (class 0) against its originals (class 1: the tested ones, or
@@ -96,8 +104,13 @@ def cross_fitted_scores(null: np.ndarray, null_fold: np.ndarray, tested: np.ndar
             continue
         mean, sd = negatives.mean(axis=0), negatives.std(axis=0)
         sd = np.where(sd > 0, sd, 1.0)
-        w = one_sided_logistic((np.concatenate([negatives, positives]) - mean) / sd,
-                               np.r_[np.zeros(len(negatives)), np.ones(len(positives))]) / sd
+        w = (
+            one_sided_logistic(
+                (np.concatenate([negatives, positives]) - mean) / sd,
+                np.r_[np.zeros(len(negatives)), np.ones(len(positives))],
+            )
+            / sd
+        )
         weights.append(w)
         out_null[null_fold == k] = x_null[null_fold == k] @ w
         out_tested[tested_fold == k] = x_tested[tested_fold == k] @ w

@@ -79,5 +79,10 @@ def uniformity_check(pvalues: np.ndarray, level: float = 0.05) -> dict[str, floa
     if not len(p):
         return {"n": 0, "le_05": math.nan, "le_10": math.nan, "ks_p": math.nan, "fails": False}
     ks = float(kstest(p, "uniform", alternative="greater").pvalue)
-    return {"n": int(len(p)), "le_05": float((p <= 0.05).mean()), "le_10": float((p <= 0.10).mean()), "ks_p": ks,
-            "fails": bool(ks < level)}
+    return {
+        "n": int(len(p)),
+        "le_05": float((p <= 0.05).mean()),
+        "le_10": float((p <= 0.10).mean()),
+        "ks_p": ks,
+        "fails": bool(ks < level),
+    }

@@ -56,8 +56,16 @@ def texts(kind: str, n: int, c: int, rng: np.random.Generator, detectors: int = 
     return level + shared + own
 
 
-def world(n: int, c: int, kind: str = "gaussian", share: float = 0.0, shift: float = 0.0, detectors: int = 1,
-          broken: float = 0.0, seed: int = 0) -> World:
+def world(
+    n: int,
+    c: int,
+    kind: str = "gaussian",
+    share: float = 0.0,
+    shift: float = 0.0,
+    detectors: int = 1,
+    broken: float = 0.0,
+    seed: int = 0,
+) -> World:
     """An audited set of ``n`` questions, the first ⌊share·n⌋ contaminated (their originals raised
     by ``shift``); ``broken``: every original raised by that much too (a generator whose similars
     sit below real questions: H0 fails for every question, though none is contaminated)."""
@@ -68,8 +76,11 @@ def world(n: int, c: int, kind: str = "gaussian", share: float = 0.0, shift: flo
     names = [f"d{k}" for k in range(detectors)] if detectors > 1 else ["ppl"]
     ids = [f"q{i}" for i in range(n)]
     table = ScoreTable(ids, {name: scores[:, 0, k] for k, name in enumerate(names)})
-    controls = ControlTable([i for i in ids for _ in range(c)], np.tile(np.arange(1, c + 1), n),
-                            {name: scores[:, 1:, k].reshape(-1) for k, name in enumerate(names)})
+    controls = ControlTable(
+        [i for i in ids for _ in range(c)],
+        np.tile(np.arange(1, c + 1), n),
+        {name: scores[:, 1:, k].reshape(-1) for k, name in enumerate(names)},
+    )
     return World(ScoredSet(table, controls), contaminated, names)
 
 

@@ -29,7 +29,9 @@ def _valid(original: np.ndarray, controls: np.ndarray) -> tuple[np.ndarray, np.n
     return original, controls, usable
 
 
-def left_out(original: np.ndarray, controls: np.ndarray | None = None, min_controls: int = MIN_CONTROLS) -> dict[str, int]:
+def left_out(
+    original: np.ndarray, controls: np.ndarray | None = None, min_controls: int = MIN_CONTROLS
+) -> dict[str, int]:
     """Questions a statistic leaves out, by reason: ``nan_score`` (the original scored NaN) and
     ``too_few_controls`` (fewer than ``min_controls`` controls with a score)."""
     original = np.asarray(original, dtype=np.float64)
@@ -58,7 +60,9 @@ def all_tied(original: np.ndarray, controls: np.ndarray) -> bool:
     permutation can change anything, the test carries no information (p would be 1), and the
     detector is left out of a combination (a constant detector, e.g. a model's drift from itself)."""
     original, controls, usable = _valid(original, controls)
-    return bool(usable.any()) and all(bool((row[~np.isnan(row)] == o).all()) for o, row in zip(original[usable], controls[usable]))
+    return bool(usable.any()) and all(
+        bool((row[~np.isnan(row)] == o).all()) for o, row in zip(original[usable], controls[usable])
+    )
 
 
 def within_ranks(original: np.ndarray, controls: np.ndarray) -> np.ndarray:
@@ -73,7 +77,9 @@ def within_ranks(original: np.ndarray, controls: np.ndarray) -> np.ndarray:
     return np.where(usable, r, np.nan)
 
 
-def calibrated_scores(original: np.ndarray, controls: np.ndarray, tol: float = 1e-8) -> tuple[np.ndarray, ZeroScaleRecord]:
+def calibrated_scores(
+    original: np.ndarray, controls: np.ndarray, tol: float = 1e-8
+) -> tuple[np.ndarray, ZeroScaleRecord]:
     """``<det>@cal``: δ_j = s(q_0,j) − median_i s(q_i,j), divided by σ̂, the normalised MAD (with
     SPEC §6's zero-scale rule) of every valid control's deviation from its own question's control
     median, pooled over the usable questions. ``[N]`` (NaN where unusable) and the rule's record."""
@@ -109,8 +115,9 @@ def pooled_control_scale(controls: np.ndarray, tol: float = 1e-8) -> Any:
     return robust_scale(pooled[:, None], tol=tol) if len(pooled) else None
 
 
-def permutation_test(original: np.ndarray, controls: np.ndarray, n_permutations: int = 10_000, seed: int = 0,
-                     chunk: int = 1000) -> tuple[float, float]:
+def permutation_test(
+    original: np.ndarray, controls: np.ndarray, n_permutations: int = 10_000, seed: int = 0, chunk: int = 1000
+) -> tuple[float, float]:
     """T = mean_j r_j and its one-sided p-value by permutation within questions: under H0 each
     question's original is exchangeable with its controls, so the 'original' is reassigned
     uniformly among its 1 + C_j texts; p = (1 + #{T_b ≥ T}) / (1 + B). Exact in size whatever the
@@ -161,7 +168,9 @@ def storey_pi1(pvalues: np.ndarray, lam: float = 0.5) -> float:
     return max(0.0, 1.0 - float((p > lam).sum()) / (len(p) * (1.0 - lam)))
 
 
-def bootstrap_ci(values: np.ndarray, statistic, n_resamples: int = 1000, seed: int = 0, level: float = 0.95) -> tuple[float, float]:
+def bootstrap_ci(
+    values: np.ndarray, statistic, n_resamples: int = 1000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
     """Percentile CI of ``statistic`` over questions resampled with replacement (finite values only)."""
     v = np.asarray(values, dtype=np.float64)
     v = v[~np.isnan(v)]
@@ -198,8 +207,9 @@ def bonferroni(pvalues: Sequence[float]) -> float:
     return math.nan if not len(p) else float(min(1.0, len(p) * p.min()))
 
 
-def mann_whitney_greater(audited: np.ndarray, clean: np.ndarray, n_permutations: int = 10_000, seed: int = 0,
-                         chunk: int = 1000) -> tuple[float, float]:
+def mann_whitney_greater(
+    audited: np.ndarray, clean: np.ndarray, n_permutations: int = 10_000, seed: int = 0, chunk: int = 1000
+) -> tuple[float, float]:
     """One-sided Mann–Whitney by permutation: are ``audited`` values stochastically larger than
     ``clean`` ones? The statistic is U (mid-ranks for ties); its p-value is (1 + #{U_b ≥ U}) /
     (1 + B) over B seeded reassignments of the pooled values to the two groups: exact in size under

@@ -28,8 +28,10 @@ from . import stats
 from .controls import ControlTable
 
 MODES = ("reference", "relative", "absolute")
-REFERENCE_CONSTANT = ("the reference scores every text the same (e.g. its drift from itself), so subtracting it calibrates "
-                      "nothing: this is the absolute mode's test, left out of the reference mode")
+REFERENCE_CONSTANT = (
+    "the reference scores every text the same (e.g. its drift from itself), so subtracting it calibrates "
+    "nothing: this is the absolute mode's test, left out of the reference mode"
+)
 # detectors that enter the relative mode by their scores against the clean set's, with controls or without: reward
 # gain's within-question ranks need controls with re-solved answers, whose share differs by template, so the two sets'
 # ranks would be compared over different kinds of questions (on the GSM testbed its size went from 0.02 to 0.375)
@@ -37,13 +39,19 @@ PLAIN_RELATIVE = ("lara", "reward_gain")
 # detectors whose score is already audited minus reference of one statistic of the same text (the detectors'
 # ``reference_difference`` tag; a test keeps the two equal): in the reference mode each is its own difference
 REFERENCE_DIFFERENCES = ("ref", "reward_gain")
-ABSOLUTE_WARNING = ("absolute mode: the within-question test assumes the generator's similar questions are exchangeable "
-                    "with real ones; its size depends on the generator and is not calibrated. Give a reference model (the "
-                    "checkpoint before RL) or a clean set drawn like the audited questions for a calibrated verdict")
-NO_VERDICT = ("no verdict: no mode has a detector with a usable question (scores NaN, or too few scored controls); "
-              "this is not a negative answer — fix the scores (see the counts left out) and run the verdict again")
-RELATIVE_WARNING = ("relative mode is valid only if the clean set is drawn like the audited questions (same sources, same "
-                    "kinds of problems)")
+ABSOLUTE_WARNING = (
+    "absolute mode: the within-question test assumes the generator's similar questions are exchangeable "
+    "with real ones; its size depends on the generator and is not calibrated. Give a reference model (the "
+    "checkpoint before RL) or a clean set drawn like the audited questions for a calibrated verdict"
+)
+NO_VERDICT = (
+    "no verdict: no mode has a detector with a usable question (scores NaN, or too few scored controls); "
+    "this is not a negative answer — fix the scores (see the counts left out) and run the verdict again"
+)
+RELATIVE_WARNING = (
+    "relative mode is valid only if the clean set is drawn like the audited questions (same sources, same "
+    "kinds of problems)"
+)
 
 
 @dataclass(frozen=True)
@@ -103,7 +111,9 @@ class VerdictSettings:
         if self.decision_pvalue not in ("spec", "randomised"):
             raise ConfigError(f"verdict decision_pvalue: {self.decision_pvalue!r}; choose spec or randomised")
         if self.decision_combine not in ("learned", "cauchy", "bonferroni"):
-            raise ConfigError(f"verdict decision_combine: {self.decision_combine!r}; choose learned, cauchy or bonferroni")
+            raise ConfigError(
+                f"verdict decision_combine: {self.decision_combine!r}; choose learned, cauchy or bonferroni"
+            )
         if self.combine not in ("cauchy", "bonferroni"):
             raise ConfigError(f"verdict combine: {self.combine!r}; choose cauchy or bonferroni")
         if self.detectors is not None:
@@ -146,7 +156,7 @@ class ScoredSet:
         assert self.controls is not None
         matrix = self.controls.matrix(name, self.ids, width if width is not None else self.width)
         if self.max_controls is not None and matrix.shape[1] > self.max_controls:
-            matrix[:, self.max_controls:] = np.nan
+            matrix[:, self.max_controls :] = np.nan
         return matrix
 
     @property
@@ -196,7 +206,10 @@ def relative_test(audited: np.ndarray, clean: np.ndarray, s: VerdictSettings) ->
             deltas[b] = ra.mean() - rc.mean()
     out = _figures(p, auc, _interval(draws), stats.empirical_pvalues(audited, clean, s.seed), s, len(a))
     with np.errstate(invalid="ignore"):
-        out["difference"] = {"value": float(a.mean() - c.mean()) if len(a) and len(c) else math.nan, "ci": _interval(deltas)}
+        out["difference"] = {
+            "value": float(a.mean() - c.mean()) if len(a) and len(c) else math.nan,
+            "ci": _interval(deltas),
+        }
     out["n_clean"] = int(len(c))
     out["left_out"] = {"nan_score": int(np.isnan(audited).sum())}
     out["clean_left_out"] = {"nan_score": int(np.isnan(clean).sum())}
@@ -205,8 +218,9 @@ def relative_test(audited: np.ndarray, clean: np.ndarray, s: VerdictSettings) ->
     return out
 
 
-def relative_within_test(audited: tuple[np.ndarray, np.ndarray], clean: tuple[np.ndarray, np.ndarray],
-                         s: VerdictSettings) -> dict[str, Any]:
+def relative_within_test(
+    audited: tuple[np.ndarray, np.ndarray], clean: tuple[np.ndarray, np.ndarray], s: VerdictSettings
+) -> dict[str, Any]:
     """The relative mode for a detector with controls: each side's within-ranks over the *same*
     number of controls C (the smaller of the two sets' widths; a question with fewer scored
     controls is left out and counted), so r_j has one null distribution on both sides."""
@@ -221,11 +235,17 @@ def relative_within_test(audited: tuple[np.ndarray, np.ndarray], clean: tuple[np
     return out
 
 
-def _figures(p: float, value: float, ci: tuple[float, float], pj: np.ndarray, s: VerdictSettings, n: int) -> dict[str, Any]:
+def _figures(
+    p: float, value: float, ci: tuple[float, float], pj: np.ndarray, s: VerdictSettings, n: int
+) -> dict[str, Any]:
     pi1 = stats.storey_pi1(pj, s.storey_lambda)
     pi_ci = stats.bootstrap_ci(pj, lambda v: stats.storey_pi1(v, s.storey_lambda), s.bootstrap, s.seed)
-    return {"p_value": p, "within_auc": {"value": value, "ci": list(ci)},
-            "contaminated_fraction": {"value": pi1, "ci": list(pi_ci), "reported_as": "at least"}, "n": n}
+    return {
+        "p_value": p,
+        "within_auc": {"value": value, "ci": list(ci)},
+        "contaminated_fraction": {"value": pi1, "ci": list(pi_ci), "reported_as": "at least"},
+        "n": n,
+    }
 
 
 def _interval(draws: np.ndarray, level: float = 0.95) -> tuple[float, float]:
@@ -253,8 +273,9 @@ def _mode(per_detector: dict[str, dict[str, Any]], s: VerdictSettings) -> dict[s
     return {"reject": bool(combined["p_value"] < s.alpha), "combined": combined, "detectors": per_detector}
 
 
-def _reference_mode(audited: ScoredSet, reference: ScoredSet, names: list[str], s: VerdictSettings,
-                    notes: list[str]) -> dict[str, dict[str, Any]]:
+def _reference_mode(
+    audited: ScoredSet, reference: ScoredSet, names: list[str], s: VerdictSettings, notes: list[str]
+) -> dict[str, dict[str, Any]]:
     from .files import check_aligned
 
     ref = reference.subset(audited.ids)
@@ -262,12 +283,20 @@ def _reference_mode(audited: ScoredSet, reference: ScoredSet, names: list[str], 
     notes += check_aligned(audited, ref, usable) if usable else []
     width = max(audited.width, ref.width)
     with np.errstate(invalid="ignore"):  # inf − inf: NaN, left out and counted
-        out = {n: within_test(audited.original(n) - ref.original(n), audited.control_matrix(n, width) - ref.control_matrix(n, width), s)
-               for n in usable}
+        out = {
+            n: within_test(
+                audited.original(n) - ref.original(n),
+                audited.control_matrix(n, width) - ref.control_matrix(n, width),
+                s,
+            )
+            for n in usable
+        }
     for n in usable:
         if math.isfinite(out[n]["p_value"]) and _constant(ref.original(n), ref.control_matrix(n, width)):
             out[n].update(p_value=math.nan, not_calibrated=REFERENCE_CONSTANT)
-    out.update({n: within_test(audited.original(n), audited.control_matrix(n), s) for n in names if n in REFERENCE_DIFFERENCES})
+    out.update(
+        {n: within_test(audited.original(n), audited.control_matrix(n), s) for n in names if n in REFERENCE_DIFFERENCES}
+    )
     return out
 
 
@@ -278,21 +307,37 @@ def _constant(original: np.ndarray, controls: np.ndarray) -> bool:
     return len(values) > 0 and bool((values == values[0]).all())
 
 
-def _relative_mode(audited: ScoredSet, clean: ScoredSet, names: list[str], s: VerdictSettings,
-                   notes: list[str]) -> dict[str, dict[str, Any]]:
+def _relative_mode(
+    audited: ScoredSet, clean: ScoredSet, names: list[str], s: VerdictSettings, notes: list[str]
+) -> dict[str, dict[str, Any]]:
     from .files import check_settings
 
     notes += check_settings(audited, clean, [n for n in names if n in clean.scores.columns], "clean set")
-    out = {n: relative_within_test((audited.original(n), audited.control_matrix(n)), (clean.original(n), clean.control_matrix(n)), s)
-           for n in names if clean.has_controls(n) and n not in PLAIN_RELATIVE}
-    plain = [n for n in (s.detectors or PLAIN_RELATIVE) if n not in out and n in audited.scores.columns
-             and n in clean.scores.columns and (n in PLAIN_RELATIVE or not audited.has_controls(n))]
+    out = {
+        n: relative_within_test(
+            (audited.original(n), audited.control_matrix(n)), (clean.original(n), clean.control_matrix(n)), s
+        )
+        for n in names
+        if clean.has_controls(n) and n not in PLAIN_RELATIVE
+    }
+    plain = [
+        n
+        for n in (s.detectors or PLAIN_RELATIVE)
+        if n not in out
+        and n in audited.scores.columns
+        and n in clean.scores.columns
+        and (n in PLAIN_RELATIVE or not audited.has_controls(n))
+    ]
     out.update({n: relative_test(audited.original(n), clean.original(n), s) for n in plain})
     return out
 
 
-def compute_verdict(audited: ScoredSet, reference: ScoredSet | None = None, clean: ScoredSet | None = None,
-                    settings: VerdictSettings = VerdictSettings()) -> dict[str, Any]:
+def compute_verdict(
+    audited: ScoredSet,
+    reference: ScoredSet | None = None,
+    clean: ScoredSet | None = None,
+    settings: VerdictSettings = VerdictSettings(),
+) -> dict[str, Any]:
     """The verdict on ``audited`` (see the module docstring): every available mode, the first deciding.
 
     ``reference``: the reference model's scores on the same questions and controls; ``clean``: the
@@ -300,7 +345,9 @@ def compute_verdict(audited: ScoredSet, reference: ScoredSet | None = None, clea
     usable question is unavailable (listed under ``unavailable`` with why) and never decides;
     when no mode is available the result is *no verdict*: ``mode`` and ``reject`` are None."""
     s = settings
-    with_controls = [n for n in (s.detectors or (audited.controls.columns if audited.controls else ())) if audited.has_controls(n)]
+    with_controls = [
+        n for n in (s.detectors or (audited.controls.columns if audited.controls else ())) if audited.has_controls(n)
+    ]
     candidates: dict[str, dict[str, dict[str, Any]]] = {}
     notes: list[str] = []
     if reference is not None:
@@ -308,24 +355,42 @@ def compute_verdict(audited: ScoredSet, reference: ScoredSet | None = None, clea
     if clean is not None:
         candidates["relative"] = _relative_mode(audited, clean, with_controls, s, notes)
     if with_controls:
-        candidates["absolute"] = {n: within_test(audited.original(n), audited.control_matrix(n), s) for n in with_controls}
+        candidates["absolute"] = {
+            n: within_test(audited.original(n), audited.control_matrix(n), s) for n in with_controls
+        }
     if not any(candidates.values()):
-        raise InputError("no verdict can be computed: score the questions' controls (lara detect --sets SETS.jsonl), "
-                         "or give a clean set for the relative mode")
-    modes = {m: _mode(per, s) for m, per in candidates.items() if any(math.isfinite(r["p_value"]) for r in per.values())}
+        raise InputError(
+            "no verdict can be computed: score the questions' controls (lara detect --sets SETS.jsonl), "
+            "or give a clean set for the relative mode"
+        )
+    modes = {
+        m: _mode(per, s) for m, per in candidates.items() if any(math.isfinite(r["p_value"]) for r in per.values())
+    }
     unavailable = {m: _why_unavailable(per) for m, per in candidates.items() if m not in modes}
     base = {"alpha": s.alpha, "n": len(audited.ids), "modes": modes, "unavailable": unavailable, "notes": notes}
     if not modes:
-        return {**base, "mode": None, "calibrated": None, "reject": None, "detectors": {},
-                "combined": {"p_value": math.nan, "method": s.combine, "detectors": []}, "warnings": [NO_VERDICT]}
+        return {
+            **base,
+            "mode": None,
+            "calibrated": None,
+            "reject": None,
+            "detectors": {},
+            "combined": {"p_value": math.nan, "method": s.combine, "detectors": []},
+            "warnings": [NO_VERDICT],
+        }
     if clean is not None and "absolute" in modes:
         base["absolute_on_clean"] = _absolute_on_clean(clean, with_controls, len(audited.ids), s)
     mode = next(m for m in MODES if m in modes)
     plain = [n for n in (s.detectors or PLAIN_RELATIVE) if n in audited.scores.columns and not audited.has_controls(n)]
     if mode != "relative" and plain:
-        notes.append(f"{', '.join(plain)}: no controls, so not in the {mode} mode's combination; "
-                     + ("tested in the relative mode against the clean set (the per-question decisions weigh what the deciding mode weighs)"
-                        if clean is not None else "give a clean set (split clean_ref) to test them"))
+        notes.append(
+            f"{', '.join(plain)}: no controls, so not in the {mode} mode's combination; "
+            + (
+                "tested in the relative mode against the clean set (the per-question decisions weigh what the deciding mode weighs)"
+                if clean is not None
+                else "give a clean set (split clean_ref) to test them"
+            )
+        )
     warnings = [ABSOLUTE_WARNING] if mode == "absolute" else []
     if "relative" in modes:
         warnings.append(RELATIVE_WARNING)
@@ -338,8 +403,14 @@ def _absolute_on_clean(clean: ScoredSet, names: list[str], n_audited: int, s: Ve
 
     usable = [n for n in names if clean.has_controls(n)]
     test = {n: within_test(clean.original(n), clean.control_matrix(n), s) for n in usable}
-    size = absolute_size({n: clean.original(n) for n in usable}, {n: clean.control_matrix(n) for n in usable},
-                         n_audited, s.alpha, s.combine, s.seed)
+    size = absolute_size(
+        {n: clean.original(n) for n in usable},
+        {n: clean.control_matrix(n) for n in usable},
+        n_audited,
+        s.alpha,
+        s.combine,
+        s.seed,
+    )
     return {"test": _mode(test, s) if any(math.isfinite(r["p_value"]) for r in test.values()) else None, "size": size}
 
 
@@ -348,6 +419,8 @@ def _why_unavailable(per_detector: dict[str, dict[str, Any]]) -> str:
         return "no detector has the scores this mode needs"
     if all(r.get("not_calibrated") for r in per_detector.values()):
         return f"{', '.join(per_detector)}: {REFERENCE_CONSTANT}"
-    counts = "; ".join(f"{n}: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in r.get("left_out", {}).items() if v)
-                       for n, r in per_detector.items())
+    counts = "; ".join(
+        f"{n}: " + ", ".join(f"{v} {k.replace('_', ' ')}" for k, v in r.get("left_out", {}).items() if v)
+        for n, r in per_detector.items()
+    )
     return f"no detector has a usable question ({counts or 'no questions'})"

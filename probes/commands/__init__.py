@@ -6,7 +6,20 @@ from __future__ import annotations
 from importlib import import_module
 from types import ModuleType
 
-COMMANDS = ("run", "testbed", "questions", "cache", "generate", "metrics", "score", "evaluate", "detect", "fuse", "verdict", "info")
+COMMANDS = (
+    "run",
+    "testbed",
+    "questions",
+    "cache",
+    "generate",
+    "metrics",
+    "score",
+    "evaluate",
+    "detect",
+    "fuse",
+    "verdict",
+    "info",
+)
 
 
 def command_modules() -> list[ModuleType]:

@@ -13,7 +13,6 @@ def quiet_library_progress_bars(verbose: bool) -> None:
         transformers.utils.logging.disable_progress_bar()
 
 
-
 def from_settings(cls: type, name: str, default: bool = True) -> dict[str, Any]:
     """``choices`` (when the field is a ``Literal``) and ``default`` of the settings dataclass field
     ``cls.name``, for ``add_argument``: a flag takes both from the one source of truth."""

@@ -18,7 +18,6 @@ from ._common import quiet_library_progress_bars
 logger = logging.getLogger(__name__)
 
 
-
 CACHE_EXAMPLES = """examples:
   lara cache sets.jsonl --model ./checkpoints/qwen-rl -o acts.h5      # every text of the perturbation sets
   lara cache texts.jsonl --model ./checkpoints/qwen-rl -o acts.h5
@@ -35,7 +34,11 @@ def register(sub: Any) -> None:
         epilog=CACHE_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    cache.add_argument("texts", type=Path, help="texts: .txt (one per line), .jsonl ('text' field or JSON strings), or a perturbation-set file (all its texts)")
+    cache.add_argument(
+        "texts",
+        type=Path,
+        help="texts: .txt (one per line), .jsonl ('text' field or JSON strings), or a perturbation-set file (all its texts)",
+    )
     cache.add_argument("-o", "--output", type=Path, required=True, help="HDF5 store to create or append to")
     cache.add_argument("--config", type=Path, help="YAML config (sections model:, extraction:); flags override it")
     cache.add_argument("--text-field", default="text", help="JSONL key holding the text (default: text)")
@@ -46,9 +49,16 @@ def register(sub: Any) -> None:
     model.add_argument("--dtype", choices=literal_choices(ModelConfig, "dtype"), help="compute dtype (default: auto)")
     model.add_argument("--device", help="auto | cpu | cuda | cuda:N | mps (default: auto)")
     model.add_argument("--device-map", help="accelerate device map, e.g. auto (instead of --device)")
-    model.add_argument("--gpus-per-rank", type=int, metavar="G", help="a model larger than one GPU: each process (torchrun rank) "
-                       "spreads it over G of its node's GPUs (local rank r: GPUs r*G .. r*G+G-1), instead of --device")
-    model.add_argument("--trust-remote-code", action="store_true", default=None, help="run code shipped with the checkpoint")
+    model.add_argument(
+        "--gpus-per-rank",
+        type=int,
+        metavar="G",
+        help="a model larger than one GPU: each process (torchrun rank) "
+        "spreads it over G of its node's GPUs (local rank r: GPUs r*G .. r*G+G-1), instead of --device",
+    )
+    model.add_argument(
+        "--trust-remote-code", action="store_true", default=None, help="run code shipped with the checkpoint"
+    )
     model.add_argument("--attn-implementation", help="transformers attention kernel (sdpa, eager, ...)")
     model.add_argument("--blocks-path", help="dotted path of the decoder block list, e.g. model.layers")
     model.add_argument("--final-norm-path", help="dotted path of the final norm, e.g. model.norm")
@@ -56,23 +66,61 @@ def register(sub: Any) -> None:
     ext.add_argument("--backend", choices=list(BACKENDS), help="extraction backend (default: hf)")
     ext.add_argument("--layers", help="all | 0,5,10 | embed,all,final_norm | -1 (default: all)")
     ext.add_argument("--batch-size", type=int, help="texts per forward pass (default: 32)")
-    ext.add_argument("--max-batch-tokens", type=int, help="padded tokens per forward pass (default: 2048 on CPU, 16384 on GPU)")
+    ext.add_argument(
+        "--max-batch-tokens", type=int, help="padded tokens per forward pass (default: 2048 on CPU, 16384 on GPU)"
+    )
     ext.add_argument("--max-length", type=int, help="token limit per text (default: the model's context)")
-    ext.add_argument("--on-long", choices=literal_choices(ExtractionConfig, "on_long"), help="texts over the limit (default: truncate)")
-    ext.add_argument("--prompt-format", choices=literal_choices(ExtractionConfig, "prompt_format"), help="raw text or chat template (default: raw)")
+    ext.add_argument(
+        "--on-long",
+        choices=literal_choices(ExtractionConfig, "on_long"),
+        help="texts over the limit (default: truncate)",
+    )
+    ext.add_argument(
+        "--prompt-format",
+        choices=literal_choices(ExtractionConfig, "prompt_format"),
+        help="raw text or chat template (default: raw)",
+    )
     ext.add_argument("--system-prompt", type=prompt_text, help="system turn for --prompt-format chat (\\n: a newline)")
-    ext.add_argument("--pool-span", choices=literal_choices(ExtractionConfig, "pool_span"), help="text: the text's tokens only; all: also BOS/template")
+    ext.add_argument(
+        "--pool-span",
+        choices=literal_choices(ExtractionConfig, "pool_span"),
+        help="text: the text's tokens only; all: also BOS/template",
+    )
     ext.add_argument("--padding-side", choices=literal_choices(ExtractionConfig, "padding_side"))
-    ext.add_argument("--storage-dtype", choices=literal_choices(ExtractionConfig, "storage_dtype"), help="dtype of stored rows (default: float32)")
+    ext.add_argument(
+        "--storage-dtype",
+        choices=literal_choices(ExtractionConfig, "storage_dtype"),
+        help="dtype of stored rows (default: float32)",
+    )
     ext.add_argument("--flush-every", type=int, help="rows buffered before a crash-safe commit (default: 256)")
     cache.set_defaults(handler=handle)
 
 
-_MODEL_FLAGS = ("source", "revision", "dtype", "device", "device_map", "gpus_per_rank", "trust_remote_code", "attn_implementation",
-                "blocks_path", "final_norm_path")
+_MODEL_FLAGS = (
+    "source",
+    "revision",
+    "dtype",
+    "device",
+    "device_map",
+    "gpus_per_rank",
+    "trust_remote_code",
+    "attn_implementation",
+    "blocks_path",
+    "final_norm_path",
+)
 _EXTRACTION_FLAGS = (
-    "backend", "layers", "batch_size", "max_batch_tokens", "max_length", "on_long", "prompt_format",
-    "system_prompt", "pool_span", "padding_side", "storage_dtype", "flush_every",
+    "backend",
+    "layers",
+    "batch_size",
+    "max_batch_tokens",
+    "max_length",
+    "on_long",
+    "prompt_format",
+    "system_prompt",
+    "pool_span",
+    "padding_side",
+    "storage_dtype",
+    "flush_every",
 )
 
 

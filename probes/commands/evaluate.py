@@ -15,7 +15,6 @@ from ._common import from_settings
 logger = logging.getLogger(__name__)
 
 
-
 EVALUATE_EXAMPLES = """examples:
   lara evaluate scores.csv --labels questions.jsonl -o report/
   lara evaluate scores.csv --labels questions.jsonl --metrics metrics.h5 -o report/ --bootstrap 2000
@@ -31,17 +30,46 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ev.add_argument("scores", type=Path, help="SCORES.csv (id column + one column per detector, higher = member)")
-    ev.add_argument("-o", "--output", type=Path, required=True, help="report directory (report.json, report.md, PNG plots)")
-    ev.add_argument("--labels", type=Path, help="JSONL with id and label (questions or sets file); without it: an audit of score distributions")
-    ev.add_argument("--metrics", type=Path, help="metrics file, for the per-layer profiles, Cohen's d map and window table "
-                    "with their permutation null (a SCORES.meta.json of `lara score` beside SCORES.csv adds the control-set size)")
-    ev.add_argument("--reference-metrics", type=Path, help="the reference (pre-RL) checkpoint's metrics file of the same questions: "
-                    "its layer map as a placebo and the depth-profile contrast (with --metrics)")
+    ev.add_argument(
+        "-o", "--output", type=Path, required=True, help="report directory (report.json, report.md, PNG plots)"
+    )
+    ev.add_argument(
+        "--labels",
+        type=Path,
+        help="JSONL with id and label (questions or sets file); without it: an audit of score distributions",
+    )
+    ev.add_argument(
+        "--metrics",
+        type=Path,
+        help="metrics file, for the per-layer profiles, Cohen's d map and window table "
+        "with their permutation null (a SCORES.meta.json of `lara score` beside SCORES.csv adds the control-set size)",
+    )
+    ev.add_argument(
+        "--reference-metrics",
+        type=Path,
+        help="the reference (pre-RL) checkpoint's metrics file of the same questions: "
+        "its layer map as a placebo and the depth-profile contrast (with --metrics)",
+    )
     ev.add_argument("--detectors", help="score columns to report, comma-separated (default: all)")
     ev.add_argument("--baseline", help="column the others are compared with (default: the first)")
-    ev.add_argument("--bootstrap", type=int, **from_settings(EvaluateSettings, "bootstrap"), help=f"bootstrap resamples (default: {EvaluateSettings.bootstrap})")
-    ev.add_argument("--seed", type=int, **from_settings(EvaluateSettings, "seed"), help=f"bootstrap seed (default: {EvaluateSettings.seed})")
-    ev.add_argument("--fpr", type=float, **from_settings(EvaluateSettings, "fpr"), help=f"FPR of the TPR figure (default: {EvaluateSettings.fpr})")
+    ev.add_argument(
+        "--bootstrap",
+        type=int,
+        **from_settings(EvaluateSettings, "bootstrap"),
+        help=f"bootstrap resamples (default: {EvaluateSettings.bootstrap})",
+    )
+    ev.add_argument(
+        "--seed",
+        type=int,
+        **from_settings(EvaluateSettings, "seed"),
+        help=f"bootstrap seed (default: {EvaluateSettings.seed})",
+    )
+    ev.add_argument(
+        "--fpr",
+        type=float,
+        **from_settings(EvaluateSettings, "fpr"),
+        help=f"FPR of the TPR figure (default: {EvaluateSettings.fpr})",
+    )
     ev.add_argument("--strict", action="store_true", help="TPR among ROC points with FPR < target instead of <=")
     ev.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     ev.set_defaults(handler=handle)
@@ -67,11 +95,22 @@ def handle(args: argparse.Namespace) -> int:
         logger.info("labels: taken from %s", args.metrics)
     detectors = [d.strip() for d in args.detectors.split(",")] if args.detectors else None
     try:
-        report = build_report(table, labels, metrics if labels is not None else None, detectors=detectors,
-                              baseline=args.baseline, n_bootstrap=args.bootstrap, seed=args.seed, fpr=args.fpr,
-                              strict=args.strict, texts=texts, groups=groups,
-                              reference_metrics=reference, lara_info=lara_info, inputs={"scores": str(args.scores), "labels": str(args.labels or ""),
-                                                          "metrics": str(args.metrics or "")})
+        report = build_report(
+            table,
+            labels,
+            metrics if labels is not None else None,
+            detectors=detectors,
+            baseline=args.baseline,
+            n_bootstrap=args.bootstrap,
+            seed=args.seed,
+            fpr=args.fpr,
+            strict=args.strict,
+            texts=texts,
+            groups=groups,
+            reference_metrics=reference,
+            lara_info=lara_info,
+            inputs={"scores": str(args.scores), "labels": str(args.labels or ""), "metrics": str(args.metrics or "")},
+        )
     except KeyError as err:
         raise ProbesError(str(err).strip("'\"")) from None
     files = write_report(report, args.output, table, labels, plots=not args.no_plots)

@@ -28,11 +28,22 @@ def register(sub: Any) -> None:
     fuse.add_argument("-o", "--output", type=Path, required=True, help="CSV: the joined columns plus the fused one")
     fuse.add_argument("--detectors", required=True, help="comma-separated columns to fuse, e.g. self_critique,lara")
     fuse.add_argument("--method", **from_settings(FusionSpec, "method"), help=f"(default: {FusionSpec.method})")
-    fuse.add_argument("--weights", help="comma-separated weights (robust-z, rank-mix); rank-mix of two: β,1−β e.g. 0.65,0.35")
+    fuse.add_argument(
+        "--weights", help="comma-separated weights (robust-z, rank-mix); rank-mix of two: β,1−β e.g. 0.65,0.35"
+    )
     fuse.add_argument("--labels", type=Path, help="questions JSONL with label (stacking, crossfit) and split (split)")
-    fuse.add_argument("--clean-ref", **from_settings(FusionSpec, "clean_ref", default=False), help="robust-z reference: split clean_ref, labelled "
-                      "non-members (cross-fitted), or all rows (an unsupervised audit); default: split, else crossfit")
-    fuse.add_argument("--folds", type=int, **from_settings(FusionSpec, "folds"), help=f"cross-fitting / stacking folds (default: {FusionSpec.folds})")
+    fuse.add_argument(
+        "--clean-ref",
+        **from_settings(FusionSpec, "clean_ref", default=False),
+        help="robust-z reference: split clean_ref, labelled "
+        "non-members (cross-fitted), or all rows (an unsupervised audit); default: split, else crossfit",
+    )
+    fuse.add_argument(
+        "--folds",
+        type=int,
+        **from_settings(FusionSpec, "folds"),
+        help=f"cross-fitting / stacking folds (default: {FusionSpec.folds})",
+    )
     fuse.add_argument("--seed", type=int, **from_settings(FusionSpec, "seed"))
     fuse.add_argument("--name", help="name of the fused column (default: the detectors joined by '+')")
     fuse.set_defaults(handler=handle)
@@ -54,8 +65,12 @@ def handle(args: argparse.Namespace) -> int:
     table.add(name, fused.values)
     table.write_csv(args.output)
     meta = args.output.with_suffix(".meta.json")
-    meta.write_text(json.dumps({"fusion": {name: {"method": args.method, "detectors": names, **fused.to_dict()}}}, indent=1) + "\n",
-                    encoding="utf-8")
-    print(f"{name}: {fused.describe()}; {int(np.isfinite(fused.values).sum())} of {len(fused.values)} questions fused "
-          f"-> {args.output} (settings in {meta})")
+    meta.write_text(
+        json.dumps({"fusion": {name: {"method": args.method, "detectors": names, **fused.to_dict()}}}, indent=1) + "\n",
+        encoding="utf-8",
+    )
+    print(
+        f"{name}: {fused.describe()}; {int(np.isfinite(fused.values).sum())} of {len(fused.values)} questions fused "
+        f"-> {args.output} (settings in {meta})"
+    )
     return 0

@@ -30,21 +30,39 @@ def register(sub: Any) -> None:
         epilog=GENERATE_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    gen.add_argument("questions", type=Path, help="questions JSONL: one {\"id\", \"question\", [\"label\", ...]} object per line")
-    gen.add_argument("-o", "--output", type=Path, required=True, help="perturbation sets JSONL (resumed if it or its .partial journal exists)")
+    gen.add_argument(
+        "questions", type=Path, help='questions JSONL: one {"id", "question", ["label", ...]} object per line'
+    )
+    gen.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        required=True,
+        help="perturbation sets JSONL (resumed if it or its .partial journal exists)",
+    )
     gen.add_argument("--config", type=Path, help="YAML config (see configs/generation.*.yaml); flags override it")
-    gen.add_argument("--backend", **from_settings(GenerationConfig, "backend", default=False), help="offline (default, deterministic) or openai (any OpenAI-compatible endpoint)")
+    gen.add_argument(
+        "--backend",
+        **from_settings(GenerationConfig, "backend", default=False),
+        help="offline (default, deterministic) or openai (any OpenAI-compatible endpoint)",
+    )
     gen.add_argument("-K", "--similars", type=int, help="similar questions per question (default: 5)")
     gen.add_argument("-M", "--paraphrases", type=int, help="paraphrases per blanked variant (default: 5)")
     gen.add_argument("--blanks", type=int, help="[BLANK] markers per blanked variant (default: 1)")
     gen.add_argument("--seed", type=int, help="seed of the offline draws and of the LLM requests (default: 0)")
-    gen.add_argument("--controls", type=int, help="further similar questions per question drawn only as matched controls, "
-                     "no blanks or paraphrases (for lara detect --decision-controls; default: 0)")
+    gen.add_argument(
+        "--controls",
+        type=int,
+        help="further similar questions per question drawn only as matched controls, "
+        "no blanks or paraphrases (for lara detect --decision-controls; default: 0)",
+    )
     gen.add_argument("--model", help="LLM model name (openai backend)")
     gen.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. https://openrouter.ai/api/v1")
     gen.add_argument("--concurrency", type=int, help="LLM requests in flight (default: 8)")
     gen.add_argument("--cache-dir", help="LLM response cache directory (default: ~/.cache/lara-probes/llm-cache)")
-    gen.add_argument("--overwrite", action="store_true", help="discard an existing output or journal made with other settings")
+    gen.add_argument(
+        "--overwrite", action="store_true", help="discard an existing output or journal made with other settings"
+    )
     gen.add_argument("--no-progress", action="store_true", help="no progress bar")
     gen.set_defaults(handler=handle)
 

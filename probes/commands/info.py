@@ -8,9 +8,12 @@ from typing import Any
 
 
 def register(sub: Any) -> None:
-    info = sub.add_parser("info", help="show what an activation store holds and how it was made",
-                          epilog="examples:\n  lara info acts.h5\n  lara info runs/demo/rl/acts.h5\n",
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    info = sub.add_parser(
+        "info",
+        help="show what an activation store holds and how it was made",
+        epilog="examples:\n  lara info acts.h5\n  lara info runs/demo/rl/acts.h5\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     info.add_argument("store", type=Path)
     info.set_defaults(handler=handle)
 
@@ -30,12 +33,20 @@ def handle(args: argparse.Namespace) -> int:
         ("backend", f"{p.get('backend')} {p.get('backend_flags')}"),
         ("pooling", f"{p.get('pooling')}; prompt {p.get('prompt')}"),
         ("dtype", f"compute {p.get('compute_dtype')}, storage {p.get('storage_dtype')}"),
-        ("written", f"{p.get('created_at')} by lara-probes {p.get('toolkit_version')} (schema {p.get('schema_version')})"),
+        (
+            "written",
+            f"{p.get('created_at')} by lara-probes {p.get('toolkit_version')} (schema {p.get('schema_version')})",
+        ),
     ]
     made = p.get("distributed")
     if made:
-        rows.append(("made by", f"{made['world_size']} processes (torch.distributed): rows per rank "
-                                f"{', '.join(map(str, made['rows_per_rank']))}; devices {', '.join(made['devices'])}"))
+        rows.append(
+            (
+                "made by",
+                f"{made['world_size']} processes (torch.distributed): rows per rank "
+                f"{', '.join(map(str, made['rows_per_rank']))}; devices {', '.join(made['devices'])}",
+            )
+        )
     width = max(len(k) for k, _ in rows)
     for key, value in rows:
         print(f"{key:<{width}}  {value}")

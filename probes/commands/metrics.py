@@ -26,11 +26,24 @@ def register(sub: Any) -> None:
     metrics.add_argument("activations", type=Path, help="activation store holding every text of the sets (lara cache)")
     metrics.add_argument("-o", "--output", type=Path, required=True, help="metrics file to write (HDF5)")
     metrics.add_argument("--layers", help="stored layers to use, e.g. 0,1,2 or embed,0 (default: every stored layer)")
-    metrics.add_argument("--eps", type=float, **from_settings(MetricsSettings, "eps"),
-                         help=f"numerical floor of the denominators (default: {MetricsSettings.eps:g})")
-    metrics.add_argument("--min-paraphrases", type=int, **from_settings(MetricsSettings, "min_paraphrases"),
-                         help=f"paraphrases a group member needs to be used (default: {MetricsSettings.min_paraphrases})")
-    metrics.add_argument("--chunk-mib", type=float, default=32, help="float32 activations read per chunk of questions, in MiB (default: 32)")
+    metrics.add_argument(
+        "--eps",
+        type=float,
+        **from_settings(MetricsSettings, "eps"),
+        help=f"numerical floor of the denominators (default: {MetricsSettings.eps:g})",
+    )
+    metrics.add_argument(
+        "--min-paraphrases",
+        type=int,
+        **from_settings(MetricsSettings, "min_paraphrases"),
+        help=f"paraphrases a group member needs to be used (default: {MetricsSettings.min_paraphrases})",
+    )
+    metrics.add_argument(
+        "--chunk-mib",
+        type=float,
+        default=32,
+        help="float32 activations read per chunk of questions, in MiB (default: 32)",
+    )
     metrics.add_argument("--no-progress", action="store_true", help="no progress bar")
     metrics.set_defaults(handler=handle)
 
@@ -42,7 +55,15 @@ def handle(args: argparse.Namespace) -> int:
 
     layers = [x.strip() for x in args.layers.split(",")] if args.layers else None
     check_writable(args.output, "metrics file")
-    summary = compute_metrics(args.sets, args.activations, args.output, layers=layers, eps=args.eps,
-                              min_paraphrases=args.min_paraphrases, chunk_mib=args.chunk_mib, progress=not args.no_progress)
+    summary = compute_metrics(
+        args.sets,
+        args.activations,
+        args.output,
+        layers=layers,
+        eps=args.eps,
+        min_paraphrases=args.min_paraphrases,
+        chunk_mib=args.chunk_mib,
+        progress=not args.no_progress,
+    )
     print(summary.describe())
     return 0

@@ -24,30 +24,65 @@ QUESTIONS_EXAMPLES = """examples:
 def register(sub: Any) -> None:
     from ..questions.presets import PRESETS
 
-    questions = sub.add_parser("questions", help="bring benchmarks in: import a dataset, pair members with non-members",
-                               epilog=QUESTIONS_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    questions = sub.add_parser(
+        "questions",
+        help="bring benchmarks in: import a dataset, pair members with non-members",
+        epilog=QUESTIONS_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     actions = questions.add_subparsers(dest="questions_command", required=True, metavar="ACTION")
-    imp = actions.add_parser("import", help="a hub dataset, save_to_disk directory or Parquet/JSON/JSONL/CSV file -> questions JSONL",
-                             epilog=QUESTIONS_EXAMPLES + "\npresets:\n" + "\n".join(f"  {p.name:<14} {p.description}" for p in PRESETS.values()),
-                             formatter_class=argparse.RawDescriptionHelpFormatter)
-    imp.add_argument("source", help="hub dataset name, a datasets save_to_disk directory, or a .parquet/.json/.jsonl/.csv file")
-    imp.add_argument("-o", "--output", type=Path, required=True, help="questions JSONL to write (provenance in OUTPUT.meta.json)")
-    imp.add_argument("--preset", help=f"the benchmark's schema: {', '.join(PRESETS)} (default: columns named question/problem, id, answer, label)")
-    imp.add_argument("--field", action="append", default=[], metavar="KEY=COLUMN",
-                     help="read KEY (id, question, answer, label, split, source, context, prompt) from COLUMN; dotted for nested, repeatable")
+    imp = actions.add_parser(
+        "import",
+        help="a hub dataset, save_to_disk directory or Parquet/JSON/JSONL/CSV file -> questions JSONL",
+        epilog=QUESTIONS_EXAMPLES
+        + "\npresets:\n"
+        + "\n".join(f"  {p.name:<14} {p.description}" for p in PRESETS.values()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    imp.add_argument(
+        "source", help="hub dataset name, a datasets save_to_disk directory, or a .parquet/.json/.jsonl/.csv file"
+    )
+    imp.add_argument(
+        "-o", "--output", type=Path, required=True, help="questions JSONL to write (provenance in OUTPUT.meta.json)"
+    )
+    imp.add_argument(
+        "--preset",
+        help=f"the benchmark's schema: {', '.join(PRESETS)} (default: columns named question/problem, id, answer, label)",
+    )
+    imp.add_argument(
+        "--field",
+        action="append",
+        default=[],
+        metavar="KEY=COLUMN",
+        help="read KEY (id, question, answer, label, split, source, context, prompt) from COLUMN; dotted for nested, repeatable",
+    )
     imp.add_argument("--config", help="hub dataset config (subset) name")
     imp.add_argument("--split", help="split of a hub dataset or saved DatasetDict (default: the only one, else test)")
     imp.add_argument("--revision", help="hub revision (branch, tag or commit) to pin")
     imp.add_argument("--label", type=int, choices=[0, 1], help="label every question: 1 = member, 0 = non-member")
     imp.add_argument("--split-name", help="set every question's split, e.g. clean_ref (LaRA's clean reference)")
-    imp.add_argument("--where", action="append", default=[], metavar="COLUMN=VALUE",
-                     help="keep only rows whose COLUMN (dotted for nested) equals VALUE, repeatable, e.g. --where data_source=numina_olympiads")
-    imp.add_argument("--sample", type=int, metavar="N", help="a random sample of N rows (after --where), seeded by --seed, in table order")
+    imp.add_argument(
+        "--where",
+        action="append",
+        default=[],
+        metavar="COLUMN=VALUE",
+        help="keep only rows whose COLUMN (dotted for nested) equals VALUE, repeatable, e.g. --where data_source=numina_olympiads",
+    )
+    imp.add_argument(
+        "--sample",
+        type=int,
+        metavar="N",
+        help="a random sample of N rows (after --where), seeded by --seed, in table order",
+    )
     imp.add_argument("--seed", type=int, default=0, help="seed of --sample (default: 0)")
     imp.add_argument("--limit", type=int, help="import at most N questions")
-    imp.add_argument("--strip-suffix", type=prompt_text, metavar="TEXT",
-                     help="remove this fixed instruction from the end of every question that carries it (e.g. RL data's "
-                     "answer-format line, which only members would carry: a confound); \\n is a newline; recorded in the provenance")
+    imp.add_argument(
+        "--strip-suffix",
+        type=prompt_text,
+        metavar="TEXT",
+        help="remove this fixed instruction from the end of every question that carries it (e.g. RL data's "
+        "answer-format line, which only members would carry: a confound); \\n is a newline; recorded in the provenance",
+    )
     imp.set_defaults(handler=handle_import)
     from .pair import register_pair
 
@@ -72,9 +107,17 @@ def handle_import(args: argparse.Namespace) -> int:
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             raise InputError(f"--{flag} must be at least 1")
     spec = TableSource(args.source, config=args.config, split=args.split, revision=args.revision)
-    options = ImportOptions(preset=args.preset, fields=parse_pairs(args.field, "--field", "question=problem"), label=args.label,
-                            split_name=args.split_name, limit=args.limit, where=parse_pairs(args.where, "--where", "data_source=numina_olympiads"),
-                            sample=args.sample, seed=args.seed, strip_suffix=args.strip_suffix)
+    options = ImportOptions(
+        preset=args.preset,
+        fields=parse_pairs(args.field, "--field", "question=problem"),
+        label=args.label,
+        split_name=args.split_name,
+        limit=args.limit,
+        where=parse_pairs(args.where, "--where", "data_source=numina_olympiads"),
+        sample=args.sample,
+        seed=args.seed,
+        strip_suffix=args.strip_suffix,
+    )
     result = import_questions(spec, options)
     files = write_questions(result, args.output)
     print(result.describe())

@@ -33,14 +33,23 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run.add_argument("config", type=Path, help="run config (YAML; see configs/demo.yaml)")
-    run.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                     help="override a config key by its dotted path, repeatable (value read as YAML)")
+    run.add_argument(
+        "--set",
+        dest="sets",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config key by its dotted path, repeatable (value read as YAML)",
+    )
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
     run.set_defaults(handler=handle)
 
-    demo = sub.add_parser("demo", help="the main job on the built-in default: lara run configs/demo.yaml",
-                          epilog="examples:\n  lara demo\n  lara demo --set detect.names=[ppl,cdd] --set run_dir=runs/quick\n",
-                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    demo = sub.add_parser(
+        "demo",
+        help="the main job on the built-in default: lara run configs/demo.yaml",
+        epilog="examples:\n  lara demo\n  lara demo --set detect.names=[ppl,cdd] --set run_dir=runs/quick\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     demo.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help="as for lara run")
     demo.add_argument("--no-progress", action="store_true", help="no progress bars")
     demo.set_defaults(handler=handle_demo)
@@ -57,11 +66,16 @@ def handle(args: argparse.Namespace) -> int:
     if result.verdicts:
         print(result.verdicts + "\n")
     print(result.summary)
-    print(f"\nstages run: {len(result.ran)}, up to date: {len(result.skipped)}; run directory: {result.run_dir} "
-          f"(reports: {', '.join(str(p / 'report.md') for p in result.reports.values())})")
+    print(
+        f"\nstages run: {len(result.ran)}, up to date: {len(result.skipped)}; run directory: {result.run_dir} "
+        f"(reports: {', '.join(str(p / 'report.md') for p in result.reports.values())})"
+    )
     if result.undecided:
-        print(f"error: no verdict on {', '.join(result.undecided)}: no mode had a detector with a usable question "
-              "(see the counts left out above); this is not a negative answer", file=sys.stderr)
+        print(
+            f"error: no verdict on {', '.join(result.undecided)}: no mode had a detector with a usable question "
+            "(see the counts left out above); this is not a negative answer",
+            file=sys.stderr,
+        )
         return NO_VERDICT_EXIT
     return 0
 

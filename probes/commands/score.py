@@ -26,21 +26,64 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     score.add_argument("metrics", type=Path, help="metrics file (lara metrics)")
-    score.add_argument("-o", "--output", type=Path, required=True, help="SCORES.csv to write (a .meta.json with the settings is written beside it)")
-    score.add_argument("--clean-ref", help="split | crossfit | CLEAN_METRICS.h5 | REFERENCE.json (default: split if questions have "
-                       "split clean_ref, else crossfit over labelled non-members)")
-    score.add_argument("--labels", type=Path, help="JSONL with id and label, overriding the labels in the metrics file (crossfit)")
-    score.add_argument("--save-reference", type=Path, help="write the reference fitted on the whole clean pool (JSON) for reuse")
-    score.add_argument("--metric-set", default=",".join(ScoreSettings.metric_set),
-                       help=f"metrics to aggregate (default: {','.join(ScoreSettings.metric_set)})")
-    score.add_argument("--layers", **from_settings(ScoreSettings, "layers"), help="all | early | mid | late | 9-17 | 0,5,10 (default: all block layers)")
+    score.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        required=True,
+        help="SCORES.csv to write (a .meta.json with the settings is written beside it)",
+    )
+    score.add_argument(
+        "--clean-ref",
+        help="split | crossfit | CLEAN_METRICS.h5 | REFERENCE.json (default: split if questions have "
+        "split clean_ref, else crossfit over labelled non-members)",
+    )
+    score.add_argument(
+        "--labels", type=Path, help="JSONL with id and label, overriding the labels in the metrics file (crossfit)"
+    )
+    score.add_argument(
+        "--save-reference", type=Path, help="write the reference fitted on the whole clean pool (JSON) for reuse"
+    )
+    score.add_argument(
+        "--metric-set",
+        default=",".join(ScoreSettings.metric_set),
+        help=f"metrics to aggregate (default: {','.join(ScoreSettings.metric_set)})",
+    )
+    score.add_argument(
+        "--layers",
+        **from_settings(ScoreSettings, "layers"),
+        help="all | early | mid | late | 9-17 | 0,5,10 (default: all block layers)",
+    )
     score.add_argument("--dc", **from_settings(ScoreOptions, "dc"), help="DC alignment: |z| (default) or +z")
-    score.add_argument("--outer-abs", action="store_true", help="wrap every aligned z in |.| (the public code's variant)")
-    score.add_argument("--zero-scale", **from_settings(ScoreOptions, "zero_scale"), help="cells with MAD = 0: divide by eps (default) or leave out")
-    score.add_argument("--eps", type=float, **from_settings(ScoreSettings, "eps"), help=f"added to the reference scale (default: {ScoreSettings.eps:g})")
-    score.add_argument("--folds", type=int, **from_settings(ScoreSettings, "folds"), help=f"cross-fitting folds (default: {ScoreSettings.folds})")
-    score.add_argument("--seed", type=int, **from_settings(ScoreSettings, "seed"), help=f"seed of the fold assignment (default: {ScoreSettings.seed})")
-    score.add_argument("--no-variants", action="store_true", help="only the main 'lara' column (no per-metric / per-window columns)")
+    score.add_argument(
+        "--outer-abs", action="store_true", help="wrap every aligned z in |.| (the public code's variant)"
+    )
+    score.add_argument(
+        "--zero-scale",
+        **from_settings(ScoreOptions, "zero_scale"),
+        help="cells with MAD = 0: divide by eps (default) or leave out",
+    )
+    score.add_argument(
+        "--eps",
+        type=float,
+        **from_settings(ScoreSettings, "eps"),
+        help=f"added to the reference scale (default: {ScoreSettings.eps:g})",
+    )
+    score.add_argument(
+        "--folds",
+        type=int,
+        **from_settings(ScoreSettings, "folds"),
+        help=f"cross-fitting folds (default: {ScoreSettings.folds})",
+    )
+    score.add_argument(
+        "--seed",
+        type=int,
+        **from_settings(ScoreSettings, "seed"),
+        help=f"seed of the fold assignment (default: {ScoreSettings.seed})",
+    )
+    score.add_argument(
+        "--no-variants", action="store_true", help="only the main 'lara' column (no per-metric / per-window columns)"
+    )
     score.set_defaults(handler=handle)
 
 
@@ -50,25 +93,42 @@ def handle(args: argparse.Namespace) -> int:
     from ..lara.scoring import score_metrics
     from ..scores import read_labels
 
-    options = ScoreOptions(metric_set=tuple(m.strip() for m in args.metric_set.split(",")), layers=args.layers,
-                           dc=args.dc, outer_abs=args.outer_abs, eps=args.eps, zero_scale=args.zero_scale)
+    options = ScoreOptions(
+        metric_set=tuple(m.strip() for m in args.metric_set.split(",")),
+        layers=args.layers,
+        dc=args.dc,
+        outer_abs=args.outer_abs,
+        eps=args.eps,
+        zero_scale=args.zero_scale,
+    )
     metrics = MetricsFile.read(args.metrics)
     labels = read_labels(args.labels) if args.labels else None
-    result = score_metrics(metrics, args.clean_ref, options, labels=labels, n_folds=args.folds, seed=args.seed,
-                           variants=not args.no_variants)
+    result = score_metrics(
+        metrics,
+        args.clean_ref,
+        options,
+        labels=labels,
+        n_folds=args.folds,
+        seed=args.seed,
+        variants=not args.no_variants,
+    )
     result.table.write_csv(args.output)
     meta = args.output.with_suffix(".meta.json")
     result.write_info(meta)
     if args.save_reference:
         result.reference.save(args.save_reference)
     info = result.info
-    print(f"{info['n_questions']} questions scored against a clean reference of {info['n_reference']} "
-          f"({info['clean_ref_mode']}: {info.get('reference_source') or info.get('reference_file')}); "
-          f"{info['n_cross_fitted']} cross-fitted over {info['folds_used']} folds -> {args.output}")
+    print(
+        f"{info['n_questions']} questions scored against a clean reference of {info['n_reference']} "
+        f"({info['clean_ref_mode']}: {info.get('reference_source') or info.get('reference_file')}); "
+        f"{info['n_cross_fitted']} cross-fitted over {info['folds_used']} folds -> {args.output}"
+    )
     if info["n_nan"]:
         print(f"NaN scores: {info['n_nan']} (" + ", ".join(f"{k} {v}" for k, v in info["nan_reasons"].items()) + ")")
     if info["zero_scale_cells"]:
-        print(f"zero-scale cells (MAD = 0): {len(info['zero_scale_cells'])}, e.g. {', '.join(info['zero_scale_cells'][:4])}")
+        print(
+            f"zero-scale cells (MAD = 0): {len(info['zero_scale_cells'])}, e.g. {', '.join(info['zero_scale_cells'][:4])}"
+        )
     print(f"columns: {', '.join(info['columns'])}; settings in {meta}")
     if args.save_reference:
         print(f"reference saved to {args.save_reference}")

@@ -33,28 +33,69 @@ def register(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     verdict.add_argument("scores", type=Path, help="SCORES.csv of the audited model (lara detect --sets)")
-    verdict.add_argument("--controls", type=Path, help="its SCORES.controls.csv (default: the one beside SCORES.csv that "
-                         "lara detect recorded in SCORES.meta.json; a file the meta does not bind is refused)")
-    verdict.add_argument("--reference-scores", type=Path, help="the reference model's SCORES.csv on the same questions (reference mode)")
-    verdict.add_argument("--reference-controls", type=Path, help="the reference model's SCORES.controls.csv (default: beside it)")
-    verdict.add_argument("--clean", type=Path, help="SCORES.csv of a clean set drawn like the audited questions (relative mode)")
+    verdict.add_argument(
+        "--controls",
+        type=Path,
+        help="its SCORES.controls.csv (default: the one beside SCORES.csv that "
+        "lara detect recorded in SCORES.meta.json; a file the meta does not bind is refused)",
+    )
+    verdict.add_argument(
+        "--reference-scores", type=Path, help="the reference model's SCORES.csv on the same questions (reference mode)"
+    )
+    verdict.add_argument(
+        "--reference-controls", type=Path, help="the reference model's SCORES.controls.csv (default: beside it)"
+    )
+    verdict.add_argument(
+        "--clean", type=Path, help="SCORES.csv of a clean set drawn like the audited questions (relative mode)"
+    )
     verdict.add_argument("--clean-controls", type=Path, help="the clean set's SCORES.controls.csv (default: beside it)")
-    verdict.add_argument("--questions", type=Path, help="questions JSONL: split clean_ref questions are the clean set; labels "
-                         "and splits define --subsets (the verdict itself never reads labels)")
-    verdict.add_argument("--subsets", help="also a verdict on these groups, e.g. members,non_members (by label) or a split name")
-    verdict.add_argument("--detectors", help="detectors combined, comma-separated (default: all with controls, and lara in the relative mode)")
-    verdict.add_argument("--alpha", type=float, **from_settings(VerdictSettings, "alpha"),
-                         help=f"level of the combined test (default: {VerdictSettings.alpha})")
-    verdict.add_argument("--combine", **from_settings(VerdictSettings, "combine"), help=f"(default: {VerdictSettings.combine})")
-    verdict.add_argument("--permutations", type=int, **from_settings(VerdictSettings, "permutations"),
-                         help=f"permutations of the within-question test (default: {VerdictSettings.permutations})")
-    verdict.add_argument("--bootstrap", type=int, **from_settings(VerdictSettings, "bootstrap"),
-                         help=f"bootstrap resamples of the CIs (default: {VerdictSettings.bootstrap})")
+    verdict.add_argument(
+        "--questions",
+        type=Path,
+        help="questions JSONL: split clean_ref questions are the clean set; labels "
+        "and splits define --subsets (the verdict itself never reads labels)",
+    )
+    verdict.add_argument(
+        "--subsets", help="also a verdict on these groups, e.g. members,non_members (by label) or a split name"
+    )
+    verdict.add_argument(
+        "--detectors",
+        help="detectors combined, comma-separated (default: all with controls, and lara in the relative mode)",
+    )
+    verdict.add_argument(
+        "--alpha",
+        type=float,
+        **from_settings(VerdictSettings, "alpha"),
+        help=f"level of the combined test (default: {VerdictSettings.alpha})",
+    )
+    verdict.add_argument(
+        "--combine", **from_settings(VerdictSettings, "combine"), help=f"(default: {VerdictSettings.combine})"
+    )
+    verdict.add_argument(
+        "--permutations",
+        type=int,
+        **from_settings(VerdictSettings, "permutations"),
+        help=f"permutations of the within-question test (default: {VerdictSettings.permutations})",
+    )
+    verdict.add_argument(
+        "--bootstrap",
+        type=int,
+        **from_settings(VerdictSettings, "bootstrap"),
+        help=f"bootstrap resamples of the CIs (default: {VerdictSettings.bootstrap})",
+    )
     verdict.add_argument("--seed", type=int, **from_settings(VerdictSettings, "seed"))
-    verdict.add_argument("--fdr", type=float, **from_settings(VerdictSettings, "fdr"), help="false-discovery rate of the per-question "
-                         f"decisions, written to VERDICT.questions.csv (default: {VerdictSettings.fdr:.2f})")
-    verdict.add_argument("--fdr-method", **from_settings(VerdictSettings, "fdr_method"),
-                         help=f"Benjamini-Hochberg, or its two-stage adaptive form (default: {VerdictSettings.fdr_method})")
+    verdict.add_argument(
+        "--fdr",
+        type=float,
+        **from_settings(VerdictSettings, "fdr"),
+        help="false-discovery rate of the per-question "
+        f"decisions, written to VERDICT.questions.csv (default: {VerdictSettings.fdr:.2f})",
+    )
+    verdict.add_argument(
+        "--fdr-method",
+        **from_settings(VerdictSettings, "fdr_method"),
+        help=f"Benjamini-Hochberg, or its two-stage adaptive form (default: {VerdictSettings.fdr_method})",
+    )
     verdict.add_argument("-o", "--output", type=Path, required=True, help="VERDICT.json")
     verdict.set_defaults(handler=handle)
 
@@ -67,19 +108,35 @@ def handle(args: argparse.Namespace) -> int:
     from ..report.build import jsonable
     from ..scores import read_labels, read_splits
 
-    settings = VerdictSettings(alpha=args.alpha, combine=args.combine, permutations=args.permutations, bootstrap=args.bootstrap,
-                               seed=args.seed, detectors=tuple(d.strip() for d in args.detectors.split(",")) if args.detectors else None,
-                               fdr=args.fdr, fdr_method=args.fdr_method)
+    settings = VerdictSettings(
+        alpha=args.alpha,
+        combine=args.combine,
+        permutations=args.permutations,
+        bootstrap=args.bootstrap,
+        seed=args.seed,
+        detectors=tuple(d.strip() for d in args.detectors.split(",")) if args.detectors else None,
+        fdr=args.fdr,
+        fdr_method=args.fdr_method,
+    )
     tables = {}
-    for key, path, controls in (("audited", args.scores, args.controls), ("reference", args.reference_scores, args.reference_controls),
-                                ("clean", args.clean, args.clean_controls)):
+    for key, path, controls in (
+        ("audited", args.scores, args.controls),
+        ("reference", args.reference_scores, args.reference_controls),
+        ("clean", args.clean, args.clean_controls),
+    ):
         if path is not None:
             tables[key] = read_scored(path, controls)
     labels = read_labels(args.questions, required=False) if args.questions else {}
     splits = read_splits(args.questions) if args.questions else {}
-    verdict, decisions = audit_verdict(tables["audited"], reference=tables.get("reference"), clean=tables.get("clean"), labels=labels,
-                            splits=splits, subsets=[x.strip() for x in args.subsets.split(",")] if args.subsets else (),
-                            settings=settings)
+    verdict, decisions = audit_verdict(
+        tables["audited"],
+        reference=tables.get("reference"),
+        clean=tables.get("clean"),
+        labels=labels,
+        splits=splits,
+        subsets=[x.strip() for x in args.subsets.split(",")] if args.subsets else (),
+        settings=settings,
+    )
     table = args.output.with_suffix(".questions.csv")
     if decisions is not None:
         decisions.write_csv(table)

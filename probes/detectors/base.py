@@ -59,7 +59,11 @@ class DetectorResult:
     def responses_summary(self, ids: Sequence[str] = ()) -> dict[str, Any]:
         """Generated responses read, how many stopped at the token budget (``finish_reason``
         length) and how many prompts were cut; with ``ids`` (one per question), which questions."""
-        out: dict[str, Any] = {"n": int(self.n_responses.sum()), "capped": self.n_capped, "prompt_cut": int(self.prompt_cut.sum())}
+        out: dict[str, Any] = {
+            "n": int(self.n_responses.sum()),
+            "capped": self.n_capped,
+            "prompt_cut": int(self.prompt_cut.sum()),
+        }
         if len(ids):
             out["capped_ids"] = [i for i, c in zip(ids, self.capped) if c]
             out["prompt_cut_ids"] = [i for i, c in zip(ids, self.prompt_cut) if c]
@@ -75,13 +79,19 @@ class Detector:
     needs: ClassVar[frozenset[Access]]
     summary: ClassVar[str]
     capped_by_design: ClassVar[bool] = False  # its responses stop at the budget on purpose (CDD's 100 tokens)
-    requires_reference: ClassVar[bool] = False  # compares with a reference model (``ref``, ``policy_drift``, ``reward_gain``)
+    requires_reference: ClassVar[bool] = (
+        False  # compares with a reference model (``ref``, ``policy_drift``, ``reward_gain``)
+    )
     reference_needs: ClassVar[frozenset[Access]] = frozenset({Access.TEXT_LOGPROBS})  # what it asks of that reference
-    requires_answers: ClassVar[bool] = False  # reads each question's known answer (``reward_gain``); controls need theirs
+    requires_answers: ClassVar[bool] = (
+        False  # reads each question's known answer (``reward_gain``); controls need theirs
+    )
     # its score is already audited minus reference of one statistic of the same text (``ref``, ``reward_gain``): in the
     # verdict's reference mode it is its own difference (the reference scores 0 against itself: subtracting that is a no-op)
     reference_difference: ClassVar[bool] = False
-    samples_at_temperature: ClassVar[bool] = False  # samples answers at its ``temperature`` (the run's sampling temperature applies)
+    samples_at_temperature: ClassVar[bool] = (
+        False  # samples answers at its ``temperature`` (the run's sampling temperature applies)
+    )
     parameters: ClassVar[dict[str, Constraint]] = {}  # every ``__init__`` argument's type and range (:mod:`.params`)
 
     def check_params(self) -> None:
@@ -92,7 +102,12 @@ class Detector:
         if not ok:
             raise ConfigError(f"detector {self.name!r}: {parameter} = {getattr(self, parameter)!r}, but {rule}")
 
-    def fit(self, clean_questions: Sequence[str] = (), reference: Responder | None = None, answers: Sequence[Any] | None = None) -> "Detector":
+    def fit(
+        self,
+        clean_questions: Sequence[str] = (),
+        reference: Responder | None = None,
+        answers: Sequence[Any] | None = None,
+    ) -> "Detector":
         """Learn what the detector needs before scoring: known-clean questions, a reference model's
         responder, the scored questions' known answers. Returns ``self``; detectors that need none
         of them ignore them."""
@@ -107,10 +122,18 @@ class Detector:
 
     def get_params(self) -> dict[str, Any]:
         """Hyperparameters as given (the ``__init__`` arguments)."""
-        return {name: getattr(self, name) for name in inspect.signature(type(self).__init__).parameters if name != "self"}
+        return {
+            name: getattr(self, name) for name in inspect.signature(type(self).__init__).parameters if name != "self"
+        }
 
-    def _result(self, raw: Sequence[float], *, notes: Sequence[str] = (), responses: Sequence[Sequence[Any]] | None = None,
-                **extra: Any) -> DetectorResult:
+    def _result(
+        self,
+        raw: Sequence[float],
+        *,
+        notes: Sequence[str] = (),
+        responses: Sequence[Sequence[Any]] | None = None,
+        **extra: Any,
+    ) -> DetectorResult:
         """Orient ``raw``. ``responses``: per question, what its statistic read — generations
         (counted, those capped, those whose prompt was cut) and text scores (those cut)."""
         raw_arr = np.asarray(raw, dtype=np.float64)
@@ -118,10 +141,17 @@ class Detector:
         responses = responses if responses is not None else [[] for _ in raw_arr]
         if len(responses) != len(raw_arr):
             raise ValueError(f"{self.name}: responses for {len(responses)} questions, scores for {len(raw_arr)}")
-        return DetectorResult(self.name, scores, raw_arr, self.raw_name, {k: np.asarray(v) for k, v in extra.items()},
-                              list(notes), n_responses=_count(responses, lambda x: hasattr(x, "finish_reason")),
-                              capped=_count(responses, lambda x: getattr(x, "capped", False)),
-                              prompt_cut=_count(responses, lambda x: getattr(x, "prompt_cut", 0) > 0))
+        return DetectorResult(
+            self.name,
+            scores,
+            raw_arr,
+            self.raw_name,
+            {k: np.asarray(v) for k, v in extra.items()},
+            list(notes),
+            n_responses=_count(responses, lambda x: hasattr(x, "finish_reason")),
+            capped=_count(responses, lambda x: getattr(x, "capped", False)),
+            prompt_cut=_count(responses, lambda x: getattr(x, "prompt_cut", 0) > 0),
+        )
 
 
 def has_answer(answer: Any) -> bool:
@@ -141,9 +171,14 @@ def register(cls: type[Detector]) -> type[Detector]:
     if cls.raw_direction not in ("higher = member", "lower = member"):
         raise ValueError(f"{cls.__name__}: raw_direction must be 'higher = member' or 'lower = member'")
     taken = REGISTRY.get(cls.name)
-    if taken is not None and (taken.__module__, taken.__qualname__) != (cls.__module__, cls.__qualname__):  # a reload is fine
-        raise ValueError(f"detector name {cls.name!r} is taken by {taken.__module__}.{taken.__qualname__}; "
-                         f"give {cls.__module__}.{cls.__qualname__} another name")
+    if taken is not None and (taken.__module__, taken.__qualname__) != (
+        cls.__module__,
+        cls.__qualname__,
+    ):  # a reload is fine
+        raise ValueError(
+            f"detector name {cls.name!r} is taken by {taken.__module__}.{taken.__qualname__}; "
+            f"give {cls.__module__}.{cls.__qualname__} another name"
+        )
     REGISTRY[cls.name] = cls
     return cls
 
@@ -170,7 +205,9 @@ def check_declared(name: str, params: dict[str, Any], params_key: str = "") -> N
     unknown = [p for p in params if p not in allowed]
     if unknown:
         where = f"{params_key}{name}: " if params_key else ""
-        raise ConfigError(f"{where}detector {name!r} has no parameter {', '.join(unknown)}; its parameters: {', '.join(allowed)}")
+        raise ConfigError(
+            f"{where}detector {name!r} has no parameter {', '.join(unknown)}; its parameters: {', '.join(allowed)}"
+        )
     check_values(name, params, cls.parameters, params_key)
 
 
@@ -185,11 +222,15 @@ def check_access(detector: Detector, responder: Responder) -> list[str]:
     notes = []
     if Access.ENTROPY_EXACT in missing and Access.ENTROPY_TOPK in responder.access:
         missing.discard(Access.ENTROPY_EXACT)
-        notes.append(f"{detector.name}: entropies from the endpoint's top-K log-probs (a lower bound of the exact entropy)")
+        notes.append(
+            f"{detector.name}: entropies from the endpoint's top-K log-probs (a lower bound of the exact entropy)"
+        )
     if Access.VOCAB_MOMENTS in missing and Access.VOCAB_MOMENTS_TOPK in responder.access:
         missing.discard(Access.VOCAB_MOMENTS)
-        notes.append(f"{detector.name}: μ/σ of log p from the endpoint's top-K log-probs renormalised over the top K "
-                     "(an approximation of the full-vocabulary moments)")
+        notes.append(
+            f"{detector.name}: μ/σ of log p from the endpoint's top-K log-probs renormalised over the top K "
+            "(an approximation of the full-vocabulary moments)"
+        )
     if missing:
         raise ConfigError(
             f"detector {detector.name!r} needs {', '.join(sorted(m.value for m in missing))}, which this responder "
@@ -204,22 +245,33 @@ def check_reference(detector: Detector, responder: Responder, reference: Respond
     if not detector.requires_reference:
         return
     if reference is None:
-        raise ConfigError(f"detector {detector.name!r} needs a reference model (e.g. the checkpoint before RL): "
-                          "lara detect ... --reference DIR, or in lara run a controls: entry with reference: true")
+        raise ConfigError(
+            f"detector {detector.name!r} needs a reference model (e.g. the checkpoint before RL): "
+            "lara detect ... --reference DIR, or in lara run a controls: entry with reference: true"
+        )
     lacking = set(detector.reference_needs) - set(reference.access)
     if lacking:
-        raise ConfigError(f"detector {detector.name!r} needs {', '.join(sorted(a.value for a in lacking))} of the reference "
-                          "model, which it cannot supply; give a local checkpoint")
+        raise ConfigError(
+            f"detector {detector.name!r} needs {', '.join(sorted(a.value for a in lacking))} of the reference "
+            "model, which it cannot supply; give a local checkpoint"
+        )
     if not set(detector.reference_needs) - {Access.SAMPLING}:
         return  # it only reads the reference's sampled answers (reward gain): any model, any tokenizer, served or local
-    ours, theirs = getattr(responder, "vocabulary_fingerprint", None), getattr(reference, "vocabulary_fingerprint", None)
+    ours, theirs = (
+        getattr(responder, "vocabulary_fingerprint", None),
+        getattr(reference, "vocabulary_fingerprint", None),
+    )
     if ours is None or theirs is None:
-        raise ConfigError(f"detector {detector.name!r} compares log-probs of the same tokens under two models, so both "
-                          "must be local checkpoints whose tokenizers can be compared (--model DIR --reference DIR)")
+        raise ConfigError(
+            f"detector {detector.name!r} compares log-probs of the same tokens under two models, so both "
+            "must be local checkpoints whose tokenizers can be compared (--model DIR --reference DIR)"
+        )
     if ours != theirs:
-        raise MismatchError(f"the reference model's tokenizer differs from the audited model's (vocabulary {theirs[:12]}… "
-                            f"vs {ours[:12]}…); {detector.name!r} compares the same tokens, so use a reference of the same "
-                            "family (e.g. the audited model's pre-RL base)")
+        raise MismatchError(
+            f"the reference model's tokenizer differs from the audited model's (vocabulary {theirs[:12]}… "
+            f"vs {ours[:12]}…); {detector.name!r} compares the same tokens, so use a reference of the same "
+            "family (e.g. the audited model's pre-RL base)"
+        )
 
 
 def builtin_text(name: str) -> str:

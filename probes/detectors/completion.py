@@ -42,7 +42,9 @@ class PartialCompletion(Detector):
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         rouge = np.full(len(questions), np.nan)
         exact = np.full(len(questions), np.nan)
-        cuts: dict[int, list[tuple[int, str, str, list[int]]]] = {}  # remainder length -> (index, prefix, remainder, units)
+        cuts: dict[
+            int, list[tuple[int, str, str, list[int]]]
+        ] = {}  # remainder length -> (index, prefix, remainder, units)
         for i, question in enumerate(questions):
             spans = responder.token_spans(question)
             p = stats.cut_point(question, spans, self.ratio)

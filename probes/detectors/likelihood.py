@@ -40,7 +40,9 @@ class TargetText:
     sigma: np.ndarray | None = None
 
 
-def read_targets(questions: Sequence[str], responder: Responder, target: str, max_new_tokens: int) -> tuple[list[TargetText], list[list[Any]]]:
+def read_targets(
+    questions: Sequence[str], responder: Responder, target: str, max_new_tokens: int
+) -> tuple[list[TargetText], list[list[Any]]]:
     """Per question the target text — the greedy response (its recorded generation log-probs) or
     the question itself (teacher-forced inside its prompt format) — and, per question, what was
     read (the generation or the text score)."""
@@ -81,7 +83,9 @@ class _LikelihoodDetector(Detector):
 
     @property
     def needs(self) -> frozenset[Access]:  # type: ignore[override]
-        return frozenset({Access.SAMPLING, Access.CHOSEN_LOGPROBS} if self.target == "response" else {Access.TEXT_LOGPROBS})
+        return frozenset(
+            {Access.SAMPLING, Access.CHOSEN_LOGPROBS} if self.target == "response" else {Access.TEXT_LOGPROBS}
+        )
 
     def _targets(self, questions: Sequence[str], responder: Responder) -> tuple[list[TargetText], list[list[Any]]]:
         return read_targets(questions, responder, self.target, self.max_new_tokens)
@@ -166,13 +170,23 @@ class ReCaLL(_RescoringDetector):
 
     parameters = {"prefix": Text(optional=True), "n_prefix": COUNT, **_LikelihoodDetector.parameters}
 
-    def __init__(self, prefix: str | None = None, n_prefix: int = 5, target: Target = "response",
-                 max_new_tokens: int = GREEDY_TOKENS) -> None:
+    def __init__(
+        self,
+        prefix: str | None = None,
+        n_prefix: int = 5,
+        target: Target = "response",
+        max_new_tokens: int = GREEDY_TOKENS,
+    ) -> None:
         super().__init__(target, max_new_tokens)
         self.prefix = prefix
         self.n_prefix = n_prefix
 
-    def fit(self, clean_questions: Sequence[str] = (), reference: Responder | None = None, answers: Sequence[Any] | None = None) -> "ReCaLL":
+    def fit(
+        self,
+        clean_questions: Sequence[str] = (),
+        reference: Responder | None = None,
+        answers: Sequence[Any] | None = None,
+    ) -> "ReCaLL":
         """The prefix pool: ``prefix`` if given, else known-clean questions (the first
         ``n_prefix`` that are not the scored question), else a built-in text no benchmark holds."""
         self.clean_ = list(clean_questions)
@@ -199,12 +213,16 @@ class ReCaLL(_RescoringDetector):
             plain = score_questions(texts, responder)
             conditioned = score_questions(texts, responder, leads)
         else:
-            gens = [g[0] for g in responder.generate([questions[i] for i in usable], greedy_params(self.max_new_tokens))]
+            gens = [
+                g[0] for g in responder.generate([questions[i] for i in usable], greedy_params(self.max_new_tokens))
+            ]
             for i, g in zip(usable, gens):
                 read[i].append(g)
             texts = [g.text for g in gens]
             plain = responder.score([responder.format(questions[i]) for i in usable], texts)
-            conditioned = responder.score([responder.format(lead + questions[i]) for lead, i in zip(leads, usable)], texts)
+            conditioned = responder.score(
+                [responder.format(lead + questions[i]) for lead, i in zip(leads, usable)], texts
+            )
         raw = np.full(len(questions), np.nan)
         mismatched = 0
         for i, c, p in zip(usable, conditioned, plain):
@@ -215,9 +233,13 @@ class ReCaLL(_RescoringDetector):
                 raw[i] = stats.recall_ratio(*pair)
         notes = []
         if len(usable) < len(questions):
-            notes.append(f"recall: {len(questions) - len(usable)} question(s) left unscored (NaN): the given prefix contains them")
+            notes.append(
+                f"recall: {len(questions) - len(usable)} question(s) left unscored (NaN): the given prefix contains them"
+            )
         if mismatched:
-            notes.append(f"recall: {mismatched} text(s) share no token with and without the prefix; left unscored (NaN)")
+            notes.append(
+                f"recall: {mismatched} text(s) share no token with and without the prefix; left unscored (NaN)"
+            )
         return self._result(raw, notes=notes, responses=read)
 
 

@@ -41,8 +41,10 @@ class Interval:
     def describe(self) -> str:
         kind = "an integer" if self.integer else "a number"
         if self.low is not None and self.high is not None:
-            return (f"{kind} in {'[' if self.closed in ('both', 'left') else '('}{self.low:g}, {self.high:g}"
-                    f"{']' if self.closed in ('both', 'right') else ')'}")
+            return (
+                f"{kind} in {'[' if self.closed in ('both', 'left') else '('}{self.low:g}, {self.high:g}"
+                f"{']' if self.closed in ('both', 'right') else ')'}"
+            )
         if self.low is not None:
             return f"{kind} {'≥' if self.closed in ('both', 'left') else '>'} {self.low:g}"
         if self.high is not None:
@@ -91,8 +93,10 @@ def check_values(detector: str, params: Mapping[str, Any], declared: Mapping[str
     for name, value in params.items():
         where = f"{key}{detector}.{name}"
         if name not in declared:
-            raise ConfigError(f"{where}: detector {detector!r} has no parameter {name!r}; its parameters: "
-                              f"{', '.join(declared) or 'none'}")
+            raise ConfigError(
+                f"{where}: detector {detector!r} has no parameter {name!r}; its parameters: "
+                f"{', '.join(declared) or 'none'}"
+            )
         if not declared[name].holds(value):
             raise ConfigError(f"{where}: must be {declared[name].describe()}, got {_shown(value)}")
 

@@ -31,7 +31,12 @@ class Ref(_RescoringDetector):
     requires_reference = True
     reference_difference = True
 
-    def fit(self, clean_questions: Sequence[str] = (), reference: Responder | None = None, answers: Sequence[Any] | None = None) -> "Ref":
+    def fit(
+        self,
+        clean_questions: Sequence[str] = (),
+        reference: Responder | None = None,
+        answers: Sequence[Any] | None = None,
+    ) -> "Ref":
         """``reference``: the reference model's responder (same tokenizer)."""
         self.reference_ = reference
         return self

@@ -40,21 +40,28 @@ class _SamplingComparison(Detector):
 
     parameters = {"n": COUNT, "temperature": POSITIVE, "top_p": SHARE, "max_new_tokens": COUNT, "seed": SEED}
 
-    def __init__(self, n: int = 32, temperature: float = 0.7, top_p: float = 0.95, max_new_tokens: int = 1024,
-                 seed: int = 0) -> None:
+    def __init__(
+        self, n: int = 32, temperature: float = 0.7, top_p: float = 0.95, max_new_tokens: int = 1024, seed: int = 0
+    ) -> None:
         self.n = n
         self.temperature = temperature
         self.top_p = top_p
         self.max_new_tokens = max_new_tokens
         self.seed = seed
 
-    def fit(self, clean_questions: Sequence[str] = (), reference: Responder | None = None, answers: Sequence[Any] | None = None) -> "Detector":
+    def fit(
+        self,
+        clean_questions: Sequence[str] = (),
+        reference: Responder | None = None,
+        answers: Sequence[Any] | None = None,
+    ) -> "Detector":
         self.reference_ = reference
         return self
 
     def _params(self) -> GenerationParams:
-        return GenerationParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p,
-                                n=self.n, seed=self.seed)
+        return GenerationParams(
+            max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p, n=self.n, seed=self.seed
+        )
 
 
 @register
@@ -72,11 +79,17 @@ class PolicyDrift(_SamplingComparison):
         samples = responder.generate(questions, self._params())
         flat = [s for row in samples for s in row]
         prompts = [q for q, row in zip(questions, samples) for _ in row]
-        kl = responder.divergence(prompts, [s.token_ids for s in flat], reference, [s.finish_reason == "stop" for s in flat])
+        kl = responder.divergence(
+            prompts, [s.token_ids for s in flat], reference, [s.finish_reason == "stop" for s in flat]
+        )
         per_answer = np.array([float(v.mean()) if len(v) else np.nan for v in kl]).reshape(len(questions), self.n)
         raw = np.array([float(row[~np.isnan(row)].mean()) if (~np.isnan(row)).any() else np.nan for row in per_answer])
         empty = int(np.isnan(per_answer).sum())
-        notes = [f"{self.name}: {empty} answer(s) have no position to compare (left out of their question's mean)"] if empty else []
+        notes = (
+            [f"{self.name}: {empty} answer(s) have no position to compare (left out of their question's mean)"]
+            if empty
+            else []
+        )
         return self._result(raw, notes=notes, responses=samples)
 
 
@@ -91,7 +104,12 @@ class RewardGain(_SamplingComparison):
     requires_answers = True
     reference_difference = True
 
-    def fit(self, clean_questions: Sequence[str] = (), reference: Responder | None = None, answers: Sequence[Any] | None = None) -> "Detector":
+    def fit(
+        self,
+        clean_questions: Sequence[str] = (),
+        reference: Responder | None = None,
+        answers: Sequence[Any] | None = None,
+    ) -> "Detector":
         super().fit(clean_questions, reference)
         self.answers_ = list(answers) if answers is not None else None
         return self
@@ -103,7 +121,9 @@ class RewardGain(_SamplingComparison):
         check_reference(self, responder, reference)
         answers = getattr(self, "answers_", None)
         if answers is None or len(answers) != len(questions):
-            raise ConfigError("reward_gain needs each question's known answer (the 'answer' field of the questions file)")
+            raise ConfigError(
+                "reward_gain needs each question's known answer (the 'answer' field of the questions file)"
+            )
         ours, theirs = responder.generate(questions, self._params()), reference.generate(questions, self._params())
         rules: Counter = Counter()
         gain, audited, base = (np.full(len(questions), np.nan) for _ in range(3))
@@ -117,5 +137,10 @@ class RewardGain(_SamplingComparison):
         missing = int(np.isnan(gain).sum())
         notes = [f"{self.name}: answers judged by " + ", ".join(f"{rule} {n}" for rule, n in sorted(rules.items()))]
         notes += [f"{self.name}: {missing} question(s) without an answer (NaN)"] if missing else []
-        return self._result(gain, notes=notes, responses=[a + b for a, b in zip(ours, theirs)],
-                            reward_audited=audited, reward_reference=base)
+        return self._result(
+            gain,
+            notes=notes,
+            responses=[a + b for a, b in zip(ours, theirs)],
+            reward_audited=audited,
+            reward_reference=base,
+        )

@@ -30,10 +30,24 @@ class CDD(Detector):
     needs = frozenset({Access.SAMPLING, Access.TOKEN_IDS})
     capped_by_design = True  # it compares the first max_tokens tokens only
 
-    parameters = {"n": COUNT, "temperature": POSITIVE, "alpha": UNIT_SHARE, "xi": UNIT_SHARE, "max_tokens": COUNT, "seed": SEED}
+    parameters = {
+        "n": COUNT,
+        "temperature": POSITIVE,
+        "alpha": UNIT_SHARE,
+        "xi": UNIT_SHARE,
+        "max_tokens": COUNT,
+        "seed": SEED,
+    }
 
-    def __init__(self, n: int = 50, temperature: float = 0.8, alpha: float = 0.05, xi: float = 0.01,
-                 max_tokens: int = 100, seed: int = 0) -> None:
+    def __init__(
+        self,
+        n: int = 50,
+        temperature: float = 0.8,
+        alpha: float = 0.05,
+        xi: float = 0.01,
+        max_tokens: int = 100,
+        seed: int = 0,
+    ) -> None:
         self.n = n
         self.temperature = temperature
         self.alpha = alpha
@@ -43,10 +57,16 @@ class CDD(Detector):
 
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         greedy = responder.generate(questions, greedy_params(self.max_tokens))
-        samples = responder.generate(questions, GenerationParams(max_new_tokens=self.max_tokens, temperature=self.temperature,
-                                                                 n=self.n, seed=self.seed))
-        peaks = np.array([stats.cdd_peak(g[0].token_ids, [s.token_ids for s in row], self.alpha, self.max_tokens)
-                          for g, row in zip(greedy, samples)])
+        samples = responder.generate(
+            questions,
+            GenerationParams(max_new_tokens=self.max_tokens, temperature=self.temperature, n=self.n, seed=self.seed),
+        )
+        peaks = np.array(
+            [
+                stats.cdd_peak(g[0].token_ids, [s.token_ids for s in row], self.alpha, self.max_tokens)
+                for g, row in zip(greedy, samples)
+            ]
+        )
         return self._result(peaks, contaminated=peaks > self.xi, responses=[g + row for g, row in zip(greedy, samples)])
 
 
@@ -59,11 +79,26 @@ class MinKNN(Detector):
     samples_at_temperature = True
     needs = frozenset({Access.SAMPLING, Access.TOKEN_IDS})
 
-    parameters = {"n": Interval(integer=True, low=2), "k": COUNT, "temperature": POSITIVE, "top_p": SHARE,
-                  "max_new_tokens": COUNT, "unit": Options(("tokens", "characters")), "seed": SEED}
+    parameters = {
+        "n": Interval(integer=True, low=2),
+        "k": COUNT,
+        "temperature": POSITIVE,
+        "top_p": SHARE,
+        "max_new_tokens": COUNT,
+        "unit": Options(("tokens", "characters")),
+        "seed": SEED,
+    }
 
-    def __init__(self, n: int = 32, k: int = 10, temperature: float = 0.7, top_p: float = 0.95,
-                 max_new_tokens: int = 1024, unit: Literal["tokens", "characters"] = "tokens", seed: int = 0) -> None:
+    def __init__(
+        self,
+        n: int = 32,
+        k: int = 10,
+        temperature: float = 0.7,
+        top_p: float = 0.95,
+        max_new_tokens: int = 1024,
+        unit: Literal["tokens", "characters"] = "tokens",
+        seed: int = 0,
+    ) -> None:
         self.n = n
         self.k = k
         self.temperature = temperature
@@ -76,9 +111,20 @@ class MinKNN(Detector):
         self._require(self.k <= self.n, "k", f"it must be between 1 and n = {self.n}")
 
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
-        samples = responder.generate(questions, GenerationParams(max_new_tokens=self.max_new_tokens, temperature=self.temperature,
-                                                                 top_p=self.top_p, n=self.n, seed=self.seed))
-        raw = [stats.min_knn_statistic([s.token_ids if self.unit == "tokens" else s.text for s in row], self.k) for row in samples]
+        samples = responder.generate(
+            questions,
+            GenerationParams(
+                max_new_tokens=self.max_new_tokens,
+                temperature=self.temperature,
+                top_p=self.top_p,
+                n=self.n,
+                seed=self.seed,
+            ),
+        )
+        raw = [
+            stats.min_knn_statistic([s.token_ids if self.unit == "tokens" else s.text for s in row], self.k)
+            for row in samples
+        ]
         return self._result(raw, responses=samples)
 
 
@@ -92,7 +138,9 @@ class SelfCritique(Detector):
     name = "self_critique"
     raw_name = "self_critique_similarity"
     raw_direction = "higher = member"
-    summary = "Self-Critique: penalized cosine of the entropy sequences of the answer and of a 'solve it differently' answer"
+    summary = (
+        "Self-Critique: penalized cosine of the entropy sequences of the answer and of a 'solve it differently' answer"
+    )
     needs = frozenset({Access.SAMPLING, Access.ENTROPY_EXACT})
 
     parameters = {"template": Text(), "max_new_tokens": COUNT}
@@ -103,7 +151,9 @@ class SelfCritique(Detector):
 
     def check_params(self) -> None:
         text = template_text(self.template)  # a missing template is refused here, naming it
-        self._require("$question" in text and "$response" in text, "template", "it must contain $question and $response")
+        self._require(
+            "$question" in text and "$response" in text, "template", "it must contain $question and $response"
+        )
 
     def critique_prompt(self, question: str, response: str) -> str:
         """The second prompt: the question, the first answer quoted, and the instruction."""
@@ -112,9 +162,14 @@ class SelfCritique(Detector):
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         params = greedy_params(self.max_new_tokens)
         first = [g[0] for g in responder.generate(questions, params)]
-        second = [g[0] for g in responder.generate([self.critique_prompt(q, r.text) for q, r in zip(questions, first)], params)]
+        second = [
+            g[0]
+            for g in responder.generate([self.critique_prompt(q, r.text) for q, r in zip(questions, first)], params)
+        ]
         raw = [stats.penalized_cosine(a.entropies, b.entropies) for a, b in zip(first, second)]
-        return self._result(raw, notes=_entropy_notes(first + second, self.name), responses=[[a, b] for a, b in zip(first, second)])
+        return self._result(
+            raw, notes=_entropy_notes(first + second, self.name), responses=[[a, b] for a, b in zip(first, second)]
+        )
 
 
 @register
@@ -128,7 +183,9 @@ class EntropyTemp(Detector):
 
     parameters = {"n": COUNT, "temperature": POSITIVE, "max_new_tokens": COUNT, "seed": SEED}
 
-    def __init__(self, n: int = 5, temperature: float = 1.0, max_new_tokens: int = GREEDY_TOKENS, seed: int = 0) -> None:
+    def __init__(
+        self, n: int = 5, temperature: float = 1.0, max_new_tokens: int = GREEDY_TOKENS, seed: int = 0
+    ) -> None:
         self.n = n
         self.temperature = temperature
         self.max_new_tokens = max_new_tokens
@@ -136,11 +193,20 @@ class EntropyTemp(Detector):
 
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         greedy = [g[0] for g in responder.generate(questions, greedy_params(self.max_new_tokens))]
-        samples = responder.generate(questions, GenerationParams(max_new_tokens=self.max_new_tokens,
-                                                                 temperature=self.temperature, n=self.n, seed=self.seed))
-        raw = [float(np.mean([stats.penalized_cosine(g.entropies, s.entropies) for s in row])) for g, row in zip(greedy, samples)]
+        samples = responder.generate(
+            questions,
+            GenerationParams(
+                max_new_tokens=self.max_new_tokens, temperature=self.temperature, n=self.n, seed=self.seed
+            ),
+        )
+        raw = [
+            float(np.mean([stats.penalized_cosine(g.entropies, s.entropies) for s in row]))
+            for g, row in zip(greedy, samples)
+        ]
         gens = greedy + [s for row in samples for s in row]
-        return self._result(raw, notes=_entropy_notes(gens, self.name), responses=[[g, *row] for g, row in zip(greedy, samples)])
+        return self._result(
+            raw, notes=_entropy_notes(gens, self.name), responses=[[g, *row] for g, row in zip(greedy, samples)]
+        )
 
 
 @register
@@ -163,4 +229,6 @@ class EntropyNoise(Detector):
         plain = [g[0] for g in responder.generate(questions, params)]
         noisy = [g[0] for g in responder.generate([prefix + q for q in questions], params)]
         raw = [stats.penalized_cosine(a.entropies, b.entropies) for a, b in zip(plain, noisy)]
-        return self._result(raw, notes=_entropy_notes(plain + noisy, self.name), responses=[[a, b] for a, b in zip(plain, noisy)])
+        return self._result(
+            raw, notes=_entropy_notes(plain + noisy, self.name), responses=[[a, b] for a, b in zip(plain, noisy)]
+        )

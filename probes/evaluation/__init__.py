@@ -19,8 +19,21 @@ from .bootstrap import DEFAULT_RESAMPLES, DEFAULT_SEED, blocks, percentile_ci, s
 from .delong import delong_test
 from .roc import RocPoints, auc, roc_points, tpr_at_fpr, youden
 
-__all__ = ["LOW_FPRS", "RESOLVING_FACTOR", "compare", "evaluate", "figures", "tpr_key", "auc", "roc_points", "tpr_at_fpr",
-           "youden", "delong_test", "RocPoints", "realised_point"]
+__all__ = [
+    "LOW_FPRS",
+    "RESOLVING_FACTOR",
+    "compare",
+    "evaluate",
+    "figures",
+    "tpr_key",
+    "auc",
+    "roc_points",
+    "tpr_at_fpr",
+    "youden",
+    "delong_test",
+    "RocPoints",
+    "realised_point",
+]
 
 LOW_FPRS = (0.01, 0.001)  # SPEC §7: TPR at 1 % and 0.1 % FPR beside the main rate (DIBA's headline figure)
 RESOLVING_FACTOR = 10  # SPEC §7: a rate FPR is resolvable from 10/FPR non-members (benchmarks/bench_low_fpr.py)
@@ -108,7 +121,14 @@ def evaluate(
         "n_nonfinite": int((~finite).sum()),
         "n_members": n_pos,
         "n_non_members": n_neg,
-        "settings": {"n_bootstrap": n_bootstrap, "seed": seed, "ci": ci, "fpr": fpr, "strict": strict, "bootstrap": "stratified percentile"},
+        "settings": {
+            "n_bootstrap": n_bootstrap,
+            "seed": seed,
+            "ci": ci,
+            "fpr": fpr,
+            "strict": strict,
+            "bootstrap": "stratified percentile",
+        },
     }
 
 
@@ -129,7 +149,9 @@ def compare(
     both = np.isfinite(a) & np.isfinite(b)
     y, a, b = y[both], a[both], b[both]
     if y.all() or not y.any():
-        raise ValueError(f"a paired comparison needs members and non-members with both scores finite; {int(both.sum())} sample(s) have both")
+        raise ValueError(
+            f"a paired comparison needs members and non-members with both scores finite; {int(both.sum())} sample(s) have both"
+        )
     test = delong_test(y, a, b)
     rng = np.random.default_rng(seed)
     deltas = []
@@ -155,10 +177,16 @@ def _low_rate(figure: Any, points: RocPoints, fpr: float, n_used: int, strict: b
     needed = int(round(RESOLVING_FACTOR / fpr)) + int(strict)
     if n_neg < needed:
         realised = realised_point(points, fpr, strict)
-        return {"value": None, "ci": [None, None], "n": n_used, "fpr": fpr, "resolvable": False,
-                "why": f"{n_neg} non-members: at least {needed} ({RESOLVING_FACTOR}/FPR) are needed to resolve FPR = "
-                       f"{100 * fpr:g}%; the threshold the rule picks here has a realised FPR of {100 * realised['fpr']:.3g}%",
-                "at_realised_fpr": realised}
+        return {
+            "value": None,
+            "ci": [None, None],
+            "n": n_used,
+            "fpr": fpr,
+            "resolvable": False,
+            "why": f"{n_neg} non-members: at least {needed} ({RESOLVING_FACTOR}/FPR) are needed to resolve FPR = "
+            f"{100 * fpr:g}%; the threshold the rule picks here has a realised FPR of {100 * realised['fpr']:.3g}%",
+            "at_realised_fpr": realised,
+        }
     return {**figure(tpr_key(fpr)), "fpr": fpr, "resolvable": True}
 
 
@@ -172,7 +200,9 @@ def realised_point(points: RocPoints, fpr: float, strict: bool = False) -> dict[
     return {"fpr": float(rates[allowed & (tprs == tpr)].min()), "tpr": tpr}
 
 
-def _bootstrap(y: np.ndarray, s: np.ndarray, n_resamples: int, seed: int, fpr: float, strict: bool) -> dict[str, np.ndarray]:
+def _bootstrap(
+    y: np.ndarray, s: np.ndarray, n_resamples: int, seed: int, fpr: float, strict: bool
+) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     parts: list[dict[str, np.ndarray]] = []
     for size in blocks(n_resamples, len(y)):

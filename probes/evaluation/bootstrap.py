@@ -17,10 +17,12 @@ def stratified_indices(labels: np.ndarray, n_resamples: int, rng: np.random.Gene
     from its own class."""
     labels = np.asarray(labels).astype(bool)
     pos, neg = np.flatnonzero(labels), np.flatnonzero(~labels)
-    return np.hstack([
-        pos[rng.integers(0, len(pos), size=(n_resamples, len(pos)))],
-        neg[rng.integers(0, len(neg), size=(n_resamples, len(neg)))],
-    ])
+    return np.hstack(
+        [
+            pos[rng.integers(0, len(pos), size=(n_resamples, len(pos)))],
+            neg[rng.integers(0, len(neg), size=(n_resamples, len(neg)))],
+        ]
+    )
 
 
 def blocks(n_resamples: int, n: int) -> list[int]:

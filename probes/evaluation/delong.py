@@ -56,4 +56,11 @@ def delong_test(labels: np.ndarray, scores_a: np.ndarray, scores_b: np.ndarray) 
         z = 0.0 if delta == 0.0 else math.copysign(math.inf, delta)
     else:
         z = delta / se
-    return {"auc_a": auc_a, "auc_b": auc_b, "delta": delta, "se": se, "z": z, "p_value": math.erfc(abs(z) / math.sqrt(2.0))}
+    return {
+        "auc_a": auc_a,
+        "auc_b": auc_b,
+        "delta": delta,
+        "se": se,
+        "z": z,
+        "p_value": math.erfc(abs(z) / math.sqrt(2.0)),
+    }

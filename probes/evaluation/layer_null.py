@@ -45,8 +45,14 @@ def cohens_d_rows(values: np.ndarray, labels: np.ndarray) -> np.ndarray:
     return np.where(pooled > 0, d, np.nan)
 
 
-def layer_null(values: np.ndarray, labels: np.ndarray, groups: Sequence[Any] | None = None,
-               n_permutations: int = N_PERMUTATIONS, seed: int = 0, alpha: float = ALPHA) -> dict[str, Any]:
+def layer_null(
+    values: np.ndarray,
+    labels: np.ndarray,
+    groups: Sequence[Any] | None = None,
+    n_permutations: int = N_PERMUTATIONS,
+    seed: int = 0,
+    alpha: float = ALPHA,
+) -> dict[str, Any]:
     """Cohen's d per (metric, layer) with family-wise-adjusted permutation p-values.
 
     Args:
@@ -77,11 +83,15 @@ def layer_null(values: np.ndarray, labels: np.ndarray, groups: Sequence[Any] | N
     p_layer = np.nanmin(np.where(np.isnan(p), np.inf, p), axis=0)
     observed_max = float(np.nanmax(np.abs(observed))) if np.isfinite(observed).any() else float("nan")
     return {
-        "d": observed.reshape(n_metrics, n_layers), "p_adjusted": p, "p_layer": p_layer,
-        "null_max": float(np.quantile(maxima, 1 - alpha)), "observed_max": observed_max,
+        "d": observed.reshape(n_metrics, n_layers),
+        "p_adjusted": p,
+        "p_layer": p_layer,
+        "null_max": float(np.quantile(maxima, 1 - alpha)),
+        "observed_max": observed_max,
         "p_global": float((1 + (maxima >= observed_max).sum()) / (1 + n_permutations)),
         "significant_layers": [int(j) for j in np.flatnonzero(p_layer < alpha)],
-        "n_permutations": n_permutations, "alpha": alpha,
+        "n_permutations": n_permutations,
+        "alpha": alpha,
         "permutation": "within matched groups" if groups is not None else "free",
     }
 

@@ -26,8 +26,9 @@ def mixed_groups(labels: np.ndarray, groups: np.ndarray) -> list[np.ndarray]:
     return mixed + ([rest] if len(rest) else [])
 
 
-def swap_labels(labels: np.ndarray, groups: np.ndarray, rng: np.random.Generator,
-                blocks: Sequence[np.ndarray] | None = None) -> np.ndarray:
+def swap_labels(
+    labels: np.ndarray, groups: np.ndarray, rng: np.random.Generator, blocks: Sequence[np.ndarray] | None = None
+) -> np.ndarray:
     """``labels`` permuted within every group holding both labels, and freely among the rest
     (``blocks``: :func:`mixed_groups`' output, to skip recomputing it)."""
     y = np.asarray(labels).copy()
@@ -43,5 +44,8 @@ def permuted_labels(labels: np.ndarray, groups: np.ndarray | None, n_permutation
     groups = np.zeros(len(y), dtype=int) if groups is None else np.asarray(groups)
     blocks = mixed_groups(y, groups)
     rng = np.random.default_rng([seed, 45])
-    return np.stack([swap_labels(y, groups, rng, blocks) for _ in range(n_permutations)]) if n_permutations else \
-        np.empty((0, len(y)), dtype=y.dtype)
+    return (
+        np.stack([swap_labels(y, groups, rng, blocks) for _ in range(n_permutations)])
+        if n_permutations
+        else np.empty((0, len(y)), dtype=y.dtype)
+    )

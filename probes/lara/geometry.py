@@ -59,7 +59,9 @@ def metrics(u: np.ndarray, w: np.ndarray, phi: np.ndarray, eps: float = DEFAULT_
     if phi.ndim != 4 or phi.shape[0] != u.shape[0] or phi.shape[2:] != u.shape[1:]:
         raise ValueError(f"phi must be [K+1, M, L, d] = [{u.shape[0]}, M, {u.shape[1]}, {u.shape[2]}]; got {phi.shape}")
     if u.shape[0] < 3:
-        raise ValueError(f"K >= 2 similar questions are needed (a standard deviation is taken over them); got K = {u.shape[0] - 1}")
+        raise ValueError(
+            f"K >= 2 similar questions are needed (a standard deviation is taken over them); got K = {u.shape[0] - 1}"
+        )
     if phi.shape[1] < 1:
         raise ValueError("phi holds no paraphrases (M = 0)")
     return batch_metrics_inplace(u[None], w[None], phi[None], eps=eps).metrics[0]
@@ -75,8 +77,12 @@ def batch_metrics(
 ) -> BatchMetrics:
     """Metrics of N questions at once (inputs are copied to float64; see :func:`batch_metrics_inplace`)."""
     return batch_metrics_inplace(
-        np.array(u, dtype=np.float64), np.array(w, dtype=np.float64), np.array(phi, dtype=np.float64),
-        member_ok, paraphrase_ok, eps,
+        np.array(u, dtype=np.float64),
+        np.array(w, dtype=np.float64),
+        np.array(phi, dtype=np.float64),
+        member_ok,
+        paraphrase_ok,
+        eps,
     )
 
 

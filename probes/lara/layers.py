@@ -26,7 +26,9 @@ def window_bounds(n_blocks: int) -> dict[str, tuple[int, int]]:
     return {"early": (0, third), "mid": (third, 2 * third), "late": (2 * third, n_blocks)}
 
 
-def select_layers(spec: str | Sequence[str | int] | None, labels: Sequence[str], n_blocks: int | None = None) -> list[int]:
+def select_layers(
+    spec: str | Sequence[str | int] | None, labels: Sequence[str], n_blocks: int | None = None
+) -> list[int]:
     """Column indices (into ``labels``) chosen by ``spec``.
 
     Args:
@@ -63,7 +65,9 @@ def select_layers(spec: str | Sequence[str | int] | None, labels: Sequence[str],
             )
         chosen += [i for i in picked if i not in chosen]
     if not chosen:
-        raise ConfigError(f"layer selection {spec!r} picks no layer of {', '.join(labels)} (model of {n_blocks} blocks)")
+        raise ConfigError(
+            f"layer selection {spec!r} picks no layer of {', '.join(labels)} (model of {n_blocks} blocks)"
+        )
     return sorted(chosen)
 
 

@@ -106,13 +106,22 @@ class MetricsFile:
             if f.attrs.get("kind") != KIND:
                 raise InputError(f"{path} is not a LaRA metrics file (made by `lara metrics`)")
             if int(f.attrs["schema_version"]) != SCHEMA_VERSION:
-                raise InputError(f"{path} has metrics schema {f.attrs['schema_version']}; this toolkit reads {SCHEMA_VERSION}")
+                raise InputError(
+                    f"{path} has metrics schema {f.attrs['schema_version']}; this toolkit reads {SCHEMA_VERSION}"
+                )
             return cls(
-                ids=_strings(f["ids"][:]), question_hashes=_strings(f["question_hashes"][:]),
-                labels=f["labels"][:], splits=_strings(f["splits"][:]), metrics=f["metrics"][:],
-                S=f["S"][:], R=f["R"][:], n_similars=f["n_similars"][:], reasons=_strings(f["reasons"][:]),
+                ids=_strings(f["ids"][:]),
+                question_hashes=_strings(f["question_hashes"][:]),
+                labels=f["labels"][:],
+                splits=_strings(f["splits"][:]),
+                metrics=f["metrics"][:],
+                S=f["S"][:],
+                R=f["R"][:],
+                n_similars=f["n_similars"][:],
+                reasons=_strings(f["reasons"][:]),
                 layer_labels=tuple(_strings(f.attrs["layer_labels"])),
-                provenance=json.loads(f.attrs["provenance_json"]), path=path,
+                provenance=json.loads(f.attrs["provenance_json"]),
+                path=path,
             )
 
 
@@ -208,8 +217,13 @@ def compute_metrics(
             key = lay.reason.split(":")[0]
             reasons[key] = reasons.get(key, 0) + 1
     return MetricsSummary(
-        output=output, n_questions=len(layouts), n_scored=sum(not lay.reason for lay in layouts) - len(non_finite), reasons=reasons,
-        n_layers=n_layers, n_texts=n_texts, seconds=time.perf_counter() - start,
+        output=output,
+        n_questions=len(layouts),
+        n_scored=sum(not lay.reason for lay in layouts) - len(non_finite),
+        reasons=reasons,
+        n_layers=n_layers,
+        n_texts=n_texts,
+        seconds=time.perf_counter() - start,
     )
 
 
@@ -251,8 +265,11 @@ def _read_chunk(part: Sequence[SetLayout], store: ActivationStore, labels: tuple
     texts = sorted({t for lay in part for t in lay.texts()}, key=text_hash)  # file order: read without reordering
     row = {t: i for i, t in enumerate(texts)}
     index = _ChunkIndex(
-        u=np.zeros((c, k1), dtype=np.int64), w=np.zeros((c, k1), dtype=np.int64), phi=np.zeros((c, k1, m), dtype=np.int64),
-        member_ok=np.zeros((c, k1), dtype=bool), paraphrase_ok=np.zeros((c, k1, m), dtype=bool),
+        u=np.zeros((c, k1), dtype=np.int64),
+        w=np.zeros((c, k1), dtype=np.int64),
+        phi=np.zeros((c, k1, m), dtype=np.int64),
+        member_ok=np.zeros((c, k1), dtype=bool),
+        paraphrase_ok=np.zeros((c, k1, m), dtype=bool),
     )
     for q, lay in enumerate(part):
         for i, ok in enumerate(lay.member_ok):
@@ -270,8 +287,13 @@ def _read_chunk(part: Sequence[SetLayout], store: ActivationStore, labels: tuple
     return store.get(texts, layers=labels), index
 
 
-def _metrics_of_chunk(rows: np.ndarray, index: _ChunkIndex, eps: float, pool: ThreadPoolExecutor | None = None,
-                      unit_bytes: int = UNIT_BYTES) -> dict[str, np.ndarray]:
+def _metrics_of_chunk(
+    rows: np.ndarray,
+    index: _ChunkIndex,
+    eps: float,
+    pool: ThreadPoolExecutor | None = None,
+    unit_bytes: int = UNIT_BYTES,
+) -> dict[str, np.ndarray]:
     """Metrics of a chunk, computed in work units of a few questions × a few layers whose float64
     arrays stay in a CPU's cache: the arithmetic then runs from cache instead of streaming the
     chunk through memory a dozen times. Every unit is one call of the vectorised kernel; units
@@ -282,7 +304,9 @@ def _metrics_of_chunk(rows: np.ndarray, index: _ChunkIndex, eps: float, pool: Th
     layers_per_unit = max(1, min(n_layers, unit_bytes // per_layer))
     questions_per_unit = max(1, unit_bytes // (per_layer * n_layers)) if layers_per_unit == n_layers else 1
     out = {
-        "metrics": np.empty((c, 3, n_layers)), "S": np.empty((c, k1, n_layers)), "R": np.empty((c, k1, n_layers)),
+        "metrics": np.empty((c, 3, n_layers)),
+        "S": np.empty((c, k1, n_layers)),
+        "R": np.empty((c, k1, n_layers)),
         "n_similars": np.zeros(c, dtype=np.int32),
     }
 
@@ -298,12 +322,14 @@ def _metrics_of_chunk(rows: np.ndarray, index: _ChunkIndex, eps: float, pool: Th
         out["n_similars"][q] = result.n_similars
 
     units = [(q0, l0) for q0 in range(0, c, questions_per_unit) for l0 in range(0, n_layers, layers_per_unit)]
-    for _ in (pool.map(unit, units) if pool is not None else map(unit, units)):
+    for _ in pool.map(unit, units) if pool is not None else map(unit, units):
         pass
     return out
 
 
-def _create(f: h5py.File, records, layouts: Sequence[SetLayout], labels: tuple[str, ...], provenance: dict, k1: int) -> dict:
+def _create(
+    f: h5py.File, records, layouts: Sequence[SetLayout], labels: tuple[str, ...], provenance: dict, k1: int
+) -> dict:
     n, n_layers = len(layouts), len(labels)
     string = h5py.string_dtype()
     f.attrs["kind"] = KIND
@@ -313,7 +339,9 @@ def _create(f: h5py.File, records, layouts: Sequence[SetLayout], labels: tuple[s
     f.attrs["provenance_json"] = json.dumps(provenance, sort_keys=True)
     f.create_dataset("ids", data=np.array([lay.id for lay in layouts], dtype=string))
     f.create_dataset("question_hashes", data=np.array([text_hash(r.question.question) for r in records], dtype="S64"))
-    f.create_dataset("labels", data=np.array([-1 if r.question.label is None else r.question.label for r in records], dtype=np.int8))
+    f.create_dataset(
+        "labels", data=np.array([-1 if r.question.label is None else r.question.label for r in records], dtype=np.int8)
+    )
     f.create_dataset("splits", data=np.array([r.question.split or "" for r in records], dtype=string))
     f.create_dataset("reasons", data=np.array([lay.reason for lay in layouts], dtype=string))
     return {
@@ -324,8 +352,16 @@ def _create(f: h5py.File, records, layouts: Sequence[SetLayout], labels: tuple[s
     }
 
 
-def _provenance(records, sets_path: Path, store: ActivationStore, labels: tuple[str, ...], eps: float,
-                min_paraphrases: int, k: int, m: int) -> dict[str, Any]:
+def _provenance(
+    records,
+    sets_path: Path,
+    store: ActivationStore,
+    labels: tuple[str, ...],
+    eps: float,
+    min_paraphrases: int,
+    k: int,
+    m: int,
+) -> dict[str, Any]:
     p = store.provenance
     model = p.get("model") or {}
     generation = dict(records[0].provenance)
@@ -364,7 +400,9 @@ def check_same_model(a: MetricsFile, b: MetricsFile) -> None:
             "a clean reference must be measured on the audited model"
         )
     if a.layer_labels != b.layer_labels:
-        raise MismatchError(f"{a.path} and {b.path} hold different layers ({', '.join(a.layer_labels)} vs {', '.join(b.layer_labels)})")
+        raise MismatchError(
+            f"{a.path} and {b.path} hold different layers ({', '.join(a.layer_labels)} vs {', '.join(b.layer_labels)})"
+        )
 
 
 def _file_sha256(path: Path) -> str:

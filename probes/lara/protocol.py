@@ -129,8 +129,14 @@ class Reference:
         center, scale = fitted.center, fitted.mad  # SPEC §4: 1.4826·MAD (+ ε when dividing), no fallback
         labels = tuple(str(x) for x in (layer_labels if layer_labels is not None else range(metrics.shape[2])))
         hashes = tuple(h for h, ok in zip(question_hashes, usable) if ok) if len(question_hashes) else ()
-        return cls(center=center, scale=scale, n=int(usable.sum()), layer_labels=labels,
-                   question_hashes=hashes, provenance=dict(provenance or {}))
+        return cls(
+            center=center,
+            scale=scale,
+            n=int(usable.sum()),
+            layer_labels=labels,
+            question_hashes=hashes,
+            provenance=dict(provenance or {}),
+        )
 
     def zscores(self, metrics: np.ndarray, eps: float = DEFAULT_EPS) -> np.ndarray:
         """Robust z-scores ``[N, 3, L]`` of raw metrics ``[N, 3, L]``."""
@@ -182,8 +188,14 @@ class Reference:
         center, scale = np.array(data["center"], dtype=np.float64), np.array(data["scale"], dtype=np.float64)
         if center.shape != (len(METRIC_NAMES), len(data["layer_labels"])) or scale.shape != center.shape:
             raise InputError(f"{path}: centre/scale are not [{len(METRIC_NAMES)}, {len(data['layer_labels'])}]")
-        return cls(center=center, scale=scale, n=int(data["n"]), layer_labels=tuple(data["layer_labels"]),
-                   question_hashes=tuple(data.get("question_hashes", ())), provenance=data.get("provenance", {}))
+        return cls(
+            center=center,
+            scale=scale,
+            n=int(data["n"]),
+            layer_labels=tuple(data["layer_labels"]),
+            question_hashes=tuple(data.get("question_hashes", ())),
+            provenance=data.get("provenance", {}),
+        )
 
 
 def align(z: np.ndarray, dc: DcMode = "abs", outer_abs: bool = False) -> np.ndarray:
@@ -195,13 +207,17 @@ def align(z: np.ndarray, dc: DcMode = "abs", outer_abs: bool = False) -> np.ndar
     return np.abs(out) if outer_abs else out
 
 
-def aggregate(zhat: np.ndarray, metric_index: Sequence[int], layer_index: Sequence[int], drop: np.ndarray | None = None) -> np.ndarray:
+def aggregate(
+    zhat: np.ndarray, metric_index: Sequence[int], layer_index: Sequence[int], drop: np.ndarray | None = None
+) -> np.ndarray:
     """Mean of ``zhat`` [N, 3, L] over the chosen cells; ``drop`` [N, 3, L] marks cells to leave out."""
     # each sample's cells as one contiguous row, summed along it: the same additions in the same
     # order whatever else is in the batch, so a score does not depend on its batch mates
     n = len(zhat)
     cells = np.ascontiguousarray(zhat[:, metric_index][:, :, layer_index]).reshape(n, -1)  # [N, m·l]
-    keep = np.ones(cells.shape, dtype=bool) if drop is None else ~drop[:, metric_index][:, :, layer_index].reshape(n, -1)
+    keep = (
+        np.ones(cells.shape, dtype=bool) if drop is None else ~drop[:, metric_index][:, :, layer_index].reshape(n, -1)
+    )
     count = keep.sum(axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(keep, cells, 0.0).sum(axis=1) / np.where(count > 0, count, np.nan)
@@ -319,7 +335,11 @@ def reference_provenance(**fields: Any) -> dict[str, Any]:
     """Provenance stamp for a saved reference (time and toolkit version added)."""
     from .. import __version__
 
-    return {"created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "toolkit_version": __version__, **fields}
+    return {
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "toolkit_version": __version__,
+        **fields,
+    }
 
 
 def _row_key(row: np.ndarray) -> str:
@@ -329,5 +349,7 @@ def _row_key(row: np.ndarray) -> str:
 def _check_metrics(metrics: np.ndarray, name: str) -> np.ndarray:
     metrics = np.asarray(metrics, dtype=np.float64)
     if metrics.ndim != 3 or metrics.shape[1] != len(METRIC_NAMES):
-        raise ValueError(f"{name} must be [N, {len(METRIC_NAMES)}, L] (rows {', '.join(METRIC_NAMES)}); got shape {metrics.shape}")
+        raise ValueError(
+            f"{name} must be [N, {len(METRIC_NAMES)}, L] (rows {', '.join(METRIC_NAMES)}); got shape {metrics.shape}"
+        )
     return metrics

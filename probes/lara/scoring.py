@@ -85,12 +85,21 @@ def score_metrics(
     else:
         pool_metrics, pool_keys, source = _pool(metrics, mode, clean_ref, labels)
         provenance = reference_provenance(
-            mode=mode, source=source, weights_fingerprint=metrics.weights_fingerprint,
+            mode=mode,
+            source=source,
+            weights_fingerprint=metrics.weights_fingerprint,
             metrics_file=str(metrics.path) if metrics.path else None,
         )
         scoring = score_against_pool(
-            metrics.metrics, metrics.question_hashes, pool_metrics, pool_keys, options,
-            n_folds=n_folds, seed=seed, layer_labels=metrics.layer_labels, provenance=provenance,
+            metrics.metrics,
+            metrics.question_hashes,
+            pool_metrics,
+            pool_keys,
+            options,
+            n_folds=n_folds,
+            seed=seed,
+            layer_labels=metrics.layer_labels,
+            provenance=provenance,
         )
         reference = scoring.reference
         info["reference_source"] = source
@@ -103,36 +112,45 @@ def score_metrics(
     if zero:
         logger.warning(
             "%d (metric, layer) cell(s) have a clean-reference scale of 0 (MAD = 0), e.g. %s; they are divided by "
-            "eps=%g%s", len(zero), ", ".join(zero[:4]), options.eps,
-            " and left out (zero_scale=drop)" if options.zero_scale == "drop" else "; use --zero-scale drop to leave them out",
+            "eps=%g%s",
+            len(zero),
+            ", ".join(zero[:4]),
+            options.eps,
+            " and left out (zero_scale=drop)"
+            if options.zero_scale == "drop"
+            else "; use --zero-scale drop to leave them out",
         )
     nan = ~np.isfinite(table.columns[MAIN_COLUMN])
-    info.update({
-        "n_questions": len(metrics),
-        "n_reference": reference.n,
-        "n_cross_fitted": int((scoring.folds >= 0).sum()),
-        "folds_used": scoring.n_folds,
-        "zero_scale_cells": zero,
-        "n_nan": int(nan.sum()),
-        "nan_reasons": _reason_counts(metrics, nan),
-        "columns": list(table.columns),
-        "metrics_file": str(metrics.path) if metrics.path else None,
-        "weights_fingerprint": metrics.weights_fingerprint,
-        "sets_sha256": (metrics.provenance.get("sets") or {}).get("sha256"),
-    })
+    info.update(
+        {
+            "n_questions": len(metrics),
+            "n_reference": reference.n,
+            "n_cross_fitted": int((scoring.folds >= 0).sum()),
+            "folds_used": scoring.n_folds,
+            "zero_scale_cells": zero,
+            "n_nan": int(nan.sum()),
+            "nan_reasons": _reason_counts(metrics, nan),
+            "columns": list(table.columns),
+            "metrics_file": str(metrics.path) if metrics.path else None,
+            "weights_fingerprint": metrics.weights_fingerprint,
+            "sets_sha256": (metrics.provenance.get("sets") or {}).get("sha256"),
+        }
+    )
     return ScoringResult(table=table, reference=reference, info=info)
 
 
 def _mode(metrics: MetricsFile, clean_ref: str | Path | None, labels: Mapping[str, int | None] | None) -> str:
     if clean_ref is None:
         if CLEAN_SPLIT in metrics.splits:
-            logger.info("clean reference: the %d questions with split '%s'", metrics.splits.count(CLEAN_SPLIT), CLEAN_SPLIT)
+            logger.info(
+                "clean reference: the %d questions with split '%s'", metrics.splits.count(CLEAN_SPLIT), CLEAN_SPLIT
+            )
             return "split"
         if _non_member_mask(metrics, labels).any():
             logger.info("clean reference: the labelled non-members, cross-fitted")
             return "crossfit"
         raise InputError(
-            "no clean reference: mark known-clean questions with \"split\": \"clean_ref\" in the questions file, "
+            'no clean reference: mark known-clean questions with "split": "clean_ref" in the questions file, '
             "give --clean-ref FILE (metrics of clean questions, or a saved reference .json), "
             "or give --labels for cross-fitting over the non-members"
         )
@@ -156,16 +174,28 @@ def _pool(metrics: MetricsFile, mode: str, clean_ref: Any, labels: Mapping[str, 
     if mode == "split":
         mask = np.array([s == CLEAN_SPLIT for s in metrics.splits])
         if not mask.any():
-            raise InputError(f"no question of {metrics.path} has split '{CLEAN_SPLIT}'; mark clean questions or use another --clean-ref")
+            raise InputError(
+                f"no question of {metrics.path} has split '{CLEAN_SPLIT}'; mark clean questions or use another --clean-ref"
+            )
         members = mask & (metrics.labels == 1)
         if members.any():
-            raise InputError(f"{int(members.sum())} question(s) with split '{CLEAN_SPLIT}' are labelled members (label 1); a clean reference must be clean")
-        return metrics.metrics[mask], [h for h, m in zip(metrics.question_hashes, mask) if m], f"split {CLEAN_SPLIT} ({int(mask.sum())} questions)"
+            raise InputError(
+                f"{int(members.sum())} question(s) with split '{CLEAN_SPLIT}' are labelled members (label 1); a clean reference must be clean"
+            )
+        return (
+            metrics.metrics[mask],
+            [h for h, m in zip(metrics.question_hashes, mask) if m],
+            f"split {CLEAN_SPLIT} ({int(mask.sum())} questions)",
+        )
     if mode == "crossfit":
         mask = _non_member_mask(metrics, labels)
         if not mask.any():
             raise InputError("cross-fitting needs labelled non-members (label 0); none found")
-        return metrics.metrics[mask], [h for h, m in zip(metrics.question_hashes, mask) if m], f"non-members, cross-fitted ({int(mask.sum())} questions)"
+        return (
+            metrics.metrics[mask],
+            [h for h, m in zip(metrics.question_hashes, mask) if m],
+            f"non-members, cross-fitted ({int(mask.sum())} questions)",
+        )
     other = MetricsFile.read(clean_ref)
     check_same_model(metrics, other)
     return other.metrics, list(other.question_hashes), f"{clean_ref} ({len(other)} questions)"
@@ -189,7 +219,8 @@ def _against_saved(metrics: MetricsFile, reference: Reference, options: ScoreOpt
         logger.warning(
             "%d question(s) are part of the saved reference %s and are left unscored (NaN): a sample is never "
             "scored by a reference that contains it; score them with --clean-ref split/crossfit/FILE.h5 to cross-fit",
-            int(inside.sum()), path,
+            int(inside.sum()),
+            path,
         )
         scoring.zhat[inside] = np.nan
     return scoring

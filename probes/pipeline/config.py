@@ -78,8 +78,14 @@ class ScoreSettings:
         from ..lara.protocol import ScoreOptions
 
         try:
-            return ScoreOptions(metric_set=self.metric_set, layers=self.layers, dc=self.dc, outer_abs=self.outer_abs,
-                                eps=self.eps, zero_scale=self.zero_scale)
+            return ScoreOptions(
+                metric_set=self.metric_set,
+                layers=self.layers,
+                dc=self.dc,
+                outer_abs=self.outer_abs,
+                eps=self.eps,
+                zero_scale=self.zero_scale,
+            )
         except ConfigError as err:
             raise ConfigError(f"score: {err}") from None
 
@@ -124,8 +130,9 @@ class DetectSettings:
     def __post_init__(self) -> None:
         params = self.params or {}
         if not isinstance(params, Mapping) or not all(isinstance(v, Mapping) for v in params.values()):
-            raise ConfigError("'detect.params' must map detector names to {parameter: value} mappings, "
-                              "e.g. {cdd: {n: 20}}")
+            raise ConfigError(
+                "'detect.params' must map detector names to {parameter: value} mappings, e.g. {cdd: {n: 20}}"
+            )
         object.__setattr__(self, "params", {str(k): dict(v) for k, v in params.items()})
         if self.sampling_temperature is not None and not self.sampling_temperature > 0:
             raise ConfigError(f"'detect.sampling_temperature' must be > 0, got {self.sampling_temperature}")
@@ -162,8 +169,10 @@ class CalibrationSettings:
         for key in ("decision_controls", "sampling_controls"):
             value = getattr(self, key)
             if value is not None and value < self.controls:
-                raise ConfigError(f"'calibration.{key}' ({value}) must be at least 'calibration.controls' "
-                                  f"({self.controls}): the decisions use the verdict's controls and more")
+                raise ConfigError(
+                    f"'calibration.{key}' ({value}) must be at least 'calibration.controls' "
+                    f"({self.controls}): the decisions use the verdict's controls and more"
+                )
 
     @property
     def most(self) -> int:
@@ -247,13 +256,17 @@ class RunConfig:
             raise ConfigError("nothing to run: set lara: true or give detect.names")
         references = [c.name for c in self.controls if c.reference]
         if len(references) > 1:
-            raise ConfigError(f"at most one control can be the reference model; {', '.join(references)} all say reference: true")
+            raise ConfigError(
+                f"at most one control can be the reference model; {', '.join(references)} all say reference: true"
+            )
         from ..detectors import REGISTRY
 
         needing = [n for n in self.detect.names if n in REGISTRY and REGISTRY[n].requires_reference]
         if needing and not references:
-            raise ConfigError(f"detector(s) {', '.join(needing)} in 'detect.names' compare with a reference model: add a "
-                              "controls: entry with reference: true (e.g. the checkpoint before RL)")
+            raise ConfigError(
+                f"detector(s) {', '.join(needing)} in 'detect.names' compare with a reference model: add a "
+                "controls: entry with reference: true (e.g. the checkpoint before RL)"
+            )
 
     @property
     def calibrating(self) -> bool:
@@ -306,7 +319,7 @@ def apply_sets(data: dict[str, Any], sets: Sequence[tuple[list[str], Any]]) -> d
             if child is None:
                 child = node[key] = {}
             if not isinstance(child, dict):
-                raise ConfigError(f"--set {'.'.join(path)}: '{'.'.join(path[:depth + 1])}' is not a section")
+                raise ConfigError(f"--set {'.'.join(path)}: '{'.'.join(path[: depth + 1])}' is not a section")
             node = child
         node[path[-1]] = value
     return data

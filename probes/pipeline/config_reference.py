@@ -39,7 +39,11 @@ def render() -> str:
         hints = typing.get_type_hints(cls)
         for f in dataclasses.fields(cls):
             nested = _dataclass_of(hints[f.name])
-            kind = f"see [`{_join(title, f.name)}`](#{_anchor(_join(title, f.name))})" if nested else _type_name(hints[f.name])
+            kind = (
+                f"see [`{_join(title, f.name)}`](#{_anchor(_join(title, f.name))})"
+                if nested
+                else _type_name(hints[f.name])
+            )
             lines.append(f"| `{f.name}` | {kind} | {_default(f, bool(nested))} | {descriptions.get(f.name, '')} |")
     return "\n".join(lines).rstrip() + "\n"
 

@@ -100,8 +100,14 @@ class Ledger:
                 return None
         return rec
 
-    def run(self, stage: str, inputs: dict[str, Any], outputs: Iterable[str | Path], work: Callable[[], Any],
-            every_rank: bool = False) -> dict[str, str]:
+    def run(
+        self,
+        stage: str,
+        inputs: dict[str, Any],
+        outputs: Iterable[str | Path],
+        work: Callable[[], Any],
+        every_rank: bool = False,
+    ) -> dict[str, str]:
         """Run ``work`` unless ``stage`` is done for ``inputs``; returns the outputs' digests.
 
         Args:
@@ -132,7 +138,9 @@ class Ledger:
         digests = self._work_and_record(stage, key, inputs, [Path(p).as_posix() for p in outputs], work)
         return digests if ranks is None else ranks.broadcast(digests)
 
-    def _work_and_record(self, stage: str, key: str, inputs: dict[str, Any], rels: list[str], work: Callable[[], Any]) -> dict[str, str]:
+    def _work_and_record(
+        self, stage: str, key: str, inputs: dict[str, Any], rels: list[str], work: Callable[[], Any]
+    ) -> dict[str, str]:
         """Run ``work``, check it wrote ``rels``, and record the stage; the outputs' digests."""
         started = time.perf_counter()
         logger.info("%s: running", stage)
@@ -142,8 +150,16 @@ class Ledger:
             raise RuntimeError(f"stage {stage} did not write {', '.join(missing)}")
         digests = {r: self.digest(self.run_dir / r) for r in rels}
         self.save_memo()
-        _write_json(self.dir / f"{_safe(stage)}.json", {"stage": stage, "key": key, "inputs": inputs, "outputs": digests,
-                                                         "seconds": round(time.perf_counter() - started, 3)})
+        _write_json(
+            self.dir / f"{_safe(stage)}.json",
+            {
+                "stage": stage,
+                "key": key,
+                "inputs": inputs,
+                "outputs": digests,
+                "seconds": round(time.perf_counter() - started, 3),
+            },
+        )
         logger.info("%s: done in %.1f s", stage, time.perf_counter() - started)
         return digests
 

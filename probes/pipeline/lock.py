@@ -35,14 +35,23 @@ def run_directory_lock(run_dir: Path) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = _holder(fd)
-            raise InputError(f"run directory {run_dir} is in use by another lara run (pid {holder.get('pid', '?')} on "
-                             f"{holder.get('host', '?')}, since {holder.get('since', '?')}); wait for it to finish or stop "
-                             "it, or give this run another run_dir") from None
+            raise InputError(
+                f"run directory {run_dir} is in use by another lara run (pid {holder.get('pid', '?')} on "
+                f"{holder.get('host', '?')}, since {holder.get('since', '?')}); wait for it to finish or stop "
+                "it, or give this run another run_dir"
+            ) from None
         previous = _holder(fd)
         if previous:
-            logger.info("run directory %s: taking over the lock of an earlier run that ended without releasing it (pid %s)",
-                        run_dir, previous.get("pid"))
-        record = {"pid": os.getpid(), "host": socket.gethostname(), "since": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+            logger.info(
+                "run directory %s: taking over the lock of an earlier run that ended without releasing it (pid %s)",
+                run_dir,
+                previous.get("pid"),
+            )
+        record = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "since": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(record).encode("utf-8"), 0)
         try:

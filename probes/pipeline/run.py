@@ -104,9 +104,11 @@ class _Run:
         self.ledger = Ledger(run_dir, ranks)
         path = Path(config.questions)
         if not path.is_file():
-            raise InputError(f"questions file not found: {path} (config key 'questions'); build one from a benchmark with "
-                             "lara questions import (and lara questions pair for members + non-members), as the comments "
-                             "at the top of the paper's config show")
+            raise InputError(
+                f"questions file not found: {path} (config key 'questions'); build one from a benchmark with "
+                "lara questions import (and lara questions pair for members + non-members), as the comments "
+                "at the top of the paper's config show"
+            )
         self.questions = read_questions(path)
         self.config = config = with_chat_system_turn(config, self.questions)
         validate_run(config, self.questions)  # every key checked before stage 1
@@ -121,8 +123,14 @@ class _Run:
         self.reference = config.reference_name()
         self.models = {name: stages.LazyModel(model, ranks) for name, model in config.models()}
         self.states: dict[str, _ModelState] = {}
-        logger.info("run %s: %d questions (%d labelled) from %s; models: %s", run_dir, len(self.questions), n_labelled,
-                    path, ", ".join(self.models))
+        logger.info(
+            "run %s: %d questions (%d labelled) from %s; models: %s",
+            run_dir,
+            len(self.questions),
+            n_labelled,
+            path,
+            ", ".join(self.models),
+        )
 
     def _record_question_provenance(self, path: Path) -> None:
         """``RUN_DIR/questions.meta.json``: where the questions came from (``lara questions import``/``pair``), when known."""
@@ -140,7 +148,9 @@ class _Run:
         self.sets = None
         if config.lara or config.calibrating:
             self.sets = ledger.run(
-                "generate", stages.generate_inputs(config, self.q_digest), [SETS],
+                "generate",
+                stages.generate_inputs(config, self.q_digest),
+                [SETS],
                 lambda: stages.generate(self.questions, self.layout.sets, config, self.progress),
             )[SETS]
         for name, model in config.models():
@@ -172,37 +182,72 @@ class _Run:
     def _lara_stages(self, name: str, state: _ModelState) -> None:
         config, ledger, run_dir, files = self.config, self.ledger, self.run_dir, self.layout.model(name)
         acts = ledger.run(
-            f"cache/{name}", stages.cache_key(self.sets, state.identity, config),
-            [files.acts], lambda: stages.cache(run_dir, name, config, self.models[name], self.progress), every_rank=True,
+            f"cache/{name}",
+            stages.cache_key(self.sets, state.identity, config),
+            [files.acts],
+            lambda: stages.cache(run_dir, name, config, self.models[name], self.progress),
+            every_rank=True,
         )[files.acts]
         state.metrics_rel = files.metrics
         state.metrics = ledger.run(
-            f"metrics/{name}", stages.metrics_key(self.sets, acts, config),
-            [state.metrics_rel], lambda: stages.metrics(run_dir, name, config, self.progress),
+            f"metrics/{name}",
+            stages.metrics_key(self.sets, acts, config),
+            [state.metrics_rel],
+            lambda: stages.metrics(run_dir, name, config, self.progress),
         )[state.metrics_rel]
-        state.tables.update(ledger.run(
-            f"score/{name}", stages.score_key(state.metrics, self.q_digest, config),
-            list(files.lara), lambda: stages.score(run_dir, name, config, self.labels),
-        ))
+        state.tables.update(
+            ledger.run(
+                f"score/{name}",
+                stages.score_key(state.metrics, self.q_digest, config),
+                list(files.lara),
+                lambda: stages.score(run_dir, name, config, self.labels),
+            )
+        )
 
     def _detect_stage(self, name: str, state: _ModelState) -> dict[str, str]:
         """The detect stage of model ``name``; its key holds the questions, the model, the detector
         settings, the sets and calibration when controls are scored, and the reference model's
         identity when a detector uses it."""
         config = self.config
-        names = detector_names(config.detect.names, reference=self.reference is not None,
-                               answers=any(has_answer(q.answer) for q in self.questions))
-        uses_reference = self.reference is not None and any(REGISTRY[n].requires_reference for n in names if n in REGISTRY)
-        reference = stages.model_identity(dict(config.models())[self.reference], self.ledger) if uses_reference else None
-        key = stages.detect_key(self.q_digest, state.identity, config, name, reference,
-                                self._controls_digest() if config.calibrating else None)
+        names = detector_names(
+            config.detect.names,
+            reference=self.reference is not None,
+            answers=any(has_answer(q.answer) for q in self.questions),
+        )
+        uses_reference = self.reference is not None and any(
+            REGISTRY[n].requires_reference for n in names if n in REGISTRY
+        )
+        reference = (
+            stages.model_identity(dict(config.models())[self.reference], self.ledger) if uses_reference else None
+        )
+        key = stages.detect_key(
+            self.q_digest,
+            state.identity,
+            config,
+            name,
+            reference,
+            self._controls_digest() if config.calibrating else None,
+        )
         outputs = self.layout.model(name).detectors(config.calibrating)
-        served = config.detect.endpoint is not None and name == config.name  # its server spreads the work, not the ranks
+        served = (
+            config.detect.endpoint is not None and name == config.name
+        )  # its server spreads the work, not the ranks
         ranks = None if served else self.ranks
         return self.ledger.run(
-            f"detect/{name}", key, outputs,
-            lambda: stages.detect(self.run_dir, name, config, self.models[name], self.questions, self.progress, names,
-                                  (self.reference, self.models[self.reference]) if uses_reference else None, ranks),
+            f"detect/{name}",
+            key,
+            outputs,
+            lambda: stages.detect(
+                self.run_dir,
+                name,
+                config,
+                self.models[name],
+                self.questions,
+                self.progress,
+                names,
+                (self.reference, self.models[self.reference]) if uses_reference else None,
+                ranks,
+            ),
             every_rank=ranks is not None,
         )
 
@@ -225,12 +270,21 @@ class _Run:
         """fuse → verdict → evaluate of one model, once every model's scores exist."""
         config, ledger, run_dir, files = self.config, self.ledger, self.run_dir, self.layout.model(name)
         score_tables = {k: v for k, v in state.tables.items() if k in (files.lara[0], files.detector_scores)}
-        reference_table = (self.layout.model(self.reference).detector_scores
-                           if self.reference and name != self.reference and config.detect.names else None)
-        reference_digests = {t: d for t, d in self.states[self.reference].tables.items()} if self.reference and config.detect.names else {}
+        reference_table = (
+            self.layout.model(self.reference).detector_scores
+            if self.reference and name != self.reference and config.detect.names
+            else None
+        )
+        reference_digests = (
+            {t: d for t, d in self.states[self.reference].tables.items()}
+            if self.reference and config.detect.names
+            else {}
+        )
         scores = ledger.run(
-            f"fuse/{name}", stages.fuse_key(score_tables, self.q_digest, config,
-                                            reference_digests.get(reference_table) if reference_table else None),
+            f"fuse/{name}",
+            stages.fuse_key(
+                score_tables, self.q_digest, config, reference_digests.get(reference_table) if reference_table else None
+            ),
             list(files.scores),
             lambda: stages.fuse(run_dir, name, config, list(score_tables), self.labels, self.splits, reference_table),
         )[files.scores[0]]
@@ -239,17 +293,30 @@ class _Run:
             verdict_ref = self.reference if self.reference and name != self.reference and config.calibrating else None
             lara_tables = [t for t in score_tables if t == files.lara[0]]
             verdict = ledger.run(
-                f"verdict/{name}", stages.verdict_key(state.tables, self.q_digest, config, reference_digests if verdict_ref else None),
+                f"verdict/{name}",
+                stages.verdict_key(state.tables, self.q_digest, config, reference_digests if verdict_ref else None),
                 [files.verdict, files.questions],
                 lambda: stages.verdict(run_dir, name, config, lara_tables, self.labels, self.splits, verdict_ref),
             )[files.verdict]
-        placebo = self.states[self.reference] if self.reference and name != self.reference and state.metrics_rel else None
+        placebo = (
+            self.states[self.reference] if self.reference and name != self.reference and state.metrics_rel else None
+        )
         ledger.run(
-            f"evaluate/{name}", stages.evaluate_key(scores, self.q_digest, state.metrics, verdict, config,
-                                                    placebo.metrics if placebo else None),
+            f"evaluate/{name}",
+            stages.evaluate_key(
+                scores, self.q_digest, state.metrics, verdict, config, placebo.metrics if placebo else None
+            ),
             [files.report],
-            lambda: stages.evaluate(run_dir, name, config, self.labels, state.metrics_rel, self.questions, verdict is not None,
-                                    placebo.metrics_rel if placebo else None),
+            lambda: stages.evaluate(
+                run_dir,
+                name,
+                config,
+                self.labels,
+                state.metrics_rel,
+                self.questions,
+                verdict is not None,
+                placebo.metrics_rel if placebo else None,
+            ),
         )
 
 

@@ -59,8 +59,11 @@ def generate_inputs(config: RunConfig, questions_digest: str) -> dict[str, Any]:
     edited template or an upgraded generator redoes the sets."""
     from generation.identity import generator_identity
 
-    return {"questions": questions_digest, "generation": generation_settings(config),
-            "generator": generator_identity(config.generation_config)}
+    return {
+        "questions": questions_digest,
+        "generation": generation_settings(config),
+        "generator": generator_identity(config.generation_config),
+    }
 
 
 def model_identity(model: ModelConfig, ledger: Ledger) -> dict[str, Any]:
@@ -96,8 +99,13 @@ def cache(run_dir: Path, name: str, config: RunConfig, model: LazyModel, progres
     texts = distinct_texts(read_sets(layout.sets))
     (run_dir / name).mkdir(parents=True, exist_ok=True)
     loaded = model.get()
-    summary = run_cache(texts, layout.path(layout.model(name).acts), CacheConfig(model=loaded.config, extraction=config.extraction),
-                        loaded=loaded, progress=progress)
+    summary = run_cache(
+        texts,
+        layout.path(layout.model(name).acts),
+        CacheConfig(model=loaded.config, extraction=config.extraction),
+        loaded=loaded,
+        progress=progress,
+    )
     logger.info("%s", summary.describe())
 
 
@@ -111,9 +119,15 @@ def metrics(run_dir: Path, name: str, config: RunConfig, progress: bool) -> None
 
     m, layout = config.metrics, RunLayout(run_dir)
     files = layout.model(name)
-    summary = compute_metrics(layout.sets, layout.path(files.acts), layout.path(files.metrics),
-                              layers=list(m.layers) if m.layers else None, eps=m.eps, min_paraphrases=m.min_paraphrases,
-                              progress=progress)
+    summary = compute_metrics(
+        layout.sets,
+        layout.path(files.acts),
+        layout.path(files.metrics),
+        layers=list(m.layers) if m.layers else None,
+        eps=m.eps,
+        min_paraphrases=m.min_paraphrases,
+        progress=progress,
+    )
     logger.info("%s", summary.describe())
 
 
@@ -130,18 +144,29 @@ def score(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int | N
     options = s.options()
     layout = RunLayout(run_dir)
     metrics = MetricsFile.read(layout.path(layout.model(name).metrics))
-    result = score_metrics(metrics, s.clean_ref, options, labels=labels, n_folds=s.folds,
-                           seed=s.seed, variants=s.variants)
+    result = score_metrics(
+        metrics, s.clean_ref, options, labels=labels, n_folds=s.folds, seed=s.seed, variants=s.variants
+    )
     table, meta = layout.model(name).lara
     result.table.write_csv(layout.path(table))
     result.write_info(layout.path(meta))
     info = result.info
-    logger.info("LaRA: %d questions scored against a clean reference of %d (%s)", info["n_questions"],
-                info["n_reference"], info["clean_ref_mode"])
+    logger.info(
+        "LaRA: %d questions scored against a clean reference of %d (%s)",
+        info["n_questions"],
+        info["n_reference"],
+        info["clean_ref_mode"],
+    )
 
 
-def detect_key(questions: str, identity: dict[str, Any], config: RunConfig, name: str, reference: dict[str, Any] | None,
-               controls: str | None) -> dict[str, Any]:
+def detect_key(
+    questions: str,
+    identity: dict[str, Any],
+    config: RunConfig,
+    name: str,
+    reference: dict[str, Any] | None,
+    controls: str | None,
+) -> dict[str, Any]:
     """The detect stage's key: the questions, the model, the detector settings (not where answers
     are stored; a control is always run locally), the reference model's identity when a detector
     uses it, and the controls' texts and calibration when controls are scored."""
@@ -151,8 +176,13 @@ def detect_key(questions: str, identity: dict[str, Any], config: RunConfig, name
     detect.pop("store")
     if name != config.name:
         detect["endpoint"] = None
-    key = {"questions": questions, "model": identity, "detect": detect, "reference": reference,
-           "calibration": {"controls": controls, **_calibration_key(config)} if config.calibrating else None}
+    key = {
+        "questions": questions,
+        "model": identity,
+        "detect": detect,
+        "reference": reference,
+        "calibration": {"controls": controls, **_calibration_key(config)} if config.calibrating else None,
+    }
     engine = None if detect["endpoint"] is not None else engine_key(dict(config.models())[name])
     if engine is not None:  # hf: the key as it was before engines existed
         key["engine"] = engine
@@ -169,8 +199,17 @@ def _calibration_key(config: RunConfig) -> dict[str, Any]:
     return settings
 
 
-def detect(run_dir: Path, name: str, config: RunConfig, model: LazyModel, questions: list, progress: bool,
-           names: list[str], reference: tuple[str, LazyModel] | None, ranks: Ranks | None = None) -> None:
+def detect(
+    run_dir: Path,
+    name: str,
+    config: RunConfig,
+    model: LazyModel,
+    questions: list,
+    progress: bool,
+    names: list[str],
+    reference: tuple[str, LazyModel] | None,
+    ranks: Ranks | None = None,
+) -> None:
     """Score the questions with the detectors ``names`` on model ``name`` (``reference``: the
     reference model's name and lazy model, for the detectors that compare with one; ``ranks``:
     under torchrun, every batch call split across the ranks, rank 0 writing)."""
@@ -182,14 +221,18 @@ def detect(run_dir: Path, name: str, config: RunConfig, model: LazyModel, questi
     prompt_format = PromptFormat(mode=d.prompt_format, template=d.template, system=d.system_prompt)
     opened = {"batch_size": d.batch_size, "ranks": ranks, "progress": progress}
     endpoint = d.endpoint if name == config.name else None
-    responder = open_responder(model.get, prompt_format, store_path(run_dir, name, d.store), endpoint=endpoint,
-                               engine=model.config, **opened)
+    responder = open_responder(
+        model.get, prompt_format, store_path(run_dir, name, d.store), endpoint=endpoint, engine=model.config, **opened
+    )
     reference_responder = None
     if reference is not None:
         ref_name, ref_model = reference
         # the reference model compared with itself reads its own answers through the same engine (every difference 0)
-        reference_responder = responder if ref_name == name else open_responder(
-            ref_model.get, prompt_format, store_path(run_dir, ref_name, d.store), **opened)
+        reference_responder = (
+            responder
+            if ref_name == name
+            else open_responder(ref_model.get, prompt_format, store_path(run_dir, ref_name, d.store), **opened)
+        )
     sets = None
     if config.calibrating:
         from generation.records import read_sets
@@ -198,11 +241,21 @@ def detect(run_dir: Path, name: str, config: RunConfig, model: LazyModel, questi
     from ..responders.engines import close_engine
 
     try:
-        summary = detect_questions(questions, names, responder, params=d.params, reference=reference_responder,
-                                   sampling_temperature=d.sampling_temperature, sets=sets, n_controls=config.calibration.controls,
-                                   decision_controls=config.calibration.decision_controls,
-                                   sampling_controls=config.calibration.sampling_controls,
-                                   calibrate=config.calibration.detectors, progress=progress, ranks=ranks)
+        summary = detect_questions(
+            questions,
+            names,
+            responder,
+            params=d.params,
+            reference=reference_responder,
+            sampling_temperature=d.sampling_temperature,
+            sets=sets,
+            n_controls=config.calibration.controls,
+            decision_controls=config.calibration.decision_controls,
+            sampling_controls=config.calibration.sampling_controls,
+            calibrate=config.calibration.detectors,
+            progress=progress,
+            ranks=ranks,
+        )
     finally:
         close_engine(responder)  # a vLLM engine's memory is free for the next model
     if summary is None:  # a rank other than the main one
@@ -221,11 +274,23 @@ def store_path(run_dir: Path, name: str, store: str | None) -> Path:
 
 def fuse_key(tables: dict[str, str], questions: str, config: RunConfig, reference: str | None) -> dict[str, Any]:
     """The fuse stage's key: the score tables, the questions, the fusions, the reference's table."""
-    return {"tables": tables, "questions": questions, "fusion": [dataclasses.asdict(f) for f in config.fusion], "reference": reference}
+    return {
+        "tables": tables,
+        "questions": questions,
+        "fusion": [dataclasses.asdict(f) for f in config.fusion],
+        "reference": reference,
+    }
 
 
-def fuse(run_dir: Path, name: str, config: RunConfig, tables: list[str], labels: dict[str, int | None] | None,
-         splits: dict[str, str | None], reference_table: str | None) -> None:
+def fuse(
+    run_dir: Path,
+    name: str,
+    config: RunConfig,
+    tables: list[str],
+    labels: dict[str, int | None] | None,
+    splits: dict[str, str | None],
+    reference_table: str | None,
+) -> None:
     """All score columns of the model joined, its ``<det>@ref`` columns (the reference model's
     ``reference_table`` subtracted, SPEC §8.7), and the fused columns."""
     import numpy as np
@@ -240,7 +305,9 @@ def fuse(run_dir: Path, name: str, config: RunConfig, tables: list[str], labels:
     meta: dict[str, Any] = {}
     for spec in config.fusion:
         weights = np.array(spec.weights) if spec.weights else None
-        fused = fuse_columns(table, list(spec.detectors), spec.method, weights, labels, splits, spec.clean_ref, spec.folds, spec.seed)
+        fused = fuse_columns(
+            table, list(spec.detectors), spec.method, weights, labels, splits, spec.clean_ref, spec.folds, spec.seed
+        )
         table.add(spec.column(), fused.values)
         meta[spec.column()] = {"method": spec.method, "detectors": list(spec.detectors), **fused.to_dict()}
         logger.info("fusion %s: %s", spec.column(), fused.describe())
@@ -258,19 +325,38 @@ def reference_differences(table: Any, reference: Any) -> dict[str, Any]:
     row = {qid: i for i, qid in enumerate(reference.ids)}
     out = {}
     for column, values in table.columns.items():
-        if column in reference.columns and "@" not in column and column in REGISTRY and not REGISTRY[column].requires_reference:
+        if (
+            column in reference.columns
+            and "@" not in column
+            and column in REGISTRY
+            and not REGISTRY[column].requires_reference
+        ):
             theirs = np.array([reference.columns[column][row[i]] if i in row else np.nan for i in table.ids])
             out[f"{column}@ref"] = values - theirs
     return out
 
 
-def verdict_key(tables: dict[str, str], questions: str, config: RunConfig, reference: dict[str, str] | None) -> dict[str, Any]:
+def verdict_key(
+    tables: dict[str, str], questions: str, config: RunConfig, reference: dict[str, str] | None
+) -> dict[str, Any]:
     """The verdict stage's key: the model's tables, the questions, the verdict settings, the reference's tables."""
-    return {"tables": tables, "questions": questions, "verdict": dataclasses.asdict(config.verdict), "reference": reference}
+    return {
+        "tables": tables,
+        "questions": questions,
+        "verdict": dataclasses.asdict(config.verdict),
+        "reference": reference,
+    }
 
 
-def verdict(run_dir: Path, name: str, config: RunConfig, tables: list[str], labels: dict[str, int | None] | None,
-            splits: dict[str, str | None], reference: str | None) -> None:
+def verdict(
+    run_dir: Path,
+    name: str,
+    config: RunConfig,
+    tables: list[str],
+    labels: dict[str, int | None] | None,
+    splits: dict[str, str | None],
+    reference: str | None,
+) -> None:
     """``RUN/<model>/verdict.json``: the label-free verdict (SPEC §8) on the model's detector scores
     and controls (and LaRA's scores), against the reference model's when there is one; and
     ``RUN/<model>/questions.csv``, its per-question decisions (SPEC §8.10)."""
@@ -293,32 +379,60 @@ def verdict(run_dir: Path, name: str, config: RunConfig, tables: list[str], labe
         audited.scores = join_tables([audited.scores, *lara])
     else:
         audited = ScoredFiles(join_tables(lara), None)
-    result, decisions = audit_verdict(audited, reference=scored(reference) if reference else None, labels=labels or {},
-                                      splits=splits, settings=config.verdict,
-                                      verdict_controls=config.calibration.controls
-                                      if config.calibration.most > config.calibration.controls else None)
+    result, decisions = audit_verdict(
+        audited,
+        reference=scored(reference) if reference else None,
+        labels=labels or {},
+        splits=splits,
+        settings=config.verdict,
+        verdict_controls=config.calibration.controls if config.calibration.most > config.calibration.controls else None,
+    )
     if name == config.reference_name():  # the reference model's own comparisons with itself (issue 34, item 4)
         from ..detectors import REGISTRY
 
-        result["self_reference"] = [n for n in result.get("detectors", {}) if n in REGISTRY and REGISTRY[n].requires_reference]
+        result["self_reference"] = [
+            n for n in result.get("detectors", {}) if n in REGISTRY and REGISTRY[n].requires_reference
+        ]
     if decisions is not None:
         decisions.write_csv(layout.path(files.questions))
     else:
-        write_no_decisions([i for i in audited.scores.ids if splits.get(i) != "clean_ref"], layout.path(files.questions))
+        write_no_decisions(
+            [i for i in audited.scores.ids if splits.get(i) != "clean_ref"], layout.path(files.questions)
+        )
     layout.path(files.verdict).write_text(json.dumps(jsonable(result), indent=1) + "\n", encoding="utf-8")
     logger.info("%s", describe_verdict(result, f"verdict on {name}"))
 
 
-def evaluate_key(scores: str, questions: str, metrics: str | None, verdict: str | None, config: RunConfig,
-                 reference_metrics: str | None = None) -> dict[str, Any]:
+def evaluate_key(
+    scores: str,
+    questions: str,
+    metrics: str | None,
+    verdict: str | None,
+    config: RunConfig,
+    reference_metrics: str | None = None,
+) -> dict[str, Any]:
     """The evaluate stage's key: the scores, the questions, the metrics (the audited model's and the
     reference model's, the layer map's placebo), the verdict, the settings."""
-    return {"scores": scores, "questions": questions, "metrics": metrics, "verdict": verdict,
-            "reference_metrics": reference_metrics, "evaluate": dataclasses.asdict(config.evaluate)}
+    return {
+        "scores": scores,
+        "questions": questions,
+        "metrics": metrics,
+        "verdict": verdict,
+        "reference_metrics": reference_metrics,
+        "evaluate": dataclasses.asdict(config.evaluate),
+    }
 
 
-def evaluate(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int | None] | None,
-             metrics_rel: str | None, questions: list, has_verdict: bool, reference_metrics_rel: str | None = None) -> None:
+def evaluate(
+    run_dir: Path,
+    name: str,
+    config: RunConfig,
+    labels: dict[str, int | None] | None,
+    metrics_rel: str | None,
+    questions: list,
+    has_verdict: bool,
+    reference_metrics_rel: str | None = None,
+) -> None:
     from ..lara.metrics_file import MetricsFile
     from ..questions.importing import provenance_for_report
     from ..report import build_report, write_report
@@ -332,14 +446,28 @@ def evaluate(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int 
     lara_meta = layout.path(files.lara[1])
     lara_info = json.loads(lara_meta.read_text(encoding="utf-8")) if metrics and lara_meta.is_file() else None
     verdict_json = json.loads(layout.path(files.verdict).read_text(encoding="utf-8")) if has_verdict else None
-    report = build_report(table, labels, metrics, baseline=e.baseline, n_bootstrap=e.bootstrap,
-                          seed=e.seed, fpr=e.fpr, strict=e.strict, verdict=verdict_json,
-                          self_reference=name == config.reference_name(),
-                          texts={q.id: q.question for q in questions},
-                          groups={q.id: match_group(q.extra) for q in questions},
-                          reference_metrics=reference, lara_info=lara_info,
-                          inputs={"model": name, "scores": files.scores[0], "questions": str(config.questions),
-                                  "questions_provenance": provenance_for_report(config.questions)})
+    report = build_report(
+        table,
+        labels,
+        metrics,
+        baseline=e.baseline,
+        n_bootstrap=e.bootstrap,
+        seed=e.seed,
+        fpr=e.fpr,
+        strict=e.strict,
+        verdict=verdict_json,
+        self_reference=name == config.reference_name(),
+        texts={q.id: q.question for q in questions},
+        groups={q.id: match_group(q.extra) for q in questions},
+        reference_metrics=reference,
+        lara_info=lara_info,
+        inputs={
+            "model": name,
+            "scores": files.scores[0],
+            "questions": str(config.questions),
+            "questions_provenance": provenance_for_report(config.questions),
+        },
+    )
     write_report(report, layout.path(files.report), table, labels, plots=e.plots)
 
 
@@ -347,7 +475,12 @@ def section(run_dir: Path, name: str, config: RunConfig) -> str:
     """The model's detection table (or score audit) from its report.md, under a heading."""
     layout = RunLayout(run_dir)
     text = layout.path(layout.model(name).report_md).read_text(encoding="utf-8")
-    body = text.split("## Paired comparison")[0].split("## Layer analysis")[0].split("## Plots")[0].split("## Verdict figure")[0]
+    body = (
+        text.split("## Paired comparison")[0]
+        .split("## Layer analysis")[0]
+        .split("## Plots")[0]
+        .split("## Verdict figure")[0]
+    )
     body = body.replace("# LaRA Probes report", "").strip()
     role = "audited model" if name == config.name else "control"
     source = dict(config.models())[name].source

@@ -25,8 +25,15 @@ def validate_run(config: RunConfig, questions: Sequence[Any]) -> None:
     labels = [q.label for q in questions]
     splits = {q.split for q in questions}
     answers = any(has_answer(q.answer) for q in questions)
-    problems = (_extraction(config) + _engines(config) + _detectors(config, answers) + _chat_templates(config) + _lara(config, labels, splits)
-                + _fusion(config, labels, splits, answers) + _verdict(config, labels, splits, answers))
+    problems = (
+        _extraction(config)
+        + _engines(config)
+        + _detectors(config, answers)
+        + _chat_templates(config)
+        + _lara(config, labels, splits)
+        + _fusion(config, labels, splits, answers)
+        + _verdict(config, labels, splits, answers)
+    )
     if problems:
         raise ConfigError("the config cannot run as it is: " + "; ".join(problems))
 
@@ -62,8 +69,11 @@ def _detectors(config: RunConfig, answers: bool) -> list[str]:
     d = config.detect
     names = detector_names(d.names, reference=config.reference_name() is not None, answers=answers)
     problems = [f"detect.names: {_unknown(n, REGISTRY)}" for n in names if n not in REGISTRY]
-    problems += [f"detect.names: {n!r} compares answers with each question's known answer, and no question has one"
-                 for n in names if n in REGISTRY and REGISTRY[n].requires_answers and not answers]
+    problems += [
+        f"detect.names: {n!r} compares answers with each question's known answer, and no question has one"
+        for n in names
+        if n in REGISTRY and REGISTRY[n].requires_answers and not answers
+    ]
     problems += [f"detect.params.{n}: {_unknown(n, REGISTRY)}" for n in d.params if n not in REGISTRY]
     params = with_sampling_temperature(d.params, [n for n in names if n in REGISTRY], d.sampling_temperature)
     for name in (n for n in names if n in REGISTRY):
@@ -79,7 +89,11 @@ def _detectors(config: RunConfig, answers: bool) -> list[str]:
             continue
         if d.endpoint is not None:
             problems += _served(name, detector, config.reference_name() is not None)
-    problems += [f"calibration.detectors: {_unknown(n, REGISTRY)}" for n in config.calibration.detectors or () if n not in REGISTRY]
+    problems += [
+        f"calibration.detectors: {_unknown(n, REGISTRY)}"
+        for n in config.calibration.detectors or ()
+        if n not in REGISTRY
+    ]
     return problems
 
 
@@ -120,11 +134,14 @@ def _chat_templates(config: RunConfig) -> list[str]:
         if name == config.name and config.detect.endpoint is not None:
             continue  # the server applies its own template
         if Path(model.source).is_dir():
-            tokenizer = AutoTokenizer.from_pretrained(model.source, local_files_only=True,
-                                                      trust_remote_code=model.trust_remote_code)
+            tokenizer = AutoTokenizer.from_pretrained(
+                model.source, local_files_only=True, trust_remote_code=model.trust_remote_code
+            )
             if not getattr(tokenizer, "chat_template", None):
-                problems.append(f"detect.prompt_format 'chat': model {name!r} ({model.source}) has no chat template; use "
-                                "prompt_format raw with a template, or auto")
+                problems.append(
+                    f"detect.prompt_format 'chat': model {name!r} ({model.source}) has no chat template; use "
+                    "prompt_format raw with a template, or auto"
+                )
     return problems
 
 
@@ -134,8 +151,10 @@ def _lara(config: RunConfig, labels: list[Any], splits: set[Any]) -> list[str]:
     mode = config.score.clean_ref
     has_split, has_nonmembers = CLEAN_SPLIT in splits, 0 in labels
     if mode is None and not (has_split or has_nonmembers):
-        return ["score.clean_ref: LaRA needs a clean reference, and the questions have none — no question has split "
-                "'clean_ref' and none is labelled 0; mark known-clean questions, give a file, or set lara: false"]
+        return [
+            "score.clean_ref: LaRA needs a clean reference, and the questions have none — no question has split "
+            "'clean_ref' and none is labelled 0; mark known-clean questions, give a file, or set lara: false"
+        ]
     if mode == "split" and not has_split:
         return ["score.clean_ref 'split': no question has split 'clean_ref'"]
     if mode == "crossfit" and not has_nonmembers:
@@ -154,7 +173,9 @@ def _columns(config: RunConfig, answers: bool) -> set[str]:
     known = [n for n in names if n in REGISTRY]
     columns = set(names)
     if config.calibrating:
-        columns |= {f"{n}@cal" for n in known if config.calibration.detectors is None or n in config.calibration.detectors}
+        columns |= {
+            f"{n}@cal" for n in known if config.calibration.detectors is None or n in config.calibration.detectors
+        }
     if config.reference_name() is not None:
         columns |= {f"{n}@ref" for n in known if not REGISTRY[n].requires_reference}
     if config.lara:
@@ -167,25 +188,37 @@ def _columns(config: RunConfig, answers: bool) -> set[str]:
 def _fusion(config: RunConfig, labels: list[Any], splits: set[Any], answers: bool) -> list[str]:
     columns, problems = _columns(config, answers), []
     for i, spec in enumerate(config.fusion):
-        problems += [f"fusion[{i}].detectors: no score column {c!r} in this run ({', '.join(sorted(columns))})"
-                     for c in spec.detectors if c not in columns]
+        problems += [
+            f"fusion[{i}].detectors: no score column {c!r} in this run ({', '.join(sorted(columns))})"
+            for c in spec.detectors
+            if c not in columns
+        ]
         columns.add(spec.column())  # a later fusion may read this one's column
         if spec.method == "stacking" and not any(x is not None for x in labels):
             problems.append(f"fusion[{i}].method stacking learns from labels, and no question has one")
         if spec.method == "robust-z" and spec.clean_ref is None and CLEAN_SPLIT not in splits and 0 not in labels:
-            problems.append(f"fusion[{i}].clean_ref: robust-z needs a clean reference (split clean_ref or label 0 questions), "
-                            "or clean_ref: all")
+            problems.append(
+                f"fusion[{i}].clean_ref: robust-z needs a clean reference (split clean_ref or label 0 questions), "
+                "or clean_ref: all"
+            )
     return problems
 
 
 def _verdict(config: RunConfig, labels: list[Any], splits: set[Any], answers: bool) -> list[str]:
     names = _columns(config, answers) | {spec.column() for spec in config.fusion}
-    problems = [f"verdict.detectors: {n!r} is not a score column of this run" for n in config.verdict.detectors or () if n not in names]
+    problems = [
+        f"verdict.detectors: {n!r} is not a score column of this run"
+        for n in config.verdict.detectors or ()
+        if n not in names
+    ]
     for name in config.verdict.subsets:
         if name in ("members", "non_members"):
             if {"members": 1, "non_members": 0}[name] not in labels:  # an audit without labels: said, not refused
-                logger.warning("verdict.subsets: no question is labelled %d, so the %s subset gets no verdict",
-                               1 if name == "members" else 0, name)
+                logger.warning(
+                    "verdict.subsets: no question is labelled %d, so the %s subset gets no verdict",
+                    1 if name == "members" else 0,
+                    name,
+                )
         elif name not in splits:
             problems.append(f"verdict.subsets: {name!r} is neither members, non_members nor a split of the questions")
     return problems
@@ -195,4 +228,8 @@ def _unknown(name: str, known: Any) -> str:
     import difflib
 
     close = difflib.get_close_matches(name, list(known), n=1)
-    return f"unknown detector {name!r}" + (f" (did you mean {close[0]!r}?)" if close else "") + f"; known: {', '.join(known)}"
+    return (
+        f"unknown detector {name!r}"
+        + (f" (did you mean {close[0]!r}?)" if close else "")
+        + f"; known: {', '.join(known)}"
+    )

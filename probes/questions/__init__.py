@@ -5,5 +5,15 @@ from .importing import ImportOptions, ImportResult, import_questions, read_prove
 from .presets import PRESETS, Preset, preset_named
 from .tables import TableSource, open_table
 
-__all__ = ["ImportOptions", "ImportResult", "PRESETS", "Preset", "TableSource", "import_questions", "open_table",
-           "preset_named", "read_provenance", "write_questions"]
+__all__ = [
+    "ImportOptions",
+    "ImportResult",
+    "PRESETS",
+    "Preset",
+    "TableSource",
+    "import_questions",
+    "open_table",
+    "preset_named",
+    "read_provenance",
+    "write_questions",
+]

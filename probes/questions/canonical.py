@@ -13,7 +13,9 @@ import unicodedata
 
 # "Problem 5.", "Question 12:", "Exercise 3)", "#4.", "5.", "(5)", "5)" at the very start — a
 # numbering always ends in punctuation ("Exercise 30 minutes a day" is a question, not a number)
-_NUMBERING = re.compile(r"^\s*(?:(?:problem|question|exercise|example|task)\s*#?\s*\d+[a-z]?\s*[.):]|#?\d+[a-z]?\s*[.):]|\(\d+[a-z]?\))\s+")
+_NUMBERING = re.compile(
+    r"^\s*(?:(?:problem|question|exercise|example|task)\s*#?\s*\d+[a-z]?\s*[.):]|#?\d+[a-z]?\s*[.):]|\(\d+[a-z]?\))\s+"
+)
 # a bracketed source tag at the start or the end, which always names a contest or a source:
 # "(2024 AIME I)", "[AMC 12B 2021, Problem 7]", "(Source: HMMT)"; "(mod 2023)" or "[1, 2000]" is maths
 _CONTESTS = r"aime|amc|imo|usamo|usajmo|hmmt|putnam|olympiad|mathcounts|aops|isl|bmo|cmo|jbmo|apmo|source"

@@ -20,8 +20,10 @@ def chat_system_turn(questions: Sequence[Question]) -> tuple[bool, str | None]:
     if not turns:
         return False, None
     if len(turns) > 1:
-        raise InputError(f"the questions carry {len(turns)} different system turns; audit each group in its own run "
-                         "(lara questions import --where …) or set one system prompt (--system-prompt / detect.system_prompt)")
+        raise InputError(
+            f"the questions carry {len(turns)} different system turns; audit each group in its own run "
+            "(lara questions import --where …) or set one system prompt (--system-prompt / detect.system_prompt)"
+        )
     return True, turns.pop()
 
 
@@ -31,5 +33,9 @@ def default_system_prompt(questions: Sequence[Question], given: str | None, wher
         return given
     is_chat, system = chat_system_turn(questions)
     if is_chat and system:
-        logger.info("%s: the questions came from chat messages; their system turn is the system prompt (%d chars)", where, len(system))
+        logger.info(
+            "%s: the questions came from chat messages; their system turn is the system prompt (%d chars)",
+            where,
+            len(system),
+        )
     return system

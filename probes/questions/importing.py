@@ -36,7 +36,9 @@ class ImportOptions:
     where: dict[str, str] = field(default_factory=dict)  # {column (dotted for nested): value}: keep matching rows only
     sample: int | None = None  # a seeded random sample of this many rows (after ``where``), in table order
     seed: int = 0
-    strip_suffix: str | None = None  # a fixed instruction the questions end with (e.g. RL data's answer format), removed
+    strip_suffix: str | None = (
+        None  # a fixed instruction the questions end with (e.g. RL data's answer format), removed
+    )
 
 
 @dataclass
@@ -49,15 +51,20 @@ class ImportResult:
         skipped = p["skipped"]
         extra = "; skipped " + ", ".join(f"{n} {why}" for why, n in skipped.items()) if skipped else ""
         chat = sum("chat" in q.extra for q in self.questions)
-        lines = [f"{len(self.questions)} questions from {p['rows']} rows of {p['source']} "
-                 f"({p['preset']} fields: " + ", ".join(f"{k}<-{v}" for k, v in p["fields"].items())
-                 + f"){'; ' + str(chat) + ' in chat format' if chat else ''}{extra}"]
+        lines = [
+            f"{len(self.questions)} questions from {p['rows']} rows of {p['source']} "
+            f"({p['preset']} fields: "
+            + ", ".join(f"{k}<-{v}" for k, v in p["fields"].items())
+            + f"){'; ' + str(chat) + ' in chat format' if chat else ''}{extra}"
+        ]
         if p.get("ids_note"):
             lines.append(f"note: {p['ids_note']}")
         if p.get("strip_suffix") is not None:
             s = p["suffix"]
-            lines.append(f"instruction suffix {p['strip_suffix']!r} removed from {s['stripped']} question(s)"
-                         + (f"; {s['absent']} did not end with it and are kept as they are" if s["absent"] else ""))
+            lines.append(
+                f"instruction suffix {p['strip_suffix']!r} removed from {s['stripped']} question(s)"
+                + (f"; {s['absent']} did not end with it and are kept as they are" if s["absent"] else "")
+            )
         return "\n".join(lines)
 
 
@@ -66,8 +73,10 @@ def import_questions(spec: TableSource, options: ImportOptions) -> ImportResult:
     preset = preset_named(options.preset)
     columns = resolve_columns(list(table.column_names), preset, options.fields)
     if "question" not in columns and "prompt" not in columns:
-        raise InputError(f"{spec.source}: no question column among {', '.join(table.column_names)}; "
-                         "name it with --field question=COLUMN (or --field prompt=COLUMN for a chat message list)")
+        raise InputError(
+            f"{spec.source}: no question column among {', '.join(table.column_names)}; "
+            "name it with --field question=COLUMN (or --field prompt=COLUMN for a chat message list)"
+        )
     n_rows = len(table)
     rows = select_rows(table, options)
     selected = table if len(rows) == n_rows else table.select(rows)
@@ -76,16 +85,33 @@ def import_questions(spec: TableSource, options: ImportOptions) -> ImportResult:
     try:
         questions, skipped, suffix = rows_to_questions(iter(selected), columns, preset, options, default_source=source)
     except _RepeatedIds as repeated:  # a preset's id column that is not unique: text hashes instead, said so
-        ids_note = (f"ids from text hashes: the id column {columns['id']!r} repeats ({repeated.value!r} on rows "
-                    f"{rows[repeated.first]} and {rows[repeated.again]})")
+        ids_note = (
+            f"ids from text hashes: the id column {columns['id']!r} repeats ({repeated.value!r} on rows "
+            f"{rows[repeated.first]} and {rows[repeated.again]})"
+        )
         columns = {k: v for k, v in columns.items() if k != "id"}
         questions, skipped, suffix = rows_to_questions(iter(selected), columns, preset, options, default_source=source)
-    provenance.update({"ids_note": ids_note, "strip_suffix": options.strip_suffix, "suffix": suffix,"preset": preset.name, "fields": columns, "label": options.label, "split_name": options.split_name,
-                       "limit": options.limit, "where": options.where or None, "sample": options.sample,
-                       "seed": options.seed if options.sample else None, "rows": n_rows, "rows_selected": len(rows),
-                       "questions": len(questions), "skipped": dict(Counter(reason for reason, _ in skipped)),
-                       "skipped_examples": [f"row {rows[k]}: {reason}" for reason, k in skipped[:10]],
-                       "imported_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    provenance.update(
+        {
+            "ids_note": ids_note,
+            "strip_suffix": options.strip_suffix,
+            "suffix": suffix,
+            "preset": preset.name,
+            "fields": columns,
+            "label": options.label,
+            "split_name": options.split_name,
+            "limit": options.limit,
+            "where": options.where or None,
+            "sample": options.sample,
+            "seed": options.seed if options.sample else None,
+            "rows": n_rows,
+            "rows_selected": len(rows),
+            "questions": len(questions),
+            "skipped": dict(Counter(reason for reason, _ in skipped)),
+            "skipped_examples": [f"row {rows[k]}: {reason}" for reason, k in skipped[:10]],
+            "imported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        }
+    )
     if not questions:
         why = provenance["skipped"] or ("empty table" if not n_rows else f"0 of {n_rows} rows selected")
         raise InputError(f"{spec.source}: no question imported ({why})")
@@ -116,8 +142,9 @@ def select_rows(table: Any, options: ImportOptions) -> list[int]:
                 indices.append(i)
         if not indices:
             shown = "; ".join(f"{p} has " + ", ".join(f"{v!r} ({n})" for v, n in seen[p].most_common(8)) for p in paths)
-            raise InputError(f"--where {' '.join(f'{p}={v}' for p, v in paths.items())}: 0 of {len(view)} rows matched "
-                             f"({shown})")
+            raise InputError(
+                f"--where {' '.join(f'{p}={v}' for p, v in paths.items())}: 0 of {len(view)} rows matched ({shown})"
+            )
     if options.sample is not None and options.sample < len(indices):
         indices = sorted(random.Random(options.seed).sample(indices, options.sample))
     return indices
@@ -159,8 +186,9 @@ class _RepeatedIds(Exception):
         self.value, self.first, self.again = value, first, again
 
 
-def rows_to_questions(rows: Iterable[dict[str, Any]], columns: dict[str, str], preset: Preset, options: ImportOptions,
-                      default_source: str) -> tuple[list[Question], list[tuple[str, int]], dict[str, int]]:
+def rows_to_questions(
+    rows: Iterable[dict[str, Any]], columns: dict[str, str], preset: Preset, options: ImportOptions, default_source: str
+) -> tuple[list[Question], list[tuple[str, int]], dict[str, int]]:
     """The questions of ``rows``, the skipped rows as ``(reason, row index)``, and how many questions
     had ``options.strip_suffix`` removed (``stripped``) or did not end with it (``absent``).
 
@@ -185,8 +213,10 @@ def rows_to_questions(rows: Iterable[dict[str, Any]], columns: dict[str, str], p
         qid = _id(row, columns, text, chat)
         if qid in ids:
             if "id" in columns and "id" in options.fields:
-                raise InputError(f"row {index}: duplicate id {qid!r} (first on row {ids[qid]}); ids in column "
-                                 f"{columns['id']!r} must be unique, or drop --field id to use text hashes")
+                raise InputError(
+                    f"row {index}: duplicate id {qid!r} (first on row {ids[qid]}); ids in column "
+                    f"{columns['id']!r} must be unique, or drop --field id to use text hashes"
+                )
             if "id" in columns:
                 raise _RepeatedIds(qid, ids[qid], index)
             skipped.append(("duplicate question text", index))
@@ -196,8 +226,17 @@ def rows_to_questions(rows: Iterable[dict[str, Any]], columns: dict[str, str], p
     return questions, skipped, suffix
 
 
-def _question(row: dict[str, Any], columns: dict[str, str], preset: Preset, options: ImportOptions, qid: str, text: str,
-              chat: dict[str, Any] | None, index: int, default_source: str) -> Question:
+def _question(
+    row: dict[str, Any],
+    columns: dict[str, str],
+    preset: Preset,
+    options: ImportOptions,
+    qid: str,
+    text: str,
+    chat: dict[str, Any] | None,
+    index: int,
+    default_source: str,
+) -> Question:
     answer, answer_extra = preset.answer(_get(row, columns.get("answer")))
     extra = {k: row[k] for k in preset.keep if k in row and row[k] not in (None, "")}
     extra.update(answer_extra)
@@ -205,9 +244,14 @@ def _question(row: dict[str, Any], columns: dict[str, str], preset: Preset, opti
         extra["chat"] = chat
     source = _get(row, columns.get("source"))
     return Question(
-        id=qid, question=text, label=options.label if options.label is not None else _label(_get(row, columns.get("label")), index),
-        answer=answer, source=str(source) if source not in (None, "") else default_source,
-        split=options.split_name or _optional_str(_get(row, columns.get("split"))), extra=extra)
+        id=qid,
+        question=text,
+        label=options.label if options.label is not None else _label(_get(row, columns.get("label")), index),
+        answer=answer,
+        source=str(source) if source not in (None, "") else default_source,
+        split=options.split_name or _optional_str(_get(row, columns.get("split"))),
+        extra=extra,
+    )
 
 
 def _without_suffix(text: str, suffix: str) -> tuple[str, bool]:
@@ -218,7 +262,9 @@ def _without_suffix(text: str, suffix: str) -> tuple[str, bool]:
     return text, False
 
 
-def _question_text(row: dict[str, Any], columns: dict[str, str], index: int) -> tuple[str | None, dict[str, Any] | None]:
+def _question_text(
+    row: dict[str, Any], columns: dict[str, str], index: int
+) -> tuple[str | None, dict[str, Any] | None]:
     """The question (with its context before it) and, for a message list, ``{"system": …}``."""
     if "question" in columns:
         text = _get(row, columns["question"])
@@ -229,8 +275,12 @@ def _question_text(row: dict[str, Any], columns: dict[str, str], index: int) -> 
     messages = _get(row, columns["prompt"])
     if isinstance(messages, str):
         return messages, None
-    if not isinstance(messages, list) or not all(isinstance(m, dict) and "role" in m and "content" in m for m in messages):
-        raise InputError(f"row {index}: column {columns['prompt']!r} is neither text nor a list of {{role, content}} messages")
+    if not isinstance(messages, list) or not all(
+        isinstance(m, dict) and "role" in m and "content" in m for m in messages
+    ):
+        raise InputError(
+            f"row {index}: column {columns['prompt']!r} is neither text nor a list of {{role, content}} messages"
+        )
     users = [m["content"] for m in messages if m["role"] == "user"]
     systems = [m["content"] for m in messages if m["role"] == "system"]
     if not users:
@@ -291,7 +341,9 @@ def write_question_file(questions: Sequence[Question], output: str | Path, meta:
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     tmp = output.with_name(output.name + ".tmp")
-    tmp.write_text("".join(json.dumps(question_record(q), ensure_ascii=False) + "\n" for q in questions), encoding="utf-8")
+    tmp.write_text(
+        "".join(json.dumps(question_record(q), ensure_ascii=False) + "\n" for q in questions), encoding="utf-8"
+    )
     tmp.replace(output)
     meta_path = provenance_path(output)
     meta_path.write_text(json.dumps(meta, indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
@@ -318,9 +370,13 @@ def read_question_meta(questions: str | Path) -> dict[str, Any] | None:
     try:
         meta = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
-        raise InputError(f"{path}: not a questions provenance file ({err}); delete it or re-import the questions") from err
+        raise InputError(
+            f"{path}: not a questions provenance file ({err}); delete it or re-import the questions"
+        ) from err
     if not isinstance(meta, dict):
-        raise InputError(f"{path}: not a questions provenance file (expected a JSON object); delete it or re-import the questions")
+        raise InputError(
+            f"{path}: not a questions provenance file (expected a JSON object); delete it or re-import the questions"
+        )
     return meta
 
 
@@ -337,5 +393,13 @@ def provenance_for_report(questions: str | Path) -> list[dict[str, Any]] | None:
     if meta is None:
         return None
     pairing = meta.get("pairing")
-    head = [{"pairing": {"inputs": pairing["inputs"], "near": pairing["near"], "duplicates_removed": len(pairing["duplicates"])}}]
+    head = [
+        {
+            "pairing": {
+                "inputs": pairing["inputs"],
+                "near": pairing["near"],
+                "duplicates_removed": len(pairing["duplicates"]),
+            }
+        }
+    ]
     return (head if pairing else []) + list(meta.get("provenance", []))

@@ -41,7 +41,9 @@ class Duplicate:
 class Paired:
     questions: list[Question]
     duplicates: list[Duplicate]
-    renamed: dict[str, str] = field(default_factory=dict)  # new id -> the input id it replaces (ids clashing across sets)
+    renamed: dict[str, str] = field(
+        default_factory=dict
+    )  # new id -> the input id it replaces (ids clashing across sets)
 
 
 def pair_sets(sets: dict[str, Sequence[Question]], near: float = 0.9) -> Paired:
@@ -112,14 +114,25 @@ def balance_table(sets: dict[str, Sequence[Question]]) -> list[dict[str, Any]]:
         numbers = [len(_NUMBER.findall(q.question)) for q in qs]
         latex = sum(("$" in q.question) or ("\\" in q.question) for q in qs) / len(qs)
         sources = Counter(q.source or "–" for q in qs).most_common(3)
-        rows.append({"set": name, "n": len(qs), "length_median": statistics.median(lengths),
-                     "length_mean": float(np.mean(lengths)), "quantities_mean": float(np.mean(numbers)),
-                     "latex_share": latex, "sources": ", ".join(f"{s} ({n})" for s, n in sources)})
+        rows.append(
+            {
+                "set": name,
+                "n": len(qs),
+                "length_median": statistics.median(lengths),
+                "length_mean": float(np.mean(lengths)),
+                "quantities_mean": float(np.mean(numbers)),
+                "latex_share": latex,
+                "sources": ", ".join(f"{s} ({n})" for s, n in sources),
+            }
+        )
     return rows
 
 
 def format_balance(rows: list[dict[str, Any]]) -> str:
     head = f"  {'set':<12} {'n':>6} {'length med/mean':>16} {'quantities':>11} {'LaTeX':>6}  sources"
-    body = [f"  {r['set']:<12} {r['n']:>6} {r['length_median']:>7.0f} / {r['length_mean']:<6.0f} {r['quantities_mean']:>11.2f} "
-            f"{r['latex_share']:>6.0%}  {r['sources']}" for r in rows]
+    body = [
+        f"  {r['set']:<12} {r['n']:>6} {r['length_median']:>7.0f} / {r['length_mean']:<6.0f} {r['quantities_mean']:>11.2f} "
+        f"{r['latex_share']:>6.0%}  {r['sources']}"
+        for r in rows
+    ]
     return "\n".join([head, *body])

@@ -56,35 +56,81 @@ class Preset:
 
 _QUESTION = ("question", "problem")
 
-PRESETS: dict[str, Preset] = {p.name: p for p in [
-    Preset("math500", "MATH-500 (problem, solution, answer, subject, level, unique_id)",
-           {"id": ("unique_id", "id"), "question": ("problem",), "answer": ("answer",)},
-           keep=("solution", "subject", "level")),
-    Preset("aime2024", "AIME 2024 (problem, answer; also ID/Problem/Answer)",
-           {"id": ("id",), "question": ("problem",), "answer": ("answer",)}, keep=("solution", "url", "year")),
-    Preset("aime2025", "AIME 2025 and later, e.g. MathArena's (question, answer or problem_idx, problem, answer)",
-           {"id": ("id", "problem_idx"), "question": _QUESTION, "answer": ("answer",)}, keep=("solution", "url", "year")),
-    Preset("gsm8k", "GSM8K (question; the final answer after '####' in answer)",
-           {"question": ("question",), "answer": ("answer",)}, answer=gsm8k_answer),
-    Preset("amc23", "AMC 2023 (id, question, answer)",
-           {"id": ("id",), "question": _QUESTION, "answer": ("answer",)}, keep=("url",)),
-    Preset("minerva", "Minerva Math (question, answer)",
-           {"id": ("id", "idx"), "question": _QUESTION, "answer": ("answer",)}, keep=("solution", "type", "subject")),
-    Preset("olympiadbench", "OlympiadBench (question, final_answer list, context)",
-           {"id": ("id",), "question": ("question",), "answer": ("final_answer",), "context": ("context",)},
-           answer=first_or_joined, keep=("subfield", "answer_type", "unit", "subject")),
-    Preset("chat", "chat-format RL data (prompt = message list, its user turn is the question; member -> label)",
-           {"id": ("id", "extra_info.index"), "prompt": ("prompt", "messages"),
-            "answer": ("answer", "reward_model.ground_truth", "ground_truth"), "label": ("member", "label"),
-            "source": ("data_source", "source")},
-           keep=("ability",)),
-]}
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in [
+        Preset(
+            "math500",
+            "MATH-500 (problem, solution, answer, subject, level, unique_id)",
+            {"id": ("unique_id", "id"), "question": ("problem",), "answer": ("answer",)},
+            keep=("solution", "subject", "level"),
+        ),
+        Preset(
+            "aime2024",
+            "AIME 2024 (problem, answer; also ID/Problem/Answer)",
+            {"id": ("id",), "question": ("problem",), "answer": ("answer",)},
+            keep=("solution", "url", "year"),
+        ),
+        Preset(
+            "aime2025",
+            "AIME 2025 and later, e.g. MathArena's (question, answer or problem_idx, problem, answer)",
+            {"id": ("id", "problem_idx"), "question": _QUESTION, "answer": ("answer",)},
+            keep=("solution", "url", "year"),
+        ),
+        Preset(
+            "gsm8k",
+            "GSM8K (question; the final answer after '####' in answer)",
+            {"question": ("question",), "answer": ("answer",)},
+            answer=gsm8k_answer,
+        ),
+        Preset(
+            "amc23",
+            "AMC 2023 (id, question, answer)",
+            {"id": ("id",), "question": _QUESTION, "answer": ("answer",)},
+            keep=("url",),
+        ),
+        Preset(
+            "minerva",
+            "Minerva Math (question, answer)",
+            {"id": ("id", "idx"), "question": _QUESTION, "answer": ("answer",)},
+            keep=("solution", "type", "subject"),
+        ),
+        Preset(
+            "olympiadbench",
+            "OlympiadBench (question, final_answer list, context)",
+            {"id": ("id",), "question": ("question",), "answer": ("final_answer",), "context": ("context",)},
+            answer=first_or_joined,
+            keep=("subfield", "answer_type", "unit", "subject"),
+        ),
+        Preset(
+            "chat",
+            "chat-format RL data (prompt = message list, its user turn is the question; member -> label)",
+            {
+                "id": ("id", "extra_info.index"),
+                "prompt": ("prompt", "messages"),
+                "answer": ("answer", "reward_model.ground_truth", "ground_truth"),
+                "label": ("member", "label"),
+                "source": ("data_source", "source"),
+            },
+            keep=("ability",),
+        ),
+    ]
+}
 
 
-GENERIC = Preset("generic", "any table with a question column",
-                 {"id": ("id", "unique_id", "uid", "idx"), "question": ("question", "problem", "prompt_text", "text"),
-                  "answer": ("answer", "final_answer"), "label": ("label", "member"), "split": ("split",),
-                  "source": ("source", "data_source"), "prompt": ("prompt", "messages")})
+GENERIC = Preset(
+    "generic",
+    "any table with a question column",
+    {
+        "id": ("id", "unique_id", "uid", "idx"),
+        "question": ("question", "problem", "prompt_text", "text"),
+        "answer": ("answer", "final_answer"),
+        "label": ("label", "member"),
+        "split": ("split",),
+        "source": ("source", "data_source"),
+        "prompt": ("prompt", "messages"),
+    },
+)
 
 
 def preset_named(name: str | None) -> Preset:
@@ -95,4 +141,6 @@ def preset_named(name: str | None) -> Preset:
     for preset in PRESETS.values():
         if preset.name == key:
             return preset
-    raise InputError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)} (or map fields with --field KEY=COLUMN)")
+    raise InputError(
+        f"unknown preset {name!r}; choose one of {', '.join(PRESETS)} (or map fields with --field KEY=COLUMN)"
+    )

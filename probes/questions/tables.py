@@ -42,12 +42,23 @@ def open_table(spec: TableSource) -> tuple[Any, dict[str, Any]]:
 def _saved_dataset(path: Path, spec: TableSource) -> tuple[Any, dict[str, Any]]:
     import datasets
 
-    if not ((path / "dataset_info.json").is_file() or (path / "dataset_dict.json").is_file() or (path / "state.json").is_file()):
-        raise InputError(f"{path} is a directory but not a saved dataset (datasets' save_to_disk writes dataset_info.json "
-                         "or dataset_dict.json); give a dataset directory or a .parquet/.json/.jsonl/.csv file")
+    if not (
+        (path / "dataset_info.json").is_file()
+        or (path / "dataset_dict.json").is_file()
+        or (path / "state.json").is_file()
+    ):
+        raise InputError(
+            f"{path} is a directory but not a saved dataset (datasets' save_to_disk writes dataset_info.json "
+            "or dataset_dict.json); give a dataset directory or a .parquet/.json/.jsonl/.csv file"
+        )
     loaded = datasets.load_from_disk(str(path))
     table, split = _one_split(loaded, spec.split, str(path))
-    return table, {"kind": "saved dataset", "source": str(path.resolve()), "split": split, "fingerprint": table._fingerprint}
+    return table, {
+        "kind": "saved dataset",
+        "source": str(path.resolve()),
+        "split": split,
+        "fingerprint": table._fingerprint,
+    }
 
 
 def _data_file(path: Path, spec: TableSource) -> tuple[Any, dict[str, Any]]:
@@ -55,12 +66,16 @@ def _data_file(path: Path, spec: TableSource) -> tuple[Any, dict[str, Any]]:
 
     builder = FILE_BUILDERS.get(path.suffix.lower())
     if builder is None:
-        raise InputError(f"{path}: unknown file type {path.suffix!r}; give .parquet, .json, .jsonl or .csv "
-                         "(or a datasets save_to_disk directory)")
+        raise InputError(
+            f"{path}: unknown file type {path.suffix!r}; give .parquet, .json, .jsonl or .csv "
+            "(or a datasets save_to_disk directory)"
+        )
     try:
         table = datasets.load_dataset(builder, data_files=str(path), split="train")
     except Exception as err:  # the builders raise many kinds (ArrowInvalid, DatasetGenerationError, …)
-        raise InputError(f"{path}: could not be read as {builder} ({type(err).__name__}: {str(err).splitlines()[0][:200]})") from err
+        raise InputError(
+            f"{path}: could not be read as {builder} ({type(err).__name__}: {str(err).splitlines()[0][:200]})"
+        ) from err
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     return table, {"kind": builder, "source": str(path.resolve()), "sha256": digest}
 
@@ -69,19 +84,28 @@ def _hub_dataset(spec: TableSource) -> tuple[Any, dict[str, Any]]:
     from cache.loading import hub_reachable
 
     if not hub_reachable():
-        raise InputError(f"{spec.source!r} is not a local file or directory, and the Hugging Face hub is unreachable from "
-                         "here; on a machine with access run datasets.load_dataset(...).save_to_disk(DIR) (or .to_parquet) "
-                         "and import DIR")
+        raise InputError(
+            f"{spec.source!r} is not a local file or directory, and the Hugging Face hub is unreachable from "
+            "here; on a machine with access run datasets.load_dataset(...).save_to_disk(DIR) (or .to_parquet) "
+            "and import DIR"
+        )
     import datasets
 
     try:
         loaded = datasets.load_dataset(spec.source, spec.config, split=spec.split, revision=spec.revision)
     except Exception as err:  # unknown name, config or split: the hub's own message says which
-        raise InputError(f"{spec.source}: could not be loaded from the hub ({type(err).__name__}: "
-                         f"{str(err).splitlines()[0][:300]})") from err
+        raise InputError(
+            f"{spec.source}: could not be loaded from the hub ({type(err).__name__}: {str(err).splitlines()[0][:300]})"
+        ) from err
     table, split = _one_split(loaded, spec.split, spec.source)
-    return table, {"kind": "hub", "source": spec.source, "config": spec.config, "split": split,
-                   "revision": spec.revision, "fingerprint": table._fingerprint}
+    return table, {
+        "kind": "hub",
+        "source": spec.source,
+        "config": spec.config,
+        "split": split,
+        "revision": spec.revision,
+        "fingerprint": table._fingerprint,
+    }
 
 
 def _one_split(loaded: Any, split: str | None, where: str) -> tuple[Any, str | None]:

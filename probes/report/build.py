@@ -62,8 +62,15 @@ def build_report(
         "toolkit_version": __version__,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "inputs": dict(inputs or {}),
-        "settings": {"n_bootstrap": n_bootstrap, "seed": seed, "ci": ci, "fpr": fpr, "strict": strict,
-                     "tpr_key": tpr_key(fpr), "bootstrap": "stratified, percentile intervals"},
+        "settings": {
+            "n_bootstrap": n_bootstrap,
+            "seed": seed,
+            "ci": ci,
+            "fpr": fpr,
+            "strict": strict,
+            "tpr_key": tpr_key(fpr),
+            "bootstrap": "stratified, percentile intervals",
+        },
         "detectors_order": names,
         "distributions": {n: _distribution(table.columns[n]) for n in names},
     }
@@ -71,7 +78,9 @@ def build_report(
         report["verdict"] = dict(verdict)
         flagged = (verdict.get("questions") or {}).get("flagged") or []
         if texts and flagged:
-            report["texts"] = {i: texts[i] for i in flagged if i in texts}  # the flagged questions' texts, for the report
+            report["texts"] = {
+                i: texts[i] for i in flagged if i in texts
+            }  # the flagged questions' texts, for the report
     if labels is None:
         report["mode"] = "audit"
         report["counts"] = {"n_scored": len(table.ids)}
@@ -79,8 +88,13 @@ def build_report(
     y, unmatched = align_labels(table.ids, labels)
     known = y >= 0
     report["mode"] = "evaluation"
-    report["counts"] = {"n_scored": len(table.ids), "n_labelled": int(known.sum()), "members": int((y == 1).sum()),
-                        "non_members": int((y == 0).sum()), **unmatched}
+    report["counts"] = {
+        "n_scored": len(table.ids),
+        "n_labelled": int(known.sum()),
+        "members": int((y == 1).sum()),
+        "non_members": int((y == 0).sum()),
+        **unmatched,
+    }
     yk = y[known].astype(bool)
     opts = {"n_bootstrap": n_bootstrap, "seed": seed, "ci": ci}
     columns = {name: table.columns[name][known] for name in names}
@@ -92,12 +106,25 @@ def build_report(
     base_reason = not_applicable(base, base_values, self_reference)
     report["comparisons"] = _comparisons(yk, columns, (base, base_values, base_reason), results, **opts)
     if metrics is not None:
-        report["layers"] = layer_analysis(metrics, labels, n_bootstrap=n_bootstrap, seed=seed, ci=ci, groups=groups,
-                                          reference=reference_metrics, lara_info=lara_info)
+        report["layers"] = layer_analysis(
+            metrics,
+            labels,
+            n_bootstrap=n_bootstrap,
+            seed=seed,
+            ci=ci,
+            groups=groups,
+            reference=reference_metrics,
+            lara_info=lara_info,
+        )
     if texts:
         ids = [i for i, v in zip(table.ids, y) if v >= 0 and i in texts]
-        report["blind"] = blind_baseline([texts[i] for i in ids], np.array([labels[i] for i in ids]), seed=seed,
-                                         n_bootstrap=n_bootstrap, groups=[groups.get(i) for i in ids] if groups else None)
+        report["blind"] = blind_baseline(
+            [texts[i] for i in ids],
+            np.array([labels[i] for i in ids]),
+            seed=seed,
+            n_bootstrap=n_bootstrap,
+            groups=[groups.get(i) for i in ids] if groups else None,
+        )
     return report
 
 
@@ -116,15 +143,20 @@ def not_applicable(name: str, values: np.ndarray, self_reference: bool = False) 
     return None
 
 
-def _evaluate_all(yk: np.ndarray, columns: Mapping[str, np.ndarray], self_reference: bool, **opts: Any) -> dict[str, Any]:
+def _evaluate_all(
+    yk: np.ndarray, columns: Mapping[str, np.ndarray], self_reference: bool, **opts: Any
+) -> dict[str, Any]:
     """``evaluate`` of every column, an error record where it refuses, ``not_applicable`` where constant."""
     results: dict[str, Any] = {}
     for name, values in columns.items():
         counts = {"n": len(values), "n_nonfinite": int((~np.isfinite(values)).sum())}
         reason = not_applicable(name, values, self_reference)
         if reason is not None:
-            why = ("the audited model is this detector's reference model: it compares the model with itself"
-                   if reason == "self-reference" else "every finite score is the same: no threshold separates anything")
+            why = (
+                "the audited model is this detector's reference model: it compares the model with itself"
+                if reason == "self-reference"
+                else "every finite score is the same: no threshold separates anything"
+            )
             results[name] = {"not_applicable": reason, "why": why + " (no AUC, TPR or F1)", **counts}
             logger.info("%s: not applicable (%s)", name, reason)
             continue
@@ -136,8 +168,13 @@ def _evaluate_all(yk: np.ndarray, columns: Mapping[str, np.ndarray], self_refere
     return results
 
 
-def _comparisons(yk: np.ndarray, columns: Mapping[str, np.ndarray], baseline: tuple[str, np.ndarray, str | None],
-                 results: Mapping[str, Any], **opts: Any) -> dict[str, Any]:
+def _comparisons(
+    yk: np.ndarray,
+    columns: Mapping[str, np.ndarray],
+    baseline: tuple[str, np.ndarray, str | None],
+    results: Mapping[str, Any],
+    **opts: Any,
+) -> dict[str, Any]:
     """ΔAUC of every column against the baseline ``(name, scores, not-applicable reason)``; none
     with a column, or against a baseline, that is not applicable."""
     base, base_values, base_reason = baseline

@@ -6,9 +6,11 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-COMBINED = {"learned": "one learned score over its detectors per null, the smaller p doubled when there are two nulls",
-            "cauchy": "the Cauchy combination of its detectors' p-values",
-            "bonferroni": "the Bonferroni combination of its detectors' p-values"}
+COMBINED = {
+    "learned": "one learned score over its detectors per null, the smaller p doubled when there are two nulls",
+    "cauchy": "the Cauchy combination of its detectors' p-values",
+    "bonferroni": "the Bonferroni combination of its detectors' p-values",
+}
 SHOWN = 25  # questions listed in report.md (verdict.json holds up to 50, questions.csv all)
 
 
@@ -18,24 +20,41 @@ def flagged_markdown(block: Mapping[str, Any] | None, texts: Mapping[str, str] |
         return []
     mode = block["mode"] + ("" if block["calibrated"] else ", uncalibrated")
     method = "Benjamini–Hochberg" if block["method"] == "bh" else "two-stage adaptive Benjamini–Hochberg"
-    lines = ["## Flagged questions", "",
-             f"**{block['n_flagged']} of {block['n_tested']} questions flagged** at a false-discovery rate of "
-             f"{100 * block['fdr']:g}% ({mode} mode; {method} over each question's conformal p-value: {COMBINED[block.get('combine', 'cauchy')]}). "
-             "Expected share of clean questions among the flagged: at most the FDR"
-             + (" — if the generator's similars are exchangeable with real questions, which the absolute mode cannot show."
-                if not block["calibrated"] else ".") + " `questions.csv` holds every question's p- and q-value, ranked by evidence.",
-             ""]
+    lines = [
+        "## Flagged questions",
+        "",
+        f"**{block['n_flagged']} of {block['n_tested']} questions flagged** at a false-discovery rate of "
+        f"{100 * block['fdr']:g}% ({mode} mode; {method} over each question's conformal p-value: {COMBINED[block.get('combine', 'cauchy')]}). "
+        "Expected share of clean questions among the flagged: at most the FDR"
+        + (
+            " — if the generator's similars are exchangeable with real questions, which the absolute mode cannot show."
+            if not block["calibrated"]
+            else "."
+        )
+        + " `questions.csv` holds every question's p- and q-value, ranked by evidence.",
+        "",
+    ]
     bound = block.get("at_least")
     if bound:
-        lines += [f"**At least {bound['value']} of the {bound['of']} tested questions are contaminated** "
-                  f"({100 * bound['level']:g}% lower confidence bound; {bound['method']}), "
-                  + ("even though no single one can be named at this FDR." if bound["value"] and not block["n_flagged"] else
-                     "beside the flagged list." if bound["value"] else "— that is, the data show none for certain."), ""]
+        lines += [
+            f"**At least {bound['value']} of the {bound['of']} tested questions are contaminated** "
+            f"({100 * bound['level']:g}% lower confidence bound; {bound['method']}), "
+            + (
+                "even though no single one can be named at this FDR."
+                if bound["value"] and not block["n_flagged"]
+                else "beside the flagged list."
+                if bound["value"]
+                else "— that is, the data show none for certain."
+            ),
+            "",
+        ]
     if not block["flagged_detail"]:
         return lines
     names = list(block["flagged_detail"][0]["detectors"])
-    lines += ["| Question | q | " + " | ".join(f"{n}: score (controls) → p" for n in names) + " |",
-              "|---|---|" + "---|" * len(names)]
+    lines += [
+        "| Question | q | " + " | ".join(f"{n}: score (controls) → p" for n in names) + " |",
+        "|---|---|" + "---|" * len(names),
+    ]
     for item in block["flagged_detail"][:SHOWN]:
         text = (texts or {}).get(item["id"], "")
         label = f"`{item['id']}`" + (f" {_short(text)}" if text else "")

@@ -20,14 +20,23 @@ from ..scores import align_labels
 
 MIN_CONTROL_RATIO = 2.0  # "Excess Separability": a control set at least twice the suspect set
 PLACEBO_SPLITS = 20
-CONTROL_WARNING = ("the clean reference is smaller than twice the audited set: the level of layer-wise statistics is then "
-                   "unreliable (read only the permutation-null figures)")
+CONTROL_WARNING = (
+    "the clean reference is smaller than twice the audited set: the level of layer-wise statistics is then "
+    "unreliable (read only the permutation-null figures)"
+)
 
 
 def layer_analysis(
-    metrics: MetricsFile, labels: Mapping[str, int | None], n_bootstrap: int = 1000, seed: int = 0, ci: float = 0.95,
-    *, groups: Mapping[str, str | None] | None = None, reference: MetricsFile | None = None,
-    n_permutations: int = N_PERMUTATIONS, lara_info: Mapping[str, Any] | None = None,
+    metrics: MetricsFile,
+    labels: Mapping[str, int | None],
+    n_bootstrap: int = 1000,
+    seed: int = 0,
+    ci: float = 0.95,
+    *,
+    groups: Mapping[str, str | None] | None = None,
+    reference: MetricsFile | None = None,
+    n_permutations: int = N_PERMUTATIONS,
+    lara_info: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Per (metric, layer) Cohen's d and class profiles of m̃, the window table, and their nulls.
 
@@ -44,18 +53,26 @@ def layer_analysis(
     keep = (y >= 0) & finite
     values = compress(metrics.metrics[keep])  # [n, 3, L]
     yk = y[keep].astype(bool)
-    out: dict[str, Any] = {"layer_labels": list(metrics.layer_labels), "metric_names": list(METRIC_NAMES),
-                           "values": "sign(m)·log(1+|m|)", "n": int(keep.sum()), "members": int(yk.sum()),
-                           "non_members": int((~yk).sum()),
-                           # SPEC §7: labelled questions with a non-finite metric are left out, and counted
-                           "n_nonfinite": {"members": int(((y == 1) & ~finite).sum()), "non_members": int(((y == 0) & ~finite).sum())}}
+    out: dict[str, Any] = {
+        "layer_labels": list(metrics.layer_labels),
+        "metric_names": list(METRIC_NAMES),
+        "values": "sign(m)·log(1+|m|)",
+        "n": int(keep.sum()),
+        "members": int(yk.sum()),
+        "non_members": int((~yk).sum()),
+        # SPEC §7: labelled questions with a non-finite metric are left out, and counted
+        "n_nonfinite": {"members": int(((y == 1) & ~finite).sum()), "non_members": int(((y == 0) & ~finite).sum())},
+    }
     if lara_info:
         out["control_set"] = control_set(lara_info)
     if yk.sum() < 2 or (~yk).sum() < 2:
         out["error"] = "layer analysis needs at least 2 members and 2 non-members with finite metrics"
         return out
     d, lo, hi = cohens_d_ci(values, yk, n_resamples=n_bootstrap, seed=seed, level=ci)
-    out["cohens_d"] = {m: {"value": d[i].tolist(), "ci_low": lo[i].tolist(), "ci_high": hi[i].tolist()} for i, m in enumerate(METRIC_NAMES)}
+    out["cohens_d"] = {
+        m: {"value": d[i].tolist(), "ci_low": lo[i].tolist(), "ci_high": hi[i].tolist()}
+        for i, m in enumerate(METRIC_NAMES)
+    }
     profiles = group_means_ci(values, yk, n_resamples=n_bootstrap, seed=seed, level=ci)
     out["profiles"] = {
         m: {group: {k: np.asarray(v)[i].tolist() for k, v in stats.items()} for group, stats in profiles.items()}
@@ -79,24 +96,39 @@ def control_set(lara_info: Mapping[str, Any]) -> dict[str, Any]:
     n_ref = int(lara_info.get("n_reference") or 0)
     n_audited = int(lara_info.get("n_questions") or 0) - int(lara_info.get("n_cross_fitted") or 0)
     ratio = n_ref / n_audited if n_audited > 0 else None
-    return {"n_reference": n_ref, "n_audited": n_audited, "ratio": ratio,
-            "warning": CONTROL_WARNING if ratio is not None and ratio < MIN_CONTROL_RATIO else None}
+    return {
+        "n_reference": n_ref,
+        "n_audited": n_audited,
+        "ratio": ratio,
+        "warning": CONTROL_WARNING if ratio is not None and ratio < MIN_CONTROL_RATIO else None,
+    }
 
 
-def _windows(metrics: MetricsFile, values: np.ndarray, yk: np.ndarray, n_bootstrap: int, seed: int,
-             ci: float) -> dict[str, Any]:
+def _windows(
+    metrics: MetricsFile, values: np.ndarray, yk: np.ndarray, n_bootstrap: int, seed: int, ci: float
+) -> dict[str, Any]:
     columns = available_windows(metrics.layer_labels, metrics.n_blocks)
     windows: dict[str, Any] = {w: {"layers": [metrics.layer_labels[c] for c in cols]} for w, cols in columns.items()}
     if columns:
-        wd, wlo, whi = cohens_d_ci(window_means(values, list(columns.values())), yk, n_resamples=n_bootstrap, seed=seed, level=ci)
+        wd, wlo, whi = cohens_d_ci(
+            window_means(values, list(columns.values())), yk, n_resamples=n_bootstrap, seed=seed, level=ci
+        )
         for j, window in enumerate(windows):
-            windows[window]["cohens_d"] = {m: {"value": float(wd[i, j]), "ci": [float(wlo[i, j]), float(whi[i, j])]}
-                                           for i, m in enumerate(METRIC_NAMES)}
+            windows[window]["cohens_d"] = {
+                m: {"value": float(wd[i, j]), "ci": [float(wlo[i, j]), float(whi[i, j])]}
+                for i, m in enumerate(METRIC_NAMES)
+            }
     return windows
 
 
-def _placebo_splits(values: np.ndarray, yk: np.ndarray, layer_labels: Sequence[str], n_permutations: int, seed: int,
-                    n_splits: int = PLACEBO_SPLITS) -> dict[str, Any]:
+def _placebo_splits(
+    values: np.ndarray,
+    yk: np.ndarray,
+    layer_labels: Sequence[str],
+    n_permutations: int,
+    seed: int,
+    n_splits: int = PLACEBO_SPLITS,
+) -> dict[str, Any]:
     """The same map on random halves of the non-members (a map that must read null): the first
     split's record, and over ``n_splits`` splits the fraction with any layer significant (≈ α)."""
     runs = []
@@ -104,23 +136,38 @@ def _placebo_splits(values: np.ndarray, yk: np.ndarray, layer_labels: Sequence[s
         rows, fake = non_member_split(yk.astype(int), seed + k)
         runs.append(layer_null(values[rows], fake, None, n_permutations, seed + k))
     first = _null_record(runs[0], layer_labels)
-    first.update({"n_splits": n_splits, "n": int(len(non_member_split(yk.astype(int), seed)[0])),
-                  "any_significant_rate": float(np.mean([bool(r["significant_layers"]) for r in runs])),
-                  "observed_max_median": float(np.median([r["observed_max"] for r in runs]))})
+    first.update(
+        {
+            "n_splits": n_splits,
+            "n": int(len(non_member_split(yk.astype(int), seed)[0])),
+            "any_significant_rate": float(np.mean([bool(r["significant_layers"]) for r in runs])),
+            "observed_max_median": float(np.median([r["observed_max"] for r in runs])),
+        }
+    )
     return first
 
 
 def _null_record(result: dict[str, Any], layer_labels: Sequence[str]) -> dict[str, Any]:
     """A :func:`layer_null` result as report JSON: per-metric lists, layers by label."""
-    return {"d": {m: result["d"][i].tolist() for i, m in enumerate(METRIC_NAMES)},
-            "p_adjusted": {m: result["p_adjusted"][i].tolist() for i, m in enumerate(METRIC_NAMES)},
-            "p_layer": result["p_layer"].tolist(),
-            "significant_layers": [layer_labels[j] for j in result["significant_layers"]], "layer_labels": list(layer_labels),
-            **{k: result[k] for k in ("null_max", "observed_max", "p_global", "n_permutations", "alpha", "permutation")}}
+    return {
+        "d": {m: result["d"][i].tolist() for i, m in enumerate(METRIC_NAMES)},
+        "p_adjusted": {m: result["p_adjusted"][i].tolist() for i, m in enumerate(METRIC_NAMES)},
+        "p_layer": result["p_layer"].tolist(),
+        "significant_layers": [layer_labels[j] for j in result["significant_layers"]],
+        "layer_labels": list(layer_labels),
+        **{k: result[k] for k in ("null_max", "observed_max", "p_global", "n_permutations", "alpha", "permutation")},
+    }
 
 
-def _against_reference(values: np.ndarray, yk: np.ndarray, kept_ids: list[str], group_of: list | None,
-                       reference: MetricsFile, n_permutations: int, seed: int) -> dict[str, Any]:
+def _against_reference(
+    values: np.ndarray,
+    yk: np.ndarray,
+    kept_ids: list[str],
+    group_of: list | None,
+    reference: MetricsFile,
+    n_permutations: int,
+    seed: int,
+) -> dict[str, Any]:
     """The reference checkpoint's own map (the placebo), the audited map minus it, and the
     depth-profile contrast: the map of per-question differences audited − reference."""
     row = {i: k for k, i in enumerate(reference.ids)}
@@ -135,7 +182,10 @@ def _against_reference(values: np.ndarray, yk: np.ndarray, kept_ids: list[str], 
     placebo = layer_null(ref_values, yk[both], groups, n_permutations, seed)
     contrast = layer_null(values[both] - ref_values, yk[both], groups, n_permutations, seed)
     audited = cohens_d(values[both].reshape(int(both.sum()), -1), yk[both]).reshape(values.shape[1:])
-    return {"n": int(both.sum()), "n_missing": int((~both).sum()),
-            "placebo": _null_record(placebo, labels),
-            "audited_minus_placebo": {m: (audited[i] - placebo["d"][i]).tolist() for i, m in enumerate(METRIC_NAMES)},
-            "contrast": _null_record(contrast, labels)}
+    return {
+        "n": int(both.sum()),
+        "n_missing": int((~both).sum()),
+        "placebo": _null_record(placebo, labels),
+        "audited_minus_placebo": {m: (audited[i] - placebo["d"][i]).tolist() for i, m in enumerate(METRIC_NAMES)},
+        "contrast": _null_record(contrast, labels),
+    }

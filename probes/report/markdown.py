@@ -66,11 +66,15 @@ def _detection(report: dict[str, Any], s: dict[str, Any]) -> list[str]:
             lines.append(f"| {name} | – | – | – | – | – | {r['n']} ({r['n_nonfinite']}): {r['error']} |")
             continue
         if "not_applicable" in r:  # constant by construction: no figure (SPEC §7)
-            lines.append(f"| {name} | n/a ({r['not_applicable']}) | n/a | n/a | n/a | n/a | {r['n']} ({r['n_nonfinite']}) |")
+            lines.append(
+                f"| {name} | n/a ({r['not_applicable']}) | n/a | n/a | n/a | n/a | {r['n']} ({r['n_nonfinite']}) |"
+            )
             continue
         low = [_low(r.get("low_fpr", {}).get(k)) for k in ("tpr_at_1fpr", "tpr_at_0p1fpr")]
-        lines.append(f"| {name} | {_fig(r['auc'])} | {_fig(r['f1_youden'])} | {_fig(r[s['tpr_key']])} | {low[0]} | {low[1]} "
-                     f"| {r['n']} ({r['n_nonfinite']}) |")
+        lines.append(
+            f"| {name} | {_fig(r['auc'])} | {_fig(r['f1_youden'])} | {_fig(r[s['tpr_key']])} | {low[0]} | {low[1]} "
+            f"| {r['n']} ({r['n_nonfinite']}) |"
+        )
     blind = report.get("blind") or {}
     if "auc" in blind:
         lines.append(f"| {blind['name']} | {_fig(blind['auc'])} | – | – | – | – | {blind['auc']['n']} (0) |")
@@ -88,9 +92,12 @@ def _detection(report: dict[str, Any], s: dict[str, Any]) -> list[str]:
         "",
     ]
     if any("not_applicable" in report["detectors"][n] for n in report["detectors_order"]):
-        lines += ["*n/a*: the scores are constant by construction, so no AUC, TPR or F1 means anything and the row is "
-                  "left out of any count (*self-reference*: the audited model is the reference model the detector compares "
-                  "with, every score 0; *constant*: every finite score the same).", ""]
+        lines += [
+            "*n/a*: the scores are constant by construction, so no AUC, TPR or F1 means anything and the row is "
+            "left out of any count (*self-reference*: the audited model is the reference model the detector compares "
+            "with, every score 0; *constant*: every finite score the same).",
+            "",
+        ]
     if "auc" in blind:
         lines += _blind(blind)
     return lines
@@ -99,17 +106,25 @@ def _detection(report: dict[str, Any], s: dict[str, Any]) -> list[str]:
 def _blind(blind: dict[str, Any]) -> list[str]:
     """The blind baseline's reading against its within-group swap null (SPEC §8.8)."""
     null = blind.get("null") or {}
-    against = (f" Its null under label swaps within matched groups ({null['groups']}: {null['n_mixed_groups']} groups "
-               f"holding both labels, {null['n_in_mixed_groups']} of {blind['auc']['n']} questions; "
-               f"{null['n_permutations']} swaps, the same folds) has median {null['median']:.2f} and 95th percentile "
-               f"{null['q95']:.2f}; the observed {blind['auc']['value']:.2f} has p = {null['p']:.3f}." if null else "")
+    against = (
+        f" Its null under label swaps within matched groups ({null['groups']}: {null['n_mixed_groups']} groups "
+        f"holding both labels, {null['n_in_mixed_groups']} of {blind['auc']['n']} questions; "
+        f"{null['n_permutations']} swaps, the same folds) has median {null['median']:.2f} and 95th percentile "
+        f"{null['q95']:.2f}; the observed {blind['auc']['value']:.2f} has p = {null['p']:.3f}."
+        if null
+        else ""
+    )
     if blind.get("warning"):
         return [f"**Warning:** {blind['warning']}.{against}", ""]
-    text = ("The blind baseline (the question text alone, " + blind["features"] + ", out-of-fold) does not separate the "
-            "sets beyond what the design explains: no confound visible from the text." + against)
+    text = (
+        "The blind baseline (the question text alone, " + blind["features"] + ", out-of-fold) does not separate the "
+        "sets beyond what the design explains: no confound visible from the text." + against
+    )
     if blind.get("matched_design"):
-        text += (" In a matched design (each member paired with a non-member of its own kind) the cross-validation "
-                 "itself reads below 0.5, which is why the null, not 0.5, is the yardstick.")
+        text += (
+            " In a matched design (each member paired with a non-member of its own kind) the cross-validation "
+            "itself reads below 0.5, which is why the null, not 0.5, is the yardstick."
+        )
     return [text, ""]
 
 
@@ -120,8 +135,12 @@ def _comparisons(report: dict[str, Any]) -> list[str]:
         return [f"## Paired comparison with `{comp['baseline']}`", "", f"n/a ({comp['not_applicable']}).", ""]
     if not against:
         return []
-    lines = [f"## Paired comparison with `{comp['baseline']}`", "",
-             "| Method | ΔAUC (method − baseline) | DeLong z | p | n |", "|---|---|---|---|---|"]
+    lines = [
+        f"## Paired comparison with `{comp['baseline']}`",
+        "",
+        "| Method | ΔAUC (method − baseline) | DeLong z | p | n |",
+        "|---|---|---|---|---|",
+    ]
     for name, r in against.items():
         if "error" in r:
             lines.append(f"| {name} | – | – | – | {r['error']} |")
@@ -129,20 +148,28 @@ def _comparisons(report: dict[str, Any]) -> list[str]:
         if "not_applicable" in r:
             lines.append(f"| {name} | n/a ({r['not_applicable']}) | – | – | – |")
             continue
-        lines.append(f"| {name} | {_fig(r['delta_auc'], signed=True)} | {_num(r['delong']['z'])} | "
-                     f"{_p(r['delong']['p_value'])} | {r['delta_auc']['n']} |")
+        lines.append(
+            f"| {name} | {_fig(r['delta_auc'], signed=True)} | {_num(r['delong']['z'])} | "
+            f"{_p(r['delong']['p_value'])} | {r['delta_auc']['n']} |"
+        )
     lines += ["", "ΔAUC CIs by a paired stratified bootstrap; p from DeLong's test (two-sided).", ""]
     return lines
 
 
 def _audit(report: dict[str, Any]) -> list[str]:
-    lines = [f"Audit without labels: {report['counts']['n_scored']} scored questions; score distributions only.", "",
-             "| Score | n (non-finite) | mean | 5% | median | 95% |", "|---|---|---|---|---|---|"]
+    lines = [
+        f"Audit without labels: {report['counts']['n_scored']} scored questions; score distributions only.",
+        "",
+        "| Score | n (non-finite) | mean | 5% | median | 95% |",
+        "|---|---|---|---|---|---|",
+    ]
     for name in report["detectors_order"]:
         d = report["distributions"][name]
         q = d.get("quantiles") or {}
-        lines.append(f"| {name} | {d['n']} ({d['n_nonfinite']}) | {_num(d.get('mean'))} | {_num(q.get('0.05'))} | "
-                     f"{_num(q.get('0.5'))} | {_num(q.get('0.95'))} |")
+        lines.append(
+            f"| {name} | {d['n']} ({d['n_nonfinite']}) | {_num(d.get('mean'))} | {_num(q.get('0.05'))} | "
+            f"{_num(q.get('0.5'))} | {_num(q.get('0.95'))} |"
+        )
     return lines + [""]
 
 

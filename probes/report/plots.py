@@ -49,7 +49,9 @@ def roc_family(name: str) -> str:
     return "sampling" if name in SAMPLING_DETECTORS else "likelihood & completion"
 
 
-def plot_roc(table: ScoreTable, labels: np.ndarray, names: Sequence[str], path: Path | None = None, ax: Any = None) -> Any:
+def plot_roc(
+    table: ScoreTable, labels: np.ndarray, names: Sequence[str], path: Path | None = None, ax: Any = None
+) -> Any:
     """ROC curves, one panel per family (:func:`roc_family`): in each, the best
     :data:`HIGHLIGHTED` by AUC in distinct colours and line styles, the others faded. ``labels``
     [N] 1/0/−1 (−1 and non-finite scores left out). Given ``ax`` (a matplotlib Axes), every curve
@@ -62,7 +64,9 @@ def plot_roc(table: ScoreTable, labels: np.ndarray, names: Sequence[str], path: 
         if y.all() or not y.any():
             continue
         points = roc_points(y[None], s[keep][None])
-        curves.setdefault("ROC curves" if ax is not None else roc_family(name), []).append((float(auc(points)[0]), name, points))
+        curves.setdefault("ROC curves" if ax is not None else roc_family(name), []).append(
+            (float(auc(points)[0]), name, points)
+        )
     if ax is not None:
         _roc_panel(ax, "ROC curves", curves.get("ROC curves", []))
         return _finish(ax.figure, path)
@@ -83,7 +87,9 @@ def _roc_panel(ax: Any, family: str, curves: list[tuple[float, str, Any]]) -> No
     for rank, (value, name, points) in enumerate(ranked):
         if rank < HIGHLIGHTED:
             color, style = STYLES[rank]
-            ax.plot(points.fpr[0], points.tpr[0], color=color, linestyle=style, linewidth=1.8, label=f"{name} {value:.2f}")
+            ax.plot(
+                points.fpr[0], points.tpr[0], color=color, linestyle=style, linewidth=1.8, label=f"{name} {value:.2f}"
+            )
         else:
             ax.plot(points.fpr[0], points.tpr[0], color="#b0b0b0", linewidth=0.8, alpha=0.7)
     faded = len(ranked) - HIGHLIGHTED
@@ -109,12 +115,15 @@ def _axes(ax: Any, n: int, what: str) -> list[Any] | None:
         return None
     axes = list(ax) if isinstance(ax, (list, tuple, np.ndarray)) else [ax]
     if len(axes) != n:
-        raise ValueError(f"{what} draws {n} panel(s): pass ax= as {'one Axes' if n == 1 else f'a sequence of {n} Axes'}")
+        raise ValueError(
+            f"{what} draws {n} panel(s): pass ax= as {'one Axes' if n == 1 else f'a sequence of {n} Axes'}"
+        )
     return axes
 
 
-def plot_score_histograms(table: ScoreTable, labels: np.ndarray | None, names: Sequence[str], path: Path | None = None,
-                          ax: Any = None) -> Any:
+def plot_score_histograms(
+    table: ScoreTable, labels: np.ndarray | None, names: Sequence[str], path: Path | None = None, ax: Any = None
+) -> Any:
     """One panel per detector; members and non-members overlaid on shared bins (``ax``: one Axes
     per detector). Saved to ``path`` when given; returns the Figure."""
     given = _axes(ax, len(names), "plot_score_histograms")
@@ -155,7 +164,10 @@ def plot_profiles(layers: dict[str, Any], path: Path | None = None, ax: Any = No
     fig = given[0].figure if given else _figure(13.0, 3.8)
     for i, metric in enumerate(layers["metric_names"]):
         ax = given[i] if given else fig.add_subplot(1, 3, i + 1)
-        for group, color, label in (("members", MEMBER_COLOR, "members"), ("non_members", NON_MEMBER_COLOR, "non-members")):
+        for group, color, label in (
+            ("members", MEMBER_COLOR, "members"),
+            ("non_members", NON_MEMBER_COLOR, "non-members"),
+        ):
             p = layers["profiles"][metric][group]
             mean, lo, hi = (np.array(p[k], dtype=float) for k in ("mean", "ci_low", "ci_high"))
             ax.plot(x, mean, color=color, marker="o", markersize=3, linewidth=1.5, label=f"{label} (n={layers[group]})")
@@ -186,13 +198,23 @@ def plot_cohens_d(layers: dict[str, Any], path: Path | None = None, ax: Any = No
     _layer_ticks(ax, labels)
     ax.set_xlabel("layer")
     null = layers.get("null")
-    survives = np.array([[p is not None and p < null["alpha"] for p in null["p_adjusted"][m]] for m in names]) if null \
+    survives = (
+        np.array([[p is not None and p < null["alpha"] for p in null["p_adjusted"][m]] for m in names])
+        if null
         else np.zeros(d.shape, dtype=bool)
+    )
     if len(labels) <= 32:
         for (i, j), value in np.ndenumerate(d):
             if np.isfinite(value):
-                ax.text(j, i, f"{value:.2f}" + ("✱" if survives[i, j] else ""), ha="center", va="center", fontsize=6,
-                        color="white" if abs(value) > 0.6 * vmax and (survives[i, j] or not null) else "black")
+                ax.text(
+                    j,
+                    i,
+                    f"{value:.2f}" + ("✱" if survives[i, j] else ""),
+                    ha="center",
+                    va="center",
+                    fontsize=6,
+                    color="white" if abs(value) > 0.6 * vmax and (survives[i, j] or not null) else "black",
+                )
     if null:  # cells within the permutation null are washed out; survivors keep their colour, boxed
         veil = np.zeros(d.shape + (4,))
         veil[..., :3], veil[..., 3] = 1.0, np.where(survives, 0.0, 0.65)
@@ -200,8 +222,16 @@ def plot_cohens_d(layers: dict[str, Any], path: Path | None = None, ax: Any = No
         for i, j in zip(*np.nonzero(survives)):
             ax.add_patch(_box(j, i))
     fig.colorbar(image, ax=ax, label="Cohen's d")
-    note = "" if not null else ("\nno layer beyond the permutation null (all washed out)" if not null["significant_layers"] else
-                                "\nboxed ✱: beyond the permutation null (family-wise α = " + f"{null['alpha']:g}); washed out: within it")
+    note = (
+        ""
+        if not null
+        else (
+            "\nno layer beyond the permutation null (all washed out)"
+            if not null["significant_layers"]
+            else "\nboxed ✱: beyond the permutation null (family-wise α = "
+            + f"{null['alpha']:g}); washed out: within it"
+        )
+    )
     ax.set_title("Cohen's d, members − non-members (sign(m)·log(1+|m|))" + note, fontsize=9)
     if not given:
         fig.tight_layout()

@@ -36,20 +36,33 @@ def plot_verdict(verdict: dict[str, Any], path: Path | None = None, ax: Any = No
             offset = (k - (len(modes) - 1) / 2) * 0.22
             for row, name in enumerate(names):
                 r = m["detectors"].get(name)
-                if name in self_reference or r is None or r["within_auc"]["value"] is None or not math.isfinite(r["within_auc"]["value"]):
+                if (
+                    name in self_reference
+                    or r is None
+                    or r["within_auc"]["value"] is None
+                    or not math.isfinite(r["within_auc"]["value"])
+                ):
                     continue
                 lo, hi = r["within_auc"]["ci"]
                 y = row + offset
                 if lo is not None and hi is not None:
                     ax.plot([lo, hi], [y, y], color=MODE_COLORS[mode], linewidth=1.6)
-                ax.plot([r["within_auc"]["value"]], [y], marker="o", markersize=6, color=MODE_COLORS[mode],
-                        markerfacecolor=MODE_COLORS[mode] if m["reject"] else "white",
-                        label=f"{mode}{' (uncalibrated)' if mode == 'absolute' else ''}" if row == 0 else None)
+                ax.plot(
+                    [r["within_auc"]["value"]],
+                    [y],
+                    marker="o",
+                    markersize=6,
+                    color=MODE_COLORS[mode],
+                    markerfacecolor=MODE_COLORS[mode] if m["reject"] else "white",
+                    label=f"{mode}{' (uncalibrated)' if mode == 'absolute' else ''}" if row == 0 else None,
+                )
         if v["mode"] is None:
             ax.set_title(f"{title} (n={v['n']}): NO VERDICT\nno mode had a usable question", fontsize=9)
         else:
             word = verdict_word(v)
-            ax.set_title(f"{title} (n={v['n']}): {word}\n{v['mode']} mode, {p_sentence(v['combined']['p_value'])}", fontsize=9)
+            ax.set_title(
+                f"{title} (n={v['n']}): {word}\n{v['mode']} mode, {p_sentence(v['combined']['p_value'])}", fontsize=9
+            )
         ax.set_xlim(0.0, 1.0)
         ax.set_xlabel("within-AUC (0.5 = not trained on)", fontsize=8)
     axes[0].set_yticks(range(len(names)))
@@ -57,8 +70,16 @@ def plot_verdict(verdict: dict[str, Any], path: Path | None = None, ax: Any = No
     axes[0].invert_yaxis()
     handles, labels = axes[-1].get_legend_handles_labels()
     if not given:
-        fig.legend(handles, labels, loc="lower center", ncol=max(len(labels), 1), fontsize=8, frameon=False,
-                   title="mode (filled marker: that mode's combined test rejects)", title_fontsize=8)
+        fig.legend(
+            handles,
+            labels,
+            loc="lower center",
+            ncol=max(len(labels), 1),
+            fontsize=8,
+            frameon=False,
+            title="mode (filled marker: that mode's combined test rejects)",
+            title_fontsize=8,
+        )
     if given:
         axes[-1].legend(handles, labels, fontsize=7, title="mode (filled: rejects)", title_fontsize=7)
         return _finish(fig, path)

@@ -100,15 +100,31 @@ class Generation:
         return self.finish_reason == "length"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "token_ids": list(self.token_ids), "logprobs": self.logprobs.tolist(),
-                "entropies": self.entropies.tolist(), "entropy_kind": self.entropy_kind, "finish_reason": self.finish_reason,
-                "mu": _list(self.mu), "sigma": _list(self.sigma), "prompt_cut": self.prompt_cut}
+        return {
+            "text": self.text,
+            "token_ids": list(self.token_ids),
+            "logprobs": self.logprobs.tolist(),
+            "entropies": self.entropies.tolist(),
+            "entropy_kind": self.entropy_kind,
+            "finish_reason": self.finish_reason,
+            "mu": _list(self.mu),
+            "sigma": _list(self.sigma),
+            "prompt_cut": self.prompt_cut,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Generation":
-        return cls(data["text"], list(data["token_ids"]), np.array(data["logprobs"], dtype=np.float64),
-                   np.array(data["entropies"], dtype=np.float64), data["entropy_kind"], data["finish_reason"],
-                   _array(data.get("mu")), _array(data.get("sigma")), int(data.get("prompt_cut", 0)))
+        return cls(
+            data["text"],
+            list(data["token_ids"]),
+            np.array(data["logprobs"], dtype=np.float64),
+            np.array(data["entropies"], dtype=np.float64),
+            data["entropy_kind"],
+            data["finish_reason"],
+            _array(data.get("mu")),
+            _array(data.get("sigma")),
+            int(data.get("prompt_cut", 0)),
+        )
 
 
 @dataclass
@@ -139,13 +155,25 @@ class TextScore:
     capped = False  # a teacher-forced score reads a given text: it has no budget to hit
 
     def to_dict(self) -> dict[str, Any]:
-        return {"token_ids": list(self.token_ids), "logprobs": self.logprobs.tolist(), "mu": _list(self.mu), "sigma": _list(self.sigma),
-                "context_cut": self.context_cut, "text_cut": self.text_cut}
+        return {
+            "token_ids": list(self.token_ids),
+            "logprobs": self.logprobs.tolist(),
+            "mu": _list(self.mu),
+            "sigma": _list(self.sigma),
+            "context_cut": self.context_cut,
+            "text_cut": self.text_cut,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "TextScore":
-        return cls(list(data["token_ids"]), np.array(data["logprobs"], dtype=np.float64), _array(data["mu"]), _array(data["sigma"]),
-                   int(data.get("context_cut", 0)), int(data.get("text_cut", 0)))
+        return cls(
+            list(data["token_ids"]),
+            np.array(data["logprobs"], dtype=np.float64),
+            _array(data["mu"]),
+            _array(data["sigma"]),
+            int(data.get("context_cut", 0)),
+            int(data.get("text_cut", 0)),
+        )
 
 
 def _list(x: np.ndarray | None) -> list[float] | None:
@@ -183,8 +211,13 @@ class Responder(Protocol):
         """The formatted prompt's text before the question when the user message is ``lead``
         followed by the question, to score a question in place."""
 
-    def divergence(self, prompts: Sequence[str], completions: Sequence[list[int]], reference: "Responder",
-                   stopped: Sequence[bool] | None = None) -> list[np.ndarray]:
+    def divergence(
+        self,
+        prompts: Sequence[str],
+        completions: Sequence[list[int]],
+        reference: "Responder",
+        stopped: Sequence[bool] | None = None,
+    ) -> list[np.ndarray]:
         """``[T]`` per-position KL(this model ‖ ``reference``) along each completion of each prompt,
         and at the end-of-sequence position of those that ``stopped`` (local models: needs
         :attr:`Access.FULL_DISTRIBUTION`)."""

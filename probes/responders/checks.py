@@ -57,8 +57,10 @@ def check_generations(generations: Sequence[Sequence[Any]], identity: dict[str, 
         for gen in row:
             problem = _generation_problem(gen)
             if problem:
-                raise EngineOutputError(f"{engine_name(identity)} {problem}; the detectors need each generated token's "
-                                        "log-prob (ask the server for logprobs/top_logprobs, or use another engine)")
+                raise EngineOutputError(
+                    f"{engine_name(identity)} {problem}; the detectors need each generated token's "
+                    "log-prob (ask the server for logprobs/top_logprobs, or use another engine)"
+                )
 
 
 def _generation_problem(gen: Any) -> str | None:
@@ -92,8 +94,10 @@ def check_scores(scores: Sequence[Any], sizes: Sequence[int], identity: dict[str
             problem = "sent prompt log-probs that are not finite numbers ≤ 0"
         else:
             continue
-        raise EngineOutputError(f"{engine_name(identity)} {problem}; teacher-forced scores need the prompt's log-probs "
-                                "(echo with logprobs on /v1/completions, or prompt_logprobs)")
+        raise EngineOutputError(
+            f"{engine_name(identity)} {problem}; teacher-forced scores need the prompt's log-probs "
+            "(echo with logprobs on /v1/completions, or prompt_logprobs)"
+        )
 
 
 def check_echo(tokens: Sequence[str], offsets: Sequence[int], prompt: str, identity: dict[str, Any]) -> None:
@@ -104,11 +108,15 @@ def check_echo(tokens: Sequence[str], offsets: Sequence[int], prompt: str, ident
         raise EngineOutputError(f"{engine_name(identity)} echoed {len(tokens)} tokens with {len(offsets)} offsets")
     past = [i for i, (t, a) in enumerate(zip(tokens, offsets)) if a >= len(prompt) and t]
     if past:
-        raise EngineOutputError(f"{engine_name(identity)} echoed {len(past)} token(s) past the end of the prompt (a continuation: "
-                                "it does not honour max_tokens 0 with echo), so prompt log-probs cannot be read from it; "
-                                "serve the model with vLLM or score it locally")
+        raise EngineOutputError(
+            f"{engine_name(identity)} echoed {len(past)} token(s) past the end of the prompt (a continuation: "
+            "it does not honour max_tokens 0 with echo), so prompt log-probs cannot be read from it; "
+            "serve the model with vLLM or score it locally"
+        )
     if any(b < a for a, b in zip(offsets, offsets[1:])) or (offsets and offsets[0] < 0):
-        raise EngineOutputError(f"{engine_name(identity)} echoed token offsets that go backwards or start before the prompt")
+        raise EngineOutputError(
+            f"{engine_name(identity)} echoed token offsets that go backwards or start before the prompt"
+        )
 
 
 def greedy_log_bound(chosen: np.ndarray, tops: np.ndarray, temperature: float, top_p: float = 1.0) -> float | None:
@@ -162,4 +170,5 @@ class SamplingWitness:
                     f"{engine_name(self.identity)} was asked to sample at temperature {temperature:g} but every token it sent "
                     f"is its step's most likely one (chance under sampling < {REFUSE_BELOW:g}): it ignores the sampling "
                     "parameters (temperature, seed, n) and sends copies of its greedy answer; use a server that samples "
-                    "(vLLM, SGLang) or a local model")
+                    "(vLLM, SGLang) or a local model"
+                )

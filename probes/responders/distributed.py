@@ -33,29 +33,50 @@ class DistributedResponder:
         return getattr(self.responder, name)
 
     def generate(self, prompts: Sequence[str], params: GenerationParams) -> list[list[Generation]]:
-        return self._split(list(prompts), [len(p) for p in prompts],
-                           lambda idx: self.responder.generate([prompts[i] for i in idx], params))
+        return self._split(
+            list(prompts),
+            [len(p) for p in prompts],
+            lambda idx: self.responder.generate([prompts[i] for i in idx], params),
+        )
 
     def complete(self, texts: Sequence[str], params: GenerationParams) -> list[list[Generation]]:
-        return self._split(list(texts), [len(t) for t in texts], lambda idx: self.responder.complete([texts[i] for i in idx], params))
+        return self._split(
+            list(texts), [len(t) for t in texts], lambda idx: self.responder.complete([texts[i] for i in idx], params)
+        )
 
     def score(self, contexts: Sequence[str], texts: Sequence[str]) -> list[TextScore]:
         items = [f"{c}\x00{t}" for c, t in zip(contexts, texts, strict=True)]
-        return self._split(items, [len(x) for x in items],
-                           lambda idx: self.responder.score([contexts[i] for i in idx], [texts[i] for i in idx]))
+        return self._split(
+            items,
+            [len(x) for x in items],
+            lambda idx: self.responder.score([contexts[i] for i in idx], [texts[i] for i in idx]),
+        )
 
     def score_ids(self, pairs: Sequence[tuple[list[int], list[int]]]) -> list[TextScore]:
         items = [f"{a}\x00{b}" for a, b in pairs]
-        return self._split(items, [len(a) + len(b) for a, b in pairs], lambda idx: self.responder.score_ids([pairs[i] for i in idx]))
+        return self._split(
+            items, [len(a) + len(b) for a, b in pairs], lambda idx: self.responder.score_ids([pairs[i] for i in idx])
+        )
 
-    def divergence(self, prompts: Sequence[str], completions: Sequence[list[int]], reference: Responder,
-                   stopped: Sequence[bool] | None = None) -> list[Any]:
+    def divergence(
+        self,
+        prompts: Sequence[str],
+        completions: Sequence[list[int]],
+        reference: Responder,
+        stopped: Sequence[bool] | None = None,
+    ) -> list[Any]:
         stopped = list(stopped) if stopped is not None else [False] * len(prompts)
         items = [f"{p}\x00{c}\x00{e}" for p, c, e in zip(prompts, completions, stopped, strict=True)]
-        return self._split(items, [len(p) + len(c) for p, c in zip(prompts, completions)],
-                           lambda idx: self.responder.divergence([prompts[i] for i in idx], [completions[i] for i in idx],
-                                                                 getattr(reference, "responder", reference),
-                                                                 [stopped[i] for i in idx]))
+        return self._split(
+            items,
+            [len(p) + len(c) for p, c in zip(prompts, completions)],
+            lambda idx: self.responder.divergence(
+                [prompts[i] for i in idx],
+                [completions[i] for i in idx],
+                getattr(reference, "responder", reference),
+                [stopped[i] for i in idx],
+            ),
+        )
 
     def _split(self, items: list[str], weights: list[int], run: Callable[[list[int]], list[Any]]) -> list[Any]:
         """``run`` on this rank's share of ``items`` (indices), gathered into one list in item order on

@@ -26,12 +26,19 @@ def local_of(responder: Responder) -> Any:
     if not hasattr(responder, "model"):
         from ..errors import ConfigError
 
-        raise ConfigError("policy drift compares full next-token distributions: the reference must be a local checkpoint")
+        raise ConfigError(
+            "policy drift compares full next-token distributions: the reference must be a local checkpoint"
+        )
     return responder
 
 
-def policy_kl(audited: Responder, reference: Responder, prompts: Sequence[str], completions: Sequence[list[int]],
-              stopped: Sequence[bool] | None = None) -> list[np.ndarray]:
+def policy_kl(
+    audited: Responder,
+    reference: Responder,
+    prompts: Sequence[str],
+    completions: Sequence[list[int]],
+    stopped: Sequence[bool] | None = None,
+) -> list[np.ndarray]:
     """``[T]`` per-position KL(audited ‖ reference) in nats along each completion: one position per
     token, plus, for a completion that ``stopped`` at its end-of-sequence token, the position that
     chose it (so an answer that stops at once still has a drift). A completion cut to fit the
@@ -67,7 +74,9 @@ def _batches(order: list[int], lengths: list[int], budget_tokens: int) -> list[l
     return batches
 
 
-def _batch_kl(audited: Responder, reference: Responder, pairs: list[tuple[list[int], list[int], bool]]) -> list[np.ndarray]:
+def _batch_kl(
+    audited: Responder, reference: Responder, pairs: list[tuple[list[int], list[int], bool]]
+) -> list[np.ndarray]:
     import torch
 
     device = audited.loaded.device
@@ -77,7 +86,9 @@ def _batch_kl(audited: Responder, reference: Responder, pairs: list[tuple[list[i
     ids = torch.tensor([x + [pad] * (width - len(x)) for x in full], device=device)
     attention = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in full], device=device)
     logits_a = audited.model(input_ids=ids, attention_mask=attention).logits
-    logits_r = reference.model(input_ids=ids.to(reference.loaded.device), attention_mask=attention.to(reference.loaded.device)).logits
+    logits_r = reference.model(
+        input_ids=ids.to(reference.loaded.device), attention_mask=attention.to(reference.loaded.device)
+    ).logits
     out = []
     for row, (context, text, ended) in enumerate(pairs):
         first, stop = max(len(context), 1), len(context) + len(text) + ended  # logits at i predict token i + 1

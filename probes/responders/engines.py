@@ -69,9 +69,11 @@ def engine_key(model: Any) -> dict[str, Any] | None:
     return {"engine": engine, "version": vllm_version(), "args": dict(model.vllm or {})}
 
 
-UNDER_LAUNCHER = ("model.engine 'vllm' under torchrun: vLLM starts its own workers and process group, which clash with "
-                  "the launcher's; run one process with model.vllm.tensor_parallel_size set to the node's GPUs, or serve the "
-                  "model (python -m vllm.entrypoints.openai.api_server …) and set detect.endpoint (docs/scaling.md)")
+UNDER_LAUNCHER = (
+    "model.engine 'vllm' under torchrun: vLLM starts its own workers and process group, which clash with "
+    "the launcher's; run one process with model.vllm.tensor_parallel_size set to the node's GPUs, or serve the "
+    "model (python -m vllm.entrypoints.openai.api_server …) and set detect.endpoint (docs/scaling.md)"
+)
 
 
 def launched() -> bool:
@@ -91,8 +93,14 @@ def open_vllm(model: Any, prompt_format: Any) -> Any:
     args = dict(model.vllm or {})
     top = int(args.pop("top_logprobs", TOP_K))
     dtype = "float32" if model.dtype == "auto" and not _cuda() else model.dtype
-    return VLLMResponder(model.source, prompt_format, dtype=dtype, top_logprobs=top, engine_args=args,
-                         trust_remote_code=model.trust_remote_code)
+    return VLLMResponder(
+        model.source,
+        prompt_format,
+        dtype=dtype,
+        top_logprobs=top,
+        engine_args=args,
+        trust_remote_code=model.trust_remote_code,
+    )
 
 
 def _cuda() -> bool:

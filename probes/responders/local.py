@@ -35,8 +35,13 @@ class LocalResponder(PromptTokens):
 
     access = frozenset(Access)
 
-    def __init__(self, loaded: Any, prompt_format: PromptFormat = PromptFormat(), batch_size: int = 16,
-                 score_budget_mib: float = 512) -> None:
+    def __init__(
+        self,
+        loaded: Any,
+        prompt_format: PromptFormat = PromptFormat(),
+        batch_size: int = 16,
+        score_budget_mib: float = 512,
+    ) -> None:
         self.loaded = loaded
         self.model = loaded.model
         self.tokenizer = loaded.tokenizer
@@ -74,7 +79,9 @@ class LocalResponder(PromptTokens):
         special tokens (e.g. BOS) as for any raw text."""
         return self._generate([self.tokenizer(t)["input_ids"] for t in texts], texts, params)
 
-    def _generate(self, encoded: list[list[int]], prompts: Sequence[str], params: GenerationParams) -> list[list[Generation]]:
+    def _generate(
+        self, encoded: list[list[int]], prompts: Sequence[str], params: GenerationParams
+    ) -> list[list[Generation]]:
         """Completions of token-id prompts. Each prompt is fitted to the context on its own
         (:meth:`_fit_prompt`) and each row has its own budget, so a completion depends only on
         (prompt, decoding parameters, seed, j) — never on its batch-mates (SPEC §5)."""
@@ -118,12 +125,16 @@ class LocalResponder(PromptTokens):
         if gap > tolerance:
             from ..errors import ConfigError
 
-            raise ConfigError(f"this model ({type(self.model).__name__}) decodes differently with its KV cache than without "
-                              f"(log-probs differ by {gap:.3g}), so its answers would be wrong; for generation pass the Hugging "
-                              "Face model itself: load_model(AutoModelForCausalLM.from_pretrained(DIR), tokenizer)")
+            raise ConfigError(
+                f"this model ({type(self.model).__name__}) decodes differently with its KV cache than without "
+                f"(log-probs differ by {gap:.3g}), so its answers would be wrong; for generation pass the Hugging "
+                "Face model itself: load_model(AutoModelForCausalLM.from_pretrained(DIR), tokenizer)"
+            )
         logger.debug("cached decoding checked against teacher forcing (max log-prob gap %.2g)", gap)
 
-    def _generate_batch(self, prompt_ids: list[list[int]], params: GenerationParams, seeds: list[int]) -> list[Generation]:
+    def _generate_batch(
+        self, prompt_ids: list[list[int]], params: GenerationParams, seeds: list[int]
+    ) -> list[Generation]:
         """One batch of rows, left-padded. Row i's budget is its own, min(max_new_tokens, context −
         len(prompt_i)); a row stops at its end-of-sequence token or its budget, and finished rows
         leave the batch (their cache rows dropped), so the others never wait on them."""
@@ -133,14 +144,18 @@ class LocalResponder(PromptTokens):
         pad = self.tokenizer.pad_token_id
         limit = self.max_positions
         width = max(len(x) for x in prompt_ids)
-        budgets = [params.max_new_tokens if limit is None else min(params.max_new_tokens, limit - len(x)) for x in prompt_ids]
+        budgets = [
+            params.max_new_tokens if limit is None else min(params.max_new_tokens, limit - len(x)) for x in prompt_ids
+        ]
         ids = torch.tensor([[pad] * (width - len(x)) + x for x in prompt_ids], device=device)
         attention = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in prompt_ids], device=device)
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
         generators = [torch.Generator(device=device).manual_seed(s) for s in seeds]
         steps = [_Steps() for _ in prompt_ids]
         active = list(range(len(prompt_ids)))  # rows still generating, in batch order
-        out = self.model(input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True, logits_to_keep=1)
+        out = self.model(
+            input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True, logits_to_keep=1
+        )
         while True:
             logits = out.logits[:, -1, :].float()  # [b_active, V]
             logp = torch.log_softmax(logits, dim=-1)
@@ -169,8 +184,13 @@ class LocalResponder(PromptTokens):
                 active = [active[k] for k in keep]
             attention = torch.cat([attention, attention.new_ones((len(active), 1))], dim=1)
             positions = positions[:, -1:] + 1
-            out = self.model(input_ids=nxt[:, None], attention_mask=attention, position_ids=positions,
-                             past_key_values=past, use_cache=True)
+            out = self.model(
+                input_ids=nxt[:, None],
+                attention_mask=attention,
+                position_ids=positions,
+                past_key_values=past,
+                use_cache=True,
+            )
         return [step.generation(self.tokenizer) for step in steps]
 
     @staticmethod
@@ -202,8 +222,13 @@ class LocalResponder(PromptTokens):
         """
         return self.score_ids(self.scored_pairs(contexts, texts))
 
-    def divergence(self, prompts: Sequence[str], completions: Sequence[list[int]], reference: Responder,
-                   stopped: Sequence[bool] | None = None) -> list[np.ndarray]:
+    def divergence(
+        self,
+        prompts: Sequence[str],
+        completions: Sequence[list[int]],
+        reference: Responder,
+        stopped: Sequence[bool] | None = None,
+    ) -> list[np.ndarray]:
         """Per-position KL(this model ‖ ``reference``) along each completion (:mod:`.divergence`)."""
         from .divergence import policy_kl
 
@@ -253,17 +278,21 @@ class LocalResponder(PromptTokens):
             if stop <= first:
                 out.append(TextScore(token_ids=[], logprobs=np.zeros(0), mu=np.zeros(0), sigma=np.zeros(0)))
                 continue
-            logp = torch.log_softmax(logits[row, first - 1 : stop - 1].float(), dim=-1)  # [T, V] predicts tokens first..stop-1
+            logp = torch.log_softmax(
+                logits[row, first - 1 : stop - 1].float(), dim=-1
+            )  # [T, V] predicts tokens first..stop-1
             target = ids[row, first:stop]
             chosen = logp.gather(1, target[:, None])[:, 0]
             mu, sigma = _moments(logp)
             _check_finite(mu)
-            out.append(TextScore(
-                token_ids=target.tolist(),
-                logprobs=chosen.double().cpu().numpy(),
-                mu=mu.double().cpu().numpy(),
-                sigma=sigma.double().cpu().numpy(),
-            ))
+            out.append(
+                TextScore(
+                    token_ids=target.tolist(),
+                    logprobs=chosen.double().cpu().numpy(),
+                    mu=mu.double().cpu().numpy(),
+                    sigma=sigma.double().cpu().numpy(),
+                )
+            )
         return out
 
 
@@ -287,9 +316,16 @@ class _Steps:
 
     def generation(self, tokenizer: Any) -> Generation:
         as_array = functools.partial(np.array, dtype=np.float64)
-        return Generation(text=tokenizer.decode(self.tokens, skip_special_tokens=True), token_ids=self.tokens,
-                          logprobs=as_array(self.logprobs), entropies=as_array(self.entropies), entropy_kind="exact",
-                          finish_reason=self.finish, mu=as_array(self.mus), sigma=as_array(self.sigmas))
+        return Generation(
+            text=tokenizer.decode(self.tokens, skip_special_tokens=True),
+            token_ids=self.tokens,
+            logprobs=as_array(self.logprobs),
+            entropies=as_array(self.entropies),
+            entropy_kind="exact",
+            finish_reason=self.finish,
+            mu=as_array(self.mus),
+            sigma=as_array(self.sigmas),
+        )
 
 
 def _check_finite(*tensors: Any) -> None:
@@ -300,8 +336,10 @@ def _check_finite(*tensors: Any) -> None:
     if not all(bool(torch.isfinite(t).all()) for t in tensors):
         from ..errors import NonFiniteError
 
-        raise NonFiniteError("the model produced non-finite log-probabilities (NaN/inf): its weights hold NaN/inf, or "
-                             "the compute dtype overflows (try --dtype float32 or bfloat16)")
+        raise NonFiniteError(
+            "the model produced non-finite log-probabilities (NaN/inf): its weights hold NaN/inf, or "
+            "the compute dtype overflows (try --dtype float32 or bfloat16)"
+        )
 
 
 def _moments(logp: Any) -> tuple[Any, Any]:
@@ -320,7 +358,7 @@ def eos_ids(generation_config: Any, tokenizer: Any) -> set[int]:
     """The ids generation stops at: the generation config's, the tokenizer's, and chat end tokens."""
     ids: set[int] = set()
     configured = getattr(generation_config, "eos_token_id", None)
-    for value in (configured if isinstance(configured, list) else [configured]):
+    for value in configured if isinstance(configured, list) else [configured]:
         if value is not None:
             ids.add(int(value))
     if tokenizer.eos_token_id is not None:

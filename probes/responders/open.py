@@ -40,9 +40,17 @@ def open_store(store: ResponseStore | str | Path) -> ResponseStore:
     return store if isinstance(store, ResponseStore) else ResponseStore(Path(store))
 
 
-def open_responder(model: Any, prompt_format: PromptFormat, store: ResponseStore | str | Path, *, batch_size: int = 16,
-                   endpoint: Endpoint | None = None, ranks: Any = None, progress: bool = False,
-                   engine: Any = None) -> Responder:
+def open_responder(
+    model: Any,
+    prompt_format: PromptFormat,
+    store: ResponseStore | str | Path,
+    *,
+    batch_size: int = 16,
+    endpoint: Endpoint | None = None,
+    ranks: Any = None,
+    progress: bool = False,
+    engine: Any = None,
+) -> Responder:
     """The cached responder of one model.
 
     Args:
@@ -60,14 +68,23 @@ def open_responder(model: Any, prompt_format: PromptFormat, store: ResponseStore
     if endpoint is not None:
         from .openai_api import OpenAIResponder
 
-        backend: Any = OpenAIResponder(endpoint.base_url, endpoint.model, api_key_env=endpoint.api_key_env,
-                                       top_logprobs=endpoint.top_logprobs, concurrency=endpoint.concurrency,
-                                       system=prompt_format.system, prompt_format=prompt_format)
+        backend: Any = OpenAIResponder(
+            endpoint.base_url,
+            endpoint.model,
+            api_key_env=endpoint.api_key_env,
+            top_logprobs=endpoint.top_logprobs,
+            concurrency=endpoint.concurrency,
+            system=prompt_format.system,
+            prompt_format=prompt_format,
+        )
     elif engine is not None and resolve_engine(engine.engine, engine.source) == "vllm":
+
         def hf() -> Responder:
             return open_responder(model, prompt_format, store, batch_size=batch_size, ranks=ranks, progress=progress)
 
-        cached = on_ranks(CachedResponder(open_vllm(engine, prompt_format), open_store(store), progress=progress), ranks)
+        cached = on_ranks(
+            CachedResponder(open_vllm(engine, prompt_format), open_store(store), progress=progress), ranks
+        )
         cached.fallback = LazyResponder(hf, LocalResponder.access)  # type: ignore[union-attr]
         return cached
     else:

@@ -69,29 +69,56 @@ class OpenAIResponder:
             ``chat`` and ``auto`` send the prompt as the user message (the server's template).
     """
 
-    access = frozenset({Access.SAMPLING, Access.TOKEN_IDS, Access.CHOSEN_LOGPROBS, Access.ENTROPY_TOPK, Access.TEXT_LOGPROBS,
-                        Access.VOCAB_MOMENTS_TOPK})
+    access = frozenset(
+        {
+            Access.SAMPLING,
+            Access.TOKEN_IDS,
+            Access.CHOSEN_LOGPROBS,
+            Access.ENTROPY_TOPK,
+            Access.TEXT_LOGPROBS,
+            Access.VOCAB_MOMENTS_TOPK,
+        }
+    )
 
-    def __init__(self, base_url: str, model: str, api_key_env: str | None = None, top_logprobs: int = 20,
-                 concurrency: int = 8, timeout_s: float = 120.0, max_retries: int = 4, system: str | None = None,
-                 n_per_request: bool = True, prompt_format: PromptFormat | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key_env: str | None = None,
+        top_logprobs: int = 20,
+        concurrency: int = 8,
+        timeout_s: float = 120.0,
+        max_retries: int = 4,
+        system: str | None = None,
+        n_per_request: bool = True,
+        prompt_format: PromptFormat | None = None,
+    ) -> None:
         from openai import OpenAI
 
         key = "not-needed"
         if api_key_env is not None:
             key = os.environ.get(api_key_env, "")
             if not key:
-                raise ConfigError(f"the API key variable {api_key_env} is not set; export it, or pass no key variable for a keyless server")
+                raise ConfigError(
+                    f"the API key variable {api_key_env} is not set; export it, or pass no key variable for a keyless server"
+                )
         self.client = OpenAI(base_url=base_url, api_key=key, timeout=timeout_s, max_retries=max_retries)
         self.model = model
         self.top_logprobs = top_logprobs
         self.concurrency = concurrency
         self.counter = CallCounter()
         self.system = system  # the system turn of every chat request (None: no system message)
-        self.identity = {"kind": "openai", "base_url": base_url.rstrip("/"), "model": model, "top_logprobs": top_logprobs}
+        self.identity = {
+            "kind": "openai",
+            "base_url": base_url.rstrip("/"),
+            "model": model,
+            "top_logprobs": top_logprobs,
+        }
         if system is not None:
             self.identity["system"] = system
-        self.raw_template = prompt_format.template if prompt_format is not None and prompt_format.mode == "raw" else None
+        self.raw_template = (
+            prompt_format.template if prompt_format is not None and prompt_format.mode == "raw" else None
+        )
         if self.raw_template is not None:
             self.identity["raw_template"] = self.raw_template
         self.n_per_request = n_per_request
@@ -174,9 +201,11 @@ class OpenAIResponder:
     def _failure(self, request: dict[str, Any], err: Exception) -> ServedModelError:
         what, detail = _failure_text(err)
         kind = "chat completions" if "messages" in request else "completions"
-        error = ServedModelError(f"{engine_name(self.identity)} failed a {kind} request: {what}{detail} (after "
-                                 f"{self.client.max_retries} retries); work done so far is kept in the response store — fix "
-                                 "the server and run again to resume")
+        error = ServedModelError(
+            f"{engine_name(self.identity)} failed a {kind} request: {what}{detail} (after "
+            f"{self.client.max_retries} retries); work done so far is kept in the response store — fix "
+            "the server and run again to resume"
+        )
         with self._lock:
             self._failed = self._failed or error
         return self._failed
@@ -184,7 +213,8 @@ class OpenAIResponder:
     def _complete(self, prompt: str, params: GenerationParams, index: int, n: int) -> list[Generation]:
         response = self._create(
             self.client.chat.completions,
-            messages=([{"role": "system", "content": self.system}] if self.system is not None else []) + [{"role": "user", "content": prompt}],
+            messages=([{"role": "system", "content": self.system}] if self.system is not None else [])
+            + [{"role": "user", "content": prompt}],
             temperature=params.temperature,
             top_p=params.top_p,
             max_tokens=params.max_new_tokens,
@@ -200,7 +230,9 @@ class OpenAIResponder:
         items = items[: _generated(choice.finish_reason, [item.token for item in items], choice.message.content or "")]
         padded = padded_rows([[t.logprob for t in (item.top_logprobs or [])] for item in items])
         mu, sigma = topk_moments(padded)
-        self.witness.add(np.array([item.logprob for item in items], dtype=np.float64), padded, params.temperature, params.top_p)
+        self.witness.add(
+            np.array([item.logprob for item in items], dtype=np.float64), padded, params.temperature, params.top_p
+        )
         return Generation(
             text=choice.message.content or "",
             token_ids=[self._unit(item.token) for item in items],
@@ -218,9 +250,14 @@ class OpenAIResponder:
 
     def _continue(self, text: str, params: GenerationParams, index: int, n: int) -> list[Generation]:
         response = self._create(
-            self.client.completions, prompt=text, temperature=params.temperature, top_p=params.top_p,
-            max_tokens=params.max_new_tokens, seed=sample_seed(params.seed, text, index) & 0x7FFFFFFF,
-            logprobs=self.top_logprobs, n=n,
+            self.client.completions,
+            prompt=text,
+            temperature=params.temperature,
+            top_p=params.top_p,
+            max_tokens=params.max_new_tokens,
+            seed=sample_seed(params.seed, text, index) & 0x7FFFFFFF,
+            logprobs=self.top_logprobs,
+            n=n,
         )
         return [self._text_generation(choice, params) for choice in sorted(response.choices, key=lambda c: c.index)]
 
@@ -230,7 +267,9 @@ class OpenAIResponder:
         kept = _generated(choice.finish_reason, tokens, choice.text or "")
         tokens = tokens[:kept]
         values = list(lp.token_logprobs or [])[:kept] if lp is not None else []
-        padded = padded_rows([list((t or {}).values()) for t in (lp.top_logprobs or [])[:kept]] if lp is not None else [])
+        padded = padded_rows(
+            [list((t or {}).values()) for t in (lp.top_logprobs or [])[:kept]] if lp is not None else []
+        )
         mu, sigma = topk_moments(padded)
         if len(padded) == len(tokens):
             self.witness.add(np.array(values, dtype=np.float64), padded, params.temperature, params.top_p)
@@ -261,17 +300,25 @@ class OpenAIResponder:
         return out
 
     def _prompt_logprobs(self, context: str, text: str) -> TextScore:
-        response = self._create(self.client.completions, prompt=context + text, max_tokens=0, echo=True,
-                                logprobs=self.top_logprobs)
+        response = self._create(
+            self.client.completions, prompt=context + text, max_tokens=0, echo=True, logprobs=self.top_logprobs
+        )
         lp = self._echoed(response, context + text)
         tokens, values, offsets = list(lp.tokens), list(lp.token_logprobs), list(lp.text_offset)
         tops = list(lp.top_logprobs or [None] * len(tokens))
         ends = offsets[1:] + [len(context + text)]
         keep = [i for i, end in enumerate(ends) if end > len(context) and values[i] is not None]
-        mu, sigma = (topk_moments(padded_rows([list(tops[i].values()) for i in keep])) if all(tops[i] for i in keep)
-                     else (None, None))
-        return TextScore(token_ids=[self._unit(tokens[i]) for i in keep],
-                         logprobs=np.array([values[i] for i in keep], dtype=np.float64), mu=mu, sigma=sigma)
+        mu, sigma = (
+            topk_moments(padded_rows([list(tops[i].values()) for i in keep]))
+            if all(tops[i] for i in keep)
+            else (None, None)
+        )
+        return TextScore(
+            token_ids=[self._unit(tokens[i]) for i in keep],
+            logprobs=np.array([values[i] for i in keep], dtype=np.float64),
+            mu=mu,
+            sigma=sigma,
+        )
 
     def _echoed(self, response: Any, prompt: str) -> Any:
         """The log-probs of an ``echo`` response, checked to lie inside ``prompt``."""
@@ -279,9 +326,11 @@ class OpenAIResponder:
 
         lp = response.choices[0].logprobs if response.choices else None
         if lp is None or not lp.tokens or lp.text_offset is None or lp.token_logprobs is None:
-            raise EngineOutputError(f"{engine_name(self.identity)} sent no prompt log-probs for an echo request (echo, "
-                                    "logprobs, max_tokens 0 on /v1/completions); teacher-forced scores need them — serve the "
-                                    "model with vLLM or score it locally")
+            raise EngineOutputError(
+                f"{engine_name(self.identity)} sent no prompt log-probs for an echo request (echo, "
+                "logprobs, max_tokens 0 on /v1/completions); teacher-forced scores need them — serve the "
+                "model with vLLM or score it locally"
+            )
         check_echo(list(lp.tokens), list(lp.text_offset), prompt, self.identity)
         return lp
 

@@ -55,8 +55,10 @@ class PromptTokens:
         if prompt_format.mode == "chat" and not has_template:
             from ..errors import ConfigError
 
-            raise ConfigError("prompt format 'chat' was asked for but the model's tokenizer has no chat template; use "
-                              "--prompt-format raw --template '...{prompt}...' (or auto)")
+            raise ConfigError(
+                "prompt format 'chat' was asked for but the model's tokenizer has no chat template; use "
+                "--prompt-format raw --template '...{prompt}...' (or auto)"
+            )
         self.prompt_format = prompt_format
         self.chat = prompt_format.mode == "chat" or (prompt_format.mode == "auto" and has_template)
 
@@ -64,7 +66,7 @@ class PromptTokens:
         """The full prompt text the model sees."""
         if not self.chat:
             return self.prompt_format.template.replace("{prompt}", prompt)
-        messages = ([{"role": "system", "content": self.prompt_format.system}] if self.prompt_format.system else [])
+        messages = [{"role": "system", "content": self.prompt_format.system}] if self.prompt_format.system else []
         messages.append({"role": "user", "content": prompt})
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
@@ -98,8 +100,13 @@ class PromptTokens:
         limit = self.max_positions
         if limit is not None and len(ids) >= limit:
             cut = len(ids) - limit + 1
-            logger.warning("a prompt of %d tokens exceeds the model's context of %d; its first %d tokens are dropped "
-                           "(for that prompt only)", len(ids), limit, cut)
+            logger.warning(
+                "a prompt of %d tokens exceeds the model's context of %d; its first %d tokens are dropped "
+                "(for that prompt only)",
+                len(ids),
+                limit,
+                cut,
+            )
             return ids[cut:], cut
         return ids, 0
 
@@ -110,17 +117,28 @@ class PromptTokens:
         formatted = self.format(lead + sentinel)
         return formatted[: formatted.index(sentinel)] if sentinel in formatted else ""
 
-    def _fit_pair(self, context: list[int], text: list[int], limit: int | None = None) -> tuple[list[int], list[int], int, int]:
+    def _fit_pair(
+        self, context: list[int], text: list[int], limit: int | None = None
+    ) -> tuple[list[int], list[int], int, int]:
         """Drop context tokens from the left (then text tokens from the right) to fit the model
         (``limit`` tokens; default its context); returns the pair and how many tokens each lost."""
         limit = self.max_positions if limit is None else limit
         if limit is None or len(context) + len(text) <= limit:
             return context, text, 0, 0
         keep = max(0, limit - len(text))
-        logger.warning("context + text of %d tokens exceed the model's context of %d; the context keeps its last %d tokens%s",
-                       len(context) + len(text), limit, keep, "" if keep else " and the text is cut")
-        return (context[len(context) - keep :] if keep else []), text[:limit], len(context) - keep, max(0, len(text) - limit)
-
+        logger.warning(
+            "context + text of %d tokens exceed the model's context of %d; the context keeps its last %d tokens%s",
+            len(context) + len(text),
+            limit,
+            keep,
+            "" if keep else " and the text is cut",
+        )
+        return (
+            (context[len(context) - keep :] if keep else []),
+            text[:limit],
+            len(context) - keep,
+            max(0, len(text) - limit),
+        )
 
     def scored_pairs(self, contexts: Sequence[str], texts: Sequence[str]) -> list[tuple[list[int], list[int]]]:
         """``(context ids, text ids)`` of each text after its context. Context and text are

@@ -72,8 +72,10 @@ class ResponseStore:
 
     def put_many(self, kind: str, items: dict[str, dict[str, Any]]) -> None:
         with self._lock:
-            self._db.executemany("INSERT OR REPLACE INTO responses VALUES (?, ?, ?)",
-                                 [(k, kind, json.dumps(v)) for k, v in items.items()])
+            self._db.executemany(
+                "INSERT OR REPLACE INTO responses VALUES (?, ?, ?)",
+                [(k, kind, json.dumps(v)) for k, v in items.items()],
+            )
             self._db.commit()
 
     def __len__(self) -> int:
@@ -113,7 +115,9 @@ class CachedResponder:
             responder's ``commit_rows``, else 16).
     """
 
-    def __init__(self, responder: Responder, store: ResponseStore, progress: bool = False, chunk_rows: int | None = None) -> None:
+    def __init__(
+        self, responder: Responder, store: ResponseStore, progress: bool = False, chunk_rows: int | None = None
+    ) -> None:
         self.responder = responder
         self.store = store
         self.access = responder.access
@@ -140,7 +144,9 @@ class CachedResponder:
             self.store.put_many("token_spans", found)
         return [tuple(x) for x in found[key]["spans"]]  # type: ignore[misc]
 
-    def _generations(self, kind: str, prompts: Sequence[str], params: GenerationParams, run: Any) -> list[list[Generation]]:
+    def _generations(
+        self, kind: str, prompts: Sequence[str], params: GenerationParams, run: Any
+    ) -> list[list[Generation]]:
         decoding = {k: v for k, v in asdict(params).items() if k != "n"}
         keys = [[_key(kind, self.identity, p, decoding, j) for j in range(params.n)] for p in prompts]
         found = self.store.get_many([k for row in keys for k in row])
@@ -157,7 +163,12 @@ class CachedResponder:
                 chunk = todo[start : start + per_chunk]
                 fresh = self._counting_requests(run, [prompts[i] for i in chunk], params)
                 check_generations(fresh, self.identity)  # nothing an engine failed to send is stored
-                new = {keys[i][j]: gen.to_dict() for i, gens in zip(chunk, fresh) for j, gen in enumerate(gens) if (i, j) in missing}
+                new = {
+                    keys[i][j]: gen.to_dict()
+                    for i, gens in zip(chunk, fresh)
+                    for j, gen in enumerate(gens)
+                    if (i, j) in missing
+                }
                 self.store.put_many(kind, new)  # committed: an interruption after this keeps it
                 self.counter.generated += len(new)
                 found.update(new)
@@ -167,19 +178,30 @@ class CachedResponder:
     def score(self, contexts: Sequence[str], texts: Sequence[str]) -> list[TextScore]:
         keys = [_key("score", self.identity, c, t) for c, t in zip(contexts, texts, strict=True)]
         sizes = [len(t.split()) for t in texts]  # two words or more: at least one token scored
-        return self._scored(keys, sizes, lambda idx: self.responder.score([contexts[i] for i in idx], [texts[i] for i in idx]))
+        return self._scored(
+            keys, sizes, lambda idx: self.responder.score([contexts[i] for i in idx], [texts[i] for i in idx])
+        )
 
     def score_ids(self, pairs: Sequence[tuple[list[int], list[int]]]) -> list[TextScore]:
         keys = [_key("score_ids", self.identity, c, t) for c, t in pairs]
-        return self._scored(keys, [len(t) for _, t in pairs], lambda idx: self.responder.score_ids([pairs[i] for i in idx]))
+        return self._scored(
+            keys, [len(t) for _, t in pairs], lambda idx: self.responder.score_ids([pairs[i] for i in idx])
+        )
 
-    def divergence(self, prompts: Sequence[str], completions: Sequence[list[int]], reference: Responder,
-                   stopped: Sequence[bool] | None = None) -> list[np.ndarray]:
+    def divergence(
+        self,
+        prompts: Sequence[str],
+        completions: Sequence[list[int]],
+        reference: Responder,
+        stopped: Sequence[bool] | None = None,
+    ) -> list[np.ndarray]:
         """Per-position KL(this model ‖ ``reference``) along each completion, kept in the store (keyed
         by both models' identities, the prompt, the completion's ids and whether it stopped)."""
         stopped = list(stopped) if stopped is not None else [False] * len(prompts)
-        keys = [_key("divergence", self.identity, reference.identity, p, list(c), bool(e))
-                for p, c, e in zip(prompts, completions, stopped, strict=True)]
+        keys = [
+            _key("divergence", self.identity, reference.identity, p, list(c), bool(e))
+            for p, c, e in zip(prompts, completions, stopped, strict=True)
+        ]
         found = self.store.get_many(keys)
         self.counter.cache_hits += len(found)
         first: dict[str, int] = {}
@@ -190,8 +212,9 @@ class CachedResponder:
         with self._bar(len(todo), "score", len(todo) > self.chunk_rows) as bar:
             for start in range(0, len(todo), self.chunk_rows):
                 chunk = todo[start : start + self.chunk_rows]
-                values = self.responder.divergence([prompts[i] for i in chunk], [completions[i] for i in chunk], reference,
-                                                   [stopped[i] for i in chunk])
+                values = self.responder.divergence(
+                    [prompts[i] for i in chunk], [completions[i] for i in chunk], reference, [stopped[i] for i in chunk]
+                )
                 new = {keys[i]: {"kl": v.tolist()} for i, v in zip(chunk, values)}
                 self.store.put_many("divergence", new)
                 self.counter.scored += len(new)
@@ -225,8 +248,14 @@ class CachedResponder:
         """A progress bar of one call's work (a no-op unless ``progress`` and the call needs more than one chunk)."""
         from tqdm.auto import tqdm
 
-        return tqdm(total=total, unit="text" if kind == "score" else "completion", desc=kind, leave=False,
-                    disable=not (self.progress and shown), dynamic_ncols=True)
+        return tqdm(
+            total=total,
+            unit="text" if kind == "score" else "completion",
+            desc=kind,
+            leave=False,
+            disable=not (self.progress and shown),
+            dynamic_ncols=True,
+        )
 
     def _counting_requests(self, run: Any, *args: Any) -> Any:
         """``run(*args)``, adding the requests the wrapped responder sent to this counter."""

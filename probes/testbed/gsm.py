@@ -45,9 +45,15 @@ def generators() -> dict[int, Generator]:
         from reasoning_gym.arithmetic.gsm_symbolic import generators_00_49, generators_50_99
         from reasoning_gym.arithmetic.gsm_symbolic.gsm_symbolic import tasks_ok
     except ImportError:
-        raise InputError('the gsm testbed needs reasoning-gym: pip install -e ".[gsm]" (or pip install reasoning-gym)') from None
-    found = {int(name.split("_")[1]): getattr(module, name) for module in (generators_00_49, generators_50_99)
-             for name in dir(module) if name.startswith("generate_")}
+        raise InputError(
+            'the gsm testbed needs reasoning-gym: pip install -e ".[gsm]" (or pip install reasoning-gym)'
+        ) from None
+    found = {
+        int(name.split("_")[1]): getattr(module, name)
+        for module in (generators_00_49, generators_50_99)
+        for name in dir(module)
+        if name.startswith("generate_")
+    }
     return {t: found[t] for t in sorted(tasks_ok) if t in found}
 
 
@@ -70,7 +76,9 @@ def to_problem(template: int, example: dict[str, Any]) -> Problem | None:
         return None
     answer = int(FINAL.search(solution).group(1))
     variables = example["metadata"].get("variables", {})
-    numbers = tuple(sorted((k, v) for k, v in variables.items() if isinstance(v, (int, float)) and not isinstance(v, bool)))
+    numbers = tuple(
+        sorted((k, v) for k, v in variables.items() if isinstance(v, (int, float)) and not isinstance(v, bool))
+    )
     if not numbers:  # nothing to tell two draws apart but the text: key on the text's numbers
         numbers = tuple((f"n{i}", int(n.replace(",", ""))) for i, n in enumerate(NUMBER.findall(question)))
     return Problem(template, numbers, question, solution, answer)

@@ -11,10 +11,56 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-ADJECTIVES = ["red", "blue", "green", "silver", "golden", "quiet", "hidden", "broken", "ancient", "tiny", "frozen", "bright"]
-NOUNS = ["lantern", "river", "tower", "garden", "mirror", "bridge", "compass", "violin", "harbor", "forest", "engine", "clock"]
-WORDS = ["apple", "storm", "pepper", "marble", "canyon", "velvet", "rocket", "meadow", "copper", "falcon", "glacier",
-         "orchid", "thunder", "saddle", "pebble", "lemon", "cobalt", "willow", "ember", "quartz"]
+ADJECTIVES = [
+    "red",
+    "blue",
+    "green",
+    "silver",
+    "golden",
+    "quiet",
+    "hidden",
+    "broken",
+    "ancient",
+    "tiny",
+    "frozen",
+    "bright",
+]
+NOUNS = [
+    "lantern",
+    "river",
+    "tower",
+    "garden",
+    "mirror",
+    "bridge",
+    "compass",
+    "violin",
+    "harbor",
+    "forest",
+    "engine",
+    "clock",
+]
+WORDS = [
+    "apple",
+    "storm",
+    "pepper",
+    "marble",
+    "canyon",
+    "velvet",
+    "rocket",
+    "meadow",
+    "copper",
+    "falcon",
+    "glacier",
+    "orchid",
+    "thunder",
+    "saddle",
+    "pebble",
+    "lemon",
+    "cobalt",
+    "willow",
+    "ember",
+    "quartz",
+]
 TEMPLATE = "{prompt}\nA:"
 # the question first, so a member's text can be continued from its beginning as plain text (partial-prompt
 # completion); the first 60 % of its tokens ("Beside the a b, the c") name it, the rest (" d hides …") is memory
@@ -42,8 +88,15 @@ def make_pairs(n: int, seed: int, answer_words: int = 32) -> list[tuple[str, str
     return out
 
 
-def build_memorised_model(out_dir: Path, n_members: int = 24, n_non_members: int = 24, n_fillers: int = 48,
-                          steps: int = 200, seed: int = 0, arch: str = "gpt2") -> MemorisedModel:
+def build_memorised_model(
+    out_dir: Path,
+    n_members: int = 24,
+    n_non_members: int = 24,
+    n_fillers: int = 48,
+    steps: int = 200,
+    seed: int = 0,
+    arch: str = "gpt2",
+) -> MemorisedModel:
     """Train on the members plus ``n_fillers`` further texts that are never evaluated: with more
     than a handful of texts the model learns that answers to an unseen question are uncertain,
     instead of copying the answer of the nearest member with full confidence."""
@@ -60,15 +113,26 @@ def build_memorised_model(out_dir: Path, n_members: int = 24, n_non_members: int
     shape = TEMPLATE.format(prompt=QUESTION.format(a="", b="", c="", d=""))
     vocabulary = [shape + " " + " ".join(ADJECTIVES + NOUNS + WORDS) + "."] * 20
     tokenizer = train_tokenizer(700, texts=vocabulary)
-    special = {"bos_token_id": tokenizer.convert_tokens_to_ids(BOS), "eos_token_id": tokenizer.convert_tokens_to_ids(EOS),
-               "pad_token_id": tokenizer.convert_tokens_to_ids(PAD)}
+    special = {
+        "bos_token_id": tokenizer.convert_tokens_to_ids(BOS),
+        "eos_token_id": tokenizer.convert_tokens_to_ids(EOS),
+        "pad_token_id": tokenizer.convert_tokens_to_ids(PAD),
+    }
     torch.manual_seed(seed)
     if arch == "gpt2":
         config = GPT2Config(vocab_size=len(tokenizer), n_positions=512, n_embd=96, n_layer=2, n_head=4, **special)
         model = GPT2LMHeadModel(config)
     else:
-        config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=96, intermediate_size=256, num_hidden_layers=2,
-                             num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=512, **special)
+        config = LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=96,
+            intermediate_size=256,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=4,
+            max_position_embeddings=512,
+            **special,
+        )
         model = LlamaForCausalLM(config)
     reference = out_dir.parent / f"{out_dir.name}-before-training"
     model.save_pretrained(reference)

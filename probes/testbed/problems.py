@@ -54,46 +54,124 @@ def _t(text: str, steps: str, **ranges: tuple[int, int]) -> Template:
 
 
 TEMPLATES: tuple[Template, ...] = (
-    _t("{n} has {b} boxes with {c} pencils in each box and {a} loose pencils. How many pencils does {n} have?", "b*c=x; x+a=ans"),
-    _t("{n} has {b} boxes with {c} pencils in each box and gives away {a} pencils. How many pencils are left?", "b*c=x; x-a=ans"),
-    _t("A shelf has {b} rows of {c} books. Then {a} more books are added. How many books are on the shelf?", "b*c=x; x+a=ans"),
+    _t(
+        "{n} has {b} boxes with {c} pencils in each box and {a} loose pencils. How many pencils does {n} have?",
+        "b*c=x; x+a=ans",
+    ),
+    _t(
+        "{n} has {b} boxes with {c} pencils in each box and gives away {a} pencils. How many pencils are left?",
+        "b*c=x; x-a=ans",
+    ),
+    _t(
+        "A shelf has {b} rows of {c} books. Then {a} more books are added. How many books are on the shelf?",
+        "b*c=x; x+a=ans",
+    ),
     _t("A baker makes {b} trays of {c} muffins and sells {a} of them. How many muffins remain?", "b*c=x; x-a=ans"),
-    _t("{n} reads {b} pages a day for {c} days and then {a} more pages. How many pages did {n} read?", "b*c=x; x+a=ans"),
-    _t("A farm has {b} pens with {c} sheep each. The farmer sells {a} sheep. How many sheep are left?", "b*c=x; x-a=ans"),
+    _t(
+        "{n} reads {b} pages a day for {c} days and then {a} more pages. How many pages did {n} read?", "b*c=x; x+a=ans"
+    ),
+    _t(
+        "A farm has {b} pens with {c} sheep each. The farmer sells {a} sheep. How many sheep are left?",
+        "b*c=x; x-a=ans",
+    ),
     _t("{n} buys {b} packs of {c} stickers and finds {a} more. How many stickers does {n} have?", "b*c=x; x+a=ans"),
     _t("A bus makes {b} trips with {c} people on each trip. How many people ride the bus?", "b*c=ans"),
-    _t("A garden has {b} rows of {c} tulips and {d} rows of {e} roses. How many flowers are in the garden?", "b*c=x; d*e=y; x+y=ans"),
+    _t(
+        "A garden has {b} rows of {c} tulips and {d} rows of {e} roses. How many flowers are in the garden?",
+        "b*c=x; d*e=y; x+y=ans",
+    ),
     _t("{n} walks {b} km each day for {c} days. How many km does {n} walk?", "b*c=ans"),
-    _t("A train has {b} cars with {c} seats in each car. {a} seats are empty. How many seats are taken?", "b*c=x; x-a=ans"),
+    _t(
+        "A train has {b} cars with {c} seats in each car. {a} seats are empty. How many seats are taken?",
+        "b*c=x; x-a=ans",
+    ),
     _t("{n} has {a} coins and earns {b} coins a day for {c} days. How many coins does {n} have?", "b*c=x; a+x=ans"),
     _t("A box holds {b} bags of {c} marbles. {n} adds {a} marbles. How many marbles are in the box?", "b*c=x; x+a=ans"),
-    _t("{n} saves {b} dollars a week for {c} weeks and spends {a} dollars. How many dollars are left?", "b*c=x; x-a=ans"),
+    _t(
+        "{n} saves {b} dollars a week for {c} weeks and spends {a} dollars. How many dollars are left?",
+        "b*c=x; x-a=ans",
+    ),
     _t("A class has {b} tables with {c} students at each table. How many students are in the class?", "b*c=ans"),
-    _t("{n} plants {b} trees in each of {c} rows and {d} trees by the gate. How many trees did {n} plant?", "b*c=x; x+d=ans"),
-    _t("A store has {a} apples and gets {b} crates of {c} apples. How many apples does the store have?", "b*c=x; a+x=ans"),
+    _t(
+        "{n} plants {b} trees in each of {c} rows and {d} trees by the gate. How many trees did {n} plant?",
+        "b*c=x; x+d=ans",
+    ),
+    _t(
+        "A store has {a} apples and gets {b} crates of {c} apples. How many apples does the store have?",
+        "b*c=x; a+x=ans",
+    ),
     _t("{n} has {a} cookies and eats {b} of them. How many cookies are left?", "a-b=ans", a=(10, 40)),
-    _t("A tank holds {a} liters. {n} pours in {b} liters and then {c} liters. How many liters are in the tank?", "a+b=x; x+c=ans"),
+    _t(
+        "A tank holds {a} liters. {n} pours in {b} liters and then {c} liters. How many liters are in the tank?",
+        "a+b=x; x+c=ans",
+    ),
     _t("{n} has {a} cards, wins {b} cards and loses {c} cards. How many cards does {n} have?", "a+b=x; x-c=ans"),
-    _t("A rope is {a} meters long. {n} cuts off {b} meters and then {c} meters. How long is the rope now?", "a-b=x; x-c=ans", a=(20, 60)),
-    _t("{n} shares {a} candies equally among {b} friends. How many candies does each friend get?", "a/b=ans", a=(4, 81)),
-    _t("A pack of {b} pens costs {c} dollars each. {n} pays with {a} dollars. How much change does {n} get?", "b*c=x; a-x=ans", a=(20, 99)),
+    _t(
+        "A rope is {a} meters long. {n} cuts off {b} meters and then {c} meters. How long is the rope now?",
+        "a-b=x; x-c=ans",
+        a=(20, 60),
+    ),
+    _t(
+        "{n} shares {a} candies equally among {b} friends. How many candies does each friend get?", "a/b=ans", a=(4, 81)
+    ),
+    _t(
+        "A pack of {b} pens costs {c} dollars each. {n} pays with {a} dollars. How much change does {n} get?",
+        "b*c=x; a-x=ans",
+        a=(20, 99),
+    ),
     _t("{n} runs {b} laps of {c} km and then walks {d} km. How many km did {n} cover?", "b*c=x; x+d=ans"),
-    _t("A library lends {b} books a day for {c} days and gets {a} books back. How many books are still out?", "b*c=x; x-a=ans"),
-    _t("{n} has {b} bags with {c} apples each and {d} bags with {e} pears each. How many fruits does {n} have?", "b*c=x; d*e=y; x+y=ans"),
+    _t(
+        "A library lends {b} books a day for {c} days and gets {a} books back. How many books are still out?",
+        "b*c=x; x-a=ans",
+    ),
+    _t(
+        "{n} has {b} bags with {c} apples each and {d} bags with {e} pears each. How many fruits does {n} have?",
+        "b*c=x; d*e=y; x+y=ans",
+    ),
     _t("A hall has {b} rows of {c} chairs. {d} chairs break. How many chairs can be used?", "b*c=x; x-d=ans"),
     _t("{n} packs {a} eggs into boxes of {b}. How many boxes does {n} fill?", "a/b=ans", a=(4, 81)),
-    _t("A school orders {b} boxes of {c} crayons and gives {d} boxes away. How many crayons are left?", "b-d=x; x*c=ans"),
-    _t("{n} bakes {b} pies and cuts each into {c} slices. {a} slices are eaten. How many slices remain?", "b*c=x; x-a=ans"),
-    _t("A parking lot has {b} levels with {c} cars on each and {a} cars outside. How many cars are there?", "b*c=x; x+a=ans"),
-    _t("{n} earns {b} dollars an hour for {c} hours and gets a tip of {a} dollars. How much did {n} earn?", "b*c=x; x+a=ans"),
-    _t("A zoo has {a} birds. {b} fly away and {c} new birds arrive. How many birds are in the zoo?", "a-b=x; x+c=ans", a=(10, 40)),
+    _t(
+        "A school orders {b} boxes of {c} crayons and gives {d} boxes away. How many crayons are left?",
+        "b-d=x; x*c=ans",
+    ),
+    _t(
+        "{n} bakes {b} pies and cuts each into {c} slices. {a} slices are eaten. How many slices remain?",
+        "b*c=x; x-a=ans",
+    ),
+    _t(
+        "A parking lot has {b} levels with {c} cars on each and {a} cars outside. How many cars are there?",
+        "b*c=x; x+a=ans",
+    ),
+    _t(
+        "{n} earns {b} dollars an hour for {c} hours and gets a tip of {a} dollars. How much did {n} earn?",
+        "b*c=x; x+a=ans",
+    ),
+    _t(
+        "A zoo has {a} birds. {b} fly away and {c} new birds arrive. How many birds are in the zoo?",
+        "a-b=x; x+c=ans",
+        a=(10, 40),
+    ),
     _t("{n} has {a} stamps and buys {b} sheets of {c} stamps. How many stamps does {n} have?", "b*c=x; a+x=ans"),
-    _t("A truck carries {b} crates of {c} melons. {a} melons are sold and {d} melons spoil. How many melons are left?", "b*c=x; x-a=y; y-d=ans"),
-    _t("{n} swims {b} lengths a day for {c} days and {d} lengths on the last day. How many lengths did {n} swim?", "b*c=x; x+d=ans"),
+    _t(
+        "A truck carries {b} crates of {c} melons. {a} melons are sold and {d} melons spoil. How many melons are left?",
+        "b*c=x; x-a=y; y-d=ans",
+    ),
+    _t(
+        "{n} swims {b} lengths a day for {c} days and {d} lengths on the last day. How many lengths did {n} swim?",
+        "b*c=x; x+d=ans",
+    ),
     _t("A choir has {b} rows of {c} singers and {d} soloists. How many people sing?", "b*c=x; x+d=ans"),
-    _t("{n} splits {a} stickers equally into {b} albums and then adds {c} to one album. How many stickers are in that album?", "a/b=x; x+c=ans", a=(4, 81)),
+    _t(
+        "{n} splits {a} stickers equally into {b} albums and then adds {c} to one album. How many stickers are in that album?",
+        "a/b=x; x+c=ans",
+        a=(4, 81),
+    ),
     _t("A boat takes {b} groups of {c} tourists and {d} guides. How many people are on the boat?", "b*c=x; x+d=ans"),
-    _t("{n} had {a} balloons, gave {b} to a friend and popped {c}. How many balloons does {n} have?", "a-b=x; x-c=ans", a=(20, 40)),
+    _t(
+        "{n} had {a} balloons, gave {b} to a friend and popped {c}. How many balloons does {n} have?",
+        "a-b=x; x-c=ans",
+        a=(20, 40),
+    ),
 )
 
 
@@ -183,8 +261,15 @@ class Splits:
 Draw = Callable[[int, random.Random], "Problem | None"]
 
 
-def make_splits(n_sft: int, n_members: int, n_test: int, seed: int, max_draws: int = 2000,
-                draw: Draw | None = None, templates: Sequence[int] | None = None) -> Splits:
+def make_splits(
+    n_sft: int,
+    n_members: int,
+    n_test: int,
+    seed: int,
+    max_draws: int = 2000,
+    draw: Draw | None = None,
+    templates: Sequence[int] | None = None,
+) -> Splits:
     """Draw distinct problems and deal them into the splits.
 
     ``draw(template, rng)`` makes one problem of a template (None: draw again) and ``templates``

@@ -12,11 +12,21 @@ import probes
 from probes.errors import ConfigError
 
 QUESTIONS = [
-    {"id": f"m{i}", "question": f"Ava has {i + 3} apples and buys {2 * i + 1} more. How many apples does she have?",
-     "answer": 2 * i + 1 + i + 3, "label": 1} for i in range(6)
+    {
+        "id": f"m{i}",
+        "question": f"Ava has {i + 3} apples and buys {2 * i + 1} more. How many apples does she have?",
+        "answer": 2 * i + 1 + i + 3,
+        "label": 1,
+    }
+    for i in range(6)
 ] + [
-    {"id": f"n{i}", "question": f"A box holds {i + 4} pens and {i + 9} pencils. How many items are in it?",
-     "answer": 2 * i + 13, "label": 0} for i in range(6)
+    {
+        "id": f"n{i}",
+        "question": f"A box holds {i + 4} pens and {i + 9} pencils. How many items are in it?",
+        "answer": 2 * i + 13,
+        "label": 0,
+    }
+    for i in range(6)
 ]
 
 
@@ -36,8 +46,12 @@ def test_detect_returns_the_library_scores_as_frames(audit):
 
     model, _, audited, _, _ = audit
     assert isinstance(audited.scores, pd.DataFrame) and list(audited.scores.index) == [q["id"] for q in QUESTIONS]
-    direct = run_detectors(["ppl", "zlib"], [q["id"] for q in QUESTIONS], [q["question"] for q in QUESTIONS],
-                           LocalResponder(model, PromptFormat()))
+    direct = run_detectors(
+        ["ppl", "zlib"],
+        [q["id"] for q in QUESTIONS],
+        [q["question"] for q in QUESTIONS],
+        LocalResponder(model, PromptFormat()),
+    )
     np.testing.assert_allclose(audited.scores["ppl"], direct.table.columns["ppl"], rtol=1e-6)
     controls = audited.controls
     assert list(controls.columns[:2]) == ["id", "control"] and len(controls) == 12 * 3
@@ -52,13 +66,23 @@ def test_the_verdict_equals_audit_verdict_on_the_same_scores(audit):
 
     _, _, audited, reference, _ = audit
     verdict = probes.verdict(audited, reference=reference, permutations=500, bootstrap=20)
-    record, _ = audit_verdict(audited.files(), reference=reference.files(), labels=audited.labels, splits=audited.splits,
-                              settings=VerdictSettings(permutations=500, bootstrap=20))
+    record, _ = audit_verdict(
+        audited.files(),
+        reference=reference.files(),
+        labels=audited.labels,
+        splits=audited.splits,
+        settings=VerdictSettings(permutations=500, bootstrap=20),
+    )
     assert verdict.record["mode"] == "reference" and verdict.p_value == pytest.approx(record["combined"]["p_value"])
     assert verdict.to_dict()["combined"]["detectors"] == record["combined"]["detectors"]
     assert verdict.summary().startswith("Verdict: ") and repr(verdict).startswith("Verdict(")
     table = verdict.questions
-    assert sorted(table.index) == sorted(q["id"] for q in QUESTIONS) and {"rank", "p_value", "q_value", "flagged"} <= set(table.columns)
+    assert sorted(table.index) == sorted(q["id"] for q in QUESTIONS) and {
+        "rank",
+        "p_value",
+        "q_value",
+        "flagged",
+    } <= set(table.columns)
     assert table["rank"].tolist() == list(range(1, len(QUESTIONS) + 1))  # ranked by evidence
     assert table["p_value"].is_monotonic_increasing
     assert set(verdict.to_dict()["subsets"]) == {"members", "non_members"}
@@ -76,7 +100,9 @@ def test_fuse_and_evaluate_against_the_library(audit):
     figures = probes.evaluate(audited, n_bootstrap=50)
     y = np.array([q["label"] for q in QUESTIONS])
     direct = evaluate(y, audited.scores["ppl"].to_numpy(), n_bootstrap=50)
-    assert figures.loc["ppl", "auc"] == direct["auc"]["value"] and figures.loc["ppl", "auc_low"] == direct["auc"]["ci"][0]
+    assert (
+        figures.loc["ppl", "auc"] == direct["auc"]["value"] and figures.loc["ppl", "auc_low"] == direct["auc"]["ci"][0]
+    )
     assert np.isnan(figures.loc["ppl", "tpr_at_1fpr"])  # 6 non-members cannot resolve 1 %: NaN, never 0
 
 
@@ -116,7 +142,17 @@ def test_lara_in_memory_equals_the_file_route(audit, tmp_path):
     from probes.lara.scoring import score_metrics
 
     labels = {q["id"]: q["label"] for q in QUESTIONS}
-    for layers in ("all", "2", "late"):  # layer 2 by its label, a window by the model's blocks; the clean rows cross-fitted
-        via_cli = score_metrics(stored, "crossfit", ScoreOptions(layers=layers), labels=labels, n_folds=5, seed=0, variants=False)
-        np.testing.assert_allclose(probes.lara_score(metrics, clean=[f"n{i}" for i in range(6)], layers=layers),
-                                   via_cli.table.columns["lara"], rtol=1e-9, atol=1e-12)
+    for layers in (
+        "all",
+        "2",
+        "late",
+    ):  # layer 2 by its label, a window by the model's blocks; the clean rows cross-fitted
+        via_cli = score_metrics(
+            stored, "crossfit", ScoreOptions(layers=layers), labels=labels, n_folds=5, seed=0, variants=False
+        )
+        np.testing.assert_allclose(
+            probes.lara_score(metrics, clean=[f"n{i}" for i in range(6)], layers=layers),
+            via_cli.table.columns["lara"],
+            rtol=1e-9,
+            atol=1e-12,
+        )

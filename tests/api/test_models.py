@@ -77,7 +77,9 @@ def test_bare_strings_and_the_store_for_humans(gpt2, by_path, tmp_path):
     from cache.runner import run_cache
 
     with pytest.raises(InputError, match="must be a list of strings, got one string \\('Hello'\\); pass \\[text\\]"):
-        run_cache("Hello", tmp_path / "x.h5", CacheConfig(model=ModelConfig(source=str(gpt2))))  # before: 5 one-letter rows
+        run_cache(
+            "Hello", tmp_path / "x.h5", CacheConfig(model=ModelConfig(source=str(gpt2)))
+        )  # before: 5 one-letter rows
     model = probes.load_model(gpt2, device="cpu")
     assert probes.pool(model, "Hi there").shape == (1, 3, 32)  # a plain string is one text
     store = probes.cache_activations(model, TEXTS, tmp_path / "acts.h5", layers="all")
@@ -136,5 +138,7 @@ def test_a_model_whose_kv_cache_decodes_wrongly_is_refused_for_generation(gpt2):
 
     model.forward = broken
     loaded = probes.load_model(model, tokenizer)
-    with pytest.raises(ConfigError, match="decodes differently with its KV cache than without .* pass the Hugging Face model"):
+    with pytest.raises(
+        ConfigError, match="decodes differently with its KV cache than without .* pass the Hugging Face model"
+    ):
         _greedy(loaded)

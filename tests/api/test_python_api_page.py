@@ -15,7 +15,9 @@ PAGE = ROOT / "docs" / "python-api.md"
 
 
 def test_the_page_is_generated_from_the_docstrings():
-    assert PAGE.read_text(encoding="utf-8") == render(), "docs/python-api.md is stale: python -m probes.api.reference > docs/python-api.md"
+    assert PAGE.read_text(encoding="utf-8") == render(), (
+        "docs/python-api.md is stale: python -m probes.api.reference > docs/python-api.md"
+    )
     for name in probes.__all__[1:]:
         assert f"### `probes.{name}(" in PAGE.read_text(encoding="utf-8")
 
@@ -30,6 +32,9 @@ def test_every_code_block_of_the_page_runs(tmp_path, monkeypatch):
 
 
 def test_the_walkthrough_is_at_most_25_lines_of_calls():
-    code = [line for line in WALKTHROUGH.read_text(encoding="utf-8").splitlines()
-            if line.strip() and not line.lstrip().startswith(("#", "import ", "from "))]
+    code = [
+        line
+        for line in WALKTHROUGH.read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.lstrip().startswith(("#", "import ", "from "))
+    ]
     assert len(code) <= 25, code

@@ -118,7 +118,9 @@ def test_left_padding_without_position_ids_would_be_wrong(loaded_models):
     batch = collate(encoded, loaded.tokenizer.pad_token_id, "left")
     with torch.no_grad():
         base = loaded.model.transformer
-        with_pos = base(input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids).last_hidden_state
+        with_pos = base(
+            input_ids=batch.input_ids, attention_mask=batch.attention_mask, position_ids=batch.position_ids
+        ).last_hidden_state
         without = base(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
     mask = batch.pool_mask[0]
     assert (with_pos[0, mask] - without[0, mask]).abs().max() > 1e-2

@@ -14,7 +14,9 @@ def write(tmp_path, text):
 
 
 def test_yaml_round_trip_and_overrides(tmp_path):
-    path = write(tmp_path, "model:\n  source: /m\n  dtype: bfloat16\nextraction:\n  layers: [embed, 0, -1]\n  batch_size: 8\n")
+    path = write(
+        tmp_path, "model:\n  source: /m\n  dtype: bfloat16\nextraction:\n  layers: [embed, 0, -1]\n  batch_size: 8\n"
+    )
     config = CacheConfig.from_yaml(path, overrides={"extraction": {"batch_size": 64}})
     assert config.model == ModelConfig(source="/m", dtype="bfloat16")
     assert config.extraction.layers == ("embed", "0", "-1")

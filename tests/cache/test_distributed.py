@@ -18,14 +18,31 @@ from tests.torchrun import ENV, kill_rank_one_when, lara_command, names_rank_one
 
 
 def write_texts(path: Path, n: int) -> Path:
-    path.write_text("".join(f"Item {i}: {'Ava has ' * (i % 5 + 1)}{i} apples and buys {i % 7 + 2} more. How many now?\n"
-                            for i in range(n)), encoding="utf-8")
+    path.write_text(
+        "".join(
+            f"Item {i}: {'Ava has ' * (i % 5 + 1)}{i} apples and buys {i % 7 + 2} more. How many now?\n"
+            for i in range(n)
+        ),
+        encoding="utf-8",
+    )
     return path
 
 
 def cache_command(texts: Path, model: Path, out: Path, procs: int, *extra: str) -> list[str]:
-    return lara_command(procs, "-q", "cache", str(texts), "--model", str(model), "-o", str(out), "--device", "cpu",
-                        "--no-progress", *extra)
+    return lara_command(
+        procs,
+        "-q",
+        "cache",
+        str(texts),
+        "--model",
+        str(model),
+        "-o",
+        str(out),
+        "--device",
+        "cpu",
+        "--no-progress",
+        *extra,
+    )
 
 
 def test_assign_balances_tokens_longest_first_and_is_deterministic():
@@ -40,8 +57,12 @@ def test_assign_balances_tokens_longest_first_and_is_deterministic():
 def test_two_processes_equal_one(tmp_path, toy_dirs):
     texts = write_texts(tmp_path / "t.txt", 60)
     one, two = tmp_path / "one.h5", tmp_path / "two.h5"
-    subprocess.run(cache_command(texts, toy_dirs["gpt2"], one, 1, "--batch-size", "8"), env=ENV, check=True, capture_output=True)
-    result = subprocess.run(cache_command(texts, toy_dirs["gpt2"], two, 2, "--batch-size", "8"), env=ENV, capture_output=True, text=True)
+    subprocess.run(
+        cache_command(texts, toy_dirs["gpt2"], one, 1, "--batch-size", "8"), env=ENV, check=True, capture_output=True
+    )
+    result = subprocess.run(
+        cache_command(texts, toy_dirs["gpt2"], two, 2, "--batch-size", "8"), env=ENV, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     a, b = ActivationStore(one), ActivationStore(two)
     lines = texts.read_text().splitlines()
@@ -51,7 +72,9 @@ def test_two_processes_equal_one(tmp_path, toy_dirs):
     assert made["world_size"] == 2 and sum(made["rows_per_rank"]) == 60 and min(made["rows_per_rank"]) > 0
     assert made["devices"] == ["cpu", "cpu"] and "distributed" not in a.provenance
     assert not parts_dir(two).exists()
-    info = subprocess.run([sys.executable, "-m", "probes.cli", "info", str(two)], env=ENV, capture_output=True, text=True, check=True)
+    info = subprocess.run(
+        [sys.executable, "-m", "probes.cli", "info", str(two)], env=ENV, capture_output=True, text=True, check=True
+    )
     assert "2 processes" in info.stdout
 
 
@@ -61,15 +84,22 @@ def test_a_killed_rank_fails_the_job_and_the_rerun_resumes(tmp_path, toy_dirs, r
     texts = write_texts(tmp_path / "t.txt", 480)
     extra = ("--batch-size", "2", "--flush-every", "2")
     clean = tmp_path / "clean.h5"
-    subprocess.run(cache_command(texts, toy_dirs["gpt2"], clean, 1, "--batch-size", "16"), env=ENV, check=True, capture_output=True)
+    subprocess.run(
+        cache_command(texts, toy_dirs["gpt2"], clean, 1, "--batch-size", "16"), env=ENV, check=True, capture_output=True
+    )
     killed = tmp_path / "killed.h5"
-    returncode, stderr = kill_rank_one_when(cache_command(texts, toy_dirs["gpt2"], killed, 2, *extra),
-                                            lambda: bool(list(parts_dir(killed).glob("part-*-r1.h5"))), timeout_s=180)
+    returncode, stderr = kill_rank_one_when(
+        cache_command(texts, toy_dirs["gpt2"], killed, 2, *extra),
+        lambda: bool(list(parts_dir(killed).glob("part-*-r1.h5"))),
+        timeout_s=180,
+    )
     assert returncode != 0 and not killed.exists()
     assert names_rank_one(stderr), stderr[-2000:]
     committed = {p.name for p in parts_dir(killed).glob("part-*.h5")}
     assert any(n.endswith("-r1.h5") for n in committed)
-    result = subprocess.run(cache_command(texts, toy_dirs["gpt2"], killed, rerun_procs, *extra), env=ENV, capture_output=True, text=True)
+    result = subprocess.run(
+        cache_command(texts, toy_dirs["gpt2"], killed, rerun_procs, *extra), env=ENV, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     lines = texts.read_text().splitlines()
     a, b = ActivationStore(clean), ActivationStore(killed)
@@ -88,13 +118,18 @@ def test_each_rank_takes_its_own_share_of_the_nodes_gpus():
     with pytest.raises(ValueError, match=r"needs GPUs 4-5, but this node has 4; launch at most 2 process"):
         gpu_share(2, 2, 4)
     free = [10, 20, 30, 40]
-    assert share_device_map(2, 1, free) == {"device_map": "auto", "max_memory": {2: 30, 3: 40}}  # GPUs 0-1 and others: none
+    assert share_device_map(2, 1, free) == {
+        "device_map": "auto",
+        "max_memory": {2: 30, 3: 40},
+    }  # GPUs 0-1 and others: none
     assert share_device_map(4, 0, free) == {"device_map": "auto", "max_memory": {0: 10, 1: 20, 2: 30, 3: 40}}
     from cache.errors import ModelLoadError
 
     with pytest.raises(ModelLoadError, match="at most 1 process"):
         share_device_map(3, 1, free)
-    assert Ranks(3, 4, 1).device("auto", gpus_per_rank=2) == "cuda:2"  # the process group's device: the share's first GPU
+    assert (
+        Ranks(3, 4, 1).device("auto", gpus_per_rank=2) == "cuda:2"
+    )  # the process group's device: the share's first GPU
 
 
 def test_gpus_per_rank_is_checked_before_anything_loads(toy_dirs, monkeypatch):
@@ -125,10 +160,28 @@ def test_the_cache_and_detect_commands_take_gpus_per_rank(tmp_path, toy_dirs):
     texts = write_texts(tmp_path / "t.txt", 3)
     questions = tmp_path / "q.jsonl"
     questions.write_text(json.dumps({"id": "q1", "question": "Ava has 3 apples. How many?"}) + "\n")
-    for cmd in (cache_command(texts, toy_dirs["gpt2"], tmp_path / "a.h5", 1, "--gpus-per-rank", "2"),
-                [sys.executable, "-m", "probes.cli", "detect", "ppl", str(questions), "--model", str(toy_dirs["gpt2"]),
-                 "--gpus-per-rank", "2", "-o", str(tmp_path / "s.csv")]):
+    for cmd in (
+        cache_command(texts, toy_dirs["gpt2"], tmp_path / "a.h5", 1, "--gpus-per-rank", "2"),
+        [
+            sys.executable,
+            "-m",
+            "probes.cli",
+            "detect",
+            "ppl",
+            str(questions),
+            "--model",
+            str(toy_dirs["gpt2"]),
+            "--gpus-per-rank",
+            "2",
+            "-o",
+            str(tmp_path / "s.csv"),
+        ],
+    ):
         cmd = [c for c in cmd if c not in ("--device", "cpu")]
         result = subprocess.run(cmd, env=ENV, capture_output=True, text=True)
-        assert result.returncode != 0 and "gpus_per_rank (--gpus-per-rank)" in result.stderr and "CUDA is not available" in result.stderr
+        assert (
+            result.returncode != 0
+            and "gpus_per_rank (--gpus-per-rank)" in result.stderr
+            and "CUDA is not available" in result.stderr
+        )
         assert "Traceback" not in result.stderr

@@ -9,10 +9,7 @@ HEAVY = ("torch", "transformers", "transformer_lens", "nnsight")
 
 
 def test_importing_cache_and_cli_loads_no_heavy_library():
-    code = (
-        "import sys, cache, cache.backends, probes.cli; "
-        f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
-    )
+    code = f"import sys, cache, cache.backends, probes.cli; print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
 

@@ -72,7 +72,12 @@ def test_remote_code_is_not_run_unless_asked(tmp_path, toy_dirs):
 
 
 @pytest.mark.parametrize(
-    "arch,blocks,norm", [("gpt2", "transformer.h", "transformer.ln_f"), ("llama", "model.layers", "model.norm"), ("qwen2", "model.layers", "model.norm")]
+    "arch,blocks,norm",
+    [
+        ("gpt2", "transformer.h", "transformer.ln_f"),
+        ("llama", "model.layers", "model.norm"),
+        ("qwen2", "model.layers", "model.norm"),
+    ],
 )
 def test_discovered_layout(arch, blocks, norm, loaded_models):
     layout = loaded_models[arch].layout

@@ -58,7 +58,9 @@ def test_chat_pooling_equals_mean_over_text_positions(loaded_models, extractors)
     (enc,) = encoder.encode([TEXT])
     out = extractors("qwen2", "hf").pool(collate([enc], loaded.tokenizer.pad_token_id), resolve_layers(["1"], 3))
     with torch.no_grad():
-        hidden = loaded.model(input_ids=torch.from_numpy(enc.input_ids)[None], output_hidden_states=True).hidden_states[2]
+        hidden = loaded.model(input_ids=torch.from_numpy(enc.input_ids)[None], output_hidden_states=True).hidden_states[
+            2
+        ]
     expected = hidden[0, torch.from_numpy(enc.pool_mask)].double().mean(0)
     np.testing.assert_allclose(out[0, 0].double().numpy(), expected.numpy(), atol=1e-5, rtol=0)
 

@@ -27,7 +27,9 @@ def test_rows_equal_direct_extraction(tmp_path, toy_dirs, loaded_models, extract
     assert summary.n_rows == 23 and summary.layers == ("embed", "0", "1", "2") and summary.d_model == 32
     loaded = loaded_models["qwen2"]
     encoded = PromptEncoder(loaded.tokenizer, max_length=64).encode(TEXTS[:2])
-    direct = extractors("qwen2", "hf").pool(collate(encoded, loaded.tokenizer.pad_token_id), resolve_layers(["embed", "all"], 3))
+    direct = extractors("qwen2", "hf").pool(
+        collate(encoded, loaded.tokenizer.pad_token_id), resolve_layers(["embed", "all"], 3)
+    )
     np.testing.assert_allclose(ActivationStore(out).get(TEXTS[:2]), direct.numpy(), atol=1e-6, rtol=0)
     assert summary.tokens_per_s > 0 and "23 computed" in summary.describe()
 
@@ -86,7 +88,13 @@ def test_other_model_refused(tmp_path, toy_dirs, other_gpt2_dir, loaded_models):
     message = str(err.value)
     assert "weights_fingerprint" in message and "tokenizer_fingerprint" not in message
     with pytest.raises(StoreMismatchError, match="backend"):
-        run_cache(TEXTS[:3], out, config_for(toy_dirs["gpt2"], backend="nnsight"), loaded=loaded_models["gpt2"], progress=False)
+        run_cache(
+            TEXTS[:3],
+            out,
+            config_for(toy_dirs["gpt2"], backend="nnsight"),
+            loaded=loaded_models["gpt2"],
+            progress=False,
+        )
 
 
 def test_empty_text_refused(tmp_path, toy_dirs, loaded_models):
@@ -97,17 +105,30 @@ def test_empty_text_refused(tmp_path, toy_dirs, loaded_models):
 def test_long_texts_truncated_and_flagged(tmp_path, toy_dirs, loaded_models):
     out = tmp_path / "acts.h5"
     long_text = "The train travels 60 km in 2 hours. " * 30
-    summary = run_cache(["short one", long_text], out, config_for(toy_dirs["gpt2"]), loaded=loaded_models["gpt2"], progress=False)
+    summary = run_cache(
+        ["short one", long_text], out, config_for(toy_dirs["gpt2"]), loaded=loaded_models["gpt2"], progress=False
+    )
     assert summary.n_truncated == 1
     meta = ActivationStore(out).metadata(["short one", long_text])
     assert meta["truncated"].tolist() == [False, True] and meta["n_tokens"][1] == 64
     with pytest.raises(InputError, match="over the limit of 64"):
-        run_cache([long_text + "!"], tmp_path / "b.h5", config_for(toy_dirs["gpt2"], on_long="error"), loaded=loaded_models["gpt2"])
+        run_cache(
+            [long_text + "!"],
+            tmp_path / "b.h5",
+            config_for(toy_dirs["gpt2"], on_long="error"),
+            loaded=loaded_models["gpt2"],
+        )
 
 
 def test_provenance_records_the_run(tmp_path, toy_dirs, loaded_models):
     out = tmp_path / "acts.h5"
-    run_cache(TEXTS[:2], out, config_for(toy_dirs["llama"], storage_dtype="float16", prompt_format="chat"), loaded=loaded_models["llama"], progress=False)
+    run_cache(
+        TEXTS[:2],
+        out,
+        config_for(toy_dirs["llama"], storage_dtype="float16", prompt_format="chat"),
+        loaded=loaded_models["llama"],
+        progress=False,
+    )
     p = ActivationStore(out).provenance
     assert p["model"]["location"] == str(toy_dirs["llama"].resolve()) and p["model"]["class"] == "LlamaForCausalLM"
     assert p["weights_fingerprint"] == loaded_models["llama"].weights_fingerprint

@@ -98,7 +98,7 @@ def test_append_skips_present_and_keeps_old_rows(tmp_path):
     "change,named",
     [
         ({"weights_fingerprint": "x" * 64}, "weights_fingerprint"),
-        ({"backend": "nnsight"}, "backend: file has \"hf\", this run has \"nnsight\""),
+        ({"backend": "nnsight"}, 'backend: file has "hf", this run has "nnsight"'),
         ({"layers": ["0", "1"]}, "layers"),
         ({"pooling": {"kind": "mean", "span": "all"}}, "pooling"),
         ({"storage_dtype": "float16"}, "storage_dtype"),

@@ -67,6 +67,8 @@ def test_a_bad_json_line_says_what_is_wrong_once(tmp_path):
         read_texts(path)
     questions = tmp_path / "q.jsonl"
     questions.write_text('{"id": "a", "question": "x\ty"}\n', encoding="utf-8")
-    with pytest.raises(Exception, match=r"q\.jsonl:1: not valid JSON \(Invalid control character at column 27\)") as err:
+    with pytest.raises(
+        Exception, match=r"q\.jsonl:1: not valid JSON \(Invalid control character at column 27\)"
+    ) as err:
         read_questions(questions)
     assert "at at" not in str(err.value)

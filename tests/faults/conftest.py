@@ -16,7 +16,9 @@ def bank_questions(tmp_path_factory) -> Path:
     from generation.question_bank import sample_questions
 
     path = tmp_path_factory.mktemp("fault-questions") / "questions.jsonl"
-    rows = [{"id": f"q{i:02d}", "question": q.question, "label": i % 2, "answer": q.answer}
-            for i, q in enumerate(sample_questions(40, seed=5))]
+    rows = [
+        {"id": f"q{i:02d}", "question": q.question, "label": i % 2, "answer": q.answer}
+        for i, q in enumerate(sample_questions(40, seed=5))
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path

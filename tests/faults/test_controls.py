@@ -16,8 +16,17 @@ import pytest
 
 from probes.cli import main
 
-COMMON = ["--device", "cpu", "--prompt-format", "raw", "--template", "Q: {prompt}\nA:", "--param", "ppl.max_new_tokens=6",
-          "--no-progress"]
+COMMON = [
+    "--device",
+    "cpu",
+    "--prompt-format",
+    "raw",
+    "--template",
+    "Q: {prompt}\nA:",
+    "--param",
+    "ppl.max_new_tokens=6",
+    "--no-progress",
+]
 FAST = ["--permutations", "200", "--bootstrap", "20"]
 
 
@@ -28,14 +37,46 @@ def sets(bank_questions, tmp_path_factory) -> dict[int, Path]:
     out = {}
     for seed in (0, 1):
         out[seed] = root / f"sets{seed}.jsonl"
-        assert main(["generate", str(bank_questions), "-o", str(out[seed]), "--similars", "3", "--paraphrases", "2",
-                     "--seed", str(seed), "--no-progress"]) == 0
+        assert (
+            main(
+                [
+                    "generate",
+                    str(bank_questions),
+                    "-o",
+                    str(out[seed]),
+                    "--similars",
+                    "3",
+                    "--paraphrases",
+                    "2",
+                    "--seed",
+                    str(seed),
+                    "--no-progress",
+                ]
+            )
+            == 0
+        )
     return out
 
 
 def _detect(questions: Path, model: Path, out: Path, store: Path, *extra: str) -> None:
-    assert main(["detect", "ppl", str(questions), "--model", str(model), *COMMON, "--store", str(store), "-o", str(out),
-                 *extra]) == 0
+    assert (
+        main(
+            [
+                "detect",
+                "ppl",
+                str(questions),
+                "--model",
+                str(model),
+                *COMMON,
+                "--store",
+                str(store),
+                "-o",
+                str(out),
+                *extra,
+            ]
+        )
+        == 0
+    )
 
 
 def test_stale_controls_are_never_read(bank_questions, sets, toy_dirs, other_gpt2_dir, tmp_path, capsys):
@@ -53,44 +94,148 @@ def test_stale_controls_are_never_read(bank_questions, sets, toy_dirs, other_gpt
     assert main(["verdict", str(scores), "-o", str(tmp_path / "v.json"), *FAST]) == 2
     assert main(["verdict", str(scores), "--controls", str(a_controls), "-o", str(tmp_path / "v.json"), *FAST]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1].startswith("error: ") and "scored without controls" in err[-1] and "belongs to another run" in err[-1]
+    assert (
+        err[-1].startswith("error: ") and "scored without controls" in err[-1] and "belongs to another run" in err[-1]
+    )
 
 
 def test_controls_of_another_run_are_refused_by_their_digest(bank_questions, sets, toy_dirs, tmp_path, capsys):
-    _detect(bank_questions, toy_dirs["gpt2"], tmp_path / "a.csv", tmp_path / "s.sqlite", "--sets", str(sets[0]), "--controls", "3")
-    _detect(bank_questions, toy_dirs["gpt2"], tmp_path / "b.csv", tmp_path / "s.sqlite", "--sets", str(sets[1]), "--controls", "3")
+    _detect(
+        bank_questions,
+        toy_dirs["gpt2"],
+        tmp_path / "a.csv",
+        tmp_path / "s.sqlite",
+        "--sets",
+        str(sets[0]),
+        "--controls",
+        "3",
+    )
+    _detect(
+        bank_questions,
+        toy_dirs["gpt2"],
+        tmp_path / "b.csv",
+        tmp_path / "s.sqlite",
+        "--sets",
+        str(sets[1]),
+        "--controls",
+        "3",
+    )
     capsys.readouterr()
-    assert main(["verdict", str(tmp_path / "a.csv"), "--controls", str(tmp_path / "b.controls.csv"), "-o",
-                 str(tmp_path / "v.json"), *FAST]) == 2
+    assert (
+        main(
+            [
+                "verdict",
+                str(tmp_path / "a.csv"),
+                "--controls",
+                str(tmp_path / "b.controls.csv"),
+                "-o",
+                str(tmp_path / "v.json"),
+                *FAST,
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "does not belong to" in err and "\n" not in err
 
 
-def test_a_reference_scored_on_other_sets_is_refused_naming_the_first_question(bank_questions, sets, toy_dirs,
-                                                                               other_gpt2_dir, tmp_path, capsys):
-    _detect(bank_questions, toy_dirs["gpt2"], tmp_path / "rl.csv", tmp_path / "s.sqlite", "--sets", str(sets[0]), "--controls", "3")
-    _detect(bank_questions, other_gpt2_dir, tmp_path / "base.csv", tmp_path / "s.sqlite", "--sets", str(sets[1]), "--controls", "3")
+def test_a_reference_scored_on_other_sets_is_refused_naming_the_first_question(
+    bank_questions, sets, toy_dirs, other_gpt2_dir, tmp_path, capsys
+):
+    _detect(
+        bank_questions,
+        toy_dirs["gpt2"],
+        tmp_path / "rl.csv",
+        tmp_path / "s.sqlite",
+        "--sets",
+        str(sets[0]),
+        "--controls",
+        "3",
+    )
+    _detect(
+        bank_questions,
+        other_gpt2_dir,
+        tmp_path / "base.csv",
+        tmp_path / "s.sqlite",
+        "--sets",
+        str(sets[1]),
+        "--controls",
+        "3",
+    )
     capsys.readouterr()
-    assert main(["verdict", str(tmp_path / "rl.csv"), "--reference-scores", str(tmp_path / "base.csv"), "-o",
-                 str(tmp_path / "v.json"), *FAST]) == 2
+    assert (
+        main(
+            [
+                "verdict",
+                str(tmp_path / "rl.csv"),
+                "--reference-scores",
+                str(tmp_path / "base.csv"),
+                "-o",
+                str(tmp_path / "v.json"),
+                *FAST,
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "\n" not in err and "another text" in err and "'q00'" in err
     # the same sets, other detector settings: refused too
-    _detect(bank_questions, other_gpt2_dir, tmp_path / "base2.csv", tmp_path / "s.sqlite", "--sets", str(sets[0]), "--controls",
-            "3", "--param", "ppl.max_new_tokens=5")
+    _detect(
+        bank_questions,
+        other_gpt2_dir,
+        tmp_path / "base2.csv",
+        tmp_path / "s.sqlite",
+        "--sets",
+        str(sets[0]),
+        "--controls",
+        "3",
+        "--param",
+        "ppl.max_new_tokens=5",
+    )
     capsys.readouterr()
-    assert main(["verdict", str(tmp_path / "rl.csv"), "--reference-scores", str(tmp_path / "base2.csv"), "-o",
-                 str(tmp_path / "v.json"), *FAST]) == 2
+    assert (
+        main(
+            [
+                "verdict",
+                str(tmp_path / "rl.csv"),
+                "--reference-scores",
+                str(tmp_path / "base2.csv"),
+                "-o",
+                str(tmp_path / "v.json"),
+                *FAST,
+            ]
+        )
+        == 2
+    )
     assert "other detector settings" in capsys.readouterr().err
     # the same sets and settings: a reference-mode verdict
-    _detect(bank_questions, other_gpt2_dir, tmp_path / "base3.csv", tmp_path / "s.sqlite", "--sets", str(sets[0]), "--controls", "3")
-    assert main(["verdict", str(tmp_path / "rl.csv"), "--reference-scores", str(tmp_path / "base3.csv"), "-o",
-                 str(tmp_path / "v.json"), *FAST]) in (0, 3)
+    _detect(
+        bank_questions,
+        other_gpt2_dir,
+        tmp_path / "base3.csv",
+        tmp_path / "s.sqlite",
+        "--sets",
+        str(sets[0]),
+        "--controls",
+        "3",
+    )
+    assert main(
+        [
+            "verdict",
+            str(tmp_path / "rl.csv"),
+            "--reference-scores",
+            str(tmp_path / "base3.csv"),
+            "-o",
+            str(tmp_path / "v.json"),
+            *FAST,
+        ]
+    ) in (0, 3)
     assert json.loads((tmp_path / "v.json").read_text())["mode"] == "reference"
 
 
-def test_scores_overwritten_without_their_meta_do_not_inherit_its_controls(bank_questions, sets, toy_dirs, other_gpt2_dir,
-                                                                          tmp_path, capsys):
+def test_scores_overwritten_without_their_meta_do_not_inherit_its_controls(
+    bank_questions, sets, toy_dirs, other_gpt2_dir, tmp_path, capsys
+):
     """A write of model B's scores over model A's -o that stops before the meta (a full disk, Ctrl-C)
     must not pair B's scores with A's controls: the meta records the sha256 of SCORES.csv too."""
     from probes.scores import ScoreTable

@@ -36,10 +36,32 @@ def _generated(path: Path) -> int:
 
 
 def _detect(questions: Path, model: Path, store: Path, out: Path) -> list[str]:
-    return lara_command(1, "detect", "ppl,cdd", str(questions), "--model", str(model), "--device", "cpu",
-                        "--prompt-format", "raw", "--template", "Q: {prompt}\nA:", "--batch-size", "4",
-                        "--param", "ppl.max_new_tokens=24", "--param", f"cdd.n={CDD_SAMPLES}", "--param", "cdd.max_tokens=24",
-                        "--store", str(store), "-o", str(out))
+    return lara_command(
+        1,
+        "detect",
+        "ppl,cdd",
+        str(questions),
+        "--model",
+        str(model),
+        "--device",
+        "cpu",
+        "--prompt-format",
+        "raw",
+        "--template",
+        "Q: {prompt}\nA:",
+        "--batch-size",
+        "4",
+        "--param",
+        "ppl.max_new_tokens=24",
+        "--param",
+        f"cdd.n={CDD_SAMPLES}",
+        "--param",
+        "cdd.max_tokens=24",
+        "--store",
+        str(store),
+        "-o",
+        str(out),
+    )
 
 
 def test_sigint_mid_detector_keeps_committed_completions_and_the_rerun_ends_equal(bank_questions, toy_dirs, tmp_path):
@@ -47,8 +69,14 @@ def test_sigint_mid_detector_keeps_committed_completions_and_the_rerun_ends_equa
     n_questions = 40
     total = n_questions * (1 + CDD_SAMPLES)  # one greedy answer (shared by PPL and CDD) and CDD's samples per question
     store = tmp_path / "store.sqlite"
-    proc = subprocess.Popen(_detect(bank_questions, model, store, tmp_path / "a.csv"), env=ENV,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_as_at_a_terminal)
+    proc = subprocess.Popen(
+        _detect(bank_questions, model, store, tmp_path / "a.csv"),
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_sigint_as_at_a_terminal,
+    )
     chunks: list[str] = []
     reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: proc.stderr.read(256), "")), daemon=True)
     reader.start()  # stderr read as it comes, so the pass's own progress can time the signal
@@ -59,13 +87,20 @@ def test_sigint_mid_detector_keeps_committed_completions_and_the_rerun_ends_equa
 
     started = time.monotonic()
     deadline = started + 240
-    while time.monotonic() < deadline and proc.poll() is None and _generated(store) < n_questions + 8 and cdd_progress() < 300:
+    while (
+        time.monotonic() < deadline
+        and proc.poll() is None
+        and _generated(store) < n_questions + 8
+        and cdd_progress() < 300
+    ):
         time.sleep(0.01)  # the greedy answers and at least one chunk of CDD's samples are in
     if proc.poll() is not None:  # everything needed to tell why, should it happen again
         reader.join(timeout=30)
-        raise AssertionError(f"the pass ended before it could be interrupted (rc {proc.returncode} after "
-                             f"{time.monotonic() - started:.1f} s; {_generated(store)} completions stored, CDD progress "
-                             f"{cdd_progress()}); stderr: {''.join(chunks)[-3000:]!r}")
+        raise AssertionError(
+            f"the pass ended before it could be interrupted (rc {proc.returncode} after "
+            f"{time.monotonic() - started:.1f} s; {_generated(store)} completions stored, CDD progress "
+            f"{cdd_progress()}); stderr: {''.join(chunks)[-3000:]!r}"
+        )
     proc.send_signal(signal.SIGINT)
     proc.wait(timeout=120)
     reader.join(timeout=30)
@@ -76,16 +111,28 @@ def test_sigint_mid_detector_keeps_committed_completions_and_the_rerun_ends_equa
     assert n_questions + 8 <= committed < total  # CDD's finished chunks are in the store, not only the greedy answers
     assert re.search(r"generate:.*completion", stderr)  # progress within the pass
 
-    rerun = subprocess.run(_detect(bank_questions, model, store, tmp_path / "a.csv") + ["--no-progress"], env=ENV,
-                           capture_output=True, text=True, timeout=600)
+    rerun = subprocess.run(
+        _detect(bank_questions, model, store, tmp_path / "a.csv") + ["--no-progress"],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert rerun.returncode == 0, rerun.stderr[-2000:]
     generated = int(re.search(r"(\d+) completions generated", rerun.stdout).group(1))
     assert generated == total - committed  # nothing committed is generated again
 
-    fresh = subprocess.run(_detect(bank_questions, model, tmp_path / "fresh.sqlite", tmp_path / "b.csv") + ["--no-progress"],
-                           env=ENV, capture_output=True, text=True, timeout=600)
+    fresh = subprocess.run(
+        _detect(bank_questions, model, tmp_path / "fresh.sqlite", tmp_path / "b.csv") + ["--no-progress"],
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert fresh.returncode == 0, fresh.stderr[-2000:]
     resumed, uninterrupted = ScoreTable.read_csv(tmp_path / "a.csv"), ScoreTable.read_csv(tmp_path / "b.csv")
     assert resumed.ids == uninterrupted.ids
     np.testing.assert_array_equal(resumed.columns["cdd"], uninterrupted.columns["cdd"])  # token-level: exact
-    np.testing.assert_allclose(resumed.columns["ppl"], uninterrupted.columns["ppl"], rtol=1e-5)  # float32 batch rounding
+    np.testing.assert_allclose(
+        resumed.columns["ppl"], uninterrupted.columns["ppl"], rtol=1e-5
+    )  # float32 batch rounding

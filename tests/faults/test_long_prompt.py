@@ -28,12 +28,19 @@ def _long_question(responder: LocalResponder, tokens_over: int = 40) -> str:
 
 @pytest.fixture(scope="module", params=["gpt2", "llama"])
 def responder(request, loaded_models):
-    return LocalResponder(loaded_models[request.param], PromptFormat(mode="raw", template="Q: {prompt}\nA:"), batch_size=8)
+    return LocalResponder(
+        loaded_models[request.param], PromptFormat(mode="raw", template="Q: {prompt}\nA:"), batch_size=8
+    )
 
 
-@pytest.mark.parametrize("params", [GenerationParams(max_new_tokens=24),
-                                    GenerationParams(max_new_tokens=24, temperature=1.0, top_p=0.95, n=3, seed=5)],
-                         ids=["greedy", "sampled"])
+@pytest.mark.parametrize(
+    "params",
+    [
+        GenerationParams(max_new_tokens=24),
+        GenerationParams(max_new_tokens=24, temperature=1.0, top_p=0.95, n=3, seed=5),
+    ],
+    ids=["greedy", "sampled"],
+)
 def test_an_over_long_batch_mate_changes_no_other_completion(responder, params):
     long = _long_question(responder)
     alone = [responder.generate([q], params)[0] for q in SHORT]
@@ -65,8 +72,9 @@ def test_each_row_has_its_own_budget_and_stops_on_its_own(responder):
 def test_cut_prompts_and_capped_answers_are_recorded_per_question(responder, tmp_path):
     long = _long_question(responder)
     ids = ["q1", "long", "q3"]
-    summary = run_detectors(["ppl", "logprober"], ids, [SHORT[0], long, SHORT[2]], responder,
-                            {"ppl": {"max_new_tokens": 4}})
+    summary = run_detectors(
+        ["ppl", "logprober"], ids, [SHORT[0], long, SHORT[2]], responder, {"ppl": {"max_new_tokens": 4}}
+    )
     assert summary.raw.columns["ppl_prompt_cut"].tolist() == [0, 1, 0]
     assert summary.raw.columns["logprober_prompt_cut"].tolist() == [0, 1, 0]  # the question scored in its cut context
     answers = [g[0] for g in responder.generate([SHORT[0], long, SHORT[2]], GenerationParams(max_new_tokens=4))]

@@ -33,15 +33,23 @@ def _edited_checkpoint(source: Path, out: Path, suffix: str, edit) -> Path:
 @pytest.fixture(scope="module")
 def nan_checkpoint(toy_dirs, tmp_path_factory) -> Path:
     """The GPT-2 toy with NaN in one weight tensor."""
-    return _edited_checkpoint(toy_dirs["gpt2"], tmp_path_factory.mktemp("nan-ckpt") / "gpt2-nan", "attn.c_attn.weight",
-                              lambda w: w[0, :5].fill_(float("nan")))
+    return _edited_checkpoint(
+        toy_dirs["gpt2"],
+        tmp_path_factory.mktemp("nan-ckpt") / "gpt2-nan",
+        "attn.c_attn.weight",
+        lambda w: w[0, :5].fill_(float("nan")),
+    )
 
 
 @pytest.fixture(scope="module")
 def overflowing_checkpoint(toy_dirs, tmp_path_factory) -> Path:
     """Finite weights that overflow float32 in the forward pass (inf, then NaN, activations)."""
-    return _edited_checkpoint(toy_dirs["gpt2"], tmp_path_factory.mktemp("overflow-ckpt") / "gpt2-overflow",
-                              "h.0.mlp.c_fc.weight", lambda w: w.fill_(3e38))
+    return _edited_checkpoint(
+        toy_dirs["gpt2"],
+        tmp_path_factory.mktemp("overflow-ckpt") / "gpt2-overflow",
+        "h.0.mlp.c_fc.weight",
+        lambda w: w.fill_(3e38),
+    )
 
 
 def _one_error_line(capsys) -> str:
@@ -55,10 +63,32 @@ def test_nan_weights_are_refused_before_any_work(command, nan_checkpoint, bank_q
     if command == "cache":
         texts = tmp_path / "t.txt"
         texts.write_text("What is 2 + 3?\nHow many apples?\n")
-        argv = ["cache", str(texts), "--model", str(nan_checkpoint), "--device", "cpu", "-o", str(tmp_path / "a.h5"), "--no-progress"]
+        argv = [
+            "cache",
+            str(texts),
+            "--model",
+            str(nan_checkpoint),
+            "--device",
+            "cpu",
+            "-o",
+            str(tmp_path / "a.h5"),
+            "--no-progress",
+        ]
     else:
-        argv = ["detect", "ppl", str(bank_questions), "--model", str(nan_checkpoint), "--device", "cpu", "--store",
-                str(tmp_path / "s.sqlite"), "-o", str(tmp_path / "s.csv"), "--no-progress"]
+        argv = [
+            "detect",
+            "ppl",
+            str(bank_questions),
+            "--model",
+            str(nan_checkpoint),
+            "--device",
+            "cpu",
+            "--store",
+            str(tmp_path / "s.sqlite"),
+            "-o",
+            str(tmp_path / "s.csv"),
+            "--no-progress",
+        ]
     assert main(argv) == 2
     line = _one_error_line(capsys)
     assert "non-finite weights" in line and "attn.c_attn.weight" in line
@@ -66,16 +96,38 @@ def test_nan_weights_are_refused_before_any_work(command, nan_checkpoint, bank_q
 
 
 @pytest.mark.parametrize("command", ["cache", "detect"])
-def test_non_finite_activations_and_logprobs_are_refused_at_their_source(command, overflowing_checkpoint, bank_questions,
-                                                                          tmp_path, capsys):
+def test_non_finite_activations_and_logprobs_are_refused_at_their_source(
+    command, overflowing_checkpoint, bank_questions, tmp_path, capsys
+):
     if command == "cache":
         texts = tmp_path / "t.txt"
         texts.write_text("What is 2 + 3?\nHow many apples?\n")
-        argv = ["cache", str(texts), "--model", str(overflowing_checkpoint), "--device", "cpu", "-o", str(tmp_path / "a.h5"),
-                "--no-progress"]
+        argv = [
+            "cache",
+            str(texts),
+            "--model",
+            str(overflowing_checkpoint),
+            "--device",
+            "cpu",
+            "-o",
+            str(tmp_path / "a.h5"),
+            "--no-progress",
+        ]
     else:
-        argv = ["detect", "ppl", str(bank_questions), "--model", str(overflowing_checkpoint), "--device", "cpu", "--store",
-                str(tmp_path / "s.sqlite"), "-o", str(tmp_path / "s.csv"), "--no-progress"]
+        argv = [
+            "detect",
+            "ppl",
+            str(bank_questions),
+            "--model",
+            str(overflowing_checkpoint),
+            "--device",
+            "cpu",
+            "--store",
+            str(tmp_path / "s.sqlite"),
+            "-o",
+            str(tmp_path / "s.csv"),
+            "--no-progress",
+        ]
     assert main(argv) == 2
     line = _one_error_line(capsys)
     assert "non-finite" in line and ("activations" in line if command == "cache" else "log-probabilities" in line)
@@ -90,16 +142,32 @@ def _scores(tmp_path: Path, ppl: np.ndarray, controls: np.ndarray) -> Path:
     ids = [f"q{i}" for i in range(len(ppl))]
     ScoreTable(ids, {"ppl": ppl}).write_csv(tmp_path / "s.csv")
     c = controls.shape[1]
-    ControlTable([i for i in ids for _ in range(c)], np.tile(np.arange(1, c + 1), len(ids)),
-                 {"ppl": controls.reshape(-1)}).write_csv(tmp_path / "s.controls.csv")
+    ControlTable(
+        [i for i in ids for _ in range(c)], np.tile(np.arange(1, c + 1), len(ids)), {"ppl": controls.reshape(-1)}
+    ).write_csv(tmp_path / "s.controls.csv")
     return tmp_path / "s.csv"
 
 
 def test_all_nan_scores_give_no_verdict_and_exit_3(tmp_path, capsys):
     rng = np.random.default_rng(1)
     scores = _scores(tmp_path, np.full(16, np.nan), rng.normal(size=(16, 3)))
-    assert main(["verdict", str(scores), "--controls", str(tmp_path / "s.controls.csv"), "-o", str(tmp_path / "v.json"),
-                 "--permutations", "200", "--bootstrap", "50"]) == 3
+    assert (
+        main(
+            [
+                "verdict",
+                str(scores),
+                "--controls",
+                str(tmp_path / "s.controls.csv"),
+                "-o",
+                str(tmp_path / "v.json"),
+                "--permutations",
+                "200",
+                "--bootstrap",
+                "50",
+            ]
+        )
+        == 3
+    )
     out = capsys.readouterr().out
     assert "NO VERDICT" in out and "not flagged" not in out and "16 nan score" in out
     saved = json.loads((tmp_path / "v.json").read_text())
@@ -111,8 +179,23 @@ def test_part_nan_scores_are_counted_where_the_verdict_is_shown(tmp_path, capsys
     ppl = rng.normal(size=16)
     ppl[:8] = np.nan
     scores = _scores(tmp_path, ppl, rng.normal(size=(16, 3)))
-    assert main(["verdict", str(scores), "--controls", str(tmp_path / "s.controls.csv"), "-o", str(tmp_path / "v.json"),
-                 "--permutations", "200", "--bootstrap", "50"]) == 0
+    assert (
+        main(
+            [
+                "verdict",
+                str(scores),
+                "--controls",
+                str(tmp_path / "s.controls.csv"),
+                "-o",
+                str(tmp_path / "v.json"),
+                "--permutations",
+                "200",
+                "--bootstrap",
+                "50",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "8 (8 nan score)" in out
     saved = json.loads((tmp_path / "v.json").read_text())

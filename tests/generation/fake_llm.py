@@ -23,7 +23,15 @@ STEP_OPENINGS = {
     "You edit maths problems. Remove": "blanked",
     "You rewrite maths problems.": "paraphrases",
 }
-LEADS = ("Consider this:", "Here is a problem:", "Read carefully:", "A question for you:", "Try this one:", "Puzzle:", "Task:")
+LEADS = (
+    "Consider this:",
+    "Here is a problem:",
+    "Read carefully:",
+    "A question for you:",
+    "Try this one:",
+    "Puzzle:",
+    "Task:",
+)
 
 
 def step_of(prompt: str) -> str:
@@ -76,7 +84,11 @@ class Script:
             return Reply(content=json.dumps(json.loads(good.content.split("```json\n")[1].split("\n```")[0])[:3]))
         if scenario == "nomarker" and step in ("blanked", "paraphrases") and nth == 1:
             problem = problem_of(prompt).replace("[BLANK]", "some")
-            return Reply(content=json.dumps({"blanked": problem}) if step == "blanked" else json.dumps([problem] * count_of(prompt)))
+            return Reply(
+                content=json.dumps({"blanked": problem})
+                if step == "blanked"
+                else json.dumps([problem] * count_of(prompt))
+            )
         if scenario == "ratelimit" and step == "similars" and nth == 1:
             return Reply(status=429, headers={"Retry-After": "1"}, content='{"error": {"message": "slow down"}}')
         if scenario == "flaky" and step == "key_information" and nth <= 2:
@@ -152,16 +164,37 @@ class FakeLLMServer:
             key = (scenario or problem, step, problem)
             self._nth[key] += 1
             nth = self._nth[key]
-            self.log.append({"time": time.monotonic(), "step": step, "scenario": scenario, "nth": nth,
-                             "authorization": handler.headers.get("Authorization"), "body": body})
+            self.log.append(
+                {
+                    "time": time.monotonic(),
+                    "step": step,
+                    "scenario": scenario,
+                    "nth": nth,
+                    "authorization": handler.headers.get("Authorization"),
+                    "body": body,
+                }
+            )
         try:
             reply = self.script.reply(scenario, step, nth, prompt)
             time.sleep(self.latency + reply.delay)
             if reply.status == 200:
                 payload = {
-                    "id": f"chatcmpl-{nth}", "object": "chat.completion", "created": 0, "model": body["model"],
-                    "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply.content}}],
-                    "usage": {"prompt_tokens": len(prompt) // 4, "completion_tokens": len(reply.content or "") // 4, "total_tokens": 0},
+                    "id": f"chatcmpl-{nth}",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": body["model"],
+                    "choices": [
+                        {
+                            "index": 0,
+                            "finish_reason": "stop",
+                            "message": {"role": "assistant", "content": reply.content},
+                        }
+                    ],
+                    "usage": {
+                        "prompt_tokens": len(prompt) // 4,
+                        "completion_tokens": len(reply.content or "") // 4,
+                        "total_tokens": 0,
+                    },
                 }
                 data = json.dumps(payload).encode()
             else:

@@ -18,8 +18,10 @@ GUS = "Gus has 6 boxes with 2 pencils in each box and 16 loose pencils. How many
 
 def test_the_testbeds_worked_solution_gives_each_similar_its_answer():
     solution = "6 * 2 = 12. 12 + 16 = 28. The answer is 28."
-    variants = ["Gus has 8 boxes with 4 pencils in each box and 32 loose pencils. How many pencils does Gus have?",
-                "Gus has 9 boxes with 3 pencils in each box and 24 loose pencils. How many pencils does Gus have?"]
+    variants = [
+        "Gus has 8 boxes with 4 pencils in each box and 32 loose pencils. How many pencils does Gus have?",
+        "Gus has 9 boxes with 3 pencils in each box and 24 loose pencils. How many pencils does Gus have?",
+    ]
     answers, why = answers_for(GUS, solution, 28, variants)
     assert why is None
     assert answers == [8 * 4 + 32, 9 * 3 + 24]
@@ -44,24 +46,48 @@ def test_constants_stay_and_a_short_decimal_answer_is_given():
     assert worked.answer_for("A class watches 2 films of 81 minutes each. How many hours is that?") == 2.7  # 162 / 60
 
 
-@pytest.mark.parametrize("question, solution, answer, why", [
-    # a quantity used as 0.2: changing "20%" would keep the old answer
-    ("Tom has 50 apples and gives 20% away. How many are left?", "50 * 0.8 = 40.\n#### 40", 40,
-     "a quantity the worked solution never reads"),
-    # "half * 30 = 15" is not read, so the next step would take 15 for a constant
-    ("There are half as many wasps as the 30 bees. How many insects?", "half * 30 bees = 15 wasps. 15 + 30 = 45.\n#### 45", 45,
-     "a result computed in a step not read here"),
-    # 12 months a year equals the stated 12: which 12 is the constant cannot be told
-    ("A field gives 80 crops, harvested every 12 months. How many crops a year?", "80 x 12 / 12 = 80.\n#### 80", 80,
-     "a quantity read more often than the question states it"),
-    # days in a week equal the stated 7 tacos
-    ("He eats 7 tacos a day and she eats 8. How many tacos in a week?", "7 + 8 = 15. 15 * 7 = 105.\n#### 105", 105,
-     "a quantity read more often than the question states it"),
-    ("Tom has 5 apples and buys 3. How many?", "5 + 3 = 9.\n#### 9", 9, "a step that does not compute"),
-    ("Tom has 5 apples and buys 3. How many?", "He has eight apples.\n#### 8", 8, "no step of the worked solution yields"),
-    ("Tom has 5 apples and buys 3. How many?", "5 + 3 = 8", "\\frac{1}{2}", "the known answer is not a number"),
-    ("Tom has 5 apples and buys 3. How many?", None, 8, "no worked solution"),
-])
+@pytest.mark.parametrize(
+    "question, solution, answer, why",
+    [
+        # a quantity used as 0.2: changing "20%" would keep the old answer
+        (
+            "Tom has 50 apples and gives 20% away. How many are left?",
+            "50 * 0.8 = 40.\n#### 40",
+            40,
+            "a quantity the worked solution never reads",
+        ),
+        # "half * 30 = 15" is not read, so the next step would take 15 for a constant
+        (
+            "There are half as many wasps as the 30 bees. How many insects?",
+            "half * 30 bees = 15 wasps. 15 + 30 = 45.\n#### 45",
+            45,
+            "a result computed in a step not read here",
+        ),
+        # 12 months a year equals the stated 12: which 12 is the constant cannot be told
+        (
+            "A field gives 80 crops, harvested every 12 months. How many crops a year?",
+            "80 x 12 / 12 = 80.\n#### 80",
+            80,
+            "a quantity read more often than the question states it",
+        ),
+        # days in a week equal the stated 7 tacos
+        (
+            "He eats 7 tacos a day and she eats 8. How many tacos in a week?",
+            "7 + 8 = 15. 15 * 7 = 105.\n#### 105",
+            105,
+            "a quantity read more often than the question states it",
+        ),
+        ("Tom has 5 apples and buys 3. How many?", "5 + 3 = 9.\n#### 9", 9, "a step that does not compute"),
+        (
+            "Tom has 5 apples and buys 3. How many?",
+            "He has eight apples.\n#### 8",
+            8,
+            "no step of the worked solution yields",
+        ),
+        ("Tom has 5 apples and buys 3. How many?", "5 + 3 = 8", "\\frac{1}{2}", "the known answer is not a number"),
+        ("Tom has 5 apples and buys 3. How many?", None, 8, "no worked solution"),
+    ],
+)
 def test_a_solution_that_cannot_be_trusted_gives_no_answer_with_its_reason(question, solution, answer, why):
     variant = question.replace("5 apples", "6 apples").replace("50 apples", "60 apples").replace("30 bees", "40 bees")
     answers, reason = answers_for(question, solution, answer, [variant])
@@ -74,7 +100,9 @@ def test_an_ambiguous_number_gives_no_answer_where_its_readings_disagree():
     question = "Gus splits 9 stickers into 3 albums and adds 8 to one. How many are in that album?"
     worked = read_solution(question, "9 / 3 = 3. 3 + 8 = 11. The answer is 11.", 11)
     assert not isinstance(worked, str)
-    assert worked.answer_for("Gus splits 8 stickers into 4 albums and adds 6 to one. How many are in that album?") is None
+    assert (
+        worked.answer_for("Gus splits 8 stickers into 4 albums and adds 6 to one. How many are in that album?") is None
+    )
     # both readings agree when the albums and the share are equal again (9 / 3 = 3 -> 16 / 4 = 4)
     assert worked.answer_for("Gus splits 16 stickers into 4 albums and adds 5 to one. How many are in that album?") == 9
 
@@ -120,7 +148,9 @@ def _numbers_of(template_text: str, text: str) -> dict[str, int]:
     pattern = re.escape(template_text)
     pattern = pattern.replace(re.escape("{n}"), r"(?P<n>[A-Z][a-z]+)", 1).replace(re.escape("{n}"), r"(?P=n)")
     for k in "abcdefg":
-        pattern = pattern.replace(re.escape("{%s}" % k), r"(?P<%s>\d+)" % k, 1).replace(re.escape("{%s}" % k), r"(?P=%s)" % k)
+        pattern = pattern.replace(re.escape("{%s}" % k), r"(?P<%s>\d+)" % k, 1).replace(
+            re.escape("{%s}" % k), r"(?P=%s)" % k
+        )
     match = re.fullmatch(pattern, text)
     assert match is not None, text
     return {k: int(v) for k, v in match.groupdict().items() if k != "n"}
@@ -155,7 +185,9 @@ def test_sets_carry_the_answers_and_a_question_without_a_solution_carries_none(t
 def test_attach_answers_reads_the_solution_where_the_question_file_puts_it():
     from generation.records import empty_set
 
-    record = empty_set(Question(id="a", question=GUS, answer=28, extra={"extra": {"solution": "6 * 2 = 12. 12 + 16 = 28."}}), 1, 1, {})
+    record = empty_set(
+        Question(id="a", question=GUS, answer=28, extra={"extra": {"solution": "6 * 2 = 12. 12 + 16 = 28."}}), 1, 1, {}
+    )
     record.similars[0] = GUS.replace("16 loose", "20 loose")
     attach_answers(record)
     assert record.answers == {"similars": [32], "controls": []}

@@ -24,16 +24,27 @@ SCENARIOS = ("malformed", "wrongcount", "nomarker", "ratelimit", "flaky", "slow"
 
 def llm_config(server: FakeLLMServer, tmp_path: Path, **openai: object) -> GenerationConfig:
     settings = {
-        "base_url": server.base_url, "model": "fake-model", "api_key_env": "LARA_TEST_KEY",
-        "cache_dir": str(tmp_path / "llm-cache"), "timeout_s": 0.5, "max_attempts": 3, "max_http_attempts": 3,
-        "backoff_s": 0.01, "backoff_max_s": 2.0, "concurrency": 4,
+        "base_url": server.base_url,
+        "model": "fake-model",
+        "api_key_env": "LARA_TEST_KEY",
+        "cache_dir": str(tmp_path / "llm-cache"),
+        "timeout_s": 0.5,
+        "max_attempts": 3,
+        "max_http_attempts": 3,
+        "backoff_s": 0.01,
+        "backoff_max_s": 2.0,
+        "concurrency": 4,
     }
     settings.update(openai)
     return GenerationConfig.from_dict({"backend": "openai", "seed": 0, "openai": settings})
 
 
 def question(tag: str) -> Question:
-    return Question(id=tag, question=f"The {tag} shop has 12 apples and 7 pears. How many pieces of fruit does the shop have?", label=1)
+    return Question(
+        id=tag,
+        question=f"The {tag} shop has 12 apples and 7 pears. How many pieces of fruit does the shop have?",
+        label=1,
+    )
 
 
 def read_sets(path: Path) -> dict[str, PerturbationSet]:
@@ -59,7 +70,10 @@ def test_good_model_gives_complete_valid_sets_and_a_rerun_makes_no_request(tmp_p
         sets = read_sets(out)
         for rec in sets.values():
             assert rec.complete and not check_set(rec, k=1) and not unexplained_gaps(rec)
-            assert rec.provenance["model"] == "fake-model" and rec.provenance["templates"]["similars"]["id"] == "similar_questions.v1.txt"
+            assert (
+                rec.provenance["model"] == "fake-model"
+                and rec.provenance["templates"]["similars"]["id"] == "similar_questions.v1.txt"
+            )
             assert len(rec.provenance["templates"]["paraphrases"]["sha256"]) == 64
 
         again = run_generation(questions, out, config)  # finished job: reused from the output
@@ -92,7 +106,9 @@ def test_every_failure_mode_ends_valid_or_recorded_and_rerun_is_free(tmp_path: P
             assert sets[tag].complete, (tag, sets[tag].failures)
         assert len(steps("malformed", "similars")) == 2
         retry = steps("malformed", "similars")[1]["body"]["messages"]
-        assert [m["role"] for m in retry] == ["user", "assistant", "user"] and "could not be used" in retry[2]["content"]
+        assert [m["role"] for m in retry] == ["user", "assistant", "user"] and "could not be used" in retry[2][
+            "content"
+        ]
         assert len(steps("nomarker", "blanked")) == 12  # each member: marker missing, then right
         first, second = steps("ratelimit", "similars")[:2]
         assert second["time"] - first["time"] >= 0.95  # Retry-After: 1 honoured
@@ -102,16 +118,21 @@ def test_every_failure_mode_ends_valid_or_recorded_and_rerun_is_free(tmp_path: P
         wrong = sets["wrongcount"]
         assert wrong.similars[:3] == [s for s in wrong.similars[:3] if s] and wrong.similars[3:] == [None, None]
         assert {(f.step, f.member, f.reason) for f in wrong.failures} == {
-            ("similars", 4, r.WRONG_COUNT), ("similars", 5, r.WRONG_COUNT),
-            ("blanked", 4, r.UPSTREAM_MISSING), ("blanked", 5, r.UPSTREAM_MISSING),
-            ("paraphrases", 4, r.UPSTREAM_MISSING), ("paraphrases", 5, r.UPSTREAM_MISSING),
+            ("similars", 4, r.WRONG_COUNT),
+            ("similars", 5, r.WRONG_COUNT),
+            ("blanked", 4, r.UPSTREAM_MISSING),
+            ("blanked", 5, r.UPSTREAM_MISSING),
+            ("paraphrases", 4, r.UPSTREAM_MISSING),
+            ("paraphrases", 5, r.UPSTREAM_MISSING),
         }
         assert all(b is not None for b in wrong.blanked[:4])
 
         down = sets["down"]
         assert down.similars == [None] * 5
         assert all(f.reason == r.SERVER_ERROR and f.attempts == 3 for f in down.failures if f.step == "similars")
-        assert down.blanked[0] is not None and all(p is not None for p in down.paraphrases[0])  # the original still has its part
+        assert down.blanked[0] is not None and all(
+            p is not None for p in down.paraphrases[0]
+        )  # the original still has its part
         assert len(steps("down", "similars")) == 3
 
         copycat = sets["copycat"]

@@ -96,7 +96,10 @@ def test_latex_units_decimals_negatives_and_fractions() -> None:
         assert slots[0].decimals == 1 and slots[1].decimals == 2
         assert "$-" in similar and "= -" in similar  # signs stay
         assert slots[2].value < 1  # proper fraction stays proper
-    assert record.blanked[0] == "At $[BLANK]$ degrees, ice of mass 2.25 kg warms. Solve $\\frac{3}{4}x - 7 = -12.5$ for $x$ in kg."
+    assert (
+        record.blanked[0]
+        == "At $[BLANK]$ degrees, ice of mass 2.25 kg warms. Solve $\\frac{3}{4}x - 7 = -12.5$ for $x$ in kg."
+    )
     for blanked, row in zip(record.blanked, record.paraphrases):
         assert blanked is not None
         latex = [blanked[a:b] for a, b in math_spans(blanked)]

@@ -38,8 +38,9 @@ def valid_share(relations_mode: str, n: int = 120) -> float:
     """Share of the testbed problems' similar questions whose answer stays a small whole
     non-negative number by the template's own solution (the rules its problems are drawn under)."""
     splits = make_splits(300, n, 10, seed=2)
-    generator = OfflineGenerator(GenerationConfig.from_dict({"similars": 3, "paraphrases": 2,
-                                                             "offline": {"relations": relations_mode}}), "test")
+    generator = OfflineGenerator(
+        GenerationConfig.from_dict({"similars": 3, "paraphrases": 2, "offline": {"relations": relations_mode}}), "test"
+    )
     good = total = 0
     for i, problem in enumerate(splits.members):
         template = TEMPLATES[problem.template]
@@ -58,8 +59,10 @@ def test_similars_of_the_testbed_keep_whole_non_negative_answers():
 
 def test_a_quantity_near_2000_is_a_year_only_after_a_year_word():
     """'a target of 1900 calories' was drawn as a year (1950–2029), which broke 400 | 1900 − 700."""
-    question = ("A bag of bread has 400 calories per serving. If a 48 ounces bag has 4 servings, how many ounces can you "
-                "eat if your daily calorie target is 1900 and you have already consumed 700 calories?")
+    question = (
+        "A bag of bread has 400 calories per serving. If a 48 ounces bag has 4 servings, how many ounces can you "
+        "eat if your daily calorie target is 1900 and you have already consumed 700 calories?"
+    )
     assert [s.year for s in find_slots(question)] == [False] * 5
     assert [s.year for s in find_slots("In 2015 she had 3 cats; since 1990, 12 more.")] == [True, False, True, False]
     generator = OfflineGenerator(GenerationConfig.from_dict({"similars": 5, "paraphrases": 1}), "test")
@@ -96,7 +99,11 @@ def naive_share_values(slot_text: str, denominator: int) -> set[str]:
     if slot.kind == "decimal":
         for m in range(1, int(slot.value * 2 * 10**slot.decimals) + 1):
             value = F(m, 10**slot.decimals)
-            if slot.value / 2 <= value <= slot.value * 2 and value != slot.value and denominator % value.denominator == 0:
+            if (
+                slot.value / 2 <= value <= slot.value * 2
+                and value != slot.value
+                and denominator % value.denominator == 0
+            ):
                 out.add(f"{float(value):.{slot.decimals}f}")
     else:
         for p in range(1, int(slot.value * 2) + 1):
@@ -111,8 +118,15 @@ def test_vary_share_draws_exactly_the_values_on_the_share_lattice():
     from generation.numbers import vary_share
 
     rng = random.Random(0)
-    for text, denominator in [("paid 0.35 each", 20), ("0.5 as many", 2), ("0.25 of it", 4), ("20% bigger", 5),
-                              ("15% off", 20), ("a 12.50 ticket", 2), ("8% tax", 25)]:
+    for text, denominator in [
+        ("paid 0.35 each", 20),
+        ("0.5 as many", 2),
+        ("0.25 of it", 4),
+        ("20% bigger", 5),
+        ("15% off", 20),
+        ("a 12.50 ticket", 2),
+        ("8% tax", 25),
+    ]:
         slot = find_slots(text)[0]
         drawn = {vary_share(slot, denominator, rng) for _ in range(400)}
         assert drawn == naive_share_values(text, denominator), text

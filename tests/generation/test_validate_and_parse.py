@@ -57,22 +57,33 @@ def test_changed_fraction_matches_a_naive_loop(seed: int) -> None:
     original = [rng.randint(1, 5) for _ in range(rng.randint(1, 6))]
     candidate = [rng.randint(1, 5) for _ in range(rng.randint(0, 6))]
     expected = naive_changed_fraction(original, candidate)
-    assert changed_fraction([Fraction(v) for v in original], [Fraction(v) for v in candidate]) == pytest.approx(expected)
+    assert changed_fraction([Fraction(v) for v in original], [Fraction(v) for v in candidate]) == pytest.approx(
+        expected
+    )
 
 
 def test_blanked_checks() -> None:
     blanked = "Janet has [BLANK] eggs and sells 3 of them for $2 each. How much does she earn?"
     assert check_blanked(Q, blanked, 1) is None
     assert removed_spans(Q, blanked) == ["16"]
-    assert check_blanked(Q, "Janet  has [BLANK] eggs and sells 3 of them for $2 each.\nHow much does she earn?", 1) is None  # spacing
+    assert (
+        check_blanked(Q, "Janet  has [BLANK] eggs and sells 3 of them for $2 each.\nHow much does she earn?", 1) is None
+    )  # spacing
     assert reason(check_blanked(Q, Q, 1)) == r.BLANK_COUNT
     assert reason(check_blanked(Q, blanked.replace("3 of", "[BLANK] of"), 1)) == r.BLANK_COUNT
     assert check_blanked(Q, blanked.replace("3 of", "[BLANK] of"), 2) is None
     assert removed_spans(Q, blanked.replace("3 of", "[BLANK] of")) == ["16", "3"]
     assert reason(check_blanked(Q, blanked.replace("Janet", "Jane"), 1)) == r.CHANGED_OUTSIDE_BLANKS
     assert reason(check_blanked(Q, blanked.replace("earn?", "make?"), 1)) == r.CHANGED_OUTSIDE_BLANKS
-    assert reason(check_blanked(Q, "Janet has [BLANK] 16 eggs and sells 3 of them for $2 each. How much does she earn?", 1)) == r.CHANGED_OUTSIDE_BLANKS
-    assert reason(check_blanked(Q, "[BLANK] How much does she earn?", 1)) == r.CHANGED_OUTSIDE_BLANKS  # removes too much
+    assert (
+        reason(
+            check_blanked(Q, "Janet has [BLANK] 16 eggs and sells 3 of them for $2 each. How much does she earn?", 1)
+        )
+        == r.CHANGED_OUTSIDE_BLANKS
+    )
+    assert (
+        reason(check_blanked(Q, "[BLANK] How much does she earn?", 1)) == r.CHANGED_OUTSIDE_BLANKS
+    )  # removes too much
 
 
 def test_paraphrase_checks() -> None:
@@ -80,7 +91,14 @@ def test_paraphrase_checks() -> None:
     good = "Janet owns [BLANK] eggs and sells 3 of them. How many remain?"
     assert check_paraphrase(source, good, 1, [], ["16"]) is None
     assert reason(check_paraphrase(source, good.replace("[BLANK]", "some"), 1, [], ["16"])) == r.BLANK_COUNT
-    assert reason(check_paraphrase(source, "  " + source.replace(" ", "\n").upper().replace("[BLANK]", "[BLANK]"), 1, [], ["16"])) == r.COPY
+    assert (
+        reason(
+            check_paraphrase(
+                source, "  " + source.replace(" ", "\n").upper().replace("[BLANK]", "[BLANK]"), 1, [], ["16"]
+            )
+        )
+        == r.COPY
+    )
     assert reason(check_paraphrase(source, good, 1, [good], ["16"])) == r.DUPLICATE
     assert reason(check_paraphrase(source, good + " She had 16.", 1, [], ["16"])) == r.REVEALS_BLANK
     assert check_paraphrase(source, good + " She had 160.", 1, [], ["16"]) is None  # 160 is not 16
@@ -98,7 +116,7 @@ def test_key_information_checks() -> None:
     [
         '["a", "b"]',
         'Sure! Here they are:\n```json\n["a", "b"]\n```\nAnything else?',
-        "```\n[\"a\", \"b\"]\n```",
+        '```\n["a", "b"]\n```',
         'The problems: ["a", "b"] -- enjoy',
         '{"problems": ["a", "b"]}',
         '[{"problem": "a"}, {"problem": "b"}]',

@@ -21,8 +21,12 @@ RUN_CONFIGS = ["demo.yaml", "demo-gsm.yaml", "eurus-2-7b-prime.yaml", "eurus-2-7
 
 def test_every_shipped_config_is_covered():
     shipped = {p.name for p in CONFIGS.glob("*.yaml")}
-    covered = set(RUN_CONFIGS) | {"cache.example.yaml", "generation.local-vllm.yaml", "generation.openrouter.yaml",
-                                  "vllm-serve.eurus-2-7b-prime.yaml"}
+    covered = set(RUN_CONFIGS) | {
+        "cache.example.yaml",
+        "generation.local-vllm.yaml",
+        "generation.openrouter.yaml",
+        "vllm-serve.eurus-2-7b-prime.yaml",
+    }
     assert shipped == covered
 
 
@@ -76,7 +80,9 @@ def test_other_shipped_configs_validate():
 def test_a_misspelled_key_is_named_with_the_valid_ones(tmp_path):
     path = tmp_path / "bad.yaml"
     path.write_text("questions: q.jsonl\nmodel: {source: m}\nscore: {clean_reff: split}\n")
-    with pytest.raises(Exception, match=r"unknown config key 'score.clean_reff'; did you mean 'clean_ref'\?.*Valid keys:"):
+    with pytest.raises(
+        Exception, match=r"unknown config key 'score.clean_reff'; did you mean 'clean_ref'\?.*Valid keys:"
+    ):
         load_run_config(path)
     with pytest.raises(Exception, match="unknown config key 'generation.similar'"):
         load_run_config(CONFIGS / "demo.yaml", ["generation.similar=3"])
@@ -84,8 +90,10 @@ def test_a_misspelled_key_is_named_with_the_valid_ones(tmp_path):
 
 def test_set_overrides_and_paths(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    config = load_run_config(CONFIGS / "demo.yaml", ["generation.similars=3", "detect.names=[ppl, cdd]",
-                                                     "run_dir=here", "score.clean_ref=crossfit"])
+    config = load_run_config(
+        CONFIGS / "demo.yaml",
+        ["generation.similars=3", "detect.names=[ppl, cdd]", "run_dir=here", "score.clean_ref=crossfit"],
+    )
     assert config.generation.similars == 3 and config.detect.names == ("ppl", "cdd")
     assert Path(config.run_dir) == tmp_path / "here"  # --set paths are relative to the current directory
     assert config.score.clean_ref == "crossfit"
@@ -108,8 +116,17 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     bad.write_text("questions: q.jsonl\nmodel: {source: m}\ndetcet: {}\n")
     err = _one_line_error(capsys, ["run", str(bad)])
     assert "'detcet'" in err and "did you mean 'detect'" in err
-    err = _one_line_error(capsys, ["run", str(CONFIGS / "demo.yaml"), "--set", f"questions={tmp_path / 'none.jsonl'}",
-                                   "--set", f"run_dir={tmp_path / 'run'}"])
+    err = _one_line_error(
+        capsys,
+        [
+            "run",
+            str(CONFIGS / "demo.yaml"),
+            "--set",
+            f"questions={tmp_path / 'none.jsonl'}",
+            "--set",
+            f"run_dir={tmp_path / 'run'}",
+        ],
+    )
     assert "questions file not found" in err
 
 
@@ -119,15 +136,36 @@ def test_a_model_that_is_not_a_causal_lm_is_one_line(tmp_path, capsys):
     from cache.toymodels import train_tokenizer
 
     bert = tmp_path / "bert"
-    BertModel(BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-                         vocab_size=128)).save_pretrained(bert)
+    BertModel(
+        BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, vocab_size=128)
+    ).save_pretrained(bert)
     train_tokenizer(128).save_pretrained(bert)
     q = tmp_path / "q.jsonl"
-    q.write_text('{"id": "a", "question": "What is 12 + 7?", "label": 1}\n{"id": "b", "question": "What is 3 + 4?", "label": 0}\n')
-    err = _one_line_error(capsys, ["run", str(CONFIGS / "demo.yaml"), "--set", f"model.source={bert}", "--set", "controls=[]",
-                                   "--set", "detect.names=[ppl]",  # without controls, ref has no reference model
-                                   "--set", "lara=false", "--set", "fusion=[]",  # two questions: no clean reference
-                                   "--set", f"questions={q}", "--set", f"run_dir={tmp_path / 'run'}", "--no-progress"])
+    q.write_text(
+        '{"id": "a", "question": "What is 12 + 7?", "label": 1}\n{"id": "b", "question": "What is 3 + 4?", "label": 0}\n'
+    )
+    err = _one_line_error(
+        capsys,
+        [
+            "run",
+            str(CONFIGS / "demo.yaml"),
+            "--set",
+            f"model.source={bert}",
+            "--set",
+            "controls=[]",
+            "--set",
+            "detect.names=[ppl]",  # without controls, ref has no reference model
+            "--set",
+            "lara=false",
+            "--set",
+            "fusion=[]",  # two questions: no clean reference
+            "--set",
+            f"questions={q}",
+            "--set",
+            f"run_dir={tmp_path / 'run'}",
+            "--no-progress",
+        ],
+    )
     assert "not a causal language model" in err
     err = _one_line_error(capsys, ["detect", "ppl", str(q), "--model", str(bert), "-o", str(tmp_path / "s.csv")])
     assert "not a causal language model" in err
@@ -146,9 +184,21 @@ def test_the_generate_stage_key_follows_template_content_and_generator_code(tmp_
 
     templates = tmp_path / "templates"
     shutil.copytree(default_prompts_dir(), templates)
-    llm = config_from_dict({"questions": "q.jsonl", "model": {"source": "m"}, "detect": {"names": ["ppl"]},
-                            "generation": {"backend": "openai", "openai": {"base_url": "http://127.0.0.1:9/v1", "model": "x",
-                                           "templates": {"similars": str(templates / "similar_questions.v1.txt")}}}})
+    llm = config_from_dict(
+        {
+            "questions": "q.jsonl",
+            "model": {"source": "m"},
+            "detect": {"names": ["ppl"]},
+            "generation": {
+                "backend": "openai",
+                "openai": {
+                    "base_url": "http://127.0.0.1:9/v1",
+                    "model": "x",
+                    "templates": {"similars": str(templates / "similar_questions.v1.txt")},
+                },
+            },
+        }
+    )
     before = stage_key(stages.generate_inputs(llm, "q"))
     assert stage_key(stages.generate_inputs(llm, "q")) == before  # deterministic
     path = templates / "similar_questions.v1.txt"
@@ -161,24 +211,43 @@ def test_the_generate_stage_key_follows_template_content_and_generator_code(tmp_
     assert stage_key(stages.generate_inputs(offline, "q")) != before
 
 
-@pytest.mark.parametrize("override,key", [
-    ("extraction.backend=hff", "extraction.backend 'hff'"),
-    ("detect.names=[ppl,cdd,min_knnn]", "detect.names: unknown detector 'min_knnn' (did you mean 'min_knn'?)"),
-    ("detect.params.cdd.nn=20", "detect.params.cdd: detector 'cdd' has no parameter nn"),
-    ("fusion=[{detectors: [ppl, self_critque]}]", "fusion[0].detectors: no score column 'self_critque'"),
-    ("score.clean_ref=crossfit", "score.clean_ref 'crossfit': no question is labelled 0"),
-])
+@pytest.mark.parametrize(
+    "override,key",
+    [
+        ("extraction.backend=hff", "extraction.backend 'hff'"),
+        ("detect.names=[ppl,cdd,min_knnn]", "detect.names: unknown detector 'min_knnn' (did you mean 'min_knn'?)"),
+        ("detect.params.cdd.nn=20", "detect.params.cdd: detector 'cdd' has no parameter nn"),
+        ("fusion=[{detectors: [ppl, self_critque]}]", "fusion[0].detectors: no score column 'self_critque'"),
+        ("score.clean_ref=crossfit", "score.clean_ref 'crossfit': no question is labelled 0"),
+    ],
+)
 def test_a_bad_key_is_refused_before_stage_one_naming_the_key(override, key, tmp_path, capsys):
     """Before: each of these failed only when its stage was reached — after generation and model
     loading, hours on a 70B model (issue 21, item 13)."""
     import json
 
     questions = tmp_path / "q.jsonl"
-    rows = [{"id": f"m{i}", "question": f"Ann has {i + 2} pens and buys {i + 3} more. How many pens?", "label": 1} for i in range(6)]
-    questions.write_text("".join(json.dumps(r) + "\n" for r in rows))  # members only: no clean reference for LaRA's crossfit
+    rows = [
+        {"id": f"m{i}", "question": f"Ann has {i + 2} pens and buys {i + 3} more. How many pens?", "label": 1}
+        for i in range(6)
+    ]
+    questions.write_text(
+        "".join(json.dumps(r) + "\n" for r in rows)
+    )  # members only: no clean reference for LaRA's crossfit
     run_dir = tmp_path / "run"
-    argv = ["run", str(CONFIGS / "demo.yaml"), "--set", f"questions={questions}", "--set", f"run_dir={run_dir}",
-            "--set", "verdict.subsets=[members]", "--set", override, "--no-progress"]
+    argv = [
+        "run",
+        str(CONFIGS / "demo.yaml"),
+        "--set",
+        f"questions={questions}",
+        "--set",
+        f"run_dir={run_dir}",
+        "--set",
+        "verdict.subsets=[members]",
+        "--set",
+        override,
+        "--no-progress",
+    ]
     if "clean_ref" not in override:  # give LaRA its clean reference so only the key under test is wrong
         rows.append({"id": "c0", "question": "Bo has 4 cups and 5 plates. How many things?", "split": "clean_ref"})
         questions.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -191,8 +260,18 @@ def test_a_bad_score_aggregation_is_refused_when_the_config_is_read(tmp_path, ca
     """Before: ``score.metric_set: [bogus]`` passed loading and validation and was refused only at
     the score stage, after generation, caching and the metrics."""
     run_dir = tmp_path / "run"
-    err = _one_line_error(capsys, ["run", str(CONFIGS / "demo.yaml"), "--set", f"run_dir={run_dir}",
-                                   "--set", "score.metric_set=[zRSM,bogus]", "--no-progress"])
+    err = _one_line_error(
+        capsys,
+        [
+            "run",
+            str(CONFIGS / "demo.yaml"),
+            "--set",
+            f"run_dir={run_dir}",
+            "--set",
+            "score.metric_set=[zRSM,bogus]",
+            "--no-progress",
+        ],
+    )
     assert "score: metric set ['zRSM', 'bogus']: choose from zRSM, DC, zRSI" in err and not run_dir.exists()
 
 
@@ -205,32 +284,60 @@ def test_unusual_valid_configs_pass_validation(tmp_path):
     from probes.pipeline.validate import validate_run
 
     questions = tmp_path / "q.jsonl"
-    rows = [{"id": f"q{i}", "question": f"Ann has {i + 2} pens. How many?", "split": "clean_ref" if i < 3 else None}
-            for i in range(8)]
+    rows = [
+        {"id": f"q{i}", "question": f"Ann has {i + 2} pens. How many?", "split": "clean_ref" if i < 3 else None}
+        for i in range(8)
+    ]
     questions.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    config = load_run_config(CONFIGS / "demo.yaml", [f"questions={questions}", "controls=[]", "detect.names=[ppl,cdd]",
-                                                      "fusion=[{detectors: [ppl, cdd], name: out}, {detectors: [out, lara]}]",
-                                                      "verdict.detectors=[ppl, lara_zrsm]"])
+    config = load_run_config(
+        CONFIGS / "demo.yaml",
+        [
+            f"questions={questions}",
+            "controls=[]",
+            "detect.names=[ppl,cdd]",
+            "fusion=[{detectors: [ppl, cdd], name: out}, {detectors: [out, lara]}]",
+            "verdict.detectors=[ppl, lara_zrsm]",
+        ],
+    )
     validate_run(config, read_questions(questions))
 
 
-@pytest.mark.parametrize("override,message", [
-    # issue 35: one line naming the key, from each parameter's declared type and range
-    ("detect.params.ppl.target=answer", 'detect.params.ppl.target: must be one of response, question, got "answer"'),
-    ("detect.params.min_k.k=20", "detect.params.min_k.k: must be a number in (0, 1], got 20"),
-    ("detect.params.cdd.n=0", "detect.params.cdd.n: must be an integer ≥ 1, got 0"),
-    ("detect.params.min_knn.k=40", "detect.params.min_knn: detector 'min_knn': k = 40, but it must be between 1 and n = 8"),
-    # issue 33: the testbed's GPT-2 has no chat template (before: a traceback from the local reference at the detect stage)
-    ("detect.prompt_format=chat", "detect.prompt_format 'chat': model 'rl'"),
-    # issue 33: a served audited model cannot share tokens with the local reference (before: refused after stage 1)
-    ("detect.endpoint={base_url: 'http://127.0.0.1:9/v1', model: x}", "detect.endpoint: detector 'ref' compares log-probs"),
-    # issue 33: an engine that is not installed (skipped where the vllm extra is)
-    pytest.param("model.engine=vllm", "model.engine: model.engine 'vllm' needs vLLM, which is not installed",
-                 marks=pytest.mark.skipif(__import__("importlib").util.find_spec("vllm") is not None, reason="vllm installed")),
-])
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        # issue 35: one line naming the key, from each parameter's declared type and range
+        (
+            "detect.params.ppl.target=answer",
+            'detect.params.ppl.target: must be one of response, question, got "answer"',
+        ),
+        ("detect.params.min_k.k=20", "detect.params.min_k.k: must be a number in (0, 1], got 20"),
+        ("detect.params.cdd.n=0", "detect.params.cdd.n: must be an integer ≥ 1, got 0"),
+        (
+            "detect.params.min_knn.k=40",
+            "detect.params.min_knn: detector 'min_knn': k = 40, but it must be between 1 and n = 8",
+        ),
+        # issue 33: the testbed's GPT-2 has no chat template (before: a traceback from the local reference at the detect stage)
+        ("detect.prompt_format=chat", "detect.prompt_format 'chat': model 'rl'"),
+        # issue 33: a served audited model cannot share tokens with the local reference (before: refused after stage 1)
+        (
+            "detect.endpoint={base_url: 'http://127.0.0.1:9/v1', model: x}",
+            "detect.endpoint: detector 'ref' compares log-probs",
+        ),
+        # issue 33: an engine that is not installed (skipped where the vllm extra is)
+        pytest.param(
+            "model.engine=vllm",
+            "model.engine: model.engine 'vllm' needs vLLM, which is not installed",
+            marks=pytest.mark.skipif(
+                __import__("importlib").util.find_spec("vllm") is not None, reason="vllm installed"
+            ),
+        ),
+    ],
+)
 def test_detector_parameter_values_are_checked_before_stage_one(override, message, tmp_path, capsys):
-    err = _one_line_error(capsys, ["run", str(CONFIGS / "demo.yaml"), "--set", f"run_dir={tmp_path / 'run'}", "--set", override,
-                                   "--no-progress"])
+    err = _one_line_error(
+        capsys,
+        ["run", str(CONFIGS / "demo.yaml"), "--set", f"run_dir={tmp_path / 'run'}", "--set", override, "--no-progress"],
+    )
     assert message in err and not (tmp_path / "run" / "sets.jsonl").exists()
 
 

@@ -31,17 +31,21 @@ def _example(question: str, cot: str, **variables) -> dict:
 def test_the_filter_keeps_whole_numbers_below_1000_and_short_texts():
     question = "Mia has 12 boxes of 4 pens. How many pens?"
     assert learnable(question, "12*4=48\n#### 48")
-    assert not learnable(question, "12*4=48.5\n#### 48")                 # a decimal
-    assert not learnable(question, "12*400=4,800\n#### 4800")            # 4,800 > 999 (commas read as digits)
+    assert not learnable(question, "12*4=48.5\n#### 48")  # a decimal
+    assert not learnable(question, "12*400=4,800\n#### 4800")  # 4,800 > 999 (commas read as digits)
     assert not learnable("Mia has 1,200 pens. How many?", "#### 1200")
-    assert not learnable(question, "12*4=48")                            # no final '#### n' line
-    assert not learnable(question, "x" * 401 + "\n#### 48")              # solution too long
-    assert not learnable("y" * 481, "#### 48")                           # question too long
+    assert not learnable(question, "12*4=48")  # no final '#### n' line
+    assert not learnable(question, "x" * 401 + "\n#### 48")  # solution too long
+    assert not learnable("y" * 481, "#### 48")  # question too long
 
 
 def test_a_draw_becomes_a_problem_keyed_by_template_and_numbers_not_names():
-    a = to_problem(7, _example("Ann has 3 bags of 5 figs. How many figs?", "3*5=15\n#### 15", name="Ann", bags=3, figs=5, total=15))
-    b = to_problem(7, _example("Bo has 3 bags of 5 figs. How many figs?", "3*5=15\n#### 15", name="Bo", bags=3, figs=5, total=15))
+    a = to_problem(
+        7, _example("Ann has 3 bags of 5 figs. How many figs?", "3*5=15\n#### 15", name="Ann", bags=3, figs=5, total=15)
+    )
+    b = to_problem(
+        7, _example("Bo has 3 bags of 5 figs. How many figs?", "3*5=15\n#### 15", name="Bo", bags=3, figs=5, total=15)
+    )
     assert a.answer == 15 and a.solution.endswith("#### 15") and a.question.startswith("Ann")
     assert a.key == b.key == (7, (("bags", 3), ("figs", 5), ("total", 15)))
     assert to_problem(7, _example("Ann has 3 bags of 5.5 figs.", "#### 16", bags=3)) is None
@@ -114,13 +118,17 @@ def test_the_shipped_gsm_testbed_is_disjoint_template_matched_and_recorded():
     def key(row: dict) -> tuple:
         return (row["template"], tuple(sorted(row["numbers"].items())))
 
-    keys = {split: {key(q["extra"]) for q in questions if q["split"] == split} for split in ("member", "non_member", "clean_ref")}
+    keys = {
+        split: {key(q["extra"]) for q in questions if q["split"] == split}
+        for split in ("member", "non_member", "clean_ref")
+    }
     keys["sft"] = {key(r) for r in pool}
     assert [len(keys[s]) for s in ("member", "non_member", "clean_ref", "sft")] == [150, 150, 100, 12000]
     names = list(keys)
-    assert all(not keys[a] & keys[b] for i, a in enumerate(names) for b in names[i + 1:])
-    assert sorted(q["extra"]["template"] for q in questions if q["split"] == "member") == \
-        sorted(q["extra"]["template"] for q in questions if q["split"] == "non_member")
+    assert all(not keys[a] & keys[b] for i, a in enumerate(names) for b in names[i + 1 :])
+    assert sorted(q["extra"]["template"] for q in questions if q["split"] == "member") == sorted(
+        q["extra"]["template"] for q in questions if q["split"] == "non_member"
+    )
     for q in questions:
         assert q["source"] == "gsm-symbolic" and q["extra"]["template"] in manifest["problems"]["templates"]
         assert learnable(q["question"], q["extra"]["solution"]) and parse_answer(q["extra"]["solution"]) == q["answer"]
@@ -180,8 +188,18 @@ def test_sft_without_prompt_loss_trains_on_the_solution_and_eos_only():
     problems = make_splits(60, 3, 2, seed=1).sft[:6]
     tokenizer = train_tokenizer(300, texts=[p.text() for p in problems] * 5, split_digits=True)
     torch.manual_seed(0)
-    config = GPT2Config(vocab_size=len(tokenizer), n_positions=128, n_embd=32, n_layer=1, n_head=2, resid_pdrop=0.0,
-                        embd_pdrop=0.0, attn_pdrop=0.0, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    config = GPT2Config(
+        vocab_size=len(tokenizer),
+        n_positions=128,
+        n_embd=32,
+        n_layer=1,
+        n_head=2,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     model = GPT2LMHeadModel(config)  # no dropout: the logged loss is then a function of the weights
     initial = copy.deepcopy(model).eval()
     logged: list[dict] = []
@@ -193,7 +211,7 @@ def test_sft_without_prompt_loss_trains_on_the_solution_and_eos_only():
         for p in problems:
             prompt = tokenizer(p.prompt())["input_ids"]
             ids = tokenizer(p.text())["input_ids"] + [tokenizer.eos_token_id]
-            assert ids[:len(prompt)] == prompt
+            assert ids[: len(prompt)] == prompt
             logits = initial(input_ids=torch.tensor([ids])).logits[0]
             for t in range(len(prompt), len(ids)):  # token t predicted from position t - 1
                 total -= float(torch.log_softmax(logits[t - 1].double(), -1)[ids[t]])

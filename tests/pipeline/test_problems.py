@@ -54,7 +54,7 @@ def test_splits_are_disjoint_and_non_members_template_matched():
     keys = s.all_keys()
     names = list(keys)
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
+        for b in names[i + 1 :]:
             assert not keys[a] & keys[b], f"{a} and {b} share a (template, numbers) pair"
     assert len(keys["sft"]) == 3000 and len(keys["members"]) == 80 == len(keys["non_members"])
     assert [p.template for p in s.members] == [p.template for p in s.non_members]

@@ -13,8 +13,23 @@ from probes.cli import main
 from probes.pipeline import load_run_config, run_pipeline
 from probes.pipeline import stages as stages_module
 
-ALL_STAGES = {"generate", "cache/rl", "metrics/rl", "score/rl", "detect/rl", "fuse/rl", "verdict/rl", "evaluate/rl",
-              "cache/sft", "metrics/sft", "score/sft", "detect/sft", "fuse/sft", "verdict/sft", "evaluate/sft"}
+ALL_STAGES = {
+    "generate",
+    "cache/rl",
+    "metrics/rl",
+    "score/rl",
+    "detect/rl",
+    "fuse/rl",
+    "verdict/rl",
+    "evaluate/rl",
+    "cache/sft",
+    "metrics/sft",
+    "score/sft",
+    "detect/sft",
+    "fuse/sft",
+    "verdict/sft",
+    "evaluate/sft",
+}
 
 
 def write_config(tmp_path: Path, testbed: Path, **changes) -> Path:
@@ -27,8 +42,13 @@ def write_config(tmp_path: Path, testbed: Path, **changes) -> Path:
         "generation": {"similars": 2, "paraphrases": 2},
         "extraction": {"layers": "all", "batch_size": 64},
         "score": {"clean_ref": "split"},
-        "detect": {"names": ["ppl", "cdd"], "prompt_format": "raw", "template": "Q: {prompt}\nA:", "batch_size": 64,
-                   "params": {"ppl": {"max_new_tokens": 24}, "cdd": {"n": 4, "max_tokens": 24}}},
+        "detect": {
+            "names": ["ppl", "cdd"],
+            "prompt_format": "raw",
+            "template": "Q: {prompt}\nA:",
+            "batch_size": 64,
+            "params": {"ppl": {"max_new_tokens": 24}, "cdd": {"n": 4, "max_tokens": 24}},
+        },
         "fusion": [{"detectors": ["ppl", "lara"], "method": "robust-z"}],
         "calibration": {"controls": 2},
         "verdict": {"permutations": 500, "bootstrap": 50, "subsets": ["members", "non_members"]},
@@ -54,16 +74,33 @@ def test_a_run_does_every_stage_and_writes_the_report(first_run):
     assert set(result.ran) == ALL_STAGES and not result.skipped
     run_dir = path.parent / "run"
     assert result.run_dir.resolve() == run_dir.resolve()
-    for name in ("config.resolved.yaml", "run.log", "sets.jsonl", "report.md", "rl/acts.h5", "rl/metrics.h5", "rl/lara.csv",
-                 "rl/detectors.csv", "rl/scores.csv", "rl/scores.meta.json", "rl/report/report.json", "sft/report/report.md"):
+    for name in (
+        "config.resolved.yaml",
+        "run.log",
+        "sets.jsonl",
+        "report.md",
+        "rl/acts.h5",
+        "rl/metrics.h5",
+        "rl/lara.csv",
+        "rl/detectors.csv",
+        "rl/scores.csv",
+        "rl/scores.meta.json",
+        "rl/report/report.json",
+        "sft/report/report.md",
+    ):
         assert (run_dir / name).exists(), name
     fusion_meta = json.loads((run_dir / "rl" / "scores.meta.json").read_text())["fusion"]["ppl+lara"]
     assert fusion_meta["how"].startswith("robust-z") and set(fusion_meta["zero_scale"]) >= {"fallback", "constant"}
     # matched controls, calibrated columns and the verdict (no reference control here: relative mode first)
-    assert (run_dir / "rl" / "detectors.controls.csv").exists() and "ppl@cal" in (run_dir / "rl" / "scores.csv").read_text()
+    assert (run_dir / "rl" / "detectors.controls.csv").exists() and "ppl@cal" in (
+        run_dir / "rl" / "scores.csv"
+    ).read_text()
     verdict = json.loads((run_dir / "rl" / "verdict.json").read_text())
     assert verdict["mode"] == "relative" and set(verdict["modes"]) == {"relative", "absolute"}
-    assert {"ppl", "cdd", "lara"} == set(verdict["modes"]["relative"]["detectors"]) and set(verdict["subsets"]) == {"members", "non_members"}
+    assert {"ppl", "cdd", "lara"} == set(verdict["modes"]["relative"]["detectors"]) and set(verdict["subsets"]) == {
+        "members",
+        "non_members",
+    }
     md = (run_dir / "rl" / "report" / "report.md").read_text()
     assert md.index("## Verdict") < md.index("## Detection") and "| blind (text only) |" in md
     assert "blind" in json.loads((run_dir / "rl" / "report" / "report.json").read_text())
@@ -96,8 +133,16 @@ def test_changing_a_detector_setting_redoes_detection_and_what_follows(first_run
     path, _ = first_run
     run_pipeline(load_run_config(path), progress=False)
     changed = run_pipeline(load_run_config(path, ["detect.params.ppl.max_new_tokens=12"]), progress=False)
-    assert set(changed.ran) == {"detect/rl", "fuse/rl", "verdict/rl", "evaluate/rl", "detect/sft", "fuse/sft", "verdict/sft",
-                                "evaluate/sft"}
+    assert set(changed.ran) == {
+        "detect/rl",
+        "fuse/rl",
+        "verdict/rl",
+        "evaluate/rl",
+        "detect/sft",
+        "fuse/sft",
+        "verdict/sft",
+        "evaluate/sft",
+    }
     run_pipeline(load_run_config(path), progress=False)
 
 
@@ -149,8 +194,13 @@ def test_without_labels_the_run_is_an_audit(smoke_testbed, tmp_path):
     rows = [json.loads(line) for line in (testbed / "questions.jsonl").read_text().splitlines()]
     unlabelled = tmp_path / "q.jsonl"
     unlabelled.write_text("".join(json.dumps({**r, "label": None}) + "\n" for r in rows))
-    path = write_config(tmp_path, testbed, questions=str(unlabelled), controls=[],
-                        fusion=[{"detectors": ["ppl", "lara"], "clean_ref": "split"}])
+    path = write_config(
+        tmp_path,
+        testbed,
+        questions=str(unlabelled),
+        controls=[],
+        fusion=[{"detectors": ["ppl", "lara"], "clean_ref": "split"}],
+    )
     result = run_pipeline(load_run_config(path), progress=False)
     report = json.loads((tmp_path / "run" / "rl" / "report" / "report.json").read_text())
     assert report["mode"] == "audit"
@@ -162,7 +212,9 @@ def test_lara_run_cli_prints_the_tables(first_run, capsys):
     path, _ = first_run
     assert main(["run", str(path), "--no-progress"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("Verdict on rl (audited model): ") and "Verdict on sft (control): " in out  # the verdicts first
+    assert (
+        out.startswith("Verdict on rl (audited model): ") and "Verdict on sft (control): " in out
+    )  # the verdicts first
     assert "## Verdict" in out and "## Detection" in out and "| lara |" in out and "up to date: 15" in out
 
 
@@ -170,13 +222,26 @@ def test_a_reference_control_feeds_ref_and_the_sampling_temperature_is_recorded(
     """``ref`` on every model against the control marked ``reference: true`` (the SFT checkpoint):
     against itself it is exactly 0; ``detect.sampling_temperature`` reaches CDD and the metadata."""
     testbed, _ = smoke_testbed
-    path = write_config(tmp_path, testbed, lara=False, fusion=[],
-                        controls=[{"name": "sft", "source": str(testbed / "sft"), "reference": True}],
-                        detect={"names": ["ref", "zlib", "cdd", "partial_completion"], "prompt_format": "raw",
-                                "template": "Q: {prompt}\nA:", "batch_size": 64, "sampling_temperature": 1.0,
-                                "params": {"ref": {"max_new_tokens": 16}, "zlib": {"max_new_tokens": 16},
-                                           "cdd": {"n": 3, "max_tokens": 16}}},
-                        verdict={"detectors": ["zlib", "ref"]})
+    path = write_config(
+        tmp_path,
+        testbed,
+        lara=False,
+        fusion=[],
+        controls=[{"name": "sft", "source": str(testbed / "sft"), "reference": True}],
+        detect={
+            "names": ["ref", "zlib", "cdd", "partial_completion"],
+            "prompt_format": "raw",
+            "template": "Q: {prompt}\nA:",
+            "batch_size": 64,
+            "sampling_temperature": 1.0,
+            "params": {
+                "ref": {"max_new_tokens": 16},
+                "zlib": {"max_new_tokens": 16},
+                "cdd": {"n": 3, "max_tokens": 16},
+            },
+        },
+        verdict={"detectors": ["zlib", "ref"]},
+    )
     run_pipeline(load_run_config(path), progress=False)
     run_dir = tmp_path / "run"
     meta = json.loads((run_dir / "rl" / "detectors.meta.json").read_text())
@@ -210,4 +275,7 @@ def test_ref_without_a_reference_control_is_refused_in_one_line(smoke_testbed, t
     path = write_config(tmp_path, testbed, detect={"names": ["ref"]})
     assert main(["run", str(path), "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert "compare with a reference model: add a controls: entry with reference: true" in err and len(err.strip().splitlines()) == 1
+    assert (
+        "compare with a reference model: add a controls: entry with reference: true" in err
+        and len(err.strip().splitlines()) == 1
+    )

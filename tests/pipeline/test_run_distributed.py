@@ -35,8 +35,13 @@ def write_config(tmp_path: Path, testbed: Path) -> Path:
         "generation": {"similars": 2, "paraphrases": 2},
         "extraction": {"layers": "all", "batch_size": 8, "flush_every": 16},  # many small commits: a kill finds some
         "score": {"clean_ref": "split"},
-        "detect": {"names": ["ppl", "cdd"], "prompt_format": "raw", "template": "Q: {prompt}\nA:", "batch_size": 32,
-                   "params": {"ppl": {"max_new_tokens": 12}, "cdd": {"n": 4, "max_tokens": 12}}},
+        "detect": {
+            "names": ["ppl", "cdd"],
+            "prompt_format": "raw",
+            "template": "Q: {prompt}\nA:",
+            "batch_size": 32,
+            "params": {"ppl": {"max_new_tokens": 12}, "cdd": {"n": 4, "max_tokens": 12}},
+        },
         "fusion": [{"detectors": ["ppl", "lara"], "method": "robust-z"}],
         "calibration": {"controls": 2},
         "verdict": {"permutations": 500, "bootstrap": 50, "subsets": ["members", "non_members"]},
@@ -89,20 +94,26 @@ def assert_same_audit(run: Path, reference: Path) -> None:
                 else:  # LaRA (z-scores of rows equal to ≤ 3e-7), @cal (divided by the controls' spread), fused:
                     # that rounding carried through each score's own scale, as between two batch sizes in one process
                     scale = np.nanstd(values) if np.isfinite(values).any() else 0.0
-                    np.testing.assert_allclose(theirs, values, rtol=1e-3, atol=1e-4 * scale + 1e-9,
-                                               err_msg=f"{model}/{table}:{name}")
+                    np.testing.assert_allclose(
+                        theirs, values, rtol=1e-3, atol=1e-4 * scale + 1e-9, err_msg=f"{model}/{table}:{name}"
+                    )
         v1, v2 = (json.loads((r / model / "verdict.json").read_text()) for r in (reference, run))
         for verdict, theirs in [(v1, v2)] + [(v1["subsets"][k], v2["subsets"][k]) for k in ("members", "non_members")]:
             assert (theirs["mode"], theirs["n"], theirs["reject"]) == (verdict["mode"], verdict["n"], verdict["reject"])
             assert theirs["combined"]["p_value"] == pytest.approx(verdict["combined"]["p_value"], rel=1e-3, abs=1e-3)
         assert (run / model / "report" / "report.md").is_file()
-    assert (run / "report.md").read_text() == (reference / "report.md").read_text() or _same_verdict_lines(run, reference)
+    assert (run / "report.md").read_text() == (reference / "report.md").read_text() or _same_verdict_lines(
+        run, reference
+    )
 
 
 def _same_verdict_lines(run: Path, reference: Path) -> bool:
     """The combined reports agree on every verdict line (their AUC digits may differ in the last place)."""
+
     def verdicts(path: Path) -> list[str]:
-        return [line for line in path.read_text().splitlines() if "CONTAMINATED" in line or "not flagged" in line.lower()]
+        return [
+            line for line in path.read_text().splitlines() if "CONTAMINATED" in line or "not flagged" in line.lower()
+        ]
 
     return verdicts(run / "report.md") == verdicts(reference / "report.md")
 
@@ -153,7 +164,9 @@ def test_a_rank_killed_in_the_detectors_resumes_on_one_process(one_process, tmp_
     config, one = one_process
     run = tmp_path / "killed"
     store = run / "rl" / "responses.sqlite"
-    kill_rank_one_in(config, run, lambda d: stored_responses(store) > 0 and not (d / "ledger" / "detect__rl.json").exists())
+    kill_rank_one_in(
+        config, run, lambda d: stored_responses(store) > 0 and not (d / "ledger" / "detect__rl.json").exists()
+    )
     kept = stored_responses(store)
     assert (run / "ledger" / "cache__rl.json").exists() and kept > 0
     stdout = lara_run(config, run, 1)

@@ -20,14 +20,20 @@ from probes.pipeline.lock import run_directory_lock
 from .test_run import write_config
 
 REPO = Path(__file__).resolve().parents[2]
-HOLD = ("import sys, time; from pathlib import Path; from probes.pipeline.lock import run_directory_lock\n"
-        "with run_directory_lock(Path(sys.argv[1])):\n    print('locked', flush=True); time.sleep(120)\n")
+HOLD = (
+    "import sys, time; from pathlib import Path; from probes.pipeline.lock import run_directory_lock\n"
+    "with run_directory_lock(Path(sys.argv[1])):\n    print('locked', flush=True); time.sleep(120)\n"
+)
 
 
 def hold_lock(run_dir: Path) -> subprocess.Popen:
     run_dir.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(run_dir)], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(run_dir)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert proc.stdout.readline().strip() == "locked"
     return proc
 

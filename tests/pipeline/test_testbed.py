@@ -15,8 +15,15 @@ def _rows(path):
 
 def test_smoke_build_writes_everything(smoke_testbed):
     out, manifest = smoke_testbed
-    for name in ("sft/model.safetensors", "rl/model.safetensors", "sft/tokenizer.json", "questions.jsonl",
-                 "sft_pool.jsonl", "train_log.jsonl", "testbed.json"):
+    for name in (
+        "sft/model.safetensors",
+        "rl/model.safetensors",
+        "sft/tokenizer.json",
+        "questions.jsonl",
+        "sft_pool.jsonl",
+        "train_log.jsonl",
+        "testbed.json",
+    ):
         assert (out / name).is_file(), name
     assert json.loads((out / "testbed.json").read_text()) == manifest
     assert manifest["preset"] == "smoke" and manifest["seed"] == 0
@@ -45,7 +52,7 @@ def test_splits_are_disjoint_and_labels_match(smoke_testbed):
     by_split["sft"] = {key(r) for r in pool}
     names = list(by_split)
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
+        for b in names[i + 1 :]:
             assert not by_split[a] & by_split[b], f"{a} and {b} overlap"
     sizes = manifest["splits"]
     assert len(by_split["member"]) == sizes["members"] and len(by_split["non_member"]) == sizes["non_members"]

@@ -65,7 +65,9 @@ class FakeOpenAIModelServer:
         if int(body.get("n") or 1) > 1 and self.n_mode == "refuse":
             with self._lock:
                 self.requests.append(body)
-            return self._send(handler, 400, {"error": {"message": "n > 1 is not supported", "type": "invalid_request_error"}})
+            return self._send(
+                handler, 400, {"error": {"message": "n > 1 is not supported", "type": "invalid_request_error"}}
+            )
         if self.fault == "status_500":
             with self._lock:
                 failing = len(self.requests) >= self.fail_after
@@ -106,7 +108,9 @@ class FakeOpenAIModelServer:
 
         return torch.Generator().manual_seed(int(body.get("seed") or 0))
 
-    def _decode(self, ids: list[int], body: dict[str, Any], k: int, generator: Any) -> tuple[list[int], list[tuple[int, float, Any]], str]:
+    def _decode(
+        self, ids: list[int], body: dict[str, Any], k: int, generator: Any
+    ) -> tuple[list[int], list[tuple[int, float, Any]], str]:
         """Step-by-step decoding after ``ids``: the new ids, (id, log-prob, top-k) per step, finish reason."""
         import torch
 
@@ -144,14 +148,26 @@ class FakeOpenAIModelServer:
             content = []
             for tid, logprob, top in steps:
                 item = self._token(tid, logprob)
-                item["top_logprobs"] = [self._token(int(i), float(v)) for v, i in zip(top.values, top.indices)] if top is not None else []
+                item["top_logprobs"] = (
+                    [self._token(int(i), float(v)) for v, i in zip(top.values, top.indices)] if top is not None else []
+                )
                 content.append(item)
-            choices.append({"index": index, "message": {"role": "assistant", "content": self.tokenizer.decode(out, skip_special_tokens=True)},
-                            "logprobs": None if self.fault == "no_logprobs" else {"content": content}, "finish_reason": finish})
+            choices.append(
+                {
+                    "index": index,
+                    "message": {"role": "assistant", "content": self.tokenizer.decode(out, skip_special_tokens=True)},
+                    "logprobs": None if self.fault == "no_logprobs" else {"content": content},
+                    "finish_reason": finish,
+                }
+            )
             used += len(out)
         return {
-            "id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": int(time.time()), "model": body["model"],
-            "choices": choices, "usage": {"prompt_tokens": len(ids), "completion_tokens": used, "total_tokens": len(ids) + used},
+            "id": f"chatcmpl-{len(self.requests)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body["model"],
+            "choices": choices,
+            "usage": {"prompt_tokens": len(ids), "completion_tokens": used, "total_tokens": len(ids) + used},
         }
 
     def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -161,16 +177,37 @@ class FakeOpenAIModelServer:
         for index in range(self._choices(body)):
             out, steps, finish = self._decode(ids, body, int(body.get("logprobs") or 0), generator)
             tokens = [self.tokenizer.decode([tid]) for tid, _, _ in steps]
-            tops = [{self.tokenizer.convert_ids_to_tokens(int(i)): float(v) for v, i in zip(top.values, top.indices)}
-                    for _, _, top in steps] if body.get("logprobs") else None
-            choices.append({"index": index, "text": self.tokenizer.decode(out, skip_special_tokens=True), "finish_reason": finish,
-                            "logprobs": {"tokens": tokens, "token_logprobs": [lp for _, lp, _ in steps],
-                                         "text_offset": [len(body["prompt"]) + len(self.tokenizer.decode(out[:i])) for i in range(len(out))],
-                                         "top_logprobs": tops}})
+            tops = (
+                [
+                    {self.tokenizer.convert_ids_to_tokens(int(i)): float(v) for v, i in zip(top.values, top.indices)}
+                    for _, _, top in steps
+                ]
+                if body.get("logprobs")
+                else None
+            )
+            choices.append(
+                {
+                    "index": index,
+                    "text": self.tokenizer.decode(out, skip_special_tokens=True),
+                    "finish_reason": finish,
+                    "logprobs": {
+                        "tokens": tokens,
+                        "token_logprobs": [lp for _, lp, _ in steps],
+                        "text_offset": [
+                            len(body["prompt"]) + len(self.tokenizer.decode(out[:i])) for i in range(len(out))
+                        ],
+                        "top_logprobs": tops,
+                    },
+                }
+            )
             used += len(out)
         return {
-            "id": f"cmpl-{len(self.requests)}", "object": "text_completion", "created": int(time.time()), "model": body["model"],
-            "choices": choices, "usage": {"prompt_tokens": len(ids), "completion_tokens": used, "total_tokens": len(ids) + used},
+            "id": f"cmpl-{len(self.requests)}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": body["model"],
+            "choices": choices,
+            "usage": {"prompt_tokens": len(ids), "completion_tokens": used, "total_tokens": len(ids) + used},
         }
 
     def _echo(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -186,24 +223,60 @@ class FakeOpenAIModelServer:
             out, steps, _ = self._decode(ids, {**body, "max_tokens": 8, "temperature": 0}, 0, None)
             text = prompt + self.tokenizer.decode(out)
             tokens = [self.tokenizer.decode([i]) for i in ids + out]
-            starts = [a for a, _ in offsets] + [len(prompt) + len(self.tokenizer.decode(out[:i])) for i in range(len(out))]
-            return {"id": "cmpl-echo", "object": "text_completion", "created": int(time.time()), "model": body["model"],
-                    "choices": [{"index": 0, "text": text, "finish_reason": "length", "logprobs": {
-                        "tokens": tokens, "token_logprobs": values + [lp for _, lp, _ in steps], "text_offset": starts,
-                        "top_logprobs": None}}], "usage": {"prompt_tokens": len(ids), "completion_tokens": len(out),
-                                                           "total_tokens": len(ids) + len(out)}}
+            starts = [a for a, _ in offsets] + [
+                len(prompt) + len(self.tokenizer.decode(out[:i])) for i in range(len(out))
+            ]
+            return {
+                "id": "cmpl-echo",
+                "object": "text_completion",
+                "created": int(time.time()),
+                "model": body["model"],
+                "choices": [
+                    {
+                        "index": 0,
+                        "text": text,
+                        "finish_reason": "length",
+                        "logprobs": {
+                            "tokens": tokens,
+                            "token_logprobs": values + [lp for _, lp, _ in steps],
+                            "text_offset": starts,
+                            "top_logprobs": None,
+                        },
+                    }
+                ],
+                "usage": {
+                    "prompt_tokens": len(ids),
+                    "completion_tokens": len(out),
+                    "total_tokens": len(ids) + len(out),
+                },
+            }
         k = int(body.get("logprobs") or 0)
         tops = None
         if k > 1:  # vLLM: per position a {token: log-prob} map of the top k (None for the first token)
             tops = [None]
             for i in range(1, len(ids)):
                 top = torch.topk(logp[i - 1], k)
-                tops.append({self.tokenizer.convert_ids_to_tokens(int(t)): float(v) for v, t in zip(top.values, top.indices)})
+                tops.append(
+                    {self.tokenizer.convert_ids_to_tokens(int(t)): float(v) for v, t in zip(top.values, top.indices)}
+                )
             self.sent_tops.append(tops)
         return {
-            "id": f"cmpl-{len(self.requests)}", "object": "text_completion", "created": int(time.time()), "model": body["model"],
-            "choices": [{"index": 0, "text": prompt, "finish_reason": "length", "logprobs": {
-                "tokens": [self.tokenizer.decode([i]) for i in ids], "token_logprobs": values,
-                "text_offset": [start for start, _ in offsets], "top_logprobs": tops}}],
+            "id": f"cmpl-{len(self.requests)}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": body["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "text": prompt,
+                    "finish_reason": "length",
+                    "logprobs": {
+                        "tokens": [self.tokenizer.decode([i]) for i in ids],
+                        "token_logprobs": values,
+                        "text_offset": [start for start, _ in offsets],
+                        "top_logprobs": tops,
+                    },
+                }
+            ],
             "usage": {"prompt_tokens": len(ids), "completion_tokens": 0, "total_tokens": len(ids)},
         }

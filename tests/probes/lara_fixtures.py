@@ -42,6 +42,8 @@ def build_audit(root: Path, model_dir: Path, k: int = 3, m: int = 3) -> Audit:
     write_questions(questions, paths.questions)
     run_generation(questions, paths.sets, GenerationConfig.from_dict({"similars": k, "paraphrases": m, "seed": 1}))
     texts = sorted({t for s in read_sets(paths.sets) for t in all_texts(s)})
-    config = CacheConfig(model=ModelConfig(source=str(model_dir), device="cpu"), extraction=ExtractionConfig(layers=("all",)))
+    config = CacheConfig(
+        model=ModelConfig(source=str(model_dir), device="cpu"), extraction=ExtractionConfig(layers=("all",))
+    )
     run_cache(texts, paths.acts, config, progress=False)
     return paths

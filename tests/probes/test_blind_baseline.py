@@ -27,8 +27,13 @@ def test_out_of_fold_predictions_equal_a_plain_scikit_learn_computation():
     texts = [p.question for p in splits.members + splits.non_members]
     y = np.r_[np.ones(40, int), np.zeros(40, int)]
     features = TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 4), sublinear_tf=True).fit_transform(texts)
-    expected = cross_val_predict(LogisticRegression(max_iter=1000, random_state=0), features, y,
-                                 cv=StratifiedKFold(5, shuffle=True, random_state=0), method="predict_proba")[:, 1]
+    expected = cross_val_predict(
+        LogisticRegression(max_iter=1000, random_state=0),
+        features,
+        y,
+        cv=StratifiedKFold(5, shuffle=True, random_state=0),
+        method="predict_proba",
+    )[:, 1]
     np.testing.assert_allclose(blind_predictions(texts, y), expected, rtol=1e-12)
 
 
@@ -51,12 +56,22 @@ def test_no_warning_without_a_confound_and_a_warning_on_a_confounded_split():
     pool = splits.members + splits.non_members
     texts = [p.question for p in pool]
     # labels independent of the text (members and non-members drawn alike): at chance, rarely a warning
-    runs = [blind_baseline(texts, np.random.default_rng(s).permutation(np.r_[np.ones(150), np.zeros(150)]), n_bootstrap=200,
-                           n_permutations=60) for s in range(12)]
+    runs = [
+        blind_baseline(
+            texts,
+            np.random.default_rng(s).permutation(np.r_[np.ones(150), np.zeros(150)]),
+            n_bootstrap=200,
+            n_permutations=60,
+        )
+        for s in range(12)
+    ]
     assert 0.44 < np.mean([r["auc"]["value"] for r in runs]) < 0.53
     # the CI rule alone (nominal 2.5 %) and the swap null's (nominal 5 %: ≤ 2 of 12 holds with
     # probability 0.98 at that size)
-    assert sum(r["auc"]["ci"][0] > 0.5 for r in runs) <= 1 and sum(r["auc"]["ci"][0] < 0.5 < r["auc"]["ci"][1] for r in runs) >= 9
+    assert (
+        sum(r["auc"]["ci"][0] > 0.5 for r in runs) <= 1
+        and sum(r["auc"]["ci"][0] < 0.5 < r["auc"]["ci"][1] for r in runs) >= 9
+    )
     assert sum(r["confounded"] for r in runs) <= 2
     # members from half of the templates, non-members from the other half
     templates = sorted({p.template for p in pool})
@@ -65,8 +80,15 @@ def test_no_warning_without_a_confound_and_a_warning_on_a_confounded_split():
     non_members = [p for p in pool if p.template not in first]
     y = np.r_[np.ones(len(members)), np.zeros(len(non_members))]
     confounded = blind_baseline([p.question for p in members + non_members], y)
-    assert confounded["auc"]["value"] >= 0.8 and confounded["confounded"] and "visible without the model" in confounded["warning"]
-    assert roc_auc_score(y, blind_predictions([p.question for p in members + non_members], y)) == confounded["auc"]["value"]
+    assert (
+        confounded["auc"]["value"] >= 0.8
+        and confounded["confounded"]
+        and "visible without the model" in confounded["warning"]
+    )
+    assert (
+        roc_auc_score(y, blind_predictions([p.question for p in members + non_members], y))
+        == confounded["auc"]["value"]
+    )
 
 
 def test_an_exactly_matched_split_is_anti_predictable_under_cross_validation():
@@ -76,14 +98,21 @@ def test_an_exactly_matched_split_is_anti_predictable_under_cross_validation():
     the blind AUC falls far *below* 0.5 — and so does its null under swaps within templates."""
     splits = make_splits(500, 150, 10, seed=0)
     pool = splits.members + splits.non_members
-    matched = blind_baseline([p.question for p in pool], np.r_[np.ones(150), np.zeros(150)], n_permutations=50,
-                             groups=[p.template for p in pool])
+    matched = blind_baseline(
+        [p.question for p in pool],
+        np.r_[np.ones(150), np.zeros(150)],
+        n_permutations=50,
+        groups=[p.template for p in pool],
+    )
     assert matched["auc"]["ci"][1] < 0.5 and not matched["confounded"] and matched["matched_design"]
     assert matched["null"]["q95"] < 0.35 and matched["null"]["groups"] == "declared pair/template"
 
 
 def _testbed_rows() -> list[dict]:
-    rows = [json.loads(line) for line in (ROOT / "probes/testbed/checkpoints/cpu-seed0/questions.jsonl").read_text().splitlines()]
+    rows = [
+        json.loads(line)
+        for line in (ROOT / "probes/testbed/checkpoints/cpu-seed0/questions.jsonl").read_text().splitlines()
+    ]
     return [r for r in rows if r.get("label") is not None]
 
 
@@ -93,7 +122,9 @@ def _planted(rows: list[dict], fraction: float, seed: int) -> tuple[list[str], n
     rng = np.random.default_rng(seed)
     kept = set(rng.choice(sorted({r["extra"]["template"] for r in rows}), size=30, replace=False).tolist())
     chosen = [r for r in rows if r["extra"]["template"] in kept]
-    texts = [r["question"] + (" Show your work." if r["label"] == 1 and rng.random() < fraction else "") for r in chosen]
+    texts = [
+        r["question"] + (" Show your work." if r["label"] == 1 and rng.random() < fraction else "") for r in chosen
+    ]
     return texts, np.array([r["label"] for r in chosen]), [str(r["extra"]["template"]) for r in chosen]
 
 
@@ -118,6 +149,14 @@ def test_a_planted_confound_in_the_matched_testbed_warns_and_no_confound_does_no
     assert clustered["null"]["groups"] == "clusters of near-identical texts" and clustered["confounded"]
     texts, y, _ = _planted(rows, 0.0, 0)
     assert not blind_baseline(texts, y, n_bootstrap=100, n_permutations=60)["confounded"]
-    warned = [blind_baseline(*_planted(rows, 0.0, seed)[:2], seed=seed, n_bootstrap=100, n_permutations=40,
-                             groups=_planted(rows, 0.0, seed)[2])["confounded"] for seed in range(20)]
+    warned = [
+        blind_baseline(
+            *_planted(rows, 0.0, seed)[:2],
+            seed=seed,
+            n_bootstrap=100,
+            n_permutations=40,
+            groups=_planted(rows, 0.0, seed)[2],
+        )["confounded"]
+        for seed in range(20)
+    ]
     assert sum(warned) <= 1

@@ -54,7 +54,7 @@ def exact_pvalue(original: np.ndarray, controls: np.ndarray) -> tuple[float, flo
     observed = statistics.fmean(naive_rank(t[0], t[1:]) for t in texts)
     stats = []
     for pick in itertools.product(*[range(len(t)) for t in texts]):
-        stats.append(statistics.fmean(naive_rank(t[k], t[:k] + t[k + 1:]) for t, k in zip(texts, pick)))
+        stats.append(statistics.fmean(naive_rank(t[k], t[:k] + t[k + 1 :]) for t, k in zip(texts, pick)))
     return observed, sum(s >= observed - 1e-12 for s in stats) / len(stats)
 
 
@@ -77,7 +77,9 @@ def test_permutation_test_has_its_size_under_h0():
     for _ in range(400):
         level = rng.normal(size=(30, 1)) * 3.0
         texts = level + rng.normal(size=(30, 4))
-        rejections.append(permutation_test(texts[:, 0], texts[:, 1:], n_permutations=400, seed=int(rng.integers(1 << 30)))[1] < 0.05)
+        rejections.append(
+            permutation_test(texts[:, 0], texts[:, 1:], n_permutations=400, seed=int(rng.integers(1 << 30)))[1] < 0.05
+        )
     assert 0.02 <= np.mean(rejections) <= 0.08
 
 
@@ -136,9 +138,14 @@ def _exact_mann_whitney(a: list[float], c: list[float]) -> float:
     return sum(u(g) >= observed - 1e-12 for g in splits) / len(splits)
 
 
-@pytest.mark.parametrize("a,c", [([1.0, 2 / 3, 1.0, 1 / 3, 1.0, 2 / 3], [0.0, 1 / 3]),   # 2 clean questions, ties
-                                 ([0.5, 1.0, 1.0, 0.5, 0.0], [0.0, 0.5, 0.0]),
-                                 ([3.0, np.inf, 2.0, 5.0], [1.0, 2.0, -np.inf, 0.0])])  # ±inf rank
+@pytest.mark.parametrize(
+    "a,c",
+    [
+        ([1.0, 2 / 3, 1.0, 1 / 3, 1.0, 2 / 3], [0.0, 1 / 3]),  # 2 clean questions, ties
+        ([0.5, 1.0, 1.0, 0.5, 0.0], [0.0, 0.5, 0.0]),
+        ([3.0, np.inf, 2.0, 5.0], [1.0, 2.0, -np.inf, 0.0]),
+    ],
+)  # ±inf rank
 def test_mann_whitney_permutation_pvalue_against_exact_enumeration(a, c):
     _, p = mann_whitney_greater(np.array(a), np.array(c), n_permutations=100_000, seed=1)
     assert p == pytest.approx(_exact_mann_whitney(a, c), abs=0.005)

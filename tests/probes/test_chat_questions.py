@@ -22,16 +22,40 @@ TEXTS = ["What is 12 + 30?", "Solve $3x = 21$.", "How many primes are below 20?"
 
 
 def write(path, chat: bool):
-    path.write_text("".join(json.dumps({"id": f"q{k}", "question": t, **({"chat": {"system": SYSTEM}} if chat else {})}) + "\n"
-                            for k, t in enumerate(TEXTS)))
+    path.write_text(
+        "".join(
+            json.dumps({"id": f"q{k}", "question": t, **({"chat": {"system": SYSTEM}} if chat else {})}) + "\n"
+            for k, t in enumerate(TEXTS)
+        )
+    )
     return path
 
 
 def detect(tmp_path, toy_dirs, questions, *flags) -> tuple[np.ndarray, dict]:
     out = tmp_path / f"{questions.stem}{len(flags)}.csv"
-    assert main(["-q", "detect", "ppl", str(questions), "--model", str(toy_dirs["qwen2"]), "--device", "cpu",
-                 "--param", "ppl.max_new_tokens=6", "--store", str(tmp_path / "store.sqlite"), "-o", str(out), "--no-progress",
-                 *flags]) == 0
+    assert (
+        main(
+            [
+                "-q",
+                "detect",
+                "ppl",
+                str(questions),
+                "--model",
+                str(toy_dirs["qwen2"]),
+                "--device",
+                "cpu",
+                "--param",
+                "ppl.max_new_tokens=6",
+                "--store",
+                str(tmp_path / "store.sqlite"),
+                "-o",
+                str(out),
+                "--no-progress",
+                *flags,
+            ]
+        )
+        == 0
+    )
     return ScoreTable.read_csv(out).columns["ppl"], json.loads(out.with_suffix(".meta.json").read_text())
 
 
@@ -41,7 +65,12 @@ def test_chat_questions_are_scored_with_their_system_turn(tmp_path, toy_dirs):
     bare, _ = detect(tmp_path, toy_dirs, tmp_path / "plain.jsonl")
     np.testing.assert_array_equal(chat, explicit)
     assert not np.array_equal(chat, bare)
-    assert meta["responder"]["prompt_format"] == {"mode": "auto", "template": "{prompt}", "system": SYSTEM, "chat": True}
+    assert meta["responder"]["prompt_format"] == {
+        "mode": "auto",
+        "template": "{prompt}",
+        "system": SYSTEM,
+        "chat": True,
+    }
 
 
 def test_mixed_system_turns_are_refused_unless_one_is_given():

@@ -15,7 +15,10 @@ from probes.cli import main
 
 def write_texts(path, n, start=0):
     path.write_text(
-        "".join(f"Item {i}: Ava has {i} apples and buys {i % 7 + 2} more. How many apples now?\n" for i in range(start, start + n)),
+        "".join(
+            f"Item {i}: Ava has {i} apples and buys {i % 7 + 2} more. How many apples now?\n"
+            for i in range(start, start + n)
+        ),
         encoding="utf-8",
     )
     return path
@@ -24,8 +27,23 @@ def write_texts(path, n, start=0):
 def test_cache_then_info(tmp_path, toy_dirs, capsys):
     texts = write_texts(tmp_path / "t.txt", 12)
     out = tmp_path / "acts.h5"
-    status = main(["cache", str(texts), "--model", str(toy_dirs["qwen2"]), "-o", str(out), "--layers", "embed,0,-1",
-                   "--batch-size", "5", "--device", "cpu", "--no-progress"])
+    status = main(
+        [
+            "cache",
+            str(texts),
+            "--model",
+            str(toy_dirs["qwen2"]),
+            "-o",
+            str(out),
+            "--layers",
+            "embed,0,-1",
+            "--batch-size",
+            "5",
+            "--device",
+            "cpu",
+            "--no-progress",
+        ]
+    )
     assert status == 0
     assert "12 rows [3 layers (embed, 0, 2) x d=32] via hf" in capsys.readouterr().out
     assert main(["info", str(out)]) == 0
@@ -36,7 +54,9 @@ def test_cache_then_info(tmp_path, toy_dirs, capsys):
 def test_config_file_with_flag_override(tmp_path, toy_dirs, capsys):
     texts = write_texts(tmp_path / "t.txt", 4)
     config = tmp_path / "c.yaml"
-    config.write_text(f"model:\n  source: {toy_dirs['gpt2']}\n  device: cpu\nextraction:\n  layers: '0'\n  backend: nnsight\n")
+    config.write_text(
+        f"model:\n  source: {toy_dirs['gpt2']}\n  device: cpu\nextraction:\n  layers: '0'\n  backend: nnsight\n"
+    )
     out = tmp_path / "acts.h5"
     assert main(["cache", str(texts), "--config", str(config), "--layers", "1", "-o", str(out), "--no-progress"]) == 0
     store = ActivationStore(out)
@@ -77,8 +97,22 @@ def test_store_from_other_model_refused(tmp_path, toy_dirs, other_gpt2_dir, caps
 
 def lara_cache(texts, model, out, *extra):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return [sys.executable, "-m", "probes.cli", "-q", "cache", str(texts), "--model", str(model), "-o", str(out),
-            "--device", "cpu", "--no-progress", *extra], env
+    return [
+        sys.executable,
+        "-m",
+        "probes.cli",
+        "-q",
+        "cache",
+        str(texts),
+        "--model",
+        str(model),
+        "-o",
+        str(out),
+        "--device",
+        "cpu",
+        "--no-progress",
+        *extra,
+    ], env
 
 
 @pytest.mark.slow

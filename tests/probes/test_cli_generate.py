@@ -22,7 +22,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_offline_generate_prints_the_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     questions = tmp_path / "q.jsonl"
-    write_questions([*sample_questions(12, seed=1), Question(id="words", question="Name the capital of France.")], questions)
+    write_questions(
+        [*sample_questions(12, seed=1), Question(id="words", question="Name the capital of France.")], questions
+    )
     out = tmp_path / "sets.jsonl"
     assert main(["generate", str(questions), "-o", str(out), "-K", "3", "-M", "2", "--seed", "5", "--no-progress"]) == 0
     shown = capsys.readouterr().out
@@ -47,10 +49,16 @@ def test_offline_generate_prints_the_summary(tmp_path: Path, capsys: pytest.Capt
         (["--blanks", "0"], None, "'blanks' must be positive"),
         ([], "similar: 3\n", "unknown config key 'similar'; did you mean 'similars'?"),
         ([], "openai:\n  concurrency: many\n", "'openai.concurrency' must be of type int"),
-        ([], "openai:\n  temperature:\n    paraphrase: 1\n", "unknown config key 'openai.temperature.paraphrase'; did you mean 'paraphrases'?"),
+        (
+            [],
+            "openai:\n  temperature:\n    paraphrase: 1\n",
+            "unknown config key 'openai.temperature.paraphrase'; did you mean 'paraphrases'?",
+        ),
     ],
 )
-def test_bad_settings_exit_2_naming_the_key(tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], config: str | None, message: str) -> None:
+def test_bad_settings_exit_2_naming_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], config: str | None, message: str
+) -> None:
     questions = tmp_path / "q.jsonl"
     write_questions(sample_questions(2), questions)
     if config is not None:
@@ -70,7 +78,9 @@ def test_bad_settings_exit_2_naming_the_key(tmp_path: Path, capsys: pytest.Captu
         ("not json", "q.jsonl:2: not valid JSON"),
     ],
 )
-def test_bad_questions_exit_2_naming_the_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str, message: str) -> None:
+def test_bad_questions_exit_2_naming_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str, message: str
+) -> None:
     questions = tmp_path / "q.jsonl"
     questions.write_text('{"id": "a", "question": "Add 2 and 3."}\n' + line + "\n")
     assert main(["generate", str(questions), "-o", str(tmp_path / "s.jsonl"), "--no-progress"]) == 2
@@ -82,14 +92,22 @@ def test_paper_config_file_loads() -> None:
 
     config = GenerationConfig.from_yaml(REPO / "configs" / "generation.openrouter.yaml")
     assert config.backend == "openai" and config.openai.model == "openai/gpt-4o-mini"
-    assert config.openai.base_url == "https://openrouter.ai/api/v1" and config.openai.api_key_env == "OPENROUTER_API_KEY"
+    assert (
+        config.openai.base_url == "https://openrouter.ai/api/v1" and config.openai.api_key_env == "OPENROUTER_API_KEY"
+    )
     assert (config.similars, config.paraphrases, config.blanks) == (5, 5, 1)
 
 
 def test_sigkill_mid_run_then_rerun_equals_an_uninterrupted_run(tmp_path: Path) -> None:
     questions = tmp_path / "q.jsonl"
     write_questions(
-        [Question(id=f"q{i}", question=f"Shop {i} has {12 + i} apples and sells {3 + i % 4} of them. How many apples are left?") for i in range(24)],
+        [
+            Question(
+                id=f"q{i}",
+                question=f"Shop {i} has {12 + i} apples and sells {3 + i % 4} of them. How many apples are left?",
+            )
+            for i in range(24)
+        ],
         questions,
     )
     env = {**os.environ, "LARA_TEST_KEY": "sk-test", "PYTHONPATH": str(REPO)}
@@ -104,18 +122,33 @@ def test_sigkill_mid_run_then_rerun_equals_an_uninterrupted_run(tmp_path: Path) 
         return path
 
     def command(cfg: Path, out: Path) -> list[str]:
-        return [sys.executable, "-m", "probes.cli", "generate", str(questions), "-o", str(out), "--config", str(cfg), "--no-progress"]
+        return [
+            sys.executable,
+            "-m",
+            "probes.cli",
+            "generate",
+            str(questions),
+            "-o",
+            str(out),
+            "--config",
+            str(cfg),
+            "--no-progress",
+        ]
 
     with FakeLLMServer(latency=0.02) as server:
         reference = tmp_path / "reference.jsonl"
-        subprocess.run(command(config("reference", server), reference), env=env, check=True, capture_output=True, cwd=tmp_path)
+        subprocess.run(
+            command(config("reference", server), reference), env=env, check=True, capture_output=True, cwd=tmp_path
+        )
         full_run_requests = server.requests
 
         out = tmp_path / "sets.jsonl"
         journal = tmp_path / "sets.jsonl.partial"
         cfg = config("killed", server)
         before = server.requests
-        proc = subprocess.Popen(command(cfg, out), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+        proc = subprocess.Popen(
+            command(cfg, out), env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and (not journal.exists() or len(journal.read_text().splitlines()) < 1 + 6):
             time.sleep(0.02)

@@ -29,7 +29,22 @@ def metrics_path(audit, tmp_path_factory):
 
 def test_cache_accepts_a_sets_file(audit, tmp_path, capsys):
     out = tmp_path / "acts.h5"
-    assert main(["cache", str(audit.sets), "--model", str(audit.model_dir), "-o", str(out), "--device", "cpu", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "cache",
+                str(audit.sets),
+                "--model",
+                str(audit.model_dir),
+                "-o",
+                str(out),
+                "--device",
+                "cpu",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     texts = {t for s in read_sets(audit.sets) for t in all_texts(s)}
     store = ActivationStore(out)
     assert len(store) == len(texts) and all(t in store for t in texts)
@@ -57,7 +72,9 @@ def test_score_split_mode_cross_fits_the_clean_questions(metrics_path, tmp_path,
         z = align(Reference.fit(pool).zscores(mf.metrics[i : i + 1]))
         assert table.columns["lara"][i] == pytest.approx(z.mean(), rel=1e-12)
         assert table.columns["lara_zrsm"][i] == pytest.approx(z[0, 0].mean(), rel=1e-12)
-        assert table.columns["lara_early"][i] == pytest.approx(z[0][:, 0].mean(), rel=1e-12)  # 3 blocks: early = block 0
+        assert table.columns["lara_early"][i] == pytest.approx(
+            z[0][:, 0].mean(), rel=1e-12
+        )  # 3 blocks: early = block 0
         assert table.columns["lara_late"][i] == pytest.approx(z[0][:, 2].mean(), rel=1e-12)  # late = block 2
     meta = json.loads(out.with_suffix(".meta.json").read_text())
     assert meta["clean_ref_mode"] == "split" and meta["n_reference"] == N_CLEAN and meta["options"]["dc"] == options.dc
@@ -65,11 +82,36 @@ def test_score_split_mode_cross_fits_the_clean_questions(metrics_path, tmp_path,
 
 def test_crossfit_mode_and_options(audit, metrics_path, tmp_path, capsys):
     out = tmp_path / "scores.csv"
-    assert main(["score", str(metrics_path), "-o", str(out), "--clean-ref", "crossfit", "--labels", str(audit.questions),
-                 "--metric-set", "zRSM,zRSI", "--layers", "1-2", "--dc", "signed", "--folds", "3", "--no-variants"]) == 0
+    assert (
+        main(
+            [
+                "score",
+                str(metrics_path),
+                "-o",
+                str(out),
+                "--clean-ref",
+                "crossfit",
+                "--labels",
+                str(audit.questions),
+                "--metric-set",
+                "zRSM,zRSI",
+                "--layers",
+                "1-2",
+                "--dc",
+                "signed",
+                "--folds",
+                "3",
+                "--no-variants",
+            ]
+        )
+        == 0
+    )
     shown = capsys.readouterr().out
     n_non_members = N_LABELLED // 2 + N_CLEAN
-    assert f"clean reference of {n_non_members} (crossfit" in shown and f"{n_non_members} cross-fitted over 3 folds" in shown
+    assert (
+        f"clean reference of {n_non_members} (crossfit" in shown
+        and f"{n_non_members} cross-fitted over 3 folds" in shown
+    )
     table = ScoreTable.read_csv(out)
     assert list(table.columns) == ["lara"] and np.isfinite(table.columns["lara"]).all()
 
@@ -90,7 +132,22 @@ def test_saved_reference_reuse_and_refusals(audit, metrics_path, tmp_path, other
     assert np.isnan(b.columns["lara"][~audited]).all()
     # the same reference on another model's metrics is refused
     other_acts = tmp_path / "other.h5"
-    assert main(["cache", str(audit.sets), "--model", str(other_gpt2_dir), "-o", str(other_acts), "--device", "cpu", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "cache",
+                str(audit.sets),
+                "--model",
+                str(other_gpt2_dir),
+                "-o",
+                str(other_acts),
+                "--device",
+                "cpu",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     other_metrics = tmp_path / "other_metrics.h5"
     assert main(["metrics", str(audit.sets), str(other_acts), "-o", str(other_metrics), "--no-progress"]) == 0
     capsys.readouterr()
@@ -120,8 +177,23 @@ def test_evaluate_writes_the_report(audit, metrics_path, tmp_path, capsys):
     assert main(["score", str(metrics_path), "-o", str(scores)]) == 0
     report_dir = tmp_path / "report"
     capsys.readouterr()
-    assert main(["evaluate", str(scores), "--labels", str(audit.questions), "--metrics", str(metrics_path),
-                 "-o", str(report_dir), "--bootstrap", "200"]) == 0
+    assert (
+        main(
+            [
+                "evaluate",
+                str(scores),
+                "--labels",
+                str(audit.questions),
+                "--metrics",
+                str(metrics_path),
+                "-o",
+                str(report_dir),
+                "--bootstrap",
+                "200",
+            ]
+        )
+        == 0
+    )
     shown = capsys.readouterr().out
     assert "| Method | ROC-AUC | F1 | TPR@FPR=5% | TPR@1% | TPR@0.1% | n (non-finite) |" in shown
     # 22 non-members resolve neither 1 % nor 0.1 % (10/FPR: 1,000 and 10,000); the rule's point has no false positive

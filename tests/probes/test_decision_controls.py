@@ -27,7 +27,9 @@ def sets_with_controls(audit, tmp_path_factory):
     questions = read_questions(audit.questions)
     plain, more = root / "plain.jsonl", root / "more.jsonl"
     run_generation(questions, plain, GenerationConfig.from_dict({"similars": 3, "paraphrases": 3, "seed": 1}))
-    summary = run_generation(questions, more, GenerationConfig.from_dict({"similars": 3, "paraphrases": 3, "seed": 1, "controls": 5}))
+    summary = run_generation(
+        questions, more, GenerationConfig.from_dict({"similars": 3, "paraphrases": 3, "seed": 1, "controls": 5})
+    )
     return root, plain, more, summary
 
 
@@ -36,7 +38,9 @@ def test_the_generator_draws_further_distinct_similars_as_controls_only(sets_wit
     before, after = read_sets(plain), read_sets(more)
     valid = 0
     for a, b in zip(before, after):
-        assert a.similars == b.similars and a.blanked == b.blanked and a.paraphrases == b.paraphrases  # the K similars as they were
+        assert (
+            a.similars == b.similars and a.blanked == b.blanked and a.paraphrases == b.paraphrases
+        )  # the K similars as they were
         assert all_texts(a) == all_texts(b)  # LaRA reads none of the further controls
         drawn = [c for c in b.controls if c is not None]
         valid += len(drawn)
@@ -52,10 +56,41 @@ def test_the_generator_draws_further_distinct_similars_as_controls_only(sets_wit
 def test_detectors_that_do_not_sample_score_every_control_and_the_decisions_use_them(sets_with_controls, audit):
     root, _, more, _ = sets_with_controls
     out = root / "rl.csv"
-    assert main(["detect", "ppl,cdd", str(audit.questions), "--model", str(audit.model_dir), "--device", "cpu", "--prompt-format", "raw",
-                 "--template", "Q: {prompt}\nA:", "--param", "ppl.max_new_tokens=6", "--param", "cdd.n=2", "--param", "cdd.max_tokens=6",
-                 "--sets", str(more), "--controls", "3", "--decision-controls", "7", "--store", str(root / "s.sqlite"),
-                 "-o", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "detect",
+                "ppl,cdd",
+                str(audit.questions),
+                "--model",
+                str(audit.model_dir),
+                "--device",
+                "cpu",
+                "--prompt-format",
+                "raw",
+                "--template",
+                "Q: {prompt}\nA:",
+                "--param",
+                "ppl.max_new_tokens=6",
+                "--param",
+                "cdd.n=2",
+                "--param",
+                "cdd.max_tokens=6",
+                "--sets",
+                str(more),
+                "--controls",
+                "3",
+                "--decision-controls",
+                "7",
+                "--store",
+                str(root / "s.sqlite"),
+                "-o",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     controls = ControlTable.read_csv(out.with_suffix(".controls.csv"))
     ids = read_scored(out).scores.ids
     ppl, cdd = controls.matrix("ppl", ids), controls.matrix("cdd", ids)
@@ -70,7 +105,9 @@ def test_detectors_that_do_not_sample_score_every_control_and_the_decisions_use_
     whole, _ = audit_verdict(files, labels=labels, settings=settings)
     cut, _ = audit_verdict(files, labels=labels, settings=dataclasses.replace(settings), verdict_controls=3)
     assert cut["detectors"]["ppl"] == verdict["detectors"]["ppl"]
-    assert whole["detectors"]["ppl"]["within_auc"] != verdict["detectors"]["ppl"]["within_auc"]  # the verdict read 3, not 7
+    assert (
+        whole["detectors"]["ppl"]["within_auc"] != verdict["detectors"]["ppl"]["within_auc"]
+    )  # the verdict read 3, not 7
 
 
 def test_control_answers_are_aligned_with_the_control_texts():
@@ -94,10 +131,43 @@ def test_sampling_detectors_score_their_own_count_of_controls(sets_with_controls
     them; the verdict its --controls), between the verdict's and the likelihood family's."""
     root, _, more, _ = sets_with_controls
     out = root / "rl-sampling.csv"
-    assert main(["detect", "ppl,cdd", str(audit.questions), "--model", str(audit.model_dir), "--device", "cpu", "--prompt-format", "raw",
-                 "--template", "Q: {prompt}\nA:", "--param", "ppl.max_new_tokens=6", "--param", "cdd.n=2", "--param", "cdd.max_tokens=6",
-                 "--sets", str(more), "--controls", "3", "--sampling-controls", "5", "--decision-controls", "7",
-                 "--store", str(root / "s.sqlite"), "-o", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "detect",
+                "ppl,cdd",
+                str(audit.questions),
+                "--model",
+                str(audit.model_dir),
+                "--device",
+                "cpu",
+                "--prompt-format",
+                "raw",
+                "--template",
+                "Q: {prompt}\nA:",
+                "--param",
+                "ppl.max_new_tokens=6",
+                "--param",
+                "cdd.n=2",
+                "--param",
+                "cdd.max_tokens=6",
+                "--sets",
+                str(more),
+                "--controls",
+                "3",
+                "--sampling-controls",
+                "5",
+                "--decision-controls",
+                "7",
+                "--store",
+                str(root / "s.sqlite"),
+                "-o",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     controls = ControlTable.read_csv(out.with_suffix(".controls.csv"))
     ids = read_scored(out).scores.ids
     ppl, cdd = controls.matrix("ppl", ids), controls.matrix("cdd", ids)

@@ -21,15 +21,22 @@ from probes.scores import ScoreTable
 
 from .test_verdict import tables
 
-BEFORE = VerdictSettings(decision_residual="spec", decision_pvalue="spec", decision_combine="cauchy")  # the defaults before issue 32
+BEFORE = VerdictSettings(
+    decision_residual="spec", decision_pvalue="spec", decision_combine="cauchy"
+)  # the defaults before issue 32
 
 
 def any_flag_rate(reps: int, settings: VerdictSettings, **kw) -> float:
     hits = 0
     for r in range(reps):
         w = world(seed=10_000 + r, **kw)
-        d = decide_questions({"mode": "absolute", "combined": {"detectors": w.names}}, w.audited, None, None,
-                             dataclasses.replace(settings, seed=r))
+        d = decide_questions(
+            {"mode": "absolute", "combined": {"detectors": w.names}},
+            w.audited,
+            None,
+            None,
+            dataclasses.replace(settings, seed=r),
+        )
         hits += bool(d.flagged.any())
     return hits / reps
 
@@ -48,12 +55,20 @@ def test_with_no_contaminated_question_the_decisions_flag_at_level_not_far_below
 def test_the_learned_combination_of_three_detectors_keeps_its_level():
     reps = 300
     w = world(60, 3, detectors=3, seed=1)
-    d = decide_questions({"mode": "absolute", "combined": {"detectors": w.names}}, w.audited, None, None, VerdictSettings())
-    assert [s.name for s in d.streams] == ["controls"] and d.streams[0].detectors == w.names and len(d.streams[0].weights) == 3
+    d = decide_questions(
+        {"mode": "absolute", "combined": {"detectors": w.names}}, w.audited, None, None, VerdictSettings()
+    )
+    assert (
+        [s.name for s in d.streams] == ["controls"]
+        and d.streams[0].detectors == w.names
+        and len(d.streams[0].weights) == 3
+    )
     pvalues = []
     for r in range(reps):
         w = world(60, 3, detectors=3, seed=20_000 + r)
-        d = decide_questions({"mode": "absolute", "combined": {"detectors": w.names}}, w.audited, None, None, VerdictSettings(seed=r))
+        d = decide_questions(
+            {"mode": "absolute", "combined": {"detectors": w.names}}, w.audited, None, None, VerdictSettings(seed=r)
+        )
         pvalues.append(d.p_value)
     p = np.stack(pvalues)  # [worlds, questions]: the questions of one world share its pool and classifier
     for t in (0.01, 0.05, 0.2, 0.5):  # valid at every level, and at level where decisions are made (3 s.e. over worlds)
@@ -76,18 +91,26 @@ def test_a_p_value_near_one_cannot_veto_a_question():
     clean_gain = np.r_[np.zeros(90), rng.uniform(0.1, 0.5, size=10)]
     clean_orig = rng.normal(size=100)
     clean, clean_ctl = tables(clean_orig, rng.normal(size=(100, c)), prefix="c")
-    scores = ScoreTable(audited.ids + clean.ids, {"ppl": np.r_[original, clean_orig], "reward_gain": np.r_[np.zeros(n), clean_gain]})
+    scores = ScoreTable(
+        audited.ids + clean.ids, {"ppl": np.r_[original, clean_orig], "reward_gain": np.r_[np.zeros(n), clean_gain]}
+    )
     from probes.calibration.controls import ControlTable
 
-    ctl = ControlTable(audited_ctl.ids + clean_ctl.ids, np.r_[audited_ctl.index, clean_ctl.index],
-                       {"ppl": np.r_[audited_ctl.columns["ppl"], clean_ctl.columns["ppl"]]})
+    ctl = ControlTable(
+        audited_ctl.ids + clean_ctl.ids,
+        np.r_[audited_ctl.index, clean_ctl.index],
+        {"ppl": np.r_[audited_ctl.columns["ppl"], clean_ctl.columns["ppl"]]},
+    )
     splits = {i: "clean_ref" for i in clean.ids}
-    verdict, decisions = audit_verdict(scored_files(scores, ctl), splits=splits, settings=VerdictSettings(permutations=200, bootstrap=10))
+    verdict, decisions = audit_verdict(
+        scored_files(scores, ctl), splits=splits, settings=VerdictSettings(permutations=200, bootstrap=10)
+    )
     assert verdict["mode"] == "relative"  # the clean set decides; reward gain enters against it
     assert "reward_gain" in decisions.detectors and decisions.detectors["reward_gain"].p_value.max() < 1
     assert decisions.flagged.sum() == n, decisions.flagged.sum()
-    before, _ = audit_verdict(scored_files(scores, ctl), splits=splits,
-                              settings=dataclasses.replace(BEFORE, permutations=200, bootstrap=10))
+    before, _ = audit_verdict(
+        scored_files(scores, ctl), splits=splits, settings=dataclasses.replace(BEFORE, permutations=200, bootstrap=10)
+    )
     assert before["questions"]["n_flagged"] < n / 2  # the veto, as it was
 
 
@@ -132,7 +155,9 @@ def test_the_sum_test_against_simulated_sums_of_uniforms():
     for size in (1, 3, 11, 12, 40):
         sums = rng.random((100_000, size)).sum(axis=1)
         for level in (0.01, 0.05):
-            assert conformal.sum_test_pvalue(float(np.quantile(sums, level)), size, 10**9) == pytest.approx(level, abs=0.004)
+            assert conformal.sum_test_pvalue(float(np.quantile(sums, level)), size, 10**9) == pytest.approx(
+                level, abs=0.004
+            )
 
 
 @pytest.mark.parametrize("share", [0.0, 0.1, 0.5, 1.0])
@@ -142,16 +167,26 @@ def test_at_least_covers_the_contaminated_count_and_fails_on_a_broken_null(share
     reps, covered, bounds = 200, 0, []
     for r in range(reps):
         w = world(60, 3, share=share, shift=1.5, seed=30_000 + r)
-        d = decide_questions({"mode": "absolute", "combined": {"detectors": w.names}}, w.audited, None, None, VerdictSettings(seed=r))
+        d = decide_questions(
+            {"mode": "absolute", "combined": {"detectors": w.names}}, w.audited, None, None, VerdictSettings(seed=r)
+        )
         covered += d.at_least <= w.contaminated.sum()
         bounds.append(d.at_least)
     assert covered / reps >= 0.95 - 2 * math.sqrt(0.05 * 0.95 / reps), covered / reps
     if share == 0.5:
         assert np.mean(bounds) > 5  # it finds contamination where there is some
     if share == 0.0:
-        broken = sum(decide_questions({"mode": "absolute", "combined": {"detectors": ["ppl"]}},
-                                      world(60, 3, broken=1.0, seed=40_000 + r).audited, None, None,
-                                      VerdictSettings(seed=r)).at_least > 0 for r in range(50))
+        broken = sum(
+            decide_questions(
+                {"mode": "absolute", "combined": {"detectors": ["ppl"]}},
+                world(60, 3, broken=1.0, seed=40_000 + r).audited,
+                None,
+                None,
+                VerdictSettings(seed=r),
+            ).at_least
+            > 0
+            for r in range(50)
+        )
         assert broken / 50 > 0.5  # the figure can fail
 
 
@@ -187,7 +222,9 @@ def test_a_question_without_one_detectors_residual_is_decided_on_the_others_at_l
     decided by the stream of exactly its detectors, with its own null — and stays at level."""
     w = world(60, 5, detectors=3, seed=2)
     _blank_controls(w, "d2", 24)
-    d = decide_questions({"mode": "absolute", "combined": {"detectors": w.names}}, w.audited, None, None, VerdictSettings())
+    d = decide_questions(
+        {"mode": "absolute", "combined": {"detectors": w.names}}, w.audited, None, None, VerdictSettings()
+    )
     assert np.isfinite(d.p_value).all()  # every question tested
     assert [s.name for s in d.streams] == ["controls", "controls without d2"]
     assert np.isnan(d.streams[0].p_value[:24]).all() and np.isfinite(d.streams[1].p_value[:24]).all()
@@ -196,7 +233,9 @@ def test_a_question_without_one_detectors_residual_is_decided_on_the_others_at_l
     for r in range(reps):
         w = world(60, 5, detectors=3, seed=50_000 + r)
         _blank_controls(w, "d2", 24)
-        d = decide_questions({"mode": "absolute", "combined": {"detectors": w.names}}, w.audited, None, None, VerdictSettings(seed=r))
+        d = decide_questions(
+            {"mode": "absolute", "combined": {"detectors": w.names}}, w.audited, None, None, VerdictSettings(seed=r)
+        )
         shares.append([(d.p_value[:24] <= 0.05).mean(), (d.p_value[24:] <= 0.05).mean()])
     shares = np.array(shares)
     se = shares.std(axis=0, ddof=1) / math.sqrt(reps)

@@ -25,11 +25,42 @@ DETECTORS = "ppl,min_k,recall,cdd,self_critique"
 
 
 def detect_command(procs: int, questions: Path, sets: Path, model: Path, out: Path, store: Path) -> list[str]:
-    return lara_command(procs, "-q", "detect", DETECTORS, str(questions), "--model", str(model), "--device", "cpu",
-                        "--prompt-format", "raw", "--template", "Q: {prompt}\nA:", "--sets", str(sets), "--controls", "2",
-                        "--param", "ppl.max_new_tokens=8", "--param", "min_k.max_new_tokens=8", "--param", "recall.max_new_tokens=8",
-                        "--param", "cdd.n=4", "--param", "cdd.max_tokens=8", "--param", "self_critique.max_new_tokens=8",
-                        "--store", str(store), "-o", str(out), "--no-progress")
+    return lara_command(
+        procs,
+        "-q",
+        "detect",
+        DETECTORS,
+        str(questions),
+        "--model",
+        str(model),
+        "--device",
+        "cpu",
+        "--prompt-format",
+        "raw",
+        "--template",
+        "Q: {prompt}\nA:",
+        "--sets",
+        str(sets),
+        "--controls",
+        "2",
+        "--param",
+        "ppl.max_new_tokens=8",
+        "--param",
+        "min_k.max_new_tokens=8",
+        "--param",
+        "recall.max_new_tokens=8",
+        "--param",
+        "cdd.n=4",
+        "--param",
+        "cdd.max_tokens=8",
+        "--param",
+        "self_critique.max_new_tokens=8",
+        "--store",
+        str(store),
+        "-o",
+        str(out),
+        "--no-progress",
+    )
 
 
 def calibrated_within_rounding(scores: Path, name: str, rtol: float = 1e-6) -> tuple[np.ndarray, np.ndarray]:
@@ -52,17 +83,30 @@ def calibrated_within_rounding(scores: Path, name: str, rtol: float = 1e-6) -> t
 
 @pytest.mark.slow
 def test_two_processes_score_exactly_what_one_does(tmp_path, toy_dirs):
-    questions = [Question(f"q{i}", f"Ava has {i + 3} apples and buys {2 * i + 1} more. How many apples does she have now?",
-                          label=i % 2, split="clean_ref" if i >= 10 else None) for i in range(14)]
+    questions = [
+        Question(
+            f"q{i}",
+            f"Ava has {i + 3} apples and buys {2 * i + 1} more. How many apples does she have now?",
+            label=i % 2,
+            split="clean_ref" if i >= 10 else None,
+        )
+        for i in range(14)
+    ]
     qfile = tmp_path / "q.jsonl"
-    qfile.write_text("".join(json.dumps({k: v for k, v in q.fields().items() if v is not None}) + "\n" for q in questions))
+    qfile.write_text(
+        "".join(json.dumps({k: v for k, v in q.fields().items() if v is not None}) + "\n" for q in questions)
+    )
     sets = tmp_path / "sets.jsonl"
     run_generation(questions, sets, GenerationConfig(similars=3, paraphrases=2))
     outs = {}
     for procs in (1, 2):
         out = tmp_path / f"scores{procs}.csv"
-        result = subprocess.run(detect_command(procs, qfile, sets, toy_dirs["gpt2"], out, tmp_path / f"store{procs}.sqlite"),
-                                env=ENV, capture_output=True, text=True)
+        result = subprocess.run(
+            detect_command(procs, qfile, sets, toy_dirs["gpt2"], out, tmp_path / f"store{procs}.sqlite"),
+            env=ENV,
+            capture_output=True,
+            text=True,
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         outs[procs] = out
     one, two = ScoreTable.read_csv(outs[1]), ScoreTable.read_csv(outs[2])
@@ -83,7 +127,9 @@ def test_two_processes_score_exactly_what_one_does(tmp_path, toy_dirs):
     for name in c1.columns:
         np.testing.assert_allclose(c2.columns[name], c1.columns[name], rtol=1e-6, atol=1e-9, err_msg=name)
     k1, k2 = (outs[p].with_suffix(".controls.csv").read_text().splitlines() for p in (1, 2))
-    assert [line.split(",")[:2] + line.split(",")[5:6] for line in k1] == [line.split(",")[:2] + line.split(",")[5:6] for line in k2]
+    assert [line.split(",")[:2] + line.split(",")[5:6] for line in k1] == [
+        line.split(",")[:2] + line.split(",")[5:6] for line in k2
+    ]
     meta1 = json.loads(outs[1].with_suffix(".meta.json").read_text())
     meta2 = json.loads(outs[2].with_suffix(".meta.json").read_text())
     assert meta2["distributed"] == {"world_size": 2} and meta2["counts"]["generated"] == meta1["counts"]["generated"]
@@ -94,15 +140,27 @@ def test_two_processes_score_exactly_what_one_does(tmp_path, toy_dirs):
 def uninterrupted(tmp_path_factory, toy_dirs):
     """Questions, their sets and what one uninterrupted process scores on them."""
     tmp = tmp_path_factory.mktemp("detect_kill")
-    questions = [Question(f"q{i}", f"Ben has {i + 2} pens and gives away {i % 3 + 1}. How many pens does Ben keep?",
-                          split="clean_ref" if i >= 30 else None) for i in range(34)]
+    questions = [
+        Question(
+            f"q{i}",
+            f"Ben has {i + 2} pens and gives away {i % 3 + 1}. How many pens does Ben keep?",
+            split="clean_ref" if i >= 30 else None,
+        )
+        for i in range(34)
+    ]
     qfile = tmp / "q.jsonl"
-    qfile.write_text("".join(json.dumps({k: v for k, v in q.fields().items() if v is not None}) + "\n" for q in questions))
+    qfile.write_text(
+        "".join(json.dumps({k: v for k, v in q.fields().items() if v is not None}) + "\n" for q in questions)
+    )
     sets = tmp / "sets.jsonl"
     run_generation(questions, sets, GenerationConfig(similars=3, paraphrases=2))
     reference = tmp / "reference.csv"
-    subprocess.run(detect_command(1, qfile, sets, toy_dirs["gpt2"], reference, tmp / "ref.sqlite"), env=ENV, check=True,
-                   capture_output=True)
+    subprocess.run(
+        detect_command(1, qfile, sets, toy_dirs["gpt2"], reference, tmp / "ref.sqlite"),
+        env=ENV,
+        check=True,
+        capture_output=True,
+    )
     return qfile, sets, reference
 
 
@@ -111,18 +169,25 @@ def uninterrupted(tmp_path_factory, toy_dirs):
 def test_a_killed_rank_fails_the_job_and_the_rerun_reuses_the_store(uninterrupted, tmp_path, toy_dirs, rerun_procs):
     qfile, sets, reference = uninterrupted
     store, out = tmp_path / "store.sqlite", tmp_path / "scores.csv"
-    returncode, stderr = kill_rank_one_when(detect_command(2, qfile, sets, toy_dirs["gpt2"], out, store),
-                                            lambda: stored_responses(store) >= 40, timeout_s=180)
+    returncode, stderr = kill_rank_one_when(
+        detect_command(2, qfile, sets, toy_dirs["gpt2"], out, store),
+        lambda: stored_responses(store) >= 40,
+        timeout_s=180,
+    )
     assert returncode != 0 and not out.exists() and names_rank_one(stderr)
     kept = stored_responses(store)
     assert kept >= 40
-    result = subprocess.run(detect_command(rerun_procs, qfile, sets, toy_dirs["gpt2"], out, store), env=ENV, capture_output=True,
-                            text=True)
+    result = subprocess.run(
+        detect_command(rerun_procs, qfile, sets, toy_dirs["gpt2"], out, store), env=ENV, capture_output=True, text=True
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     meta = json.loads(out.with_suffix(".meta.json").read_text())
-    assert meta["counts"]["cache_hits"] >= kept  # nothing committed before the kill is computed again (hits summed over ranks)
+    assert (
+        meta["counts"]["cache_hits"] >= kept
+    )  # nothing committed before the kill is computed again (hits summed over ranks)
     assert ("distributed" in meta) == (rerun_procs == 2)
     one, again = ScoreTable.read_csv(reference), ScoreTable.read_csv(out)
     for name in one.columns:
-        np.testing.assert_allclose(again.columns[name], one.columns[name], rtol=1e-6 if "@" not in name else 1e-3, atol=1e-9,
-                                   err_msg=name)
+        np.testing.assert_allclose(
+            again.columns[name], one.columns[name], rtol=1e-6 if "@" not in name else 1e-3, atol=1e-9, err_msg=name
+        )

@@ -45,7 +45,9 @@ def test_the_python_api_refuses_a_bad_value_naming_the_key(value, shown):
     assert str(err.value) == f"cdd.n: must be an integer ≥ 1, got {shown}"
     with pytest.raises(ConfigError, match=r"^min_knn.unit: must be one of tokens, characters, got \"words\"$"):
         get_detector("min_knn", unit="words")
-    with pytest.raises(ConfigError, match="k = 9, but it must be between 1 and n = 4"):  # a rule tying two: the detector's own
+    with pytest.raises(
+        ConfigError, match="k = 9, but it must be between 1 and n = 4"
+    ):  # a rule tying two: the detector's own
         get_detector("min_knn", n=4, k=9)
 
 
@@ -54,8 +56,22 @@ def test_lara_detect_refuses_before_the_model_loads(value, shown, tmp_path, caps
     questions = tmp_path / "q.jsonl"
     questions.write_text(json.dumps({"id": "a", "question": "Ann has 3 pens. How many?"}) + "\n")
     missing_model = tmp_path / "no-such-checkpoint"  # had it been loaded first, the error would name it
-    assert main(["detect", "cdd", str(questions), "--model", str(missing_model), "--param", f"cdd.n={json.dumps(value)}",
-                 "-o", str(tmp_path / "s.csv")]) == 2
+    assert (
+        main(
+            [
+                "detect",
+                "cdd",
+                str(questions),
+                "--model",
+                str(missing_model),
+                "--param",
+                f"cdd.n={json.dumps(value)}",
+                "-o",
+                str(tmp_path / "s.csv"),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert err == f"error: cdd.n: must be an integer ≥ 1, got {shown}"
 
@@ -65,8 +81,20 @@ def test_a_run_config_is_refused_when_read(value, shown, tmp_path, capsys):
     from tests.pipeline.test_configs import CONFIGS
 
     run_dir = tmp_path / "run"
-    assert main(["run", str(CONFIGS / "demo.yaml"), "--set", f"run_dir={run_dir}", "--set",
-                 f"detect.params.cdd.n={json.dumps(value)}", "--no-progress"]) == 2
+    assert (
+        main(
+            [
+                "run",
+                str(CONFIGS / "demo.yaml"),
+                "--set",
+                f"run_dir={run_dir}",
+                "--set",
+                f"detect.params.cdd.n={json.dumps(value)}",
+                "--no-progress",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f"detect.params.cdd.n: must be an integer ≥ 1, got {shown}" in err
     assert not (run_dir / "sets.jsonl").exists()

@@ -84,7 +84,10 @@ def test_min_knn_edge_cases():
 def test_cdd_matches_naive(seed):
     rng = random.Random(100 + seed)
     greedy = random_tokens(rng, 120)
-    samples = [greedy[: rng.randrange(90, 120)] if rng.random() < 0.5 else random_tokens(rng, rng.randrange(50, 130)) for _ in range(20)]
+    samples = [
+        greedy[: rng.randrange(90, 120)] if rng.random() < 0.5 else random_tokens(rng, rng.randrange(50, 130))
+        for _ in range(20)
+    ]
     for alpha in (0.0, 0.05, 0.3):
         assert cdd_peak(greedy, samples, alpha) == pytest.approx(naive_cdd(greedy, samples, alpha, 100))
 
@@ -153,5 +156,7 @@ def test_entropy_from_logprobs():
         full = np.log(np.array([[0.5, 0.25, 0.25], [1.0, 0.0, 0.0]]))  # log 0 = -inf: p = 0 entries
     np.testing.assert_allclose(entropy_from_logprobs(full), [1.5 * math.log(2), 0.0])
     top2 = np.log(np.array([0.5, 0.25]))
-    assert entropy_from_logprobs(top2) == pytest.approx(0.5 * math.log(2) + 0.25 * math.log(4))  # the tail term is missing
+    assert entropy_from_logprobs(top2) == pytest.approx(
+        0.5 * math.log(2) + 0.25 * math.log(4)
+    )  # the tail term is missing
     assert entropy_from_logprobs(top2) < entropy_from_logprobs(full[0])

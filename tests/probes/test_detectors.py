@@ -64,7 +64,16 @@ def test_access_is_checked_and_approximations_recorded():
         check_access(get_detector("min_k_plus_plus"), responder)
 
 
-RESPONSE_DETECTORS = ("ppl", "min_k", "min_k_plus_plus", "recall", "self_critique", "entropy_temp", "entropy_noise", "min_knn")
+RESPONSE_DETECTORS = (
+    "ppl",
+    "min_k",
+    "min_k_plus_plus",
+    "recall",
+    "self_critique",
+    "entropy_temp",
+    "entropy_noise",
+    "min_knn",
+)
 
 
 def test_responses_default_to_1024_new_tokens():
@@ -79,21 +88,33 @@ def test_capped_responses_are_counted_and_reported(loaded_models):
 
     responder = LocalResponder(loaded_models["gpt2"], PromptFormat(mode="raw", template="Q: {prompt}\nA:"))
     questions = ["What is 2 + 3?", "Hi", "Solve for $x$: $3x - 4 = -10$."]
-    summary = run_detectors(["ppl", "self_critique", "cdd"], ["a", "b", "c"], questions, responder,
-                            {"ppl": {"max_new_tokens": 3}, "self_critique": {"max_new_tokens": 3}, "cdd": {"n": 2, "max_tokens": 3}})
+    summary = run_detectors(
+        ["ppl", "self_critique", "cdd"],
+        ["a", "b", "c"],
+        questions,
+        responder,
+        {"ppl": {"max_new_tokens": 3}, "self_critique": {"max_new_tokens": 3}, "cdd": {"n": 2, "max_tokens": 3}},
+    )
     answers = [g[0] for g in responder.generate(questions, GenerationParams(max_new_tokens=3))]
     capped = sum(len(g.token_ids) == 3 and g.finish_reason == "length" for g in answers)
     assert capped >= 2  # a random toy rarely stops within 3 tokens
     capped_ids = [i for i, g in zip(["a", "b", "c"], answers) if g.finish_reason == "length"]
-    assert summary.info["detectors"]["ppl"]["responses"] == {"n": 3, "capped": capped, "prompt_cut": 0,
-                                                             "capped_ids": capped_ids, "prompt_cut_ids": []}
+    assert summary.info["detectors"]["ppl"]["responses"] == {
+        "n": 3,
+        "capped": capped,
+        "prompt_cut": 0,
+        "capped_ids": capped_ids,
+        "prompt_cut_ids": [],
+    }
     assert summary.raw.columns["ppl_capped"].tolist() == [float(g.finish_reason == "length") for g in answers]
     assert summary.info["detectors"]["self_critique"]["responses"]["n"] == 6
     assert summary.info["detectors"]["cdd"]["responses"]["n"] == 9
     notes = "\n".join(summary.info["notes"])
     assert f"ppl: {capped} of 3 responses stopped at the token budget (3); most answers are truncated" in notes
     assert summary.info["detectors"]["cdd"]["responses"]["capped"] > 0
-    assert not any(n.startswith("cdd: ") for n in summary.info["notes"])  # CDD compares its first max_tokens tokens by design
+    assert not any(
+        n.startswith("cdd: ") for n in summary.info["notes"]
+    )  # CDD compares its first max_tokens tokens by design
 
 
 def test_a_detector_declares_whether_it_samples_at_a_temperature():
@@ -111,6 +132,9 @@ def test_a_detector_declares_whether_it_samples_at_a_temperature():
     assert sampling == ["cdd", "entropy_temp", "min_knn", "policy_drift", "reward_gain"]
     from probes.detectors import get_detector
 
-    assert repr(get_detector("min_knn", n=4, k=2)) == "min_knn(n=4, k=2, temperature=0.7, top_p=0.95, max_new_tokens=1024, unit='tokens', seed=0)"
+    assert (
+        repr(get_detector("min_knn", n=4, k=2))
+        == "min_knn(n=4, k=2, temperature=0.7, top_p=0.95, max_new_tokens=1024, unit='tokens', seed=0)"
+    )
     params = with_sampling_temperature({"cdd": {"temperature": 0.3}}, ["cdd", "min_knn", "ppl"], 1.0)
     assert params == {"cdd": {"temperature": 0.3}, "min_knn": {"temperature": 1.0}, "ppl": {}}

@@ -26,23 +26,46 @@ def audit(tmp_path_factory):
     root = tmp_path_factory.mktemp("memorised")
     model = build_memorised_model(root / "model", seed=0)
     loaded = load_model(ModelConfig(source=str(model.path), device="cpu"))
-    responder = CachedResponder(LocalResponder(loaded, PromptFormat(mode="raw", template=TEMPLATE), batch_size=64),
-                                ResponseStore(root / "responses.sqlite"))
+    responder = CachedResponder(
+        LocalResponder(loaded, PromptFormat(mode="raw", template=TEMPLATE), batch_size=64),
+        ResponseStore(root / "responses.sqlite"),
+    )
     before = load_model(ModelConfig(source=str(model.reference), device="cpu"))
-    reference = CachedResponder(LocalResponder(before, PromptFormat(mode="raw", template=TEMPLATE), batch_size=64),
-                                ResponseStore(root / "responses.sqlite"))
+    reference = CachedResponder(
+        LocalResponder(before, PromptFormat(mode="raw", template=TEMPLATE), batch_size=64),
+        ResponseStore(root / "responses.sqlite"),
+    )
     questions = [q for q, _ in model.members] + [q for q, _ in model.non_members]
     answers = [a for _, a in model.members] + [a for _, a in model.non_members]
     labels = [1] * len(model.members) + [0] * len(model.non_members)
-    results = {name: get_detector(name, **FEWER.get(name, {})).fit(reference=reference, answers=answers).score(questions, responder)
-               for name in REGISTRY}
+    results = {
+        name: get_detector(name, **FEWER.get(name, {}))
+        .fit(reference=reference, answers=answers)
+        .score(questions, responder)
+        for name in REGISTRY
+    }
     results["min_k_plus_plus@question"] = get_detector("min_k_plus_plus", target="question").score(questions, responder)
     results["ref@self"] = get_detector("ref").fit(reference=responder).score(questions, responder)
     return responder, reference, questions, labels, results, answers
 
 
-@pytest.mark.parametrize("name", ["ppl", "min_k", "min_k_plus_plus@question", "recall", "logprober", "min_knn", "cdd", "zlib",
-                                  "ref", "partial_completion", "policy_drift", "reward_gain"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ppl",
+        "min_k",
+        "min_k_plus_plus@question",
+        "recall",
+        "logprober",
+        "min_knn",
+        "cdd",
+        "zlib",
+        "ref",
+        "partial_completion",
+        "policy_drift",
+        "reward_gain",
+    ],
+)
 def test_detector_separates_memorised_from_unseen(audit, name):
     _, _, _, labels, results, _ = audit
     assert roc_auc_score(labels, results[name].scores) >= 0.9
@@ -75,8 +98,11 @@ def test_min_k_plus_plus_on_greedy_responses_points_the_other_way(audit):
     assert roc_auc_score(labels, results["min_k_plus_plus"].scores) < 0.5
 
 
-@pytest.mark.xfail(strict=True, reason="a memorising 2-layer model does not follow the 'solve it differently' "
-                   "instruction and has no RL policy collapse, which is what Self-Critique measures")
+@pytest.mark.xfail(
+    strict=True,
+    reason="a memorising 2-layer model does not follow the 'solve it differently' "
+    "instruction and has no RL policy collapse, which is what Self-Critique measures",
+)
 def test_self_critique_separates_memorised_from_unseen(audit):
     _, _, _, labels, results, _ = audit
     assert roc_auc_score(labels, results["self_critique"].scores) >= 0.9
@@ -86,7 +112,11 @@ def test_a_rerun_generates_nothing(audit):
     responder, reference, questions, _, results, answers = audit
     generated, scored = responder.counter.generated, responder.counter.scored
     for name in REGISTRY:
-        again = get_detector(name, **FEWER.get(name, {})).fit(reference=reference, answers=answers).score(questions, responder)
+        again = (
+            get_detector(name, **FEWER.get(name, {}))
+            .fit(reference=reference, answers=answers)
+            .score(questions, responder)
+        )
         np.testing.assert_array_equal(again.raw, results[name].raw)
     assert responder.counter.generated == generated and responder.counter.scored == scored
     assert responder.counter.cache_hits > 0

@@ -20,8 +20,12 @@ from probes.responders.store import CachedResponder, ResponseStore
 
 from .fake_openai_lm import FakeOpenAIModelServer
 
-PROMPTS = ["What is 2 + 3?", "A train travels 60 km in 1.5 hours. What is its average speed?", "Solve for $x$: $3x - 4 = -10$.",
-           "Ann has 4 pens and buys 5 more. How many pens does she have?"]
+PROMPTS = [
+    "What is 2 + 3?",
+    "A train travels 60 km in 1.5 hours. What is its average speed?",
+    "Solve for $x$: $3x - 4 = -10$.",
+    "Ann has 4 pens and buys 5 more. How many pens does she have?",
+]
 
 
 @pytest.fixture()
@@ -38,9 +42,25 @@ def _questions(tmp_path, prompts=PROMPTS):
 
 
 def _detect(server, tmp_path, names, *extra, prompts=PROMPTS):
-    return main(["detect", names, str(_questions(tmp_path, prompts)), "--endpoint", server.base_url, "--api-model", "toy",
-                 "--top-logprobs", "5", "--store", str(tmp_path / "store.sqlite"), "-o", str(tmp_path / "scores.csv"),
-                 "--no-progress", *extra])
+    return main(
+        [
+            "detect",
+            names,
+            str(_questions(tmp_path, prompts)),
+            "--endpoint",
+            server.base_url,
+            "--api-model",
+            "toy",
+            "--top-logprobs",
+            "5",
+            "--store",
+            str(tmp_path / "store.sqlite"),
+            "-o",
+            str(tmp_path / "scores.csv"),
+            "--no-progress",
+            *extra,
+        ]
+    )
 
 
 def _one_error_line(capsys) -> str:
@@ -54,10 +74,25 @@ def test_a_server_that_ignores_logprobs_and_n_is_refused_before_any_score(served
     the stored completions had no tokens, and CDD read 1.0 ("contaminated") for every question."""
     server, _ = served
     server.fault = "no_logprobs"
-    assert _detect(server, tmp_path, "cdd,ppl", "--param", "cdd.n=4", "--param", "cdd.max_tokens=8",
-                   "--param", "ppl.max_new_tokens=8") == 2
+    assert (
+        _detect(
+            server,
+            tmp_path,
+            "cdd,ppl",
+            "--param",
+            "cdd.n=4",
+            "--param",
+            "cdd.max_tokens=8",
+            "--param",
+            "ppl.max_new_tokens=8",
+        )
+        == 2
+    )
     err = _one_error_line(capsys)
-    assert f"the server at {server.base_url} (model toy) sent a completion" in err and "without its tokens and log-probs" in err
+    assert (
+        f"the server at {server.base_url} (model toy) sent a completion" in err
+        and "without its tokens and log-probs" in err
+    )
     assert not (tmp_path / "scores.csv").exists()
     assert len(ResponseStore(tmp_path / "store.sqlite")) == 0  # nothing it failed to send was stored
 
@@ -155,7 +190,9 @@ def test_a_500_is_one_error_line_requests_are_bounded_and_work_is_kept(served, t
     """Before: a 70-line ``openai.InternalServerError`` traceback and exit 1, after 110 requests."""
     server, _ = served
     server.fault, server.fail_after = "status_500", 6
-    prompts = [f"{p} (case {i})" for i in range(3) for p in PROMPTS]  # 12 questions: 3 chunks of 4 (one request in flight)
+    prompts = [
+        f"{p} (case {i})" for i in range(3) for p in PROMPTS
+    ]  # 12 questions: 3 chunks of 4 (one request in flight)
     args = ("--param", "ppl.max_new_tokens=8", "--concurrency", "1")
     assert _detect(server, tmp_path, "ppl", *args, prompts=prompts) == 2
     err = _one_error_line(capsys)
@@ -177,7 +214,9 @@ def test_a_raw_prompt_format_is_sent_to_completions_with_its_template(served):
     here = LocalResponder(loaded, raw).generate(PROMPTS[:2], GenerationParams(max_new_tokens=12))
     assert [r[0].text for r in remote] == [h[0].text for h in here]
     sent = server.requests[-2:]
-    assert all("messages" not in body for body in sent) and {b["prompt"] for b in sent} == {f"Q: {p}\nA:" for p in PROMPTS[:2]}
+    assert all("messages" not in body for body in sent) and {b["prompt"] for b in sent} == {
+        f"Q: {p}\nA:" for p in PROMPTS[:2]
+    }
     assert api.question_context("Hint. ") == "Q: Hint. " and api.identity["raw_template"] == raw.template
     chat = OpenAIResponder(server.base_url, "toy", top_logprobs=5)
     assert "raw_template" not in chat.identity  # the two formats never share a store key

@@ -51,7 +51,8 @@ def test_auc_with_ties_equals_sklearn():
     assert got["auc"][0] == pytest.approx(roc_auc_score(y, s), abs=1e-12)
     for strict in (False, True):
         assert figures(y[None], s[None], strict=strict)["tpr_at_fpr"][0] == pytest.approx(
-            naive_tpr_at_fpr(y.tolist(), s.tolist(), 0.05, strict), abs=1e-12)
+            naive_tpr_at_fpr(y.tolist(), s.tolist(), 0.05, strict), abs=1e-12
+        )
 
 
 def test_tpr_at_5fpr_convention_by_hand():
@@ -142,7 +143,8 @@ def naive_delong(y, a, b):
         return sum((x - mp) * (z - mq) for x, z in zip(p, q)) / (len(p) - 1)
 
     var = (cov(v10a, v10a) + cov(v10b, v10b) - 2 * cov(v10a, v10b)) / len(pos) + (
-        cov(v01a, v01a) + cov(v01b, v01b) - 2 * cov(v01a, v01b)) / len(neg)
+        cov(v01a, v01a) + cov(v01b, v01b) - 2 * cov(v01a, v01b)
+    ) / len(neg)
     z = (auc_a - auc_b) / math.sqrt(var)
     return auc_a, auc_b, z
 
@@ -173,7 +175,9 @@ def test_compare_paired():
     got = compare(y, strong, weak, n_bootstrap=300)
     keep = np.isfinite(weak)
     assert got["n_left_out"] == 1 and got["delta_auc"]["n"] == 99
-    assert got["delta_auc"]["value"] == pytest.approx(roc_auc_score(y[keep], strong[keep]) - roc_auc_score(y[keep], weak[keep]))
+    assert got["delta_auc"]["value"] == pytest.approx(
+        roc_auc_score(y[keep], strong[keep]) - roc_auc_score(y[keep], weak[keep])
+    )
     lo, hi = got["delta_auc"]["ci"]
     assert 0 < lo < got["delta_auc"]["value"] < hi
     assert got["delong"]["p_value"] < 1e-4
@@ -250,9 +254,13 @@ def test_tpr_at_low_fprs_against_a_loop_and_not_resolvable_with_few_non_members(
     assert low["why"].startswith("999 non-members: at least 1000 (10/FPR) are needed to resolve FPR = 1%")
     assert small["low_fpr"]["tpr_at_0p1fpr"]["why"].startswith("999 non-members: at least 10000 (10/FPR)")
     enough = evaluate(y[:1150], s[:1150], n_bootstrap=0)["low_fpr"]["tpr_at_1fpr"]  # 1000 non-members
-    assert enough["resolvable"] and enough["value"] == pytest.approx(naive_tpr_at_fpr(y[:1150].tolist(), s[:1150].tolist(), 0.01))
+    assert enough["resolvable"] and enough["value"] == pytest.approx(
+        naive_tpr_at_fpr(y[:1150].tolist(), s[:1150].tolist(), 0.01)
+    )
     strict = evaluate(y[:1150], s[:1150], n_bootstrap=0, strict=True)["low_fpr"]["tpr_at_1fpr"]
-    assert not strict["resolvable"] and strict["why"].startswith("1000 non-members: at least 1001")  # FPR < 1 %: 9 of 1000
+    assert not strict["resolvable"] and strict["why"].startswith(
+        "1000 non-members: at least 1001"
+    )  # FPR < 1 %: 9 of 1000
     assert evaluate(y[:1151], s[:1151], n_bootstrap=0, strict=True)["low_fpr"]["tpr_at_1fpr"]["resolvable"]
 
 

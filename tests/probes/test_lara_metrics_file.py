@@ -38,7 +38,9 @@ def test_metrics_file_matches_the_public_function(audit, tmp_path):
     assert mf.labels.tolist()[:4] == [0, 1, 0, 1] and mf.splits.count("clean_ref") == N_CLEAN
     # raw S_i: the blanking shift of member i at every layer
     first = records[0]
-    shift = np.linalg.norm(store.get([first.similars[0]]).astype(np.float64) - store.get([first.blanked[1]]), axis=-1)[0]
+    shift = np.linalg.norm(store.get([first.similars[0]]).astype(np.float64) - store.get([first.blanked[1]]), axis=-1)[
+        0
+    ]
     np.testing.assert_allclose(mf.S[0, 1], shift, rtol=1e-6)
     p = mf.provenance
     assert p["activations"]["weights_fingerprint"] == store.provenance["weights_fingerprint"]
@@ -69,8 +71,10 @@ def test_missing_parts_drop_members_and_too_few_give_nan(audit, tmp_path):
     rec0, rec1 = json.loads(lines[0]), json.loads(lines[1])
     rec0["similars"][1] = None  # similar 2 failed
     rec0["paraphrases"][3][0] = None  # one paraphrase of member 3 missing: R_3 uses the other two
-    rec0["failures"] += [{"step": "similars", "member": 2, "reason": "duplicate"},
-                         {"step": "paraphrases", "member": 3, "reason": "copy_of_source"}]
+    rec0["failures"] += [
+        {"step": "similars", "member": 2, "reason": "duplicate"},
+        {"step": "paraphrases", "member": 3, "reason": "copy_of_source"},
+    ]
     rec1["blanked"][1] = rec1["blanked"][2] = None  # only 1 usable similar
     lines[0], lines[1] = json.dumps(rec0), json.dumps(rec1)
     edited = tmp_path / "edited.jsonl"

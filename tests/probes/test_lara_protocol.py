@@ -61,7 +61,9 @@ def test_reference_fit_matches_median_and_normalised_mad():
             column = comp[:, m, layer].tolist()
             center = statistics.median(column)
             assert fitted.center[m, layer] == pytest.approx(center, rel=1e-12)
-            assert fitted.scale[m, layer] == pytest.approx(MAD_FACTOR * statistics.median([abs(v - center) for v in column]), rel=1e-12)
+            assert fitted.scale[m, layer] == pytest.approx(
+                MAD_FACTOR * statistics.median([abs(v - center) for v in column]), rel=1e-12
+            )
 
 
 @pytest.mark.parametrize(
@@ -83,8 +85,14 @@ def test_score_matches_naive(options):
     layers = options.get("layers")
     if layers == "early":
         layers = [0, 1]  # 6 blocks: early = [0, 2)
-    expected = naive_score(samples.tolist(), ref.tolist(), rows, list(layers) if layers else None,
-                           options.get("dc", "abs"), options.get("outer_abs", False))
+    expected = naive_score(
+        samples.tolist(),
+        ref.tolist(),
+        rows,
+        list(layers) if layers else None,
+        options.get("dc", "abs"),
+        options.get("outer_abs", False),
+    )
     np.testing.assert_allclose(got, expected, rtol=1e-12)
 
 
@@ -116,7 +124,9 @@ def test_permuting_samples_changes_no_score():
     both = np.concatenate([samples, ref])
     keys = [f"q{i}" for i in range(len(both))]
     pool_rows = np.arange(15, 55)
-    scored = score_against_pool(both, keys, both[pool_rows], [keys[i] for i in pool_rows]).scores(ScoreOptions(), [str(i) for i in range(5)])
+    scored = score_against_pool(both, keys, both[pool_rows], [keys[i] for i in pool_rows]).scores(
+        ScoreOptions(), [str(i) for i in range(5)]
+    )
     perm = np.random.default_rng(2).permutation(len(both))
     inverse = np.argsort(perm)
     pool_perm = np.random.default_rng(3).permutation(pool_rows)
@@ -179,8 +189,12 @@ def test_zero_scale_is_reported_and_optional_to_drop():
 
 
 def test_reference_round_trips_through_json(tmp_path):
-    fitted = Reference.fit(random_metrics(12, seed=13), layer_labels=["0", "1", "2", "3", "4"],
-                           question_hashes=[f"h{i}" for i in range(12)], provenance={"mode": "split"})
+    fitted = Reference.fit(
+        random_metrics(12, seed=13),
+        layer_labels=["0", "1", "2", "3", "4"],
+        question_hashes=[f"h{i}" for i in range(12)],
+        provenance={"mode": "split"},
+    )
     fitted.save(tmp_path / "ref.json")
     back = Reference.load(tmp_path / "ref.json")
     np.testing.assert_array_equal(back.center, fitted.center)

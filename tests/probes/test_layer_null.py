@@ -42,9 +42,13 @@ def test_adjusted_p_values_equal_a_naive_max_t_loop():
     y = np.r_[np.ones(20, int), np.zeros(20, int)]
     result = layer_null(values, y, n_permutations=300, seed=7)
     observed = np.array([[cohens_d(values[:, m, layer], y.astype(bool)) for layer in range(4)] for m in range(3)])
-    maxima = [max(abs(cohens_d(values[:, m, layer], row.astype(bool))) for m in range(3) for layer in range(4))
-              for row in permuted_labels(y, None, 300, seed=7)]
-    naive_p = np.array([[(1 + sum(x >= abs(observed[m, layer]) for x in maxima)) / 301 for layer in range(4)] for m in range(3)])
+    maxima = [
+        max(abs(cohens_d(values[:, m, layer], row.astype(bool))) for m in range(3) for layer in range(4))
+        for row in permuted_labels(y, None, 300, seed=7)
+    ]
+    naive_p = np.array(
+        [[(1 + sum(x >= abs(observed[m, layer]) for x in maxima)) / 301 for layer in range(4)] for m in range(3)]
+    )
     np.testing.assert_allclose(result["d"], observed, rtol=1e-10)
     np.testing.assert_allclose(result["p_adjusted"], naive_p)
     np.testing.assert_allclose(result["p_layer"], naive_p.min(axis=0))

@@ -14,7 +14,11 @@ from probes.detectors.base import builtin_text
 from probes.responders.base import Access, GenerationParams
 from probes.responders.local import LocalResponder, PromptFormat
 
-QUESTIONS = ["What is 2 + 3?", "A train travels 60 km in 1.5 hours. What is its average speed?", "Solve for $x$: $3x - 4 = -10$."]
+QUESTIONS = [
+    "What is 2 + 3?",
+    "A train travels 60 km in 1.5 hours. What is its average speed?",
+    "Solve for $x$: $3x - 4 = -10$.",
+]
 CLEAN = ["Two cats?", "Half of 8?", "Is 7 odd?"]  # short: the toys have 64 positions
 
 
@@ -29,7 +33,11 @@ def naive_mean_ll(responder: LocalResponder, before: str, text: str, first: int)
     """Mean log-prob of the tokens ``first…`` of ``text`` read after the prompt text ``before``
     (tokenized as generation does: raw text gets the tokenizer's specials)."""
     tok = responder.tokenizer
-    before_ids = tok(before)["input_ids"] if before else ([tok.bos_token_id] if tok("x")["input_ids"][0] == tok.bos_token_id else [])
+    before_ids = (
+        tok(before)["input_ids"]
+        if before
+        else ([tok.bos_token_id] if tok("x")["input_ids"][0] == tok.bos_token_id else [])
+    )
     text_ids = tok(text, add_special_tokens=False)["input_ids"]
     ids = before_ids + text_ids
     values = logprobs_of(responder.model, ids, len(before_ids) + first)
@@ -62,7 +70,10 @@ def test_recall_leaves_out_a_first_token_that_absorbs_what_precedes_it(loaded_mo
     prefix = "\n\n".join(CLEAN)
     conditioned_ids = tok(f"Q: {prefix}\n\n{question}")["input_ids"]
     rest = tok(question[1:], add_special_tokens=False)["input_ids"]  # " train travels …" after the first token
-    assert plain_ids[-len(rest) - 1] != conditioned_ids[-len(rest) - 1] and plain_ids[-len(rest):] == conditioned_ids[-len(rest):]
+    assert (
+        plain_ids[-len(rest) - 1] != conditioned_ids[-len(rest) - 1]
+        and plain_ids[-len(rest) :] == conditioned_ids[-len(rest) :]
+    )
     (ratio,) = get_detector("recall", target="question").fit(CLEAN).score([question], responder).raw
     conditioned = logprobs_of(responder.model, conditioned_ids, len(conditioned_ids) - len(rest))
     plain = logprobs_of(responder.model, plain_ids, len(plain_ids) - len(rest))
@@ -90,7 +101,9 @@ def test_recall_never_scores_a_question_with_a_prefix_that_contains_it(loaded_mo
     assert detector.prefix_for(CLEAN[0]) == "\n\n".join(CLEAN[1:3])  # its own text is skipped
     assert detector.prefix_for(QUESTIONS[0]) == "\n\n".join(CLEAN[:2])
     both = detector.score([CLEAN[0], QUESTIONS[0]], responder)
-    expected = naive_mean_ll(responder, f"Q: {CLEAN[1]}\n\n{CLEAN[2]}\n\n", CLEAN[0], 0) / naive_mean_ll(responder, "Q: ", CLEAN[0], 0)
+    expected = naive_mean_ll(responder, f"Q: {CLEAN[1]}\n\n{CLEAN[2]}\n\n", CLEAN[0], 0) / naive_mean_ll(
+        responder, "Q: ", CLEAN[0], 0
+    )
     assert both.raw[0] == pytest.approx(expected, rel=1e-5)
     given = get_detector("recall", prefix=f"Some text. {QUESTIONS[0]}", target="question")
     result = given.score(QUESTIONS[:2], responder)

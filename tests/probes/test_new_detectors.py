@@ -20,7 +20,11 @@ from probes.errors import ConfigError, MismatchError
 from probes.responders.base import GenerationParams
 from probes.responders.local import LocalResponder, PromptFormat
 
-QUESTIONS = ["What is 2 + 3?", "A train travels 60 km in 1.5 hours. What is its average speed?", "Solve for $x$: $3x - 4 = -10$."]
+QUESTIONS = [
+    "What is 2 + 3?",
+    "A train travels 60 km in 1.5 hours. What is its average speed?",
+    "Solve for $x$: $3x - 4 = -10$.",
+]
 TEMPLATE = "Q: {prompt}\nA:"
 
 
@@ -112,7 +116,11 @@ def test_ref_is_the_log_likelihood_difference_of_the_same_tokens(loaded_models, 
 
 def test_ref_of_a_model_against_itself_is_exactly_zero(loaded_models):
     responder = responder_of(loaded_models["gpt2"])
-    result = get_detector("ref", max_new_tokens=8).fit(reference=responder_of(loaded_models["gpt2"])).score(QUESTIONS, responder)
+    result = (
+        get_detector("ref", max_new_tokens=8)
+        .fit(reference=responder_of(loaded_models["gpt2"]))
+        .score(QUESTIONS, responder)
+    )
     assert (result.raw == 0.0).all()
 
 
@@ -120,8 +128,9 @@ def test_ref_refuses_a_missing_reference_or_another_tokenizer(loaded_models, tmp
     responder = responder_of(loaded_models["gpt2"])
     with pytest.raises(ConfigError, match="needs a reference model"):
         run_detectors(["ref"], ["a"], QUESTIONS[:1], responder)
-    other = ensure_toy_model(ToyModelSpec(arch="gpt2", n_layers=2, d_model=32, n_heads=4, tokenizer_vocab=300,
-                                          max_positions=64), tmp_path)
+    other = ensure_toy_model(
+        ToyModelSpec(arch="gpt2", n_layers=2, d_model=32, n_heads=4, tokenizer_vocab=300, max_positions=64), tmp_path
+    )
     stranger = responder_of(load_model(ModelConfig(source=str(other), device="cpu")))
     with pytest.raises(MismatchError, match="tokenizer differs") as caught:
         run_detectors(["ppl", "ref"], ["a"], QUESTIONS[:1], responder, reference=stranger)
@@ -188,7 +197,9 @@ def test_partial_completion_against_a_naive_greedy_decode(loaded_models):
 def test_new_detectors_pin_their_access_needs():
     from probes.responders.base import Access
 
-    assert get_detector("ref").needs == {Access.SAMPLING, Access.TEXT_LOGPROBS} and get_detector("ref").requires_reference
+    assert (
+        get_detector("ref").needs == {Access.SAMPLING, Access.TEXT_LOGPROBS} and get_detector("ref").requires_reference
+    )
     assert get_detector("ref", target="question").needs == {Access.TEXT_LOGPROBS}
     assert get_detector("zlib").needs == {Access.SAMPLING, Access.CHOSEN_LOGPROBS}
     assert get_detector("zlib", target="question").needs == {Access.TEXT_LOGPROBS}

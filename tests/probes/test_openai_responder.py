@@ -23,7 +23,11 @@ from probes.scores import ScoreTable
 
 from .fake_openai_lm import FakeOpenAIModelServer
 
-PROMPTS = ["What is 2 + 3?", "A train travels 60 km in 1.5 hours. What is its average speed?", "Solve for $x$: $3x - 4 = -10$."]
+PROMPTS = [
+    "What is 2 + 3?",
+    "A train travels 60 km in 1.5 hours. What is its average speed?",
+    "Solve for $x$: $3x - 4 = -10$.",
+]
 K = 5
 
 
@@ -70,13 +74,18 @@ def test_a_system_turn_is_sent_with_every_chat_request(served, monkeypatch):
     before = len(server.requests)
     api.generate(PROMPTS, GenerationParams(max_new_tokens=4))
     sent = sorted((b["messages"] for b in server.requests[before:]), key=lambda m: m[-1]["content"])
-    assert sent == sorted(([{"role": "system", "content": system}, {"role": "user", "content": p}] for p in PROMPTS),
-                          key=lambda m: m[-1]["content"])
+    assert sent == sorted(
+        ([{"role": "system", "content": system}, {"role": "user", "content": p}] for p in PROMPTS),
+        key=lambda m: m[-1]["content"],
+    )
     assert api.identity["system"] == system  # part of the response store's key
     plain = OpenAIResponder(server.base_url, "toy-qwen2", api_key_env="LARA_TEST_KEY", top_logprobs=K)
     before = len(server.requests)
     plain.generate(PROMPTS[:1], GenerationParams(max_new_tokens=4))
-    assert server.requests[before]["messages"] == [{"role": "user", "content": PROMPTS[0]}] and "system" not in plain.identity
+    assert (
+        server.requests[before]["messages"] == [{"role": "user", "content": PROMPTS[0]}]
+        and "system" not in plain.identity
+    )
 
 
 def test_sampling_is_seeded_per_completion(api):
@@ -141,8 +150,13 @@ def test_prompt_logprobs_equal_the_local_path(served, api):
 
 def test_detectors_run_through_the_api_or_are_refused(api, tmp_path):
     cached = CachedResponder(api, ResponseStore(tmp_path / "store.sqlite"))
-    for name, params in (("cdd", {"n": 3, "max_tokens": 8}), ("min_knn", {"n": 4, "k": 2, "max_new_tokens": 8}),
-                         ("ppl", {"max_new_tokens": 8}), ("logprober", {}), ("self_critique", {"max_new_tokens": 8})):
+    for name, params in (
+        ("cdd", {"n": 3, "max_tokens": 8}),
+        ("min_knn", {"n": 4, "k": 2, "max_new_tokens": 8}),
+        ("ppl", {"max_new_tokens": 8}),
+        ("logprober", {}),
+        ("self_critique", {"max_new_tokens": 8}),
+    ):
         detector = get_detector(name, **params)
         notes = check_access(detector, cached)
         result = detector.score(PROMPTS, cached)
@@ -169,15 +183,43 @@ def test_cli_detect_against_an_endpoint(served, tmp_path, monkeypatch, capsys):
     questions.write_text("".join(json.dumps({"id": f"q{i}", "question": p}) + "\n" for i, p in enumerate(PROMPTS)))
     out = tmp_path / "scores.csv"
     before = len(server.requests)
-    assert main(["detect", "ppl,logprober,self_critique", str(questions), "--endpoint", server.base_url, "--api-model", "toy",
-                 "--api-key-env", "LARA_TEST_KEY", "--top-logprobs", "5", "--param", "ppl.max_new_tokens=8",
-                 "--param", "self_critique.max_new_tokens=8", "--store", str(tmp_path / "store.sqlite"), "-o", str(out),
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "detect",
+                "ppl,logprober,self_critique",
+                str(questions),
+                "--endpoint",
+                server.base_url,
+                "--api-model",
+                "toy",
+                "--api-key-env",
+                "LARA_TEST_KEY",
+                "--top-logprobs",
+                "5",
+                "--param",
+                "ppl.max_new_tokens=8",
+                "--param",
+                "self_critique.max_new_tokens=8",
+                "--store",
+                str(tmp_path / "store.sqlite"),
+                "-o",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     shown = capsys.readouterr().out
     assert "note: self_critique: entropies from the endpoint's top-K log-probs" in shown
     meta = json.loads(out.with_suffix(".meta.json").read_text())
-    assert meta["responder"] == {"kind": "openai", "base_url": server.base_url, "model": "toy", "top_logprobs": 5,
-                                 "n_per_request": True}
+    assert meta["responder"] == {
+        "kind": "openai",
+        "base_url": server.base_url,
+        "model": "toy",
+        "top_logprobs": 5,
+        "n_per_request": True,
+    }
     sent = len(server.requests) - before
     assert sent > 0 and meta["counts"]["requests"] == sent and f"; {sent} requests to the served model" in shown
     assert list(ScoreTable.read_csv(out).columns) == ["ppl", "logprober", "self_critique"]
@@ -204,9 +246,12 @@ def test_min_k_plus_plus_runs_on_the_endpoint_with_top_k_moments_flagged(served,
     detector = get_detector("min_k_plus_plus", max_new_tokens=8)
     notes = check_access(detector, api)
     assert any("top-K log-probs renormalised" in n for n in notes)
-    (gen,), = api.generate(PROMPTS[:1], GenerationParams(max_new_tokens=8))
+    ((gen,),) = api.generate(PROMPTS[:1], GenerationParams(max_new_tokens=8))
     local = LocalResponder(loaded, PromptFormat(mode="chat"))
-    ids = local.encode_prompt(PROMPTS[0]) + local.generate(PROMPTS[:1], GenerationParams(max_new_tokens=8))[0][0].token_ids
+    ids = (
+        local.encode_prompt(PROMPTS[0])
+        + local.generate(PROMPTS[:1], GenerationParams(max_new_tokens=8))[0][0].token_ids
+    )
     with torch.inference_mode():
         logp = torch.log_softmax(loaded.model(input_ids=torch.tensor([ids])).logits[0].double(), dim=-1)
     steps = logp[len(ids) - len(gen.token_ids) - 1 : len(ids) - 1]

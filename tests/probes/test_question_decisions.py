@@ -32,7 +32,7 @@ def naive_residuals(original, controls):
             out.append((None, []))
             continue
         own = None if math.isnan(o) else o - statistics.median(scored)
-        others = [x - statistics.median(scored[:k] + scored[k + 1:]) for k, x in enumerate(scored)]
+        others = [x - statistics.median(scored[:k] + scored[k + 1 :]) for k, x in enumerate(scored)]
         out.append((own, others))
     return out
 
@@ -42,7 +42,7 @@ def test_residuals_and_conformal_pvalues_against_plain_loops():
     original = rng.normal(size=12)
     controls = rng.normal(size=(12, 4))
     controls[2, 1:] = np.nan  # one scored control: unusable
-    controls[5, 3] = np.nan   # three scored controls: usable
+    controls[5, 3] = np.nan  # three scored controls: usable
     original[7] = np.nan
     naive = naive_residuals(original.tolist(), controls.tolist())
     got_original = conformal.original_residuals(original, controls)
@@ -60,7 +60,9 @@ def test_residuals_and_conformal_pvalues_against_plain_loops():
             assert math.isnan(p[j]) and math.isnan(spec[j])
             continue
         assert spec[j] == pytest.approx((1 + sum(x >= own for x in null)) / (1 + len(null)), abs=1e-12)  # SPEC §8.10
-        assert p[j] == pytest.approx((sum(x > own for x in null) + u[j] * (1 + sum(x == own for x in null))) / (1 + len(null)), abs=1e-12)
+        assert p[j] == pytest.approx(
+            (sum(x > own for x in null) + u[j] * (1 + sum(x == own for x in null))) / (1 + len(null)), abs=1e-12
+        )
     u2 = np.random.default_rng(0).random(2)
     inf = conformal.conformal_pvalues(np.array([np.inf, -np.inf]), np.array([0.0, np.inf]), u2)
     assert inf[0] == pytest.approx(u2[0] * 2 / 3) and inf[1] == pytest.approx((2 + u2[1]) / 3) and inf[1] < 1  # never 1
@@ -75,7 +77,9 @@ def test_randomised_conformal_pvalues_are_uniform_with_heavy_ties_and_matched_re
     texts = rng.integers(0, 2, size=(4000, 4)).astype(float)
     null = conformal.control_residuals(texts[:, 0], texts[:, 1:])
     for matched, valid in ((False, False), (True, True)):
-        e = conformal.original_residuals(texts[:, 0], texts[:, 1:], np.random.default_rng(2).random(4000) if matched else None)
+        e = conformal.original_residuals(
+            texts[:, 0], texts[:, 1:], np.random.default_rng(2).random(4000) if matched else None
+        )
         p = conformal.conformal_pvalues(e, null, np.random.default_rng(3).random(4000))
         assert (abs((p <= 0.1).mean() - 0.1) < 0.015) == valid, (matched, (p <= 0.1).mean())
         spec = conformal.conformal_pvalues(e, null)  # the SPEC's form: conservative, never below the randomised one
@@ -115,7 +119,9 @@ def test_a_verdict_carries_its_decisions_and_they_find_planted_questions(tmp_pat
     (a_scores, a_ctl), (r_scores, r_ctl) = world(n=80, contamination=0.0, seed=3)
     planted = [f"q{i}" for i in range(10)]
     a_scores.columns["ppl"][:10] += 3.0  # RL raised ten originals far above their controls
-    verdict, decisions = audit_verdict(scored_files(a_scores, a_ctl), reference=scored_files(r_scores, r_ctl), settings=FAST)
+    verdict, decisions = audit_verdict(
+        scored_files(a_scores, a_ctl), reference=scored_files(r_scores, r_ctl), settings=FAST
+    )
     block = verdict["questions"]
     assert block["mode"] == "reference" and block["calibrated"] and block["fdr"] == 0.1 and block["method"] == "bh"
     assert set(block["flagged"]) >= set(planted[:8]) and len(set(block["flagged"]) - set(planted)) <= 2
@@ -137,17 +143,24 @@ def test_in_the_relative_mode_the_null_is_the_clean_set():
     rng = np.random.default_rng(9)
     audited = ScoreTable([f"q{i}" for i in range(30)], {"lara": np.r_[rng.normal(size=25), [9.0] * 5]})
     clean = ScoreTable([f"c{i}" for i in range(40)], {"lara": rng.normal(size=40)})
-    verdict, decisions = audit_verdict(scored_files(audited), clean=scored_files(clean),
-                                       settings=dataclasses.replace(FAST, decision_pvalue="spec"))
+    verdict, decisions = audit_verdict(
+        scored_files(audited), clean=scored_files(clean), settings=dataclasses.replace(FAST, decision_pvalue="spec")
+    )
     assert verdict["questions"]["mode"] == "relative"
     evidence = decisions.detectors["lara"]
     assert evidence.null_size == 40
     expected = [(1 + sum(c >= a for c in clean.columns["lara"])) / 41 for a in audited.columns["lara"]]
     np.testing.assert_allclose(evidence.p_value, expected)
-    _, decisions = audit_verdict(scored_files(audited), clean=scored_files(clean), settings=dataclasses.replace(FAST, decision_pvalue="randomised"))
+    _, decisions = audit_verdict(
+        scored_files(audited),
+        clean=scored_files(clean),
+        settings=dataclasses.replace(FAST, decision_pvalue="randomised"),
+    )
     u = conformal.question_uniforms(audited.ids, FAST.seed, "ties")
-    expected = [(sum(c > a for c in clean.columns["lara"]) + u[k] * (1 + sum(c == a for c in clean.columns["lara"]))) / 41
-                for k, a in enumerate(audited.columns["lara"])]
+    expected = [
+        (sum(c > a for c in clean.columns["lara"]) + u[k] * (1 + sum(c == a for c in clean.columns["lara"]))) / 41
+        for k, a in enumerate(audited.columns["lara"])
+    ]
     np.testing.assert_allclose(decisions.detectors["lara"].p_value, expected)
 
 
@@ -158,8 +171,11 @@ def test_no_flag_under_the_global_null_at_most_q_of_the_time():
     reps = 300
     for seed in range(reps):
         (a_scores, a_ctl), (r_scores, r_ctl) = world(n=40, contamination=0.0, seed=1000 + seed)
-        verdict, _ = audit_verdict(scored_files(a_scores, a_ctl), reference=scored_files(r_scores, r_ctl),
-                                   settings=VerdictSettings(permutations=50, bootstrap=2))
+        verdict, _ = audit_verdict(
+            scored_files(a_scores, a_ctl),
+            reference=scored_files(r_scores, r_ctl),
+            settings=VerdictSettings(permutations=50, bootstrap=2),
+        )
         any_flag += verdict["questions"]["n_flagged"] > 0
     assert any_flag / reps <= 0.10 + 2 * math.sqrt(0.1 * 0.9 / reps)
 
@@ -178,7 +194,9 @@ def test_realised_fdr_is_at_most_q_with_power_on_planted_contamination(share):
         planted = int(60 * share)
         a_scores.columns["ppl"][:planted] += 3.0
         verdict = {"mode": "reference", "combined": {"detectors": ["ppl"]}}
-        decisions = decide_questions(verdict, ScoredSet(a_scores, a_ctl), ScoredSet(r_scores, r_ctl), None, VerdictSettings())
+        decisions = decide_questions(
+            verdict, ScoredSet(a_scores, a_ctl), ScoredSet(r_scores, r_ctl), None, VerdictSettings()
+        )
         flagged = np.flatnonzero(decisions.flagged)
         fdp.append(float((flagged >= planted).sum() / len(flagged)) if len(flagged) else 0.0)
         power.append(float((flagged < planted).sum() / planted))
@@ -199,8 +217,13 @@ def test_relative_mode_residuals_against_the_clean_sets_by_a_plain_loop():
 
     c_ctl = ControlTable([f"c{i[1:]}" for i in c_ctl.ids], c_ctl.index, c_ctl.columns)
     audited, clean = ScoredSet(a_scores, a_ctl), ScoredSet(c_scores, c_ctl)
-    decisions = decide_questions({"mode": "relative", "combined": {"detectors": ["ppl"]}}, audited, None, clean,
-                                 dataclasses.replace(FAST, decision_residual="spec", decision_pvalue="spec"))
+    decisions = decide_questions(
+        {"mode": "relative", "combined": {"detectors": ["ppl"]}},
+        audited,
+        None,
+        clean,
+        dataclasses.replace(FAST, decision_residual="spec", decision_pvalue="spec"),
+    )
 
     def residuals(scored):
         o, m = scored.original("ppl"), scored.control_matrix("ppl")
@@ -223,11 +246,18 @@ def test_the_reference_mode_decisions_weigh_what_its_verdict_weighs():
     gains = np.r_[np.full(8, 1.0), rng.uniform(-0.2, 0.3, size=32)]
     a_scores.add("reward_gain", gains)
     splits = {qid: ("clean_ref" if i >= 30 else None) for i, qid in enumerate(a_scores.ids)}
-    verdict, decisions = audit_verdict(scored_files(a_scores, a_ctl), reference=scored_files(r_scores, r_ctl), splits=splits,
-                                       settings=FAST)
+    verdict, decisions = audit_verdict(
+        scored_files(a_scores, a_ctl), reference=scored_files(r_scores, r_ctl), splits=splits, settings=FAST
+    )
     assert verdict["mode"] == "reference" and "reward_gain" not in verdict["combined"]["detectors"]
-    assert any(n.startswith("reward_gain: no controls, so not in the reference mode's combination") for n in verdict["notes"])
-    assert set(decisions.detectors) == {"ppl"} and [s.name for s in decisions.streams] == ["controls"] and len(decisions.ids) == 30
+    assert any(
+        n.startswith("reward_gain: no controls, so not in the reference mode's combination") for n in verdict["notes"]
+    )
+    assert (
+        set(decisions.detectors) == {"ppl"}
+        and [s.name for s in decisions.streams] == ["controls"]
+        and len(decisions.ids) == 30
+    )
     assert "reward_gain" in verdict["modes"]["relative"]["detectors"]  # where it is tested
 
 
@@ -238,14 +268,39 @@ def test_lara_verdict_fdr_decides_questions_through_the_cli(tmp_path, capsys):
     a_scores.columns["ppl"][:12] += 3.0
     a_scores.write_csv(tmp_path / "s.csv")
     a_ctl.write_csv(tmp_path / "s.controls.csv")
-    assert main(["verdict", str(tmp_path / "s.csv"), "--controls", str(tmp_path / "s.controls.csv"), "--fdr", "0.1",
-                 "--permutations", "200", "--bootstrap", "20", "-o", str(tmp_path / "v.json")]) == 0
+    assert (
+        main(
+            [
+                "verdict",
+                str(tmp_path / "s.csv"),
+                "--controls",
+                str(tmp_path / "s.controls.csv"),
+                "--fdr",
+                "0.1",
+                "--permutations",
+                "200",
+                "--bootstrap",
+                "20",
+                "-o",
+                str(tmp_path / "v.json"),
+            ]
+        )
+        == 0
+    )
     shown = capsys.readouterr().out
     block = json.loads((tmp_path / "v.json").read_text())["questions"]
-    assert block["mode"] == "absolute" and not block["calibrated"] and block["n_tested"] == 60 and block["n_flagged"] >= 8
-    assert f"which questions: {block['n_flagged']} of 60 tested flagged at FDR 10% (absolute mode, uncalibrated, BH)" in shown
+    assert (
+        block["mode"] == "absolute" and not block["calibrated"] and block["n_tested"] == 60 and block["n_flagged"] >= 8
+    )
+    assert (
+        f"which questions: {block['n_flagged']} of 60 tested flagged at FDR 10% (absolute mode, uncalibrated, BH)"
+        in shown
+    )
     rows = (tmp_path / "v.questions.csv").read_text().splitlines()
-    assert rows[1].split(",")[2] == "absolute (uncalibrated)" and sum(r.endswith(",1") for r in rows[1:]) == block["n_flagged"]
+    assert (
+        rows[1].split(",")[2] == "absolute (uncalibrated)"
+        and sum(r.endswith(",1") for r in rows[1:]) == block["n_flagged"]
+    )
 
 
 def test_the_reference_modes_decisions_read_a_reference_difference_detector_as_it_is():
@@ -259,10 +314,15 @@ def test_the_reference_modes_decisions_read_a_reference_difference_detector_as_i
     rng = np.random.default_rng(0)
     ids = [f"q{i}" for i in range(30)]
     gain, controls = rng.normal(size=30), rng.normal(size=(30, 4))
-    audited = ScoredSet(ScoreTable(ids, {"reward_gain": gain}),
-                        ControlTable([i for i in ids for _ in range(4)], np.tile(np.arange(1, 5), 30), {"reward_gain": controls.ravel()}))
+    audited = ScoredSet(
+        ScoreTable(ids, {"reward_gain": gain}),
+        ControlTable(
+            [i for i in ids for _ in range(4)], np.tile(np.arange(1, 5), 30), {"reward_gain": controls.ravel()}
+        ),
+    )
     reference = ScoredSet(ScoreTable(ids, {"ppl": np.zeros(30)}), None)  # the reference never scored reward gain
-    d = decide_questions({"mode": "reference", "combined": {"detectors": ["reward_gain"]}}, audited, reference, None,
-                         VerdictSettings())
+    d = decide_questions(
+        {"mode": "reference", "combined": {"detectors": ["reward_gain"]}}, audited, reference, None, VerdictSettings()
+    )
     np.testing.assert_array_equal(d.detectors["reward_gain"].original, gain)
     np.testing.assert_array_equal(d.detectors["reward_gain"].controls, controls)

@@ -17,10 +17,22 @@ from probes.cli import main
 datasets = pytest.importorskip("datasets")
 
 MATH = [
-    {"problem": r"Find $\frac{1}{2} + \sqrt{x}$ when $x = 4$.", "solution": r"$\sqrt{4} = 2$, so $\boxed{\frac{5}{2}}$.",
-     "answer": r"\frac{5}{2}", "subject": "Algebra", "level": 2, "unique_id": "test/algebra/1.json"},
-    {"problem": r"How many integers $n$ satisfy $|n| < 3$?", "solution": r"$-2,\dots,2$: $\boxed{5}$.",
-     "answer": "5", "subject": "Counting & Probability", "level": 1, "unique_id": "test/counting/7.json"},
+    {
+        "problem": r"Find $\frac{1}{2} + \sqrt{x}$ when $x = 4$.",
+        "solution": r"$\sqrt{4} = 2$, so $\boxed{\frac{5}{2}}$.",
+        "answer": r"\frac{5}{2}",
+        "subject": "Algebra",
+        "level": 2,
+        "unique_id": "test/algebra/1.json",
+    },
+    {
+        "problem": r"How many integers $n$ satisfy $|n| < 3$?",
+        "solution": r"$-2,\dots,2$: $\boxed{5}$.",
+        "answer": "5",
+        "subject": "Counting & Probability",
+        "level": 1,
+        "unique_id": "test/counting/7.json",
+    },
 ]
 
 
@@ -42,8 +54,10 @@ def test_math500_from_a_saved_dataset_keeps_ids_latex_and_extras(tmp_path):
 
 
 def test_aime2024_parquet_with_capitalised_columns(tmp_path):
-    rows = [{"ID": "2024-I-1", "Problem": "Every morning Aya walks $9$ km.", "Solution": "…", "Answer": 204},
-            {"ID": "2024-II-4", "Problem": "Let $x,y$ be reals.", "Solution": "…", "Answer": 33}]
+    rows = [
+        {"ID": "2024-I-1", "Problem": "Every morning Aya walks $9$ km.", "Solution": "…", "Answer": 204},
+        {"ID": "2024-II-4", "Problem": "Let $x,y$ be reals.", "Solution": "…", "Answer": 33},
+    ]
     datasets.Dataset.from_list(rows).to_parquet(str(tmp_path / "aime.parquet"))
     qs, prov = run_import(tmp_path, tmp_path / "aime.parquet", "--preset", "aime2024", "--split-name", "clean_ref")
     assert [(q.id, q.answer, q.split) for q in qs] == [("2024-I-1", 204, "clean_ref"), ("2024-II-4", 33, "clean_ref")]
@@ -51,18 +65,25 @@ def test_aime2024_parquet_with_capitalised_columns(tmp_path):
 
 
 def test_aime2025_jsonl_without_ids_gets_stable_text_hash_ids(tmp_path):
-    rows = [{"question": "Find the sum of all bases $b > 9$.", "answer": "70"}, {"question": "On $\\triangle ABC$ …", "answer": "588"}]
+    rows = [
+        {"question": "Find the sum of all bases $b > 9$.", "answer": "70"},
+        {"question": "On $\\triangle ABC$ …", "answer": "588"},
+    ]
     path = tmp_path / "aime25.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     first, _ = run_import(tmp_path, path, "--preset", "aime2025", "--label", "0")
     again, _ = run_import(tmp_path, path, "--preset", "aime2025", "--label", "0")
-    assert [q.id for q in first] == [q.id for q in again] and all(q.id.startswith("q") and len(q.id) == 13 for q in first)
+    assert [q.id for q in first] == [q.id for q in again] and all(
+        q.id.startswith("q") and len(q.id) == 13 for q in first
+    )
     assert [q.answer for q in first] == ["70", "588"] and first[1].question == rows[1]["question"]
 
 
 def test_gsm8k_csv_final_answer_after_the_hashes(tmp_path):
-    rows = [{"question": "Natalia sold clips to 48 friends …", "answer": "She sold 48/2 = 24 in May.\n48+24 = 72\n#### 72"},
-            {"question": "A farm has 1,250 hens …", "answer": "It has 1,250 + 250 = 1,500.\n#### 1,500"}]
+    rows = [
+        {"question": "Natalia sold clips to 48 friends …", "answer": "She sold 48/2 = 24 in May.\n48+24 = 72\n#### 72"},
+        {"question": "A farm has 1,250 hens …", "answer": "It has 1,250 + 250 = 1,500.\n#### 1,500"},
+    ]
     datasets.Dataset.from_list(rows).to_csv(str(tmp_path / "gsm8k.csv"), index=False)
     qs, prov = run_import(tmp_path, tmp_path / "gsm8k.csv", "--preset", "gsm8k")
     assert [q.answer for q in qs] == ["72", "1500"]
@@ -70,21 +91,35 @@ def test_gsm8k_csv_final_answer_after_the_hashes(tmp_path):
 
 
 def test_amc23_json_and_minerva_datasetdict_split(tmp_path):
-    amc = [{"id": 0, "question": "What is $2+2$?", "answer": 4.0}, {"id": 1, "question": "What is $3^2$?", "answer": 9.0}]
+    amc = [
+        {"id": 0, "question": "What is $2+2$?", "answer": 4.0},
+        {"id": 1, "question": "What is $3^2$?", "answer": 9.0},
+    ]
     datasets.Dataset.from_list(amc).to_json(str(tmp_path / "amc.json"))
     qs, _ = run_import(tmp_path, tmp_path / "amc.json", "--preset", "amc23", "--limit", "1")
     assert [(q.id, q.answer) for q in qs] == [("0", 4.0)]
-    minerva = datasets.DatasetDict({"test": datasets.Dataset.from_list([{"question": "Compute $e^{0}$.", "answer": "1"}]),
-                                    "train": datasets.Dataset.from_list([{"question": "x", "answer": "y"}])})
+    minerva = datasets.DatasetDict(
+        {
+            "test": datasets.Dataset.from_list([{"question": "Compute $e^{0}$.", "answer": "1"}]),
+            "train": datasets.Dataset.from_list([{"question": "x", "answer": "y"}]),
+        }
+    )
     minerva.save_to_disk(str(tmp_path / "minerva"))
     qs, prov = run_import(tmp_path, tmp_path / "minerva", "--preset", "minerva")
     assert [q.question for q in qs] == ["Compute $e^{0}$."] and prov["split"] == "test"
 
 
 def test_olympiadbench_list_answers_and_context(tmp_path):
-    rows = [{"id": 1606, "question": "Find $n$.", "final_answer": ["$7$"], "context": None, "subfield": "Number Theory"},
-            {"id": 1607, "question": "Find all $x$.", "final_answer": ["$1$", "$-1$"], "context": "Let $f(x) = x^2$.",
-             "subfield": "Algebra"}]
+    rows = [
+        {"id": 1606, "question": "Find $n$.", "final_answer": ["$7$"], "context": None, "subfield": "Number Theory"},
+        {
+            "id": 1607,
+            "question": "Find all $x$.",
+            "final_answer": ["$1$", "$-1$"],
+            "context": "Let $f(x) = x^2$.",
+            "subfield": "Algebra",
+        },
+    ]
     datasets.Dataset.from_list(rows).save_to_disk(str(tmp_path / "ob"))
     qs, _ = run_import(tmp_path, tmp_path / "ob", "--preset", "olympiadbench")
     assert qs[0].answer == "$7$" and qs[1].answer == "$1$, $-1$" and qs[1].extra["answers"] == ["$1$", "$-1$"]
@@ -93,10 +128,17 @@ def test_olympiadbench_list_answers_and_context(tmp_path):
 
 def test_chat_format_rl_data_user_turn_system_turn_and_member_labels(tmp_path):
     system = "Please reason step by step, and put your final answer within \\boxed{}."
-    rows = [{"data_source": "numina_olympiads", "ability": "math", "member": flag,
-             "prompt": [{"role": "system", "content": system}, {"role": "user", "content": f"Solve ${k}x = {2 * k}$."}],
-             "reward_model": {"ground_truth": "2", "style": "rule"}, "extra_info": {"split": "train", "index": k}}
-            for k, flag in ((3, True), (5, False))]
+    rows = [
+        {
+            "data_source": "numina_olympiads",
+            "ability": "math",
+            "member": flag,
+            "prompt": [{"role": "system", "content": system}, {"role": "user", "content": f"Solve ${k}x = {2 * k}$."}],
+            "reward_model": {"ground_truth": "2", "style": "rule"},
+            "extra_info": {"split": "train", "index": k},
+        }
+        for k, flag in ((3, True), (5, False))
+    ]
     path = tmp_path / "rl.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     qs, prov = run_import(tmp_path, path, "--preset", "chat")
@@ -119,8 +161,9 @@ def test_field_overrides_and_errors_name_what_to_fix(tmp_path, capsys):
     # an id column found by the preset that repeats: text hashes instead, with a note (issue 21, item 8)
     assert main(["questions", "import", str(dup), "-o", str(tmp_path / "o.jsonl")]) == 0
     assert "note: ids from text hashes: the id column 'id' repeats ('same' on rows 0 and 1)" in capsys.readouterr().out
-    assert [q.id for q in read_questions(tmp_path / "o.jsonl")] == ["q" + hashlib.sha256(f"\x00{q}".encode()).hexdigest()[:12]
-                                                                   for q in ("a?", "b?")]
+    assert [q.id for q in read_questions(tmp_path / "o.jsonl")] == [
+        "q" + hashlib.sha256(f"\x00{q}".encode()).hexdigest()[:12] for q in ("a?", "b?")
+    ]
     # one named with --field id= must be unique
     assert main(["-q", "questions", "import", str(dup), "--field", "id=id", "-o", str(tmp_path / "o.jsonl")]) == 2
     assert "duplicate id 'same'" in capsys.readouterr().err
@@ -131,7 +174,10 @@ def test_field_overrides_and_errors_name_what_to_fix(tmp_path, capsys):
 def test_a_hub_name_offline_fails_at_once_in_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens there: the hub is unreachable
     start = time.perf_counter()
-    assert main(["questions", "import", "HuggingFaceH4/MATH-500", "--preset", "math500", "-o", str(tmp_path / "o.jsonl")]) == 2
+    assert (
+        main(["questions", "import", "HuggingFaceH4/MATH-500", "--preset", "math500", "-o", str(tmp_path / "o.jsonl")])
+        == 2
+    )
     assert time.perf_counter() - start < 5
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and err.startswith("error:") and "unreachable" in err and "save_to_disk" in err

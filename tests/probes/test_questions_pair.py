@@ -25,16 +25,20 @@ def word_problem(rng: random.Random, k: int) -> str:
 
 def olympiad_problem(rng: random.Random, k: int) -> str:
     n, m = rng.randint(3, 40), rng.randint(2, 9)
-    return (rf"Let $f:\mathbb{{R}}\to\mathbb{{R}}$ satisfy $f(x+{n}) = f(x)^{{{m}}} + {k}$ for all real $x$. "
-            rf"Determine every such function, and prove that $\sum_{{i=1}}^{{{n}}} f(i) \geq {m * k}$ holds.")
+    return (
+        rf"Let $f:\mathbb{{R}}\to\mathbb{{R}}$ satisfy $f(x+{n}) = f(x)^{{{m}}} + {k}$ for all real $x$. "
+        rf"Determine every such function, and prove that $\sum_{{i=1}}^{{{n}}} f(i) \geq {m * k}$ holds."
+    )
 
 
 def test_pair_sets_removes_exact_and_near_duplicates_with_priority():
     members = [Question("m1", "What is 2 + 2?"), Question("m2", "Compute the area of a 3 by 4 rectangle.")]
-    nonmembers = [Question("n1", "  what is 2 +   2? "),                              # exact after normalising
-                  Question("n2", "Compute the area of a 3 by 4 rectangles."),       # near (ratio ≈ 0.99)
-                  Question("m1", "A different question that reuses an id."),       # id clash, kept and renamed
-                  Question("n3", "What is 3 + 5?")]                                  # other numbers: another problem, kept
+    nonmembers = [
+        Question("n1", "  what is 2 +   2? "),  # exact after normalising
+        Question("n2", "Compute the area of a 3 by 4 rectangles."),  # near (ratio ≈ 0.99)
+        Question("m1", "A different question that reuses an id."),  # id clash, kept and renamed
+        Question("n3", "What is 3 + 5?"),
+    ]  # other numbers: another problem, kept
     clean = [Question("c1", "What is 2 + 2?"), Question("c2", "Name a prime above 10.")]
     paired = pair_sets({"members": members, "non_members": nonmembers, "clean_ref": clean}, near=0.9)
     dropped = {(d.dropped_set, d.dropped, d.kept) for d in paired.duplicates}
@@ -42,22 +46,38 @@ def test_pair_sets_removes_exact_and_near_duplicates_with_priority():
     exact = {d.dropped: d.similarity for d in paired.duplicates}
     assert exact["n1"] == 1.0 and 0.9 <= exact["n2"] < 1.0
     assert [(q.id, q.label, q.split) for q in paired.questions] == [
-        ("m1", 1, None), ("m2", 1, None), ("non_members/m1", 0, None), ("n3", 0, None), ("c2", None, "clean_ref")]
+        ("m1", 1, None),
+        ("m2", 1, None),
+        ("non_members/m1", 0, None),
+        ("n3", 0, None),
+        ("c2", None, "clean_ref"),
+    ]
     assert paired.renamed == {"non_members/m1": "m1"} and normalise("A\u00a0 B ") == "a b"
 
 
 def test_pair_cli_lists_duplicates_prints_balance_and_writes_a_labelled_file(tmp_path, capsys):
     rng = random.Random(0)
-    members = write(tmp_path / "m.jsonl", [{"id": f"m{k}", "question": word_problem(rng, k), "source": "gsm"} for k in range(40)])
+    members = write(
+        tmp_path / "m.jsonl", [{"id": f"m{k}", "question": word_problem(rng, k), "source": "gsm"} for k in range(40)]
+    )
     rows = [{"id": f"n{k}", "question": word_problem(rng, k + 100), "source": "gsm"} for k in range(40)]
     first = json.loads(members.read_text().splitlines()[0])["question"]
-    rows += [{"id": "dup-exact", "question": first.upper()}, {"id": "dup-near", "question": first.replace("apples", "apple")}]
+    rows += [
+        {"id": "dup-exact", "question": first.upper()},
+        {"id": "dup-near", "question": first.replace("apples", "apple")},
+    ]
     nonmembers = write(tmp_path / "n.jsonl", rows)
     out = tmp_path / "pairs.jsonl"
-    assert main(["-q", "questions", "pair", "--members", str(members), "--nonmembers", str(nonmembers), "-o", str(out)]) == 0
+    assert (
+        main(["-q", "questions", "pair", "--members", str(members), "--nonmembers", str(nonmembers), "-o", str(out)])
+        == 0
+    )
     text = capsys.readouterr().out
     assert "80 questions kept of 82; 2 duplicate(s) removed" in text
-    assert "non_members dup-exact duplicates members m0 (exact)" in text and "non_members dup-near duplicates members m0 (near" in text
+    assert (
+        "non_members dup-exact duplicates members m0 (exact)" in text
+        and "non_members dup-near duplicates members m0 (near" in text
+    )
     assert "balance:" in text and "quantities" in text and "warning:" not in text
     qs = read_questions(out)
     assert sum(q.label == 1 for q in qs) == 40 and sum(q.label == 0 for q in qs) == 40
@@ -68,10 +88,18 @@ def test_pair_cli_lists_duplicates_prints_balance_and_writes_a_labelled_file(tmp
 
 def test_pair_cli_warns_on_a_planted_confound(tmp_path, capsys):
     rng = random.Random(1)
-    members = write(tmp_path / "m.jsonl", [{"id": f"m{k}", "question": olympiad_problem(rng, k), "source": "olympiad"} for k in range(40)])
-    nonmembers = write(tmp_path / "n.jsonl", [{"id": f"n{k}", "question": word_problem(rng, k), "source": "gsm"} for k in range(40)])
+    members = write(
+        tmp_path / "m.jsonl",
+        [{"id": f"m{k}", "question": olympiad_problem(rng, k), "source": "olympiad"} for k in range(40)],
+    )
+    nonmembers = write(
+        tmp_path / "n.jsonl", [{"id": f"n{k}", "question": word_problem(rng, k), "source": "gsm"} for k in range(40)]
+    )
     out = tmp_path / "pairs.jsonl"
-    assert main(["-q", "questions", "pair", "--members", str(members), "--nonmembers", str(nonmembers), "-o", str(out)]) == 0
+    assert (
+        main(["-q", "questions", "pair", "--members", str(members), "--nonmembers", str(nonmembers), "-o", str(out)])
+        == 0
+    )
     text = capsys.readouterr().out
     assert "warning: the blind baseline" in text and "olympiad (40)" in text and "gsm (40)" in text
     assert json.loads(out.with_suffix(".meta.json").read_text())["pairing"]["blind_baseline"]["confounded"] is True
@@ -84,24 +112,39 @@ def test_the_same_problem_from_two_sources_is_a_duplicate_and_other_numbers_are_
 
     pairs = [
         ("Find the number of positive divisors of 1000.", "Problem 5. Find the number of positive divisors of 1,000."),
-        ("Find the remainder when 7^100 is divided by 13.", "(2024 AIME I) Find the remainder when $7^{100}$ is divided by 13."),
+        (
+            "Find the remainder when 7^100 is divided by 13.",
+            "(2024 AIME I) Find the remainder when $7^{100}$ is divided by 13.",
+        ),
         (r"Compute $\frac12 + \frac{1}{3}$.", r"Compute \(\dfrac{1}{2}+\frac13\)."),
-        ("How many ways can 6 people sit at a round table? [HMMT 2019]", "12. How many ways can 6 people sit at a round table?"),
+        (
+            "How many ways can 6 people sit at a round table? [HMMT 2019]",
+            "12. How many ways can 6 people sit at a round table?",
+        ),
     ]
     for member, nonmember in pairs:
         assert canonical(member) == canonical(nonmember), (member, nonmember)
         paired = pair_sets({"members": [Question("m", member)], "non_members": [Question("n", nonmember)]})
         assert [d.dropped for d in paired.duplicates] == ["n"], (member, nonmember)
-    templated = [Question("m", "Ava has 1,000 apples and gives 3 to Ben. How many are left?"),
-                 Question("n", "Ava has 1,200 apples and gives 3 to Ben. How many are left?"),
-                 Question("k", r"Compute $\frac12 + \frac{1}{5}$.")]
-    kept = pair_sets({"members": templated[:1], "non_members": templated[1:] + [Question("z", r"Compute $\frac12 + \frac{1}{3}$.")]})
+    templated = [
+        Question("m", "Ava has 1,000 apples and gives 3 to Ben. How many are left?"),
+        Question("n", "Ava has 1,200 apples and gives 3 to Ben. How many are left?"),
+        Question("k", r"Compute $\frac12 + \frac{1}{5}$."),
+    ]
+    kept = pair_sets(
+        {"members": templated[:1], "non_members": templated[1:] + [Question("z", r"Compute $\frac12 + \frac{1}{3}$.")]}
+    )
     assert not kept.duplicates  # other numbers: other problems
     # brackets and leading numbers that are mathematics, not numbering or source tags
-    distinct = [("Find the least x with 3^x = 1 (mod 2023).", "Find the least x with 3^x = 1 (mod 2021)."),
-                ("Let f(x) = x^2 + 1. Compute f(2024)", "Let f(x) = x^2 + 1. Compute f(2019)"),
-                ("How many primes lie in [1, 2000]", "How many primes lie in [1, 2024]"),
-                ("Exercise 30 minutes a day for 7 days: how many minutes?", "Exercise 45 minutes a day for 7 days: how many minutes?")]
+    distinct = [
+        ("Find the least x with 3^x = 1 (mod 2023).", "Find the least x with 3^x = 1 (mod 2021)."),
+        ("Let f(x) = x^2 + 1. Compute f(2024)", "Let f(x) = x^2 + 1. Compute f(2019)"),
+        ("How many primes lie in [1, 2000]", "How many primes lie in [1, 2024]"),
+        (
+            "Exercise 30 minutes a day for 7 days: how many minutes?",
+            "Exercise 45 minutes a day for 7 days: how many minutes?",
+        ),
+    ]
     for a, b in distinct:
         assert canonical(a) != canonical(b), (a, b)
         assert not pair_sets({"members": [Question("m", a)], "non_members": [Question("n", b)]}).duplicates, (a, b)

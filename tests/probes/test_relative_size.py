@@ -33,15 +33,21 @@ def _rejection_rate(n_audited: int, c_audited: int, n_clean: int, c_clean: int, 
     rejected = 0
     for k in range(REPS):
         audited, clean = _questions(rng, n_audited, c_audited, 0.8), _questions(rng, n_clean, c_clean, 0.8)
-        result = relative_within_test(audited, clean, VerdictSettings(alpha=ALPHA, permutations=199, bootstrap=1, seed=k))
+        result = relative_within_test(
+            audited, clean, VerdictSettings(alpha=ALPHA, permutations=199, bootstrap=1, seed=k)
+        )
         rejected += result["p_value"] < ALPHA
     return rejected / REPS
 
 
-@pytest.mark.parametrize("n_audited,c_audited,n_clean,c_clean", [
-    (50, 3, 50, 5),  # more controls per question in the clean set than in the audited one
-    (50, 3, 2, 3),   # a clean set of two questions
-], ids=["different-control-counts", "two-clean-questions"])
+@pytest.mark.parametrize(
+    "n_audited,c_audited,n_clean,c_clean",
+    [
+        (50, 3, 50, 5),  # more controls per question in the clean set than in the audited one
+        (50, 3, 2, 3),  # a clean set of two questions
+    ],
+    ids=["different-control-counts", "two-clean-questions"],
+)
 def test_relative_mode_holds_its_size(n_audited, c_audited, n_clean, c_clean):
     assert _rejection_rate(n_audited, c_audited, n_clean, c_clean, seed=11) <= BOUND
 

@@ -26,10 +26,19 @@ def synthetic(n=80, seed=0):
     metrics = rng.normal(size=(n, 3, N_LAYERS))
     metrics[y == 1, 0, 6:] += 3.0  # members: zRSM raised in the late window only
     metrics[y == 1, 2, :3] -= 3.0  # members: zRSI lowered in the early window only
-    mf = MetricsFile(ids=ids, question_hashes=ids, labels=y.astype(np.int8), splits=[""] * n, metrics=metrics,
-                     S=np.zeros((n, 4, N_LAYERS)), R=np.zeros((n, 4, N_LAYERS)), n_similars=np.full(n, 3),
-                     reasons=[""] * n, layer_labels=tuple(str(i) for i in range(N_LAYERS)),
-                     provenance={"activations": {"n_blocks": N_LAYERS}})
+    mf = MetricsFile(
+        ids=ids,
+        question_hashes=ids,
+        labels=y.astype(np.int8),
+        splits=[""] * n,
+        metrics=metrics,
+        S=np.zeros((n, 4, N_LAYERS)),
+        R=np.zeros((n, 4, N_LAYERS)),
+        n_similars=np.full(n, 3),
+        reasons=[""] * n,
+        layer_labels=tuple(str(i) for i in range(N_LAYERS)),
+        provenance={"activations": {"n_blocks": N_LAYERS}},
+    )
     table = ScoreTable(ids, {"strong": y * 2.0 + rng.normal(size=n), "weak": y * 0.3 + rng.normal(size=n)})
     table.columns["weak"][[1, 50]] = np.nan
     labels = {i: int(v) for i, v in zip(ids, y)}
@@ -47,7 +56,10 @@ def test_report_figures_and_layer_analysis():
     layers = report["layers"]
     d = cohens_d(compress(mf.metrics), y.astype(bool))
     np.testing.assert_allclose(layers["cohens_d"]["zRSM"]["value"], d[0])
-    assert min(layers["cohens_d"]["zRSM"]["value"][6:]) > 1.5 and max(np.abs(layers["cohens_d"]["zRSM"]["value"][:6])) < 0.8
+    assert (
+        min(layers["cohens_d"]["zRSM"]["value"][6:]) > 1.5
+        and max(np.abs(layers["cohens_d"]["zRSM"]["value"][:6])) < 0.8
+    )
     windows = layers["windows"]
     assert windows["early"]["layers"] == ["0", "1", "2"] and windows["late"]["layers"] == ["6", "7", "8"]
     late_mean = compress(mf.metrics)[:, :, 6:].mean(axis=2)
@@ -66,16 +78,31 @@ def test_the_layer_map_is_read_against_its_nulls():
     depth-profile contrast and the control-set size (warning below 2×) are shown."""
     mf, table, labels, y = synthetic()
     ref = MetricsFile(**{**vars(mf), "metrics": np.random.default_rng(9).normal(size=mf.metrics.shape)})
-    report = build_report(table, labels, mf, n_bootstrap=50, reference_metrics=ref,
-                          lara_info={"n_reference": 50, "n_questions": 130, "n_cross_fitted": 50})
+    report = build_report(
+        table,
+        labels,
+        mf,
+        n_bootstrap=50,
+        reference_metrics=ref,
+        lara_info={"n_reference": 50, "n_questions": 130, "n_cross_fitted": 50},
+    )
     layers = report["layers"]
     assert layers["null"]["significant_layers"] == ["0", "1", "2", "6", "7", "8"]
     assert layers["placebo_split"]["n"] == 40 and layers["placebo_split"]["any_significant_rate"] <= 0.15
     contrast = layers["reference"]["contrast"]
-    assert set(contrast["significant_layers"]) == {"0", "1", "2", "6", "7", "8"}  # RL moved members there, not the reference
+    assert set(contrast["significant_layers"]) == {
+        "0",
+        "1",
+        "2",
+        "6",
+        "7",
+        "8",
+    }  # RL moved members there, not the reference
     assert layers["reference"]["placebo"]["significant_layers"] == []
-    np.testing.assert_allclose(layers["reference"]["audited_minus_placebo"]["zRSM"],
-                               np.array(layers["cohens_d"]["zRSM"]["value"]) - layers["reference"]["placebo"]["d"]["zRSM"])
+    np.testing.assert_allclose(
+        layers["reference"]["audited_minus_placebo"]["zRSM"],
+        np.array(layers["cohens_d"]["zRSM"]["value"]) - layers["reference"]["placebo"]["d"]["zRSM"],
+    )
     assert layers["control_set"]["ratio"] == pytest.approx(50 / 80) and layers["control_set"]["warning"]
     md = render_markdown(jsonable(report))
     assert "| 6 ✱ |" in md and "| 4 |" in md and "Layers 0, 1, 2, 6, 7, 8 beyond the permutation null" in md
@@ -84,7 +111,9 @@ def test_the_layer_map_is_read_against_its_nulls():
     null_mf = MetricsFile(**{**vars(mf), "metrics": np.random.default_rng(1).normal(size=mf.metrics.shape)})
     null_md = render_markdown(jsonable(build_report(table, labels, null_mf, n_bootstrap=50)))
     assert "**No layer beyond the permutation null.**" in null_md and " ✱ |" not in null_md
-    wide = build_report(table, labels, mf, n_bootstrap=50, lara_info={"n_reference": 200, "n_questions": 80, "n_cross_fitted": 0})
+    wide = build_report(
+        table, labels, mf, n_bootstrap=50, lara_info={"n_reference": 200, "n_questions": 80, "n_cross_fitted": 0}
+    )
     assert wide["layers"]["control_set"]["warning"] is None
 
 
@@ -92,7 +121,14 @@ def test_written_report(tmp_path):
     mf, table, labels, _ = synthetic()
     report = build_report(table, labels, mf, n_bootstrap=100)
     files = write_report(report, tmp_path, table, labels)
-    assert {f.name for f in files} == {"report.json", "report.md", "roc.png", "scores.png", "profiles.png", "cohens_d.png"}
+    assert {f.name for f in files} == {
+        "report.json",
+        "report.md",
+        "roc.png",
+        "scores.png",
+        "profiles.png",
+        "cohens_d.png",
+    }
     from matplotlib.image import imread
 
     for name in ("roc.png", "scores.png", "profiles.png", "cohens_d.png"):
@@ -125,13 +161,24 @@ def test_roc_curves_are_grouped_by_family_with_the_best_highlighted(tmp_path, mo
     from probes.report import plots
     from probes.scores import ScoreTable
 
-    assert [plots.roc_family(n) for n in ("lara_zrsm", "ppl", "partial_completion", "cdd", "ppl@ref", "recall@cal", "ppl+lara")] == [
-        "LaRA", "likelihood & completion", "likelihood & completion", "sampling", "calibrated (@cal, @ref)",
-        "calibrated (@cal, @ref)", "fusion"]
+    assert [
+        plots.roc_family(n)
+        for n in ("lara_zrsm", "ppl", "partial_completion", "cdd", "ppl@ref", "recall@cal", "ppl+lara")
+    ] == [
+        "LaRA",
+        "likelihood & completion",
+        "likelihood & completion",
+        "sampling",
+        "calibrated (@cal, @ref)",
+        "calibrated (@cal, @ref)",
+        "fusion",
+    ]
     rng = np.random.default_rng(0)
     y = np.r_[np.ones(40), np.zeros(40)].astype(int)
     names = ["lara", "ppl", "min_k", "zlib", "recall", "logprober", "ref", "cdd"]
-    table = ScoreTable([f"q{i}" for i in range(80)], {n: y * (k / 4) + rng.normal(size=80) for k, n in enumerate(names)})
+    table = ScoreTable(
+        [f"q{i}" for i in range(80)], {n: y * (k / 4) + rng.normal(size=80) for k, n in enumerate(names)}
+    )
     drawn = []
     real_figure = plots._figure
 
@@ -152,7 +199,15 @@ def test_roc_curves_are_grouped_by_family_with_the_best_highlighted(tmp_path, mo
     best = sorted(likelihood, key=lambda n: -roc_auc_score(y, table.columns[n]))[:4]
     assert [t.split()[0] for t in legend] == best  # the four best, best first
     assert [float(t.split()[1]) for t in legend] == [round(roc_auc_score(y, table.columns[n]), 2) for n in best]
-    assert len({(line.get_color(), line.get_linestyle()) for line in panels["likelihood & completion (+2 more, grey)"].lines[1:5]}) == 4
+    assert (
+        len(
+            {
+                (line.get_color(), line.get_linestyle())
+                for line in panels["likelihood & completion (+2 more, grey)"].lines[1:5]
+            }
+        )
+        == 4
+    )
 
 
 def test_rows_constant_by_construction_are_not_applicable(tmp_path):
@@ -186,6 +241,9 @@ def test_rows_constant_by_construction_are_not_applicable(tmp_path):
     assert plain["detectors"]["reward_gain"]["not_applicable"] == "constant: every score 0"
     assert plain["comparisons"]["against"] == {"reward_gain": {"not_applicable": "constant: every score 0"}}
     base_constant = build_report(table, labels, n_bootstrap=0, detectors=["strong"], baseline="zero")
-    assert base_constant["comparisons"] == {"baseline": "zero", "against": {},
-                                            "not_applicable": "baseline zero: constant: every score 0"}
+    assert base_constant["comparisons"] == {
+        "baseline": "zero",
+        "against": {},
+        "not_applicable": "baseline zero: constant: every score 0",
+    }
     assert "n/a (baseline zero: constant: every score 0)" in render_markdown(jsonable(base_constant))

@@ -7,15 +7,36 @@ from probes.report.flagged import flagged_markdown
 
 
 def block(detectors: dict) -> dict:
-    return {"fdr": 0.1, "method": "bh", "mode": "reference", "calibrated": True, "n": 40, "n_tested": 40, "n_flagged": 1,
-            "flagged": ["q7"], "flagged_detail": [{"id": "q7", "p_value": 0.0004, "q_value": 0.016, "detectors": detectors}]}
+    return {
+        "fdr": 0.1,
+        "method": "bh",
+        "mode": "reference",
+        "calibrated": True,
+        "n": 40,
+        "n_tested": 40,
+        "n_flagged": 1,
+        "flagged": ["q7"],
+        "flagged_detail": [{"id": "q7", "p_value": 0.0004, "q_value": 0.016, "detectors": detectors}],
+    }
 
 
 def test_a_flagged_question_shows_its_scores_controls_and_p_values_and_a_detector_that_left_it_out():
-    lines = flagged_markdown(block({
-        "ppl": {"score": 2.5, "residual": 3.1, "p_value": 0.0123, "controls": [0.1, -0.2, 0.3]},
-        "min_k": {"score": -2.99, "residual": None, "p_value": None, "controls": [-2.998, -2.997]},  # 2 controls: left out
-    }), {"q7": "What is | 6 times 7?"})
+    lines = flagged_markdown(
+        block(
+            {
+                "ppl": {"score": 2.5, "residual": 3.1, "p_value": 0.0123, "controls": [0.1, -0.2, 0.3]},
+                "min_k": {
+                    "score": -2.99,
+                    "residual": None,
+                    "p_value": None,
+                    "controls": [-2.998, -2.997],
+                },  # 2 controls: left out
+            }
+        ),
+        {"q7": "What is | 6 times 7?"},
+    )
     row = next(line for line in lines if line.startswith("| `q7`"))
-    assert row == "| `q7` What is \\| 6 times 7? | 0.016 | 2.5 (0.1, -0.2, 0.3) → 0.012 | -2.99 (-3, -3) → – (left out) |"
+    assert (
+        row == "| `q7` What is \\| 6 times 7? | 0.016 | 2.5 (0.1, -0.2, 0.3) → 0.012 | -2.99 (-3, -3) → – (left out) |"
+    )
     assert any("at most the FDR." in line for line in lines)

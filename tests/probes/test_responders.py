@@ -65,7 +65,9 @@ def test_sampling_is_seeded_per_completion(responder):
     alone = responder.generate(PROMPTS[1:2], params)[0]
     assert [g.token_ids for g in batch[1]] == [g.token_ids for g in alone]
     assert len({tuple(g.token_ids) for g in batch[1]}) > 1  # the 4 samples differ
-    other = responder.generate(PROMPTS[1:2], GenerationParams(max_new_tokens=10, temperature=0.8, top_p=0.95, n=4, seed=4))[0]
+    other = responder.generate(
+        PROMPTS[1:2], GenerationParams(max_new_tokens=10, temperature=0.8, top_p=0.95, n=4, seed=4)
+    )[0]
     assert [g.token_ids for g in other] != [g.token_ids for g in alone]
     tiny_nucleus = responder.generate(PROMPTS[:2], GenerationParams(max_new_tokens=8, temperature=1.0, top_p=1e-6, n=2))
     greedy = responder.generate(PROMPTS[:2], GenerationParams(max_new_tokens=8))
@@ -85,11 +87,15 @@ def test_score_gives_logprobs_and_vocabulary_moments(responder):
     p = logp.exp()
     mu = (p * logp).sum(-1)
     sigma = ((p * logp**2).sum(-1) - mu**2).sqrt()
-    np.testing.assert_allclose(scored.logprobs, logp[torch.arange(len(text_ids)), torch.tensor(text_ids)].numpy(), atol=1e-5)
+    np.testing.assert_allclose(
+        scored.logprobs, logp[torch.arange(len(text_ids)), torch.tensor(text_ids)].numpy(), atol=1e-5
+    )
     np.testing.assert_allclose(scored.mu, mu.numpy(), atol=1e-5)
     np.testing.assert_allclose(scored.sigma, sigma.numpy(), atol=1e-4)
     alone = responder.score([""], [text])[0]
-    read = responder.tokenizer(text)["input_ids"]  # as generation reads raw text: after BOS where the tokenizer adds one
+    read = responder.tokenizer(text)[
+        "input_ids"
+    ]  # as generation reads raw text: after BOS where the tokenizer adds one
     start = len(read) - len(text_ids)
     # no context: the first token is predicted only after a BOS (Llama toy), not from nothing (GPT-2 toy)
     assert alone.token_ids == text_ids[1 - start :] and start == (responder.tokenizer.bos_token_id in read)
@@ -99,7 +105,9 @@ def test_score_gives_logprobs_and_vocabulary_moments(responder):
 def test_prompt_formats(loaded_models):
     chat = LocalResponder(loaded_models["qwen2"], PromptFormat(mode="auto", system="Be brief."))
     formatted = chat.format("What is 2 + 3?")
-    assert formatted.startswith("<|im_start|>system\nBe brief.<|im_end|>") and formatted.endswith("<|im_start|>assistant\n")
+    assert formatted.startswith("<|im_start|>system\nBe brief.<|im_end|>") and formatted.endswith(
+        "<|im_start|>assistant\n"
+    )
     raw = LocalResponder(loaded_models["qwen2"], PromptFormat(mode="raw", template="Question: {prompt}\nAnswer:"))
     assert raw.format("What is 2 + 3?") == "Question: What is 2 + 3?\nAnswer:"
     with pytest.raises(ValueError, match="must contain"):
@@ -115,7 +123,9 @@ def test_store_makes_reruns_free(loaded_models, tmp_path):
     greedy = cached.generate(PROMPTS, GenerationParams(max_new_tokens=8))
     assert cached.counter.generated == 16
     # a new process: a new responder object on the same store file
-    again = CachedResponder(LocalResponder(loaded_models["gpt2"], PromptFormat(mode="raw")), ResponseStore(tmp_path / "responses.sqlite"))
+    again = CachedResponder(
+        LocalResponder(loaded_models["gpt2"], PromptFormat(mode="raw")), ResponseStore(tmp_path / "responses.sqlite")
+    )
     second = again.generate(PROMPTS, params)
     assert again.counter.generated == 0 and again.counter.cache_hits == 12
     assert [[g.token_ids for g in row] for row in second] == [[g.token_ids for g in row] for row in first]
@@ -151,9 +161,9 @@ def test_a_question_is_scored_exactly_as_the_model_reads_it_when_it_generates(lo
         start = next(i for i in range(len(prompt_ids)) if prompt_ids[i : i + len(question_ids)] == question_ids)
         (scored,) = responder.score([responder.question_context()], [question])
         assert scored.token_ids == question_ids  # every token has a prediction (after BOS at least)
-        np.testing.assert_allclose(scored.logprobs, _teacher_forced(responder.model, prompt_ids[: start + len(question_ids)], start),
-                                   atol=1e-5)
-
+        np.testing.assert_allclose(
+            scored.logprobs, _teacher_forced(responder.model, prompt_ids[: start + len(question_ids)], start), atol=1e-5
+        )
 
 
 def _open_store_and_put(path: str, start: Any, i: int) -> None:

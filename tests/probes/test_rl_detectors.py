@@ -58,8 +58,11 @@ def test_policy_drift_against_a_naive_full_vocabulary_kl_and_zero_against_itself
     result = detector.score(QUESTIONS, audited)
     samples = audited.generate(QUESTIONS, GenerationParams(max_new_tokens=10, temperature=1.0, top_p=0.95, n=3))
     for i, (question, row) in enumerate(zip(QUESTIONS, samples)):
-        per_answer = [naive_kl(audited, reference, question, s.token_ids, s.finish_reason == "stop") for s in row
-                      if s.token_ids or s.finish_reason == "stop"]
+        per_answer = [
+            naive_kl(audited, reference, question, s.token_ids, s.finish_reason == "stop")
+            for s in row
+            if s.token_ids or s.finish_reason == "stop"
+        ]
         assert result.raw[i] == pytest.approx(np.mean(per_answer), rel=1e-4, abs=1e-6)
     assert (result.raw > 0).all() and result.n_responses.tolist() == [3, 3, 3]
     itself = get_detector("policy_drift", n=3, max_new_tokens=10, temperature=1.0).fit(reference=audited)
@@ -82,7 +85,9 @@ def test_policy_drift_through_the_store_reuses_min_knn_samples_and_refuses_a_ser
     store = ResponseStore(tmp_path / "s.sqlite")
     cached, cached_ref = CachedResponder(audited, store), CachedResponder(reference, store)
     params = {"min_knn": {"n": 4, "k": 2, "max_new_tokens": 8}, "policy_drift": {"n": 4, "max_new_tokens": 8}}
-    summary = run_detectors(["min_knn", "policy_drift"], ["a", "b", "c"], QUESTIONS, cached, params, reference=cached_ref)
+    summary = run_detectors(
+        ["min_knn", "policy_drift"], ["a", "b", "c"], QUESTIONS, cached, params, reference=cached_ref
+    )
     assert summary.info["counts"]["generated"] == 12  # policy drift read Min-kNN's 12 samples from the store
     direct = get_detector("policy_drift", n=4, max_new_tokens=8).fit(reference=reference).score(QUESTIONS, audited)
     np.testing.assert_allclose(summary.table.columns["policy_drift"], direct.scores, rtol=1e-6)
@@ -98,7 +103,10 @@ def test_policy_drift_through_the_store_reuses_min_knn_samples_and_refuses_a_ser
 def test_the_verifier_rules_by_hand():
     assert tuple(vars(judge("6 * 2 = 12. 12 + 16 = 28. The answer is 28.", 28)).values()) == (1.0, "math-verify")
     assert judge("The answer is 27.", 28).reward == 0.0
-    assert judge(r"So the answer is $\boxed{\frac{1}{2}}$", "0.5").reward == 1.0 and judge(r"\boxed{2}", "0.5").reward == 0.0
+    assert (
+        judge(r"So the answer is $\boxed{\frac{1}{2}}$", "0.5").reward == 1.0
+        and judge(r"\boxed{2}", "0.5").reward == 0.0
+    )
     assert tuple(vars(judge("so 4 + 6 = 10\n#### 1,000", "1000")).values()) == (1.0, "####")
     assert judge("#### 12", 13).reward == 0.0 and judge("work\n#### -7.", -7).reward == 1.0
     assert tuple(vars(judge("work\n#### \\frac{3}{4}", 0.75)).values()) == (1.0, "####")  # #### read by value
@@ -116,7 +124,11 @@ def test_reward_gain_against_rewards_computed_by_hand_on_the_testbed(tmp_path):
     questions, answers = [r["question"] for r in rows], [r["answer"] for r in rows]
     rl = LocalResponder(load_model(ModelConfig(source=str(TESTBED / "rl"), device="cpu")), RAW, batch_size=64)
     sft = LocalResponder(load_model(ModelConfig(source=str(TESTBED / "sft"), device="cpu")), RAW, batch_size=64)
-    result = get_detector("reward_gain", n=6, max_new_tokens=48, temperature=1.0).fit(reference=sft, answers=answers).score(questions, rl)
+    result = (
+        get_detector("reward_gain", n=6, max_new_tokens=48, temperature=1.0)
+        .fit(reference=sft, answers=answers)
+        .score(questions, rl)
+    )
     params = GenerationParams(max_new_tokens=48, temperature=1.0, top_p=0.95, n=6)
 
     def by_hand(responder):  # the testbed's own reward: the first "The answer is N" equals the answer
@@ -138,8 +150,16 @@ def test_reward_gain_without_answers_is_refused_in_one_line_and_never_calibrated
     audited, reference = pair
     with pytest.raises(ConfigError, match="no question has one"):
         run_detectors(["reward_gain"], ["a", "b"], QUESTIONS[:2], audited, reference=reference, answers=[None, None])
-    summary = run_detectors(["reward_gain"], ["a", "b"], QUESTIONS[:2], audited, {"reward_gain": {"n": 2, "max_new_tokens": 6}},
-                            reference=reference, answers=["5", None], controls={"a": ["What is 3 + 4?", "What is 1 + 9?"]})
+    summary = run_detectors(
+        ["reward_gain"],
+        ["a", "b"],
+        QUESTIONS[:2],
+        audited,
+        {"reward_gain": {"n": 2, "max_new_tokens": 6}},
+        reference=reference,
+        answers=["5", None],
+        controls={"a": ["What is 3 + 4?", "What is 1 + 9?"]},
+    )
     assert "reward_gain@cal" not in summary.table.columns and math.isnan(summary.table.columns["reward_gain"][1])
     assert any("not scored on the controls" in n for n in summary.info["notes"])
 
@@ -153,14 +173,25 @@ def test_reward_gain_on_the_controls_judges_each_against_its_own_reanswered_answ
 
     rows = [json.loads(line) for line in (TESTBED / "questions.jsonl").read_text().splitlines()[:4]]
     ids, questions, answers = [r["id"] for r in rows], [r["question"] for r in rows], [r["answer"] for r in rows]
-    similar = {r["id"]: [r["question"].replace(f" {r['extra']['numbers']['b']} ", f" {r['extra']['numbers']['b'] + 1} ", 1)]
-               for r in rows}
+    similar = {
+        r["id"]: [r["question"].replace(f" {r['extra']['numbers']['b']} ", f" {r['extra']['numbers']['b'] + 1} ", 1)]
+        for r in rows
+    }
     given = {qid: [None if k == 0 else 7] for k, qid in enumerate(ids)}  # the first question's control has no answer
     rl = LocalResponder(load_model(ModelConfig(source=str(TESTBED / "rl"), device="cpu")), RAW, batch_size=64)
     sft = LocalResponder(load_model(ModelConfig(source=str(TESTBED / "sft"), device="cpu")), RAW, batch_size=64)
     params = {"reward_gain": {"n": 4, "max_new_tokens": 48, "temperature": 1.0}}
-    summary = run_detectors(["reward_gain"], ids, questions, rl, params, reference=sft, answers=answers, controls=similar,
-                            control_answers=given)
+    summary = run_detectors(
+        ["reward_gain"],
+        ids,
+        questions,
+        rl,
+        params,
+        reference=sft,
+        answers=answers,
+        controls=similar,
+        control_answers=given,
+    )
     column = summary.controls.columns["reward_gain"]
     assert math.isnan(column[0]) and "reward_gain@cal" in summary.table.columns
     alone = get_detector("reward_gain", **params["reward_gain"]).fit(reference=sft, answers=[7, 7, 7])

@@ -20,11 +20,15 @@ from probes.scores import ScoreTable
 FAST = VerdictSettings(permutations=2000, bootstrap=200)
 
 
-def tables(original: np.ndarray, controls: np.ndarray, name: str = "ppl", prefix: str = "q") -> tuple[ScoreTable, ControlTable]:
+def tables(
+    original: np.ndarray, controls: np.ndarray, name: str = "ppl", prefix: str = "q"
+) -> tuple[ScoreTable, ControlTable]:
     n, c = controls.shape
     ids = [f"{prefix}{i}" for i in range(n)]
     table = ScoreTable(ids, {name: original})
-    ctl = ControlTable([i for i in ids for _ in range(c)], np.tile(np.arange(1, c + 1), n), {name: controls.reshape(-1)})
+    ctl = ControlTable(
+        [i for i in ids for _ in range(c)], np.tile(np.arange(1, c + 1), n), {name: controls.reshape(-1)}
+    )
     return table, ctl
 
 
@@ -36,8 +40,10 @@ def world(n: int = 60, bias: float = 0.8, contamination: float = 0.0, seed: int 
     base_orig = level[:, 0] + bias + rng.normal(size=n) * 0.3
     base_ctl = level + rng.normal(size=(n, 3)) * 0.3
     rl_shift = rng.normal(size=(n, 1)) * 0.1 + 0.5  # RL sharpens every question of the kind
-    audited = tables(base_orig + rl_shift[:, 0] + contamination + rng.normal(size=n) * 0.05,
-                     base_ctl + rl_shift + rng.normal(size=(n, 3)) * 0.05)
+    audited = tables(
+        base_orig + rl_shift[:, 0] + contamination + rng.normal(size=n) * 0.05,
+        base_ctl + rl_shift + rng.normal(size=(n, 3)) * 0.05,
+    )
     reference = tables(base_orig, base_ctl)
     return audited, reference
 
@@ -102,12 +108,19 @@ def test_combination_and_subsets_of_questions():
     r_ctl.columns["cdd"] = r_ctl.columns["ppl"] * 1.0
     verdict = compute_verdict(ScoredSet(a_scores, a_ctl), ScoredSet(r_scores, r_ctl), settings=FAST)
     ps = [verdict["detectors"][n]["p_value"] for n in ("ppl", "cdd")]
-    assert verdict["combined"] == {"p_value": stats.cauchy_combination(ps), "method": "cauchy", "detectors": ["ppl", "cdd"]}
+    assert verdict["combined"] == {
+        "p_value": stats.cauchy_combination(ps),
+        "method": "cauchy",
+        "detectors": ["ppl", "cdd"],
+    }
     half = ScoredSet(a_scores, a_ctl, a_scores.ids[:30])
     sub = compute_verdict(half, ScoredSet(r_scores, r_ctl), settings=FAST)
     assert sub["n"] == 30 and sub["detectors"]["ppl"]["n"] == 30
-    one = compute_verdict(ScoredSet(a_scores, a_ctl), ScoredSet(r_scores, r_ctl),
-                          settings=VerdictSettings(permutations=2000, bootstrap=200, detectors=("cdd",), combine="bonferroni"))
+    one = compute_verdict(
+        ScoredSet(a_scores, a_ctl),
+        ScoredSet(r_scores, r_ctl),
+        settings=VerdictSettings(permutations=2000, bootstrap=200, detectors=("cdd",), combine="bonferroni"),
+    )
     assert list(one["detectors"]) == ["cdd"] and one["combined"]["method"] == "bonferroni"
 
 
@@ -135,13 +148,23 @@ def test_verdict_report_section_figure_and_text(tmp_path):
 
     (a_scores, a_ctl), (r_scores, r_ctl) = world(contamination=1.0, seed=7)
     labels = {qid: int(i < 30) for i, qid in enumerate(a_scores.ids)}
-    verdict = jsonable(audit_verdict(scored_files(a_scores, a_ctl), reference=scored_files(r_scores, r_ctl), labels=labels,
-                                     subsets=["members", "non_members"], settings=FAST)[0])
+    verdict = jsonable(
+        audit_verdict(
+            scored_files(a_scores, a_ctl),
+            reference=scored_files(r_scores, r_ctl),
+            labels=labels,
+            subsets=["members", "non_members"],
+            settings=FAST,
+        )[0]
+    )
     assert set(verdict["subsets"]) == {"members", "non_members"} and verdict["subsets"]["members"]["n"] == 30
     plot_verdict(verdict, tmp_path / "verdict.png")
     assert (tmp_path / "verdict.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = describe_verdict(verdict)
-    assert text.startswith("Verdict: CONTAMINATED at alpha = 0.05 (reference mode") and "subset non_members (30 questions)" in text
+    assert (
+        text.startswith("Verdict: CONTAMINATED at alpha = 0.05 (reference mode")
+        and "subset non_members (30 questions)" in text
+    )
     md = "\n".join(verdict_markdown(verdict))
     assert md.startswith("## Verdict") and "| members (30) |" in md and "| ppl |" in md
     # p-values read as sentences: "p < 1e-4" or "p = 0.1234", never "p = < 1e-4"
@@ -191,7 +214,9 @@ def test_rows_left_out_are_counted_per_detector_and_subset_and_inf_is_ranked():
     members = verdict["subsets"]["members"]["detectors"]["ppl"]
     assert members["n"] == 4 and members["left_out"]["nan_score"] == 4
     text = describe_verdict(verdict)
-    assert "8 (8 nan score)" in text and "subset members (8 questions)" in text and "ppl left out 4 (4 nan score)" in text
+    assert (
+        "8 (8 nan score)" in text and "subset members (8 questions)" in text and "ppl left out 4 (4 nan score)" in text
+    )
     assert stats.within_ranks(ppl, a_ctl.matrix("ppl", a_scores.ids))[8] == 1.0  # +inf above every control
     t, _ = stats.permutation_test(ppl, a_ctl.matrix("ppl", a_scores.ids), 200, 0)
     assert math.isfinite(t)
@@ -237,13 +262,17 @@ def test_a_detector_the_reference_scores_as_one_constant_is_left_out_of_the_refe
     r_ctl.columns["policy_drift"] = np.zeros(len(r_ctl.ids))
     verdict = compute_verdict(ScoredSet(a_scores, a_ctl), ScoredSet(r_scores, r_ctl), settings=FAST)
     assert verdict["mode"] == "reference" and verdict["combined"]["detectors"] == ["ppl"] and not verdict["reject"]
-    assert "policy_drift" in verdict["combined"]["not_calibrated"] and math.isnan(verdict["detectors"]["policy_drift"]["p_value"])
+    assert "policy_drift" in verdict["combined"]["not_calibrated"] and math.isnan(
+        verdict["detectors"]["policy_drift"]["p_value"]
+    )
     assert verdict["modes"]["absolute"]["detectors"]["policy_drift"]["p_value"] < 0.01  # what it would have added
     assert "left out, not calibrated by the reference: policy_drift" in describe_verdict(verdict)
     r_scores.columns["ppl"][:] = 1.0
     r_ctl.columns["ppl"][:] = 1.0
     alone = compute_verdict(ScoredSet(a_scores, a_ctl), ScoredSet(r_scores, r_ctl), settings=FAST)
-    assert alone["mode"] == "absolute" and "reference" in alone["unavailable"]  # every detector uncalibrated: not a mode
+    assert (
+        alone["mode"] == "absolute" and "reference" in alone["unavailable"]
+    )  # every detector uncalibrated: not a mode
     assert "so subtracting it calibrates nothing" in alone["unavailable"]["reference"]
 
 
@@ -271,8 +300,23 @@ def test_a_verdict_without_reference_or_clean_set_leads_with_no_calibrated_verdi
             assert "known only where the generator was validated: 0.045–0.050 on our two testbeds" in text
     a_scores.write_csv(tmp_path / "s.csv")
     a_ctl.write_csv(tmp_path / "s.controls.csv")
-    assert main(["verdict", str(tmp_path / "s.csv"), "--controls", str(tmp_path / "s.controls.csv"), "--permutations", "200",
-                 "--bootstrap", "10", "-o", str(tmp_path / "v.json")]) == 0
+    assert (
+        main(
+            [
+                "verdict",
+                str(tmp_path / "s.csv"),
+                "--controls",
+                str(tmp_path / "s.controls.csv"),
+                "--permutations",
+                "200",
+                "--bootstrap",
+                "10",
+                "-o",
+                str(tmp_path / "v.json"),
+            ]
+        )
+        == 0
+    )
     shown = capsys.readouterr().out
     assert shown.startswith("Verdict: NO CALIBRATED VERDICT — give the checkpoint before RL")
     saved = json.loads((tmp_path / "v.json").read_text())
@@ -297,20 +341,27 @@ def test_a_few_dozen_known_clean_questions_measure_the_absolute_modes_size_on_qu
     (a_scores, a_ctl), _ = world(n=120, contamination=0.0, seed=21)
     biased = compute_verdict(ScoredSet(a_scores, a_ctl), clean=ScoredSet(*_clean_world(36, 0.8, 22)), settings=FAST)
     measured = biased["absolute_on_clean"]
-    assert measured["size"]["n_clean"] == 36 and measured["size"]["n_audited"] == 120 and measured["size"]["size"] > 0.95
+    assert (
+        measured["size"]["n_clean"] == 36 and measured["size"]["n_audited"] == 120 and measured["size"]["size"] > 0.95
+    )
     assert measured["test"]["reject"] and measured["size"]["within_auc"]["ppl"] > 0.7
     for text in (describe_verdict(biased), "\n".join(verdict_markdown(biased))):
         assert "the absolute mode on the 36 clean questions: rejected" in text
         assert "a clean set like them of 120 questions would be flagged in ≈ 100 % of draws" in text
     assert measured["size"]["size_range"]["ppl"][0] > 0.95
     for bias in (0.0, 0.1):  # the size range covers the true rejection rate of fresh clean sets of 120
-        truth = np.mean([compute_verdict(ScoredSet(*world(n=120, bias=bias, seed=300 + k)[0]), settings=FAST)["reject"]
-                         for k in range(60)])
+        truth = np.mean(
+            [
+                compute_verdict(ScoredSet(*world(n=120, bias=bias, seed=300 + k)[0]), settings=FAST)["reject"]
+                for k in range(60)
+            ]
+        )
         covered = []
         for seed in range(40):
             (o, c), _ = world(n=36, bias=bias, seed=100 + seed)
-            lo, hi = absolute_size({"ppl": o.columns["ppl"]}, {"ppl": c.matrix("ppl", o.ids)}, 120, 0.05,
-                                   n_resamples=50, seed=seed)["size_range"]["ppl"]
+            lo, hi = absolute_size(
+                {"ppl": o.columns["ppl"]}, {"ppl": c.matrix("ppl", o.ids)}, 120, 0.05, n_resamples=50, seed=seed
+            )["size_range"]["ppl"]
             covered.append(lo - 0.05 <= truth <= hi + 0.05)  # ± the Monte-Carlo error of the 60-set truth
         assert np.mean(covered) >= 0.9, (bias, truth, np.mean(covered))
 
@@ -321,8 +372,14 @@ def test_the_size_line_reads_a_verdict_json_whose_ranges_are_missing():
     from probes.calibration.absolute_size import size_sentence
     from probes.report.build import jsonable
 
-    size = {"n_clean": 8, "n_audited": 40, "size": 0.0, "alpha": 0.05, "within_auc": {"ppl": 0.5, "cdd": 0.5},
-            "size_range": {"ppl": [0.01, 0.2], "cdd": [float("nan"), float("nan")]}}
+    size = {
+        "n_clean": 8,
+        "n_audited": 40,
+        "size": 0.0,
+        "alpha": 0.05,
+        "within_auc": {"ppl": 0.5, "cdd": 0.5},
+        "size_range": {"ppl": [0.01, 0.2], "cdd": [float("nan"), float("nan")]},
+    }
     assert "over the clean bias's 95 % CI: ppl 1–20 %)" in size_sentence(jsonable(size))
     size["size_range"]["ppl"] = [float("nan")] * 2
     assert "over the clean bias's 95 % CI: not estimable)" in size_sentence(jsonable(size))
@@ -336,9 +393,19 @@ def test_null_moments_of_within_ranks_equal_a_naive_enumeration():
     r, mean, var = null_moments(original, controls)
     for j in (0, 1, 3):
         texts = [x for x in [original[j], *controls[j]] if not np.isnan(x)]
-        ranks = [(sum(t < texts[k] for i, t in enumerate(texts) if i != k) + 0.5 * sum(t == texts[k] for i, t in enumerate(texts) if i != k))
-                 / (len(texts) - 1) for k in range(len(texts))]
-        assert r[j] == pytest.approx(ranks[0]) and mean[j] == pytest.approx(np.mean(ranks)) and var[j] == pytest.approx(np.var(ranks))
+        ranks = [
+            (
+                sum(t < texts[k] for i, t in enumerate(texts) if i != k)
+                + 0.5 * sum(t == texts[k] for i, t in enumerate(texts) if i != k)
+            )
+            / (len(texts) - 1)
+            for k in range(len(texts))
+        ]
+        assert (
+            r[j] == pytest.approx(ranks[0])
+            and mean[j] == pytest.approx(np.mean(ranks))
+            and var[j] == pytest.approx(np.var(ranks))
+        )
     assert np.isnan(r[2]) and np.isnan(mean[2])
 
 
@@ -392,10 +459,15 @@ def test_the_reference_models_own_comparisons_read_n_a_self_reference_in_the_ver
         a_scores.columns[name] = np.zeros(len(a_scores.ids))
         a_ctl.columns[name] = np.zeros(len(a_ctl.ids))
     verdict = jsonable(audit_verdict(scored_files(a_scores, a_ctl), settings=FAST)[0])
-    assert "policy_drift" not in verdict["combined"]["detectors"] and "reward_gain" not in verdict["combined"]["detectors"]
+    assert (
+        "policy_drift" not in verdict["combined"]["detectors"] and "reward_gain" not in verdict["combined"]["detectors"]
+    )
     before = "\n".join(verdict_markdown(verdict))
     assert "| policy_drift | 0.50 [0.50, 0.50] |" in before  # what the table said
-    verdict["self_reference"] = ["policy_drift", "reward_gain"]  # set by lara run's verdict stage on the reference model
+    verdict["self_reference"] = [
+        "policy_drift",
+        "reward_gain",
+    ]  # set by lara run's verdict stage on the reference model
     md = "\n".join(verdict_markdown(verdict))
     for name in ("policy_drift", "reward_gain"):
         assert f"| {name} | n/a (self-reference) | n/a | n/a | 60 | all: no information |" in md

@@ -39,8 +39,13 @@ def engines(raw_format):
     out = {}
     for name, root in TESTBEDS.items():
         source = str(root / "rl")
-        vllm = VLLMResponder(source, raw_format, dtype="float32", top_logprobs=-1 if name == "cpu" else 20,
-                             engine_args={"enforce_eager": True})
+        vllm = VLLMResponder(
+            source,
+            raw_format,
+            dtype="float32",
+            top_logprobs=-1 if name == "cpu" else 20,
+            engine_args={"enforce_eager": True},
+        )
         hf = LocalResponder(load_model(ModelConfig(source=source, device="cpu", dtype="float32")), raw_format)
         out[name] = (vllm, hf)
     yield out
@@ -63,7 +68,9 @@ def vllm_servers(tmp_path_factory):
 
     def url(testbed: str) -> str:
         if testbed not in started:
-            started[testbed] = _serve(TESTBEDS[testbed] / "rl", tmp_path_factory.mktemp(f"vllm-{testbed}") / "serve.log")
+            started[testbed] = _serve(
+                TESTBEDS[testbed] / "rl", tmp_path_factory.mktemp(f"vllm-{testbed}") / "serve.log"
+            )
         return started[testbed][0]
 
     yield url
@@ -77,10 +84,29 @@ def vllm_servers(tmp_path_factory):
 
 def _serve(checkpoint: Path, log: Path) -> tuple[str, subprocess.Popen]:
     port = _free_port()
-    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(checkpoint),
-               "--served-model-name", "testbed-rl", "--host", "127.0.0.1", "--port", str(port), "--dtype", "float32",
-               "--max-logprobs", "20", "--seed", "0", "--gpu-memory-utilization", "0.2", "--enforce-eager",
-               "--no-enable-chunked-prefill"]
+    command = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(checkpoint),
+        "--served-model-name",
+        "testbed-rl",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--dtype",
+        "float32",
+        "--max-logprobs",
+        "20",
+        "--seed",
+        "0",
+        "--gpu-memory-utilization",
+        "0.2",
+        "--enforce-eager",
+        "--no-enable-chunked-prefill",
+    ]
     env = {**os.environ, "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
     with log.open("w") as handle:
         process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env)

