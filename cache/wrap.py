@@ -40,8 +40,14 @@ def wrap_model(model: Any, tokenizer: Any = None) -> LoadedModel:
 
     if not isinstance(hf_model, torch.nn.Module) or not hasattr(hf_model, "get_output_embeddings"):
         raise TypeError(f"cannot audit a {type(model).__name__}: pass {ACCEPTED}")
+    if hf_model.get_output_embeddings() is None:  # a bare backbone (GPT2Model): no next-token logits to score
+        raise TypeError(
+            f"a {type(hf_model).__name__} has no language-model head, so it is not a *ForCausalLM: load the model "
+            "with AutoModelForCausalLM.from_pretrained(...) and pass that"
+        )
     if tokenizer is None:
-        raise TypeError(f"a {type(hf_model).__name__} needs its tokenizer: wrap_model(model, tokenizer)")
+        # the public entry (probes.load_model) is named: this function is what it calls
+        raise TypeError(f"a {type(hf_model).__name__} needs its tokenizer: probes.load_model(model, tokenizer)")
     name = str(getattr(hf_model.config, "_name_or_path", "") or "")
     spec = name or f"<in-memory {type(hf_model).__name__}>"
     if hf_model.training:

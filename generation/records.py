@@ -259,21 +259,46 @@ def jsonl_lines(path: str | Path) -> Iterator[tuple[int, str]]:
                 yield lineno, line
 
 
+TABLE_SUFFIXES = (".csv", ".tsv", ".parquet", ".arrow", ".xlsx")
+MAX_LISTED = 10  # bad lines named in one message; the rest counted
+
+
 def read_questions(path: str | Path) -> list[Question]:
-    """Questions of a JSONL file, in file order; errors name the line and what to fix."""
+    """Questions of a JSONL file, in file order. Every bad line is named in one error (up to
+    :data:`MAX_LISTED`, the rest counted), so a file is fixed in one pass."""
     path = Path(path)
     if not path.is_file():
         raise InputError(f"questions file not found: {path}")
+    if path.suffix.lower() in TABLE_SUFFIXES:
+        raise InputError(
+            f"{path} is a {path.suffix.lstrip('.').upper()} table; a questions file is JSONL (one JSON "
+            f"object per line): convert it with `lara questions import {path} -o questions.jsonl`"
+        )
     questions: list[Question] = []
     seen: dict[str, int] = {}
+    problems: list[str] = []
     for lineno, line in jsonl_lines(path):
-        question = parse_question(line, f"{path}:{lineno}")
+        try:
+            question = parse_question(line, f"{path}:{lineno}")
+        except InputError as err:
+            problems.append(str(err))
+            continue
         if question.id in seen:
-            raise InputError(
+            problems.append(
                 f"{path}:{lineno}: duplicate id {question.id!r} (first on line {seen[question.id]}); ids must be unique"
             )
+            continue
         seen[question.id] = lineno
         questions.append(question)
+    if problems:
+        more = f"; and {len(problems) - MAX_LISTED} more" if len(problems) > MAX_LISTED else ""
+        hint = (
+            f" (is it a table? convert it with `lara questions import {path} -o questions.jsonl`)"
+            if not questions and "not valid JSON" in problems[0]
+            else ""
+        )
+        head = "" if len(problems) == 1 else f"{len(problems)} bad lines: "
+        raise InputError(f"{head}{'; '.join(problems[:MAX_LISTED])}{more}{hint}")
     if not questions:
         raise InputError(f"{path}: no questions (expected one JSON object per line with 'id' and 'question')")
     return questions

@@ -36,7 +36,7 @@ def plot_scores(
     from ..report.plots import plot_score_histograms as draw
 
     table, y, names = _inputs(scores, labels, detectors)
-    return draw(table, y if (y >= 0).any() else None, names, ax=ax)
+    return draw(table, y if (y >= 0).any() else None, names, ax=ax, entry="plot_scores")
 
 
 def plot_verdict(verdict: Verdict, ax: Any = None) -> Any:

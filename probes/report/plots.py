@@ -109,24 +109,32 @@ def _finish(fig: Any, path: Path | None) -> Any:
     return fig
 
 
-def _axes(ax: Any, n: int, what: str) -> list[Any] | None:
-    """The ``n`` Axes given for a plot of ``n`` panels (one Axes when ``n`` = 1), or None."""
+def _axes(ax: Any, n: int, what: str, hint: str = "") -> list[Any] | None:
+    """The ``n`` Axes given for a plot of ``n`` panels (one Axes when ``n`` = 1), or None;
+    ``what``: the function the user called, ``hint``: what else they can do."""
     if ax is None:
         return None
     axes = list(ax) if isinstance(ax, (list, tuple, np.ndarray)) else [ax]
     if len(axes) != n:
         raise ValueError(
-            f"{what} draws {n} panel(s): pass ax= as {'one Axes' if n == 1 else f'a sequence of {n} Axes'}"
+            f"{what} draws {n} panel(s): pass ax= as {'one Axes' if n == 1 else f'a sequence of {n} Axes'}{hint}"
         )
     return axes
 
 
 def plot_score_histograms(
-    table: ScoreTable, labels: np.ndarray | None, names: Sequence[str], path: Path | None = None, ax: Any = None
+    table: ScoreTable,
+    labels: np.ndarray | None,
+    names: Sequence[str],
+    path: Path | None = None,
+    ax: Any = None,
+    entry: str = "plot_score_histograms",
 ) -> Any:
     """One panel per detector; members and non-members overlaid on shared bins (``ax``: one Axes
-    per detector). Saved to ``path`` when given; returns the Figure."""
-    given = _axes(ax, len(names), "plot_score_histograms")
+    per detector; ``entry``: the function the user called, for a message). Saved to ``path`` when
+    given; returns the Figure."""
+    hint = f", one per column ({', '.join(names)}), or choose the columns with detectors=[...]"
+    given = _axes(ax, len(names), entry, hint)
     cols = min(3, len(names))
     rows = math.ceil(len(names) / cols)
     fig = given[0].figure if given else _figure(4.2 * cols, 3.0 * rows)

@@ -116,6 +116,14 @@ def test_plots_take_ax_and_return_the_figure(audit):
     ax = own.add_subplot()
     assert probes.plot_roc(audited, detectors=["ppl"], ax=ax) is own and ax.get_title() == "ROC curves"
     assert isinstance(probes.plot_scores(audited), Figure)
+    # issue 35, item 8: the message names the function called and which columns make the panels
+    n = len(audited.scores.columns)
+    with pytest.raises(
+        ValueError,
+        match=rf"^plot_scores draws {n} panel\(s\): pass ax= as a sequence of {n} Axes, "
+        r"one per column \(ppl, .*\), or choose the columns with detectors=\[\.\.\.\]$",
+    ):
+        probes.plot_scores(audited, ax=Figure().subplots(1, 2))
     verdict = probes.verdict(audited, reference=reference, permutations=200, bootstrap=10)
     axes = Figure().subplots(1, 3)
     assert probes.plot_verdict(verdict, ax=list(axes)) is axes[0].figure

@@ -67,8 +67,12 @@ def test_what_cannot_be_audited_is_refused_with_what_can(gpt2):
     with pytest.raises(TypeError, match="cannot audit a int: pass a checkpoint directory .* nnsight LanguageModel"):
         probes.load_model(3)
     model, _ = hf_pair(gpt2)
-    with pytest.raises(TypeError, match="needs its tokenizer: wrap_model"):
+    # issue 35, item 8: the public entry is named (before: the internal wrap_model(model, tokenizer))
+    with pytest.raises(TypeError, match=r"needs its tokenizer: probes\.load_model\(model, tokenizer\)"):
         probes.load_model(model)
+    # a bare backbone has no LM head: refused as not a *ForCausalLM (before: "needs its tokenizer")
+    with pytest.raises(TypeError, match=r"has no language-model head, so it is not a \*ForCausalLM"):
+        probes.load_model(model.transformer, hf_pair(gpt2)[1])
     assert probes.load_model(probes.load_model(gpt2, device="cpu")).layout.n_blocks == 3  # a LoadedModel as is
 
 

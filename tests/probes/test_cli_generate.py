@@ -169,3 +169,35 @@ def test_sigkill_mid_run_then_rerun_equals_an_uninterrupted_run(tmp_path: Path) 
     assert f"({24 - finished_before_kill} generated, {finished_before_kill} reused)" in result.stdout
     # nothing answered before the kill is asked again; only requests in flight (<= concurrency) are repeated
     assert full_run_requests <= killed_requests + resumed_requests <= full_run_requests + 2
+
+
+def test_every_bad_line_of_a_questions_file_is_named_in_one_pass(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 35, item 8: a file with three bad lines took three runs (each loading the model in
+    ``lara detect``); one run now names them all, in one line."""
+    questions = tmp_path / "q.jsonl"
+    questions.write_text('{"id": "a", "question": "x"}\nnot json\n{"id": "b"}\n{"id": "a", "question": "y"}\n')
+    assert (
+        main(["detect", "ppl", str(questions), "--model", str(tmp_path / "none"), "-o", str(tmp_path / "s.csv")]) == 2
+    )
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: 3 bad lines: ")
+    for part in (
+        "q.jsonl:2: not valid JSON",
+        "q.jsonl:3: missing required key 'question'",
+        "q.jsonl:4: duplicate id 'a'",
+    ):
+        assert part in err
+
+
+def test_a_table_given_as_questions_points_to_the_importer(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 35, item 8: ``lara detect`` on a CSV said "not valid JSON (Expecting value at column 1)"."""
+    table = tmp_path / "q.csv"
+    table.write_text("id,question\na,What is 2+2?\n")
+    assert main(["detect", "ppl", str(table), "--model", str(tmp_path / "none"), "-o", str(tmp_path / "s.csv")]) == 2
+    assert f"convert it with `lara questions import {table} -o questions.jsonl`" in capsys.readouterr().err
+    same = tmp_path / "q.txt"  # a table under another name: every line fails, so the hint follows
+    same.write_text(table.read_text())
+    assert main(["detect", "ppl", str(same), "--model", str(tmp_path / "none"), "-o", str(tmp_path / "s.csv")]) == 2
+    assert "is it a table? convert it with `lara questions import" in capsys.readouterr().err
