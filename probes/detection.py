@@ -48,8 +48,12 @@ class DetectSummary:
 
     def describe(self) -> str:
         c = self.info["counts"]
+        detectors = [n for n in self.table.columns if "@" not in n]  # not the calibrated columns (<det>@cal)
+        extra = len(self.table.columns) - len(detectors)
         lines = [
-            f"{len(self.table.ids)} questions x {len(self.table.columns)} detector(s) in {self.info['seconds']:.1f} s: "
+            f"{len(self.table.ids)} questions x {len(detectors)} detector(s)"
+            + (f" (+ {extra} calibrated column(s))" if extra else "")
+            + f" in {self.info['seconds']:.1f} s: "
             f"{c['generated']} completions generated, {c['scored']} texts scored, {c['cache_hits']} served from the response store"
             + (f"; {c['requests']} requests to the served model" if c.get("requests") else "")
         ]

@@ -56,6 +56,8 @@ def test_detect_returns_the_library_scores_as_frames(audit):
     controls = audited.controls
     assert list(controls.columns[:2]) == ["id", "control"] and len(controls) == 12 * 3
     assert repr(audited) == "Detection(12 questions × ppl, ppl@cal, zlib, zlib@cal, controls of 12 questions)"
+    # issue 35, item 8: detectors are counted, not their calibrated columns (before: "4 detector(s)" for 2)
+    assert audited.describe().startswith("12 questions x 2 detector(s) (+ 2 calibrated column(s)) in ")
     with pytest.raises(ConfigError, match="params for 'cdd', which is not being run"):
         probes.detect(model, QUESTIONS, "ppl", params={"cdd": {"n": 2}}, store=audit[4])
 
