@@ -30,8 +30,9 @@ print(metrics, lara.describe(), sep="\n")
 # %% Output-level detectors on both checkpoints, with each question's 3 controls
 store = Path("runs/walkthrough/responses.sqlite")
 store.parent.mkdir(parents=True, exist_ok=True)
-audited = probes.detect(rl, questions, "ppl,min_k,zlib", sets=sets, store=store)
-before = probes.detect(sft, questions, "ppl,min_k,zlib", sets=sets, store=store)
+prompt = {"prompt_format": "raw", "template": "Q: {prompt}\nA:"}  # the testbed's prompt (configs/demo.yaml)
+audited = probes.detect(rl, questions, "ppl,min_k,zlib", sets=sets, store=store, **prompt)
+before = probes.detect(sft, questions, "ppl,min_k,zlib", sets=sets, store=store, **prompt)
 print(audited.scores.head())
 
 # %% Fusion, labelled evaluation, the label-free verdict and which questions it flags

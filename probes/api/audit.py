@@ -47,7 +47,7 @@ def detect(
             ``n_controls`` similar questions are scored as controls, for the verdict.
         params: per-detector parameters, ``{"min_knn": {"n": 8}}``.
         store: the response store keeping every answer and score (default: the one ``lara
-            detect`` uses, ``~/.cache/lara/responses.sqlite``), so a repeated call is served from it.
+            detect`` uses, ``~/.cache/lara-probes/responses.sqlite``), so a repeated call is served from it.
         prompt_format, template, system_prompt, batch_size, sampling_temperature, calibrate: as
             the flags of ``lara detect``.
         engine: ``hf``, ``vllm`` (``model`` a checkpoint directory) or ``auto`` (vLLM on a CUDA

@@ -27,7 +27,7 @@ class Endpoint(Protocol):
 
 def default_store_path() -> Path:
     """The response store ``lara detect`` and the Python API share by default (beside the
-    generator's cache, ``~/.cache/lara/responses.sqlite``); its folder is created."""
+    generator's cache, ``~/.cache/lara-probes/responses.sqlite``); its folder is created."""
     from generation.config import default_cache_dir
 
     path = default_cache_dir().parent / "responses.sqlite"
