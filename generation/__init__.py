@@ -10,17 +10,12 @@ Two backends build them (SPEC §1): ``offline`` (default; deterministic rules, n
 
 from __future__ import annotations
 
-import importlib.metadata
+from lara_core.version import __version__ as __version__  # re-exported
 
 from .config import GenerationConfig, OfflineConfig, OpenAIConfig
 from .errors import ConfigError, EndpointError, GenerationError, InputError, OutputMismatchError
 from .pipeline import JobSummary, run_generation
 from .records import BLANK, Failure, PerturbationSet, Question, read_questions, unexplained_gaps
-
-try:
-    __version__ = importlib.metadata.version("lara-probes")
-except importlib.metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0+unknown"
 
 __all__ = [
     "BLANK",

@@ -16,15 +16,11 @@ Reference: ``docs/python-api.md``.
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 from typing import Any
 
-from .api import NAMES
+from lara_core.version import __version__
 
-try:
-    __version__ = importlib.metadata.version("lara-probes")
-except importlib.metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0+unknown"
+from .api import NAMES
 
 __all__ = ["__version__", *NAMES]
 

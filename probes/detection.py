@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from cache.fingerprint import text_hash
+from lara_core.files import file_sha256, write_text_atomically
 
 from .calibration.controls import ControlTable
 from .calibration.stats import calibrated_scores
@@ -99,20 +99,6 @@ class DetectSummary:
             self.info["controls_file"] = None
         write_text_atomically(meta_path, json.dumps(self.info, indent=1, default=str) + "\n")
         return [*written, meta_path]
-
-
-def file_sha256(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def write_text_atomically(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def settings_digest(detector: Any) -> str:

@@ -57,6 +57,67 @@ def test_layers_import_only_downwards(package, forbidden):
     assert offenders == []
 
 
+# The floors inside probes/ (issue 35, item 7): a module imports only its own unit and units on its
+# floor or below, so the next upward arrow (a reader importing its writer's module, the front door
+# imported from below) fails here. A unit is a sub-package or a top-level module of probes/.
+FLOORS = {
+    0: {"errors", "scores", "robust", "token_distributions", "verifier"},
+    1: {"evaluation", "lara", "responders", "questions", "testbed"},
+    2: {"detectors", "fusion", "calibration"},
+    3: {"detection"},
+    4: {"report"},
+    5: {"pipeline"},
+    6: {"commands", "api"},
+    7: {"cli", "cli_reference", "__init__"},  # __init__: the package itself, the lazy API front door
+}
+FLOOR = {unit: floor for floor, units in FLOORS.items() for unit in units}
+
+
+def probes_unit(module: str) -> str | None:
+    """``probes.calibration.files`` → ``calibration``; ``probes`` → ``__init__``; None outside probes/."""
+    parts = module.split(".")
+    if parts[0] != "probes":
+        return None
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def probes_edges() -> set[tuple[str, str, str]]:
+    """``(importing unit, imported unit, file)`` for every import between two units of probes/."""
+    edges = set()
+    for path in sources("probes"):
+        unit = probes_unit(".".join(path.relative_to(ROOT).with_suffix("").parts))
+        for name in imported_modules(path):
+            target = probes_unit(name)
+            if target and target != unit and target in FLOOR:
+                edges.add((unit, target, str(path.relative_to(ROOT))))
+    return edges
+
+
+def test_every_unit_of_probes_has_a_floor():
+    units = {probes_unit(".".join(p.relative_to(ROOT).with_suffix("").parts)) for p in sources("probes")}
+    assert units - set(FLOOR) == set()
+
+
+def test_no_module_of_probes_imports_a_higher_floor():
+    upward = sorted(
+        f"{f}: {a} (floor {FLOOR[a]}) imports {b} (floor {FLOOR[b]})"
+        for a, b, f in probes_edges()
+        if FLOOR[b] > FLOOR[a]
+    )
+    assert upward == []
+
+
+def test_the_units_of_probes_import_each_other_in_no_cycle():
+    graph: dict[str, set[str]] = {}
+    for a, b, _ in probes_edges():
+        graph.setdefault(a, set()).add(b)
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(n == goal or (n not in seen and reaches(n, goal, seen | {n})) for n in graph.get(start, ()))
+
+    assert sorted(a for a in graph if reaches(a, a, {a})) == []
+
+
 def test_command_modules_are_small_and_cli_only_assembles():
     long_functions = []
     for path in sources("probes.commands"):

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lara_core.files import file_sha256
+
 from ..errors import InputError, MismatchError
 from ..scores import ScoreTable
 from .controls import ControlTable
@@ -92,8 +94,6 @@ def read_scored(
             f"{scores_path.with_suffix('.meta.json').name} records the controls file {bound['name']}, which is "
             f"missing; rerun lara detect --sets to the same -o"
         )
-    from ..detection import file_sha256
-
     digest = file_sha256(path)
     if digest != bound["sha256"]:
         raise MismatchError(
@@ -107,8 +107,6 @@ def read_scored(
 
 def _meta_describes(meta: dict[str, Any], scores_path: Path) -> bool:
     """Whether the meta was written with these very scores (its recorded sha256 of SCORES.csv)."""
-    from ..detection import file_sha256
-
     bound = meta.get("scores_file")
     return bound is None or bound.get("sha256") == file_sha256(scores_path)
 

@@ -52,7 +52,7 @@ def register(sub: Any) -> None:
 def handle(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from .. import fusion
+    from ..fusion import fuse
     from ..scores import ScoreTable, join_tables, read_labels, read_splits
 
     table = join_tables([ScoreTable.read_csv(p) for p in args.scores])
@@ -60,7 +60,7 @@ def handle(args: argparse.Namespace) -> int:
     weights = np.array([float(w) for w in args.weights.split(",")]) if args.weights else None
     labels = read_labels(args.labels) if args.labels else None
     splits = read_splits(args.labels) if args.labels else {}
-    fused = fusion.fuse(table, names, args.method, weights, labels, splits, args.clean_ref, args.folds, args.seed)
+    fused = fuse(table, names, args.method, weights, labels, splits, args.clean_ref, args.folds, args.seed)
     name = args.name or "+".join(names)
     table.add(name, fused.values)
     table.write_csv(args.output)

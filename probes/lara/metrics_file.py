@@ -20,7 +20,6 @@ File layout (schema version 1)::
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -37,8 +36,9 @@ import numpy as np
 from cache.fingerprint import text_hash
 from cache.store import IDENTITY_KEYS, ActivationStore
 from generation.records import read_sets
+from lara_core.files import file_sha256
+from lara_core.version import __version__
 
-from .. import __version__
 from ..errors import InputError, MismatchError
 from .geometry import DEFAULT_EPS, METRIC_NAMES, batch_metrics_inplace
 from .sets import SetLayout, layout
@@ -384,7 +384,7 @@ def _provenance(
         },
         "sets": {
             "path": str(sets_path.resolve()),
-            "sha256": _file_sha256(sets_path),
+            "sha256": file_sha256(sets_path),
             "n_sets": len(records),
             "generation": generation,
         },
@@ -403,14 +403,6 @@ def check_same_model(a: MetricsFile, b: MetricsFile) -> None:
         raise MismatchError(
             f"{a.path} and {b.path} hold different layers ({', '.join(a.layer_labels)} vs {', '.join(b.layer_labels)})"
         )
-
-
-def _file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _strings(values: Any) -> list[str]:

@@ -333,7 +333,7 @@ def score(metrics: np.ndarray, reference: "np.ndarray | Reference", **options: A
 
 def reference_provenance(**fields: Any) -> dict[str, Any]:
     """Provenance stamp for a saved reference (time and toolkit version added)."""
-    from .. import __version__
+    from lara_core.version import __version__
 
     return {
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),

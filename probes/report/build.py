@@ -9,7 +9,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .. import __version__
+from lara_core.version import __version__
+
 from ..calibration.blind import blind_baseline
 from ..evaluation import compare, evaluate, tpr_key
 from ..lara.metrics_file import MetricsFile

@@ -19,7 +19,6 @@ build leaves no half-written testbed.
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import logging
 import os
@@ -29,6 +28,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from lara_core.files import file_sha256
 
 from ..errors import InputError
 from .problems import PROMPT_TEMPLATE, TEMPLATES, Problem, hash_key, make_splits
@@ -301,7 +302,7 @@ def _manifest(
         "rl_trained_on": trained_on,
         "accuracy": evaluation,
         "seconds": seconds,
-        "files": {str(f.relative_to(tmp)): _sha256(f) for f in sorted(tmp.rglob("*.safetensors"))},
+        "files": {str(f.relative_to(tmp)): file_sha256(f) for f in sorted(tmp.rglob("*.safetensors"))},
         "torch": torch.__version__,
     }
 
@@ -367,10 +368,6 @@ def _question_rows(splits: Any, source: str = "testbed") -> list[dict[str, Any]]
 
 def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def read_manifest(testbed_dir: str | Path) -> dict[str, Any]:
