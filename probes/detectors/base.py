@@ -93,6 +93,7 @@ class Detector:
         False  # samples answers at its ``temperature`` (the run's sampling temperature applies)
     )
     parameters: ClassVar[dict[str, Constraint]] = {}  # every ``__init__`` argument's type and range (:mod:`.params`)
+    family: ClassVar[str] = "likelihood & completion"  # its panel of the report's roc.png
 
     def check_params(self) -> None:
         """Refuse what ties hyperparameters together or reads a file (:class:`ConfigError`), before

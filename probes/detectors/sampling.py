@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 @register
 class CDD(Detector):
+    family = "sampling"
     name = "cdd"
     raw_name = "cdd_peak"
     raw_direction = "higher = member"
@@ -72,6 +73,7 @@ class CDD(Detector):
 
 @register
 class MinKNN(Detector):
+    family = "sampling"
     name = "min_knn"
     raw_name = "min_knn_distance"
     raw_direction = "lower = member"
@@ -135,6 +137,7 @@ def _entropy_notes(gens: Sequence[Any], name: str) -> list[str]:
 
 @register
 class SelfCritique(Detector):
+    family = "sampling"
     name = "self_critique"
     raw_name = "self_critique_similarity"
     raw_direction = "higher = member"
@@ -174,6 +177,7 @@ class SelfCritique(Detector):
 
 @register
 class EntropyTemp(Detector):
+    family = "sampling"
     name = "entropy_temp"
     raw_name = "entropy_temp_similarity"
     raw_direction = "higher = member"
@@ -211,6 +215,7 @@ class EntropyTemp(Detector):
 
 @register
 class EntropyNoise(Detector):
+    family = "sampling"
     name = "entropy_noise"
     raw_name = "entropy_noise_similarity"
     raw_direction = "higher = member"

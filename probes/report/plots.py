@@ -32,7 +32,6 @@ def _figure(width: float, height: float):
     return fig
 
 
-SAMPLING_DETECTORS = {"cdd", "min_knn", "self_critique", "entropy_temp", "entropy_noise"}
 FAMILIES = ("LaRA", "likelihood & completion", "sampling", "calibrated (@cal, @ref)", "fusion")
 HIGHLIGHTED = 4  # the best curves of a panel drawn in colour; the rest faded
 STYLES = [("#1b6ca8", "-"), ("#d1495b", "--"), ("#2a9d8f", "-."), ("#e9a03b", ":")]
@@ -46,7 +45,9 @@ def roc_family(name: str) -> str:
         return "calibrated (@cal, @ref)"
     if name.startswith("lara"):
         return "LaRA"
-    return "sampling" if name in SAMPLING_DETECTORS else "likelihood & completion"
+    from ..detectors import REGISTRY  # lazily: the registry imports every detector module
+
+    return REGISTRY[name].family if name in REGISTRY else "likelihood & completion"  # the detector's own tag
 
 
 def plot_roc(

@@ -247,3 +247,28 @@ def test_rows_constant_by_construction_are_not_applicable(tmp_path):
         "not_applicable": "baseline zero: constant: every score 0",
     }
     assert "n/a (baseline zero: constant: every score 0)" in render_markdown(jsonable(base_constant))
+
+
+def test_a_detectors_roc_panel_is_its_own_family_tag(monkeypatch):
+    """Issue 35, item 4: the ROC panels came from a hand-kept list of names, so a new sampling
+    detector fell into the likelihood panel; now from each detector's ``family`` tag."""
+    from probes.detectors import REGISTRY
+    from probes.detectors.sampling import MinKNN
+    from probes.report import plots
+
+    class Wider(MinKNN):
+        name = "min_knn_wide"
+
+    monkeypatch.setitem(REGISTRY, "min_knn_wide", Wider)
+    assert (
+        plots.roc_family("min_knn_wide") == "sampling"
+        and plots.roc_family("not_a_detector") == "likelihood & completion"
+    )
+    assert {n for n, c in REGISTRY.items() if c.family == "sampling"} == {
+        "cdd",
+        "min_knn",
+        "min_knn_wide",
+        "self_critique",
+        "entropy_temp",
+        "entropy_noise",
+    }
