@@ -85,7 +85,15 @@ def from_mapping(cls: type[T], data: Mapping[str, Any] | None, where: str = "") 
         close = difflib.get_close_matches(str(key), list(fields), n=1)
         hint = f"; did you mean '{close[0]}'?" if close else ""
         raise ConfigError(f"unknown config key '{_join(where, key)}'{hint} Valid keys: {', '.join(sorted(fields))}")
-    kwargs = {name: _coerce(hints[name], value, _join(where, name)) for name, value in data.items()}
+    kwargs: dict[str, Any] = {}
+    problems: list[str] = []  # every field's problem at once, not the first alone (issue 35: one pass)
+    for name, value in data.items():
+        try:
+            kwargs[name] = _coerce(hints[name], value, _join(where, name))
+        except ConfigError as err:
+            problems.append(str(err))
+    if problems:
+        raise ConfigError("; ".join(problems))
     missing = [
         name
         for name, f in fields.items()

@@ -364,3 +364,32 @@ def test_a_comma_separated_list_on_the_command_line_is_a_list():
     config = load_run_config(CONFIGS / "demo.yaml", ["detect.names=ppl,min_k", "calibration.detectors=ppl, min_k"])
     assert config.detect.names == ("ppl", "min_k") and config.calibration.detectors == ("ppl", "min_k")
     assert load_run_config(CONFIGS / "demo.yaml", ["detect.names=[ppl,cdd]"]).detect.names == ("ppl", "cdd")
+
+
+def test_three_wrong_values_are_named_in_one_pass(tmp_path, capsys):
+    """Issue 35, item 8: three wrong values took three runs (each refusal naming the first only),
+    while docs/run.md promises every problem at once."""
+    run_dir = tmp_path / "run"
+    err = _one_line_error(
+        capsys,
+        [
+            "run",
+            str(CONFIGS / "demo.yaml"),
+            "--set",
+            f"run_dir={run_dir}",
+            "--set",
+            "extraction.batch_size=0",
+            "--set",
+            "generation.similars=-1",
+            "--set",
+            "detect.batch_size=x",
+            "--no-progress",
+        ],
+    )
+    for part in (
+        "extraction.batch_size must be >= 1, got 0",
+        "'similars' (K) must be at least 2",
+        "'detect.batch_size' must be of type int, got 'x'",
+    ):
+        assert part in err
+    assert not run_dir.exists()
