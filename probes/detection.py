@@ -20,14 +20,12 @@ from .calibration.stats import calibrated_scores
 from .detectors import REGISTRY, check_access, check_reference, get_detector
 from .detectors.base import has_answer
 from .errors import ConfigError
-from .scores import ScoreTable
+from .scores import CLEAN_SPLIT, ScoreTable
 
 if TYPE_CHECKING:
     from .responders.base import Responder
 
 logger = logging.getLogger(__name__)
-
-CLEAN_SPLIT = "clean_ref"
 
 
 @dataclass
@@ -455,7 +453,7 @@ def detect_questions(
         [q.question for q in questions],
         responder,
         params,
-        clean_questions=[q.question for q in questions if q.split == "clean_ref"],
+        clean_questions=[q.question for q in questions if q.split == CLEAN_SPLIT],
         progress=progress,
         reference=reference,
         sampling_temperature=sampling_temperature,

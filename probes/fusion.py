@@ -22,7 +22,7 @@ import numpy as np
 from .errors import ConfigError, InputError
 from .lara.protocol import fold_assignment
 from .robust import ZeroScaleRecord, robust_scale
-from .scores import ScoreTable, align_labels
+from .scores import CLEAN_SPLIT, ScoreTable, align_labels
 
 METHODS = ("robust-z", "rank-mix", "stacking")
 
@@ -197,7 +197,7 @@ def fuse(
     y = align_labels(table.ids, labels or {})[0]
     if method == "robust-z":
         splits = splits or {}
-        mode = clean_ref or ("split" if "clean_ref" in splits.values() else "crossfit" if (y == 0).any() else None)
+        mode = clean_ref or ("split" if CLEAN_SPLIT in splits.values() else "crossfit" if (y == 0).any() else None)
         if mode is None:
             raise ConfigError(
                 "robust-z needs a clean reference: labels (split clean_ref or label 0), "
@@ -206,7 +206,7 @@ def fuse(
         if mode not in ("split", "crossfit", "all"):
             raise ConfigError(f"fusion clean_ref must be split, crossfit or all, got {mode!r}")
         reference = {
-            "split": np.array([splits.get(i) == "clean_ref" for i in table.ids]),
+            "split": np.array([splits.get(i) == CLEAN_SPLIT for i in table.ids]),
             "crossfit": y == 0,
             "all": np.ones(len(y), bool),
         }[mode]

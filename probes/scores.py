@@ -143,6 +143,7 @@ def read_question_texts(path: str | Path) -> dict[str, str]:
     return out
 
 
+CLEAN_SPLIT = "clean_ref"  # the split of known-clean questions (LaRA's clean reference, the verdict's clean set)
 MATCH_FIELDS = ("pair", "template")  # a question's matched group, in this order
 
 

@@ -8,6 +8,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from ..scores import CLEAN_SPLIT
 from .lara import as_questions
 from .results import Detection, Verdict
 
@@ -121,7 +122,7 @@ def fuse(
     splits = dict(scores.splits) if isinstance(scores, Detection) else {}
     labels = dict(labels if labels is not None else scores.labels if isinstance(scores, Detection) else {})
     if clean is not None:
-        splits = {i: ("clean_ref" if i in set(clean) else None) for i in frame.index}
+        splits = {i: (CLEAN_SPLIT if i in set(clean) else None) for i in frame.index}
     fused = fuse_table(_table(frame), list(detectors), method, labels=labels, splits=splits, **options)
     series = pd.Series(fused.values, index=frame.index, name="+".join(detectors))
     series.attrs["how"] = fused.describe()

@@ -11,7 +11,7 @@ import math
 from typing import Any, Mapping, Sequence
 
 from ..errors import ConfigError, InputError
-from ..scores import ScoreTable
+from ..scores import CLEAN_SPLIT, ScoreTable
 from .absolute_size import VALIDATED_ON, size_sentence
 from .controls import ControlTable
 from .decision_table import QuestionDecisions, describe_questions
@@ -19,7 +19,6 @@ from .decisions import decide_questions
 from .files import ScoredFiles
 from .verdict import ScoredSet, VerdictSettings, compute_verdict
 
-CLEAN_SPLIT = "clean_ref"
 LABEL_SUBSETS = {"members": 1, "non_members": 0}
 
 

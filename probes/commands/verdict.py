@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..calibration.verdict import VerdictSettings
+from ..scores import CLEAN_SPLIT
 from ._common import from_settings
 
 NO_VERDICT_EXIT = 3  # no mode had a usable detector: not a negative answer
@@ -141,7 +142,7 @@ def handle(args: argparse.Namespace) -> int:
     if decisions is not None:
         decisions.write_csv(table)
     else:
-        write_no_decisions([i for i in tables["audited"].scores.ids if splits.get(i) != "clean_ref"], table)
+        write_no_decisions([i for i in tables["audited"].scores.ids if splits.get(i) != CLEAN_SPLIT], table)
     args.output.write_text(json.dumps(jsonable(verdict), indent=1) + "\n", encoding="utf-8")
     print(describe_verdict(verdict))
     print(f"wrote {args.output}, {table}")

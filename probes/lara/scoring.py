@@ -23,14 +23,13 @@ from typing import Any, Mapping
 import numpy as np
 
 from ..errors import ConfigError, InputError, MismatchError
-from ..scores import ScoreTable
+from ..scores import CLEAN_SPLIT, ScoreTable
 from .layers import available_windows
 from .metrics_file import MetricsFile, check_same_model
 from .protocol import PoolScoring, Reference, ScoreOptions, against_reference, reference_provenance, score_against_pool
 
 logger = logging.getLogger(__name__)
 
-CLEAN_SPLIT = "clean_ref"
 MAIN_COLUMN = "lara"
 
 

@@ -29,6 +29,7 @@ from cache.outputs import check_writable
 from ..detection import detector_names, has_answer
 from ..detectors import REGISTRY
 from ..errors import InputError
+from ..scores import CLEAN_SPLIT
 from . import stages
 from .config import RunConfig, dump_config
 from .layout import SETS, RunLayout
@@ -289,7 +290,7 @@ class _Run:
             lambda: stages.fuse(run_dir, name, config, list(score_tables), self.labels, self.splits, reference_table),
         )[files.scores[0]]
         verdict = None
-        if config.calibrating or (config.lara and "clean_ref" in self.splits.values()):
+        if config.calibrating or (config.lara and CLEAN_SPLIT in self.splits.values()):
             verdict_ref = self.reference if self.reference and name != self.reference and config.calibrating else None
             lara_tables = [t for t in score_tables if t == files.lara[0]]
             verdict = ledger.run(

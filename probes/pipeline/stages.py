@@ -14,6 +14,7 @@ from cache.config import CacheConfig, ModelConfig
 from cache.distributed import Ranks
 
 from ..detectors import REGISTRY
+from ..scores import CLEAN_SPLIT
 from .config import RunConfig
 from .layout import RunLayout
 from .ledger import Ledger
@@ -397,7 +398,7 @@ def verdict(
         decisions.write_csv(layout.path(files.questions))
     else:
         write_no_decisions(
-            [i for i in audited.scores.ids if splits.get(i) != "clean_ref"], layout.path(files.questions)
+            [i for i in audited.scores.ids if splits.get(i) != CLEAN_SPLIT], layout.path(files.questions)
         )
     layout.path(files.verdict).write_text(json.dumps(jsonable(result), indent=1) + "\n", encoding="utf-8")
     logger.info("%s", describe_verdict(result, f"verdict on {name}"))

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import ConfigError
+from ..scores import CLEAN_SPLIT
 from .config import RunConfig
 
 logger = logging.getLogger(__name__)
 
-CLEAN_SPLIT = "clean_ref"
 WINDOWS = ("early", "mid", "late")
 
 

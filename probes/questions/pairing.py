@@ -15,6 +15,8 @@ import numpy as np
 
 from generation.records import Question
 
+from ..scores import CLEAN_SPLIT
+
 SETS = ("members", "non_members", "clean_ref")  # in priority order: a duplicate is dropped from the later set
 _NUMBER = re.compile(r"(?<![A-Za-z_])-?\d+(?:[.,]\d+)?")
 
@@ -98,7 +100,7 @@ def _relabel(kept: list[tuple[str, Question]], duplicates: list[Duplicate]) -> P
             renamed[qid] = q.id
         seen.add(qid)
         label = {"members": 1, "non_members": 0}.get(name)
-        split = "clean_ref" if name == "clean_ref" else q.split
+        split = CLEAN_SPLIT if name == "clean_ref" else q.split
         out.append(replace(q, id=qid, label=label, split=split))
     return Paired(out, duplicates, renamed)
 

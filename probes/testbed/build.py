@@ -32,6 +32,7 @@ from typing import Any
 from lara_core.files import file_sha256
 
 from ..errors import InputError
+from ..scores import CLEAN_SPLIT
 from .problems import PROMPT_TEMPLATE, TEMPLATES, Problem, hash_key, make_splits
 from .training import GRPOSettings, SFTSettings, accuracy, grpo, supervised_finetune
 
@@ -349,7 +350,7 @@ def _question_rows(splits: Any, source: str = "testbed") -> list[dict[str, Any]]
     for split, label, problems in (
         ("member", 1, splits.members),
         ("non_member", 0, splits.non_members),
-        ("clean_ref", None, splits.test),
+        (CLEAN_SPLIT, None, splits.test),
     ):
         for x in problems:
             rows.append(
