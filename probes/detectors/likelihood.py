@@ -128,7 +128,11 @@ class MinK(_LikelihoodDetector):
 
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         rows, gens = self._targets(questions, responder)
-        return self._result([stats.min_k_prob(r.logprobs, self.k) for r in rows], responses=gens)
+        return self._result([self._statistic(r) for r in rows], responses=gens)
+
+    def _statistic(self, row: TargetText) -> float:
+        """The lowest-k statistic of one scored target (Min-K%: of its token log-probs)."""
+        return stats.min_k_prob(row.logprobs, self.k)
 
 
 @register
@@ -142,11 +146,11 @@ class MinKPlusPlus(MinK):
     def needs(self) -> frozenset[Access]:  # type: ignore[override]
         return super().needs | {Access.VOCAB_MOMENTS}
 
-    def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
-        rows, gens = self._targets(questions, responder)
-        if any(r.mu is None for r in rows):
+    def _statistic(self, row: TargetText) -> float:
+        """Min-K%++: of the token log-probs standardised by the vocabulary's μ/σ at each step."""
+        if row.mu is None:
             raise ConfigError("min_k_plus_plus needs the vocabulary's μ/σ, which this responder did not return")
-        return self._result([stats.min_k_plus_plus(r.logprobs, r.mu, r.sigma, self.k) for r in rows], responses=gens)
+        return stats.min_k_plus_plus(row.logprobs, row.mu, row.sigma, self.k)
 
 
 @register
