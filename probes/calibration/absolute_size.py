@@ -37,20 +37,11 @@ def null_moments(original: np.ndarray, controls: np.ndarray) -> tuple[np.ndarray
     """``([N] r_j, [N] null mean, [N] null variance)`` of each question's within-rank, the null
     being its original uniform among its 1 + C_j valid texts (ties count ½, as in r_j); NaN where
     the question is unusable."""
-    r = stats.within_ranks(original, controls)
-    original = np.asarray(original, dtype=np.float64)
-    controls = np.asarray(controls, dtype=np.float64).reshape(len(original), -1)
-    texts = np.concatenate([original[:, None], controls], axis=1)  # [N, 1 + C]
-    ok = ~np.isnan(texts)
-    n_ok = ok.sum(axis=1)
-    below = ((texts[:, None, :] < texts[:, :, None]) & ok[:, None, :] & ok[:, :, None]).sum(axis=2)
-    ties = ((texts[:, None, :] == texts[:, :, None]) & ok[:, None, :] & ok[:, :, None]).sum(axis=2) - ok  # not itself
-    with np.errstate(invalid="ignore", divide="ignore"):
-        as_original = np.where(ok, (below + 0.5 * ties) / (n_ok - 1)[:, None], np.nan)  # rank of text k if it were q_0
-        mean = np.nanmean(np.where(ok, as_original, np.nan), axis=1)
-        var = np.nanmean(np.where(ok, (as_original - mean[:, None]) ** 2, np.nan), axis=1)
-    usable = ~np.isnan(r)
-    return r, np.where(usable, mean, np.nan), np.where(usable, var, np.nan)
+    usable, table = stats.rank_table(original, controls)
+    r, mean, var = (np.full(len(usable), np.nan) for _ in range(3))
+    if usable.any():
+        r[usable], mean[usable], var[usable] = table[:, 0], np.nanmean(table, axis=1), np.nanvar(table, axis=1)
+    return r, mean, var
 
 
 def absolute_size(

@@ -115,6 +115,21 @@ def pooled_control_scale(controls: np.ndarray, tol: float = 1e-8) -> Any:
     return robust_scale(pooled[:, None], tol=tol) if len(pooled) else None
 
 
+def rank_table(original: np.ndarray, controls: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(usable [N], table [n_usable, 1 + C])``: ``table[j, k]`` is usable question j's within-rank
+    if its text k (0 = the original, then its scored controls) were the original — the null
+    distribution of r_j (NaN padding). Comparisons, not differences, so ±inf scores rank."""
+    original, controls, usable = _valid(original, controls)
+    texts = [np.concatenate([[o], c[~np.isnan(c)]]) for o, c in zip(original[usable], controls[usable])]
+    table = np.full((len(texts), max((len(t) for t in texts), default=1)), np.nan)
+    for j, t in enumerate(texts):
+        others = ~np.eye(len(t), dtype=bool)  # [k, i]: text i is another text than k
+        below = ((t[None, :] < t[:, None]) & others).sum(axis=1)
+        ties = ((t[None, :] == t[:, None]) & others).sum(axis=1)
+        table[j, : len(t)] = (below + 0.5 * ties) / (len(t) - 1)
+    return usable, table
+
+
 def permutation_test(
     original: np.ndarray, controls: np.ndarray, n_permutations: int = 10_000, seed: int = 0, chunk: int = 1000
 ) -> tuple[float, float]:
@@ -122,27 +137,17 @@ def permutation_test(
     question's original is exchangeable with its controls, so the 'original' is reassigned
     uniformly among its 1 + C_j texts; p = (1 + #{T_b ≥ T}) / (1 + B). Exact in size whatever the
     differences between questions. Returns (T, p); (NaN, NaN) without usable questions."""
-    original, controls, usable = _valid(original, controls)
+    usable, table = rank_table(original, controls)
     if not usable.any():
         return math.nan, math.nan
-    texts = [np.concatenate([[o], c[~np.isnan(c)]]) for o, c in zip(original[usable], controls[usable])]
-    width = max(len(t) for t in texts)
-    # rank_as_original[j, k]: question j's within-rank if its text k were the original (NaN padding);
-    # comparisons, not differences, so ±inf scores rank (inf − inf would be NaN)
-    table = np.full((len(texts), width), np.nan)
-    for j, t in enumerate(texts):
-        others = ~np.eye(len(t), dtype=bool)  # [k, i]: text i is another text than k
-        below = ((t[None, :] < t[:, None]) & others).sum(axis=1)
-        ties = ((t[None, :] == t[:, None]) & others).sum(axis=1)
-        table[j, : len(t)] = (below + 0.5 * ties) / (len(t) - 1)
     observed = float(table[:, 0].mean())
-    sizes = np.array([len(t) for t in texts])
+    sizes = (~np.isnan(table)).sum(axis=1)
     rng = np.random.default_rng(seed)
-    rows = np.arange(len(texts))
+    rows = np.arange(len(table))
     exceed = 0
     for start in range(0, n_permutations, chunk):
         b = min(chunk, n_permutations - start)
-        picks = (rng.random((b, len(texts))) * sizes).astype(np.int64)  # uniform over each question's texts
+        picks = (rng.random((b, len(table))) * sizes).astype(np.int64)  # uniform over each question's texts
         exceed += int((table[rows, picks].mean(axis=1) >= observed - 1e-12).sum())
     return observed, (1 + exceed) / (1 + n_permutations)
 
