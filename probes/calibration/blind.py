@@ -27,7 +27,7 @@ from typing import Any, Hashable, Sequence
 import numpy as np
 
 from ..evaluation import evaluate
-from ..evaluation.permutation import mixed_groups, swap_labels
+from ..evaluation.permutation import permuted_labels
 
 WARNING = (
     "the blind baseline (question text only, no model) separates members from non-members beyond what the design "
@@ -95,13 +95,8 @@ def swap_null(
     """``[n_permutations]`` blind AUCs under within-group label swaps (same folds' seed)."""
     from sklearn.metrics import roc_auc_score
 
-    rng = np.random.default_rng([seed, 8_8])
-    blocks = mixed_groups(labels, groups)
-    out = np.empty(n_permutations)
-    for b in range(n_permutations):
-        y = swap_labels(labels, groups, rng, blocks)
-        out[b] = roc_auc_score(y, out_of_fold(features, y, n_folds, seed))
-    return out
+    swaps = permuted_labels(labels, groups, n_permutations, seed, stream=88)
+    return np.array([roc_auc_score(y, out_of_fold(features, y, n_folds, seed)) for y in swaps])
 
 
 def blind_baseline(

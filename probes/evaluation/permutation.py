@@ -37,13 +37,15 @@ def swap_labels(
     return y
 
 
-def permuted_labels(labels: np.ndarray, groups: np.ndarray | None, n_permutations: int, seed: int) -> np.ndarray:
+def permuted_labels(
+    labels: np.ndarray, groups: np.ndarray | None, n_permutations: int, seed: int, stream: int = 45
+) -> np.ndarray:
     """``[n_permutations, n]`` label vectors: within-group swaps when ``groups`` is given (``[n]``),
-    free permutations otherwise."""
+    free permutations otherwise; ``stream`` keeps two users of one seed on different draws."""
     y = np.asarray(labels)
     groups = np.zeros(len(y), dtype=int) if groups is None else np.asarray(groups)
     blocks = mixed_groups(y, groups)
-    rng = np.random.default_rng([seed, 45])
+    rng = np.random.default_rng([seed, stream])
     return (
         np.stack([swap_labels(y, groups, rng, blocks) for _ in range(n_permutations)])
         if n_permutations
