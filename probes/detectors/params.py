@@ -88,17 +88,18 @@ SEED = Interval(integer=True, low=0)
 
 
 def check_values(detector: str, params: Mapping[str, Any], declared: Mapping[str, Constraint], key: str = "") -> None:
-    """Refuse (:class:`ConfigError`, one line) a parameter that is not declared or whose value breaks
+    """Refuse (:class:`ConfigError`, one line) parameters that are not declared, or a value that breaks
     its constraint. ``key``: how the user wrote the detector's parameters (``detect.params.``)."""
+    unknown = [name for name in params if name not in declared]
+    if unknown:
+        where = f"{key}{detector}: " if key else ""
+        raise ConfigError(
+            f"{where}detector {detector!r} has no parameter {', '.join(unknown)}; its parameters: "
+            f"{', '.join(declared) or 'none'}"
+        )
     for name, value in params.items():
-        where = f"{key}{detector}.{name}"
-        if name not in declared:
-            raise ConfigError(
-                f"{where}: detector {detector!r} has no parameter {name!r}; its parameters: "
-                f"{', '.join(declared) or 'none'}"
-            )
         if not declared[name].holds(value):
-            raise ConfigError(f"{where}: must be {declared[name].describe()}, got {_shown(value)}")
+            raise ConfigError(f"{key}{detector}.{name}: must be {declared[name].describe()}, got {_shown(value)}")
 
 
 def _shown(value: Any) -> str:
