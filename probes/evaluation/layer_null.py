@@ -80,7 +80,7 @@ def layer_null(
     with np.errstate(invalid="ignore"):
         p = (1 + (maxima[:, None] >= np.abs(observed)[None, :]).sum(axis=0)) / (1 + n_permutations)
     p = np.where(np.isfinite(observed), p, np.nan).reshape(n_metrics, n_layers)
-    p_layer = np.nanmin(np.where(np.isnan(p), np.inf, p), axis=0)
+    p_layer = np.where(np.isnan(p), np.inf, p).min(axis=0)  # inf: a layer with no finite d
     observed_max = float(np.nanmax(np.abs(observed))) if np.isfinite(observed).any() else float("nan")
     return {
         "d": observed.reshape(n_metrics, n_layers),

@@ -139,7 +139,7 @@ def _placebo_splits(
     first.update(
         {
             "n_splits": n_splits,
-            "n": int(len(non_member_split(yk.astype(int), seed)[0])),
+            "n": int((~yk).sum()),
             "any_significant_rate": float(np.mean([bool(r["significant_layers"]) for r in runs])),
             "observed_max_median": float(np.median([r["observed_max"] for r in runs])),
         }
