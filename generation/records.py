@@ -20,7 +20,7 @@ import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 from lara_core.errors import json_problem
 
@@ -55,6 +55,12 @@ BAD_REQUEST = "bad_request"  # HTTP 400/422: the request itself was refused
 UPSTREAM_MISSING = "upstream_missing"  # the part it depends on is missing
 
 
+def record_field(record: Mapping[str, Any], key: str) -> Any:
+    """A questions-file line's field ``key``, top-level or under its ``extra`` object, or None."""
+    nested = record.get("extra")
+    return record.get(key, nested.get(key) if isinstance(nested, Mapping) else None)
+
+
 @dataclass(frozen=True)
 class Question:
     """One audited question (a line of the questions file)."""
@@ -71,8 +77,7 @@ class Question:
         """A field the questions file gives beyond the standard ones, top-level or under its
         ``extra`` object (where ``lara questions import`` and the testbeds write the worked
         solution and the template), or None."""
-        nested = self.extra.get("extra")
-        return self.extra.get(key, nested.get(key) if isinstance(nested, dict) else None)
+        return record_field(self.extra, key)
 
     def fields(self) -> dict[str, Any]:
         """The input fields as they are copied into the output record."""

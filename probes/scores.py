@@ -22,7 +22,7 @@ from typing import Any, Hashable, Iterable, Mapping
 
 import numpy as np
 
-from generation.records import jsonl_lines
+from generation.records import jsonl_lines, record_field
 
 from .errors import InputError
 
@@ -150,9 +150,8 @@ MATCH_FIELDS = ("pair", "template")  # a question's matched group, in this order
 def match_group(record: Mapping[str, Any]) -> Hashable | None:
     """A question record's matched group: its ``pair`` or ``template`` field, top-level or under its
     ``extra`` object (where ``lara questions import`` and the testbeds write it), or None."""
-    nested = record.get("extra") if isinstance(record.get("extra"), Mapping) else {}
     for key in MATCH_FIELDS:
-        value = record.get(key, nested.get(key))
+        value = record_field(record, key)
         if value is not None:
             return str(value)
     return None
