@@ -132,23 +132,24 @@ def _headline(v: dict[str, Any]) -> str:
     if not decided(v):
         return "NO VERDICT (no mode has a detector with a usable question; not a negative answer)"
     c = v["combined"]
+    test = f"{c['method']} {p_sentence(c['p_value'])} over {', '.join(c['detectors']) or 'no detector'}"
     if not v["calibrated"]:  # the absolute mode decides: no reference, no clean set
         return (
-            f"{NO_CALIBRATED_VERDICT}; the absolute mode, a diagnostic only: "
-            f"{'signal' if v['reject'] else 'no signal'} at alpha = {v['alpha']:g} ({c['method']} "
-            f"{p_sentence(c['p_value'])} over {', '.join(c['detectors']) or 'no detector'}; its size is {VALIDATED_ON})"
+            f"{NO_CALIBRATED_VERDICT}; the absolute mode, a diagnostic only: {_signal(v)} at alpha = "
+            f"{v['alpha']:g} ({test}; its size is {VALIDATED_ON})"
         )
-    word = verdict_word(v)
     left = f"; left out, no information: {', '.join(c['left_out'])}" if c.get("left_out") else ""
     left += (
         f"; left out, not calibrated by the reference: {', '.join(c['not_calibrated'])}"
         if c.get("not_calibrated")
         else ""
     )
-    return (
-        f"{word} at alpha = {v['alpha']:g} ({v['mode']} mode; {c['method']} {p_sentence(c['p_value'])} over "
-        f"{', '.join(c['detectors']) or 'no detector'}{left})"
-    )
+    return f"{verdict_word(v)} at alpha = {v['alpha']:g} ({v['mode']} mode; {test}{left})"
+
+
+def _signal(v: dict[str, Any]) -> str:
+    """An uncalibrated (absolute-mode) outcome, which is never a verdict."""
+    return "signal" if v["reject"] else "no signal"
 
 
 NO_CALIBRATED_VERDICT = (
@@ -171,7 +172,7 @@ def verdict_word(v: dict[str, Any]) -> str:
     absolute mode decides there is no calibrated verdict (its size is not shown on questions the
     generator was not tuned on), only its signal or its absence as a diagnostic."""
     if not v["calibrated"]:
-        return f"NO CALIBRATED VERDICT (absolute: {'signal' if v['reject'] else 'no signal'})"
+        return f"NO CALIBRATED VERDICT (absolute: {_signal(v)})"
     return "CONTAMINATED" if v["reject"] else "not flagged"
 
 
