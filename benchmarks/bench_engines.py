@@ -138,50 +138,13 @@ def run_vllm(
 
 
 def run_served(source: Path, questions: list[str], n: int, tokens: int) -> Callable[[], int]:
-    import subprocess
-    import sys
-    import urllib.request
-
     from probes.responders.local import PromptFormat
     from probes.responders.openai_api import OpenAIResponder
+    from probes.responders.vllm_server import start_server
 
-    port = 8300 + os.getpid() % 500
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "vllm.entrypoints.openai.api_server",
-            "--model",
-            str(source),
-            "--served-model-name",
-            "bench",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--dtype",
-            "float32",
-            "--max-logprobs",
-            "20",
-            "--seed",
-            "0",
-            "--gpu-memory-utilization",
-            "0.2",
-            "--enforce-eager",
-            "--no-enable-chunked-prefill",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={**os.environ, "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"},
-    )
-    for _ in range(300):
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
-                break
-        except OSError:
-            time.sleep(1)
+    url, server = start_server(source, "bench", 8300 + os.getpid() % 500)
     responder = OpenAIResponder(
-        f"http://127.0.0.1:{port}/v1",
+        url,
         "bench",
         top_logprobs=20,
         concurrency=8,

@@ -7,9 +7,6 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -83,42 +80,6 @@ def vllm_servers(tmp_path_factory):
 
 
 def _serve(checkpoint: Path, log: Path) -> tuple[str, subprocess.Popen]:
-    port = _free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
-        str(checkpoint),
-        "--served-model-name",
-        "testbed-rl",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--dtype",
-        "float32",
-        "--max-logprobs",
-        "20",
-        "--seed",
-        "0",
-        "--gpu-memory-utilization",
-        "0.2",
-        "--enforce-eager",
-        "--no-enable-chunked-prefill",
-    ]
-    env = {**os.environ, "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
-    with log.open("w") as handle:
-        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env)
-    deadline = time.monotonic() + 300
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as response:
-                if response.status == 200:
-                    return f"http://127.0.0.1:{port}/v1", process
-        except OSError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            raise RuntimeError(f"vllm serve did not start:\n{log.read_text()[-3000:]}")
-        time.sleep(1)
+    from probes.responders.vllm_server import start_server
+
+    return start_server(checkpoint, "testbed-rl", _free_port(), log)
