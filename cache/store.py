@@ -33,6 +33,8 @@ from typing import Any, Iterator, Mapping, Sequence
 import h5py
 import numpy as np
 
+from lara_core.files import atomic_path
+
 from .errors import StoreFormatError, StoreMismatchError
 from .fingerprint import text_hash
 
@@ -385,10 +387,8 @@ def read_provenance(f: h5py.File, path: Path) -> dict[str, Any]:
 
 def _write_atomic(path: Path, provenance: Mapping[str, Any], rows: RowBlock) -> None:
     """Write key-unique ``rows`` to ``path`` via a temporary file, fsync, rename."""
-    tmp = path.with_name(path.name + ".tmp")
-    with _hdf5_on_disk(tmp) as f:
+    with atomic_path(path, durable=True) as tmp, _hdf5_on_disk(tmp) as f:
         _write_block(_create_datasets(f, provenance, len(rows), rows.activations.shape[1:]), 0, rows)
-    _fsync_and_rename(tmp, path)
 
 
 @contextlib.contextmanager
@@ -440,7 +440,6 @@ def _write_block(datasets: Mapping[str, Any], start: int, block: RowBlock) -> No
 def _merge(sources: Sequence[Path], target: Path, provenance: Mapping[str, Any]) -> int:
     """Write the union of ``sources`` (first occurrence of a key wins) sorted by key to
     ``target``, streaming ``_COPY_ROWS`` rows at a time."""
-    tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
     from .outputs import check_free_space
 
     check_free_space(target.parent, sum(source.stat().st_size for source in sources), "merged activation store")
@@ -451,7 +450,7 @@ def _merge(sources: Sequence[Path], target: Path, provenance: Mapping[str, Any])
             for row, key in enumerate(f["keys"][:]):
                 index.setdefault(key.decode("ascii"), (s, row))
         ordered = sorted(index)
-        with _hdf5_on_disk(tmp) as out:
+        with atomic_path(target, durable=True, suffix=f".tmp-{os.getpid()}") as tmp, _hdf5_on_disk(tmp) as out:
             datasets = _create_datasets(out, provenance, len(ordered), tuple(handles[0]["activations"].shape[1:]))
             for start in range(0, len(ordered), _COPY_ROWS):
                 chunk = ordered[start : start + _COPY_ROWS]
@@ -459,7 +458,6 @@ def _merge(sources: Sequence[Path], target: Path, provenance: Mapping[str, Any])
     finally:
         for handle in handles:
             handle.close()
-    _fsync_and_rename(tmp, target)
     return len(ordered)
 
 
@@ -485,18 +483,6 @@ def _gather(handles: Sequence[h5py.File], locations: Sequence[tuple[int, int]]) 
         n_pooled=cols["n_pooled"].astype(np.int32),
         truncated=cols["truncated"].astype(bool),
     )
-
-
-def _fsync_and_rename(tmp: Path, target: Path) -> None:
-    with open(tmp, "rb+") as handle:
-        os.fsync(handle.fileno())
-    os.replace(tmp, target)
-    with contextlib.suppress(OSError):
-        dir_fd = os.open(target.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
 
 
 def _acquire_lock(path: Path, suffix: str = ".lock") -> Any:

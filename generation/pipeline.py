@@ -17,12 +17,13 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
+
+from lara_core.files import atomic_path
 
 from .answers import RESOLVER_VERSION, attach_answers
 from .config import GenerationConfig
@@ -281,13 +282,9 @@ def _difference(theirs: dict[str, Any], ours: dict[str, Any]) -> str:
 
 
 def _write_output(output: Path, records: Iterable[PerturbationSet]) -> None:
-    tmp = output.with_name(output.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
+    with atomic_path(output, durable=True) as tmp, open(tmp, "w", encoding="utf-8") as handle:
         for record in records:
             handle.write(record.to_json() + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, output)
 
 
 def _progress_bar(total: int, initial: int, enabled: bool) -> Any:

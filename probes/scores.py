@@ -15,7 +15,6 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Hashable, Iterable, Mapping
@@ -23,6 +22,7 @@ from typing import Any, Hashable, Iterable, Mapping
 import numpy as np
 
 from generation.records import jsonl_lines, record_field
+from lara_core.files import atomic_path
 
 from .errors import InputError
 
@@ -101,13 +101,10 @@ def format_number(x: float) -> str:
 
 def write_csv_atomically(path: str | Path, header: list[str], rows: Iterable[list[object]]) -> None:
     """Write a CSV to a temporary file beside ``path``, then rename it over ``path``."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8", newline="") as handle:
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(header)
         writer.writerows(rows)
-    os.replace(tmp, path)
 
 
 def read_labels(path: str | Path, required: bool = True) -> dict[str, int | None]:

@@ -36,7 +36,7 @@ import numpy as np
 from cache.fingerprint import text_hash
 from cache.store import IDENTITY_KEYS, ActivationStore
 from generation.records import read_sets
-from lara_core.files import file_sha256
+from lara_core.files import atomic_path, file_sha256
 from lara_core.version import __version__
 
 from ..errors import InputError, MismatchError
@@ -186,11 +186,14 @@ def compute_metrics(
     provenance = _provenance(records, sets_path, store, labels, eps, min_paraphrases, k1 - 1, m)
     logger.info("%d questions, %d layers, d=%d: up to %d question(s) read per chunk", len(layouts), n_layers, d, chunk)
 
-    tmp = output.with_name(output.name + ".tmp")
     n_texts = 0
     non_finite: list[int] = []  # questions with a reason-less NaN/inf metric, counted from the values themselves
     workers = workers or min(4, os.cpu_count() or 1)
-    with h5py.File(tmp, "w") as f, ThreadPoolExecutor(workers) if workers > 1 else contextlib.nullcontext() as pool:
+    with (
+        atomic_path(output) as tmp,
+        h5py.File(tmp, "w") as f,
+        ThreadPoolExecutor(workers) if workers > 1 else contextlib.nullcontext() as pool,
+    ):
         ds = _create(f, records, layouts, labels, provenance, k1)
         bar = _bar(len(layouts), progress)
         for lo in range(0, len(layouts), chunk):
@@ -210,7 +213,6 @@ def compute_metrics(
                 bar.update(len(part))
         if bar is not None:
             bar.close()
-    os.replace(tmp, output)
     reasons: dict[str, int] = {"non_finite_values": len(non_finite)} if non_finite else {}
     for lay in layouts:
         if lay.reason:

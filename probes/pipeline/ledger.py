@@ -24,10 +24,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+from lara_core.files import write_text_atomically
 
 if TYPE_CHECKING:
     from cache.distributed import Ranks
@@ -180,6 +181,4 @@ def _read_json(path: Path) -> Any:
 
 
 def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True, default=str), encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomically(path, json.dumps(data, indent=1, sort_keys=True, default=str))

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from generation.records import QUESTION_FIELDS, Question
+from lara_core.files import write_text_atomically
 
 from ..errors import InputError
 from .presets import FIELDS, Preset, preset_named
@@ -340,11 +341,7 @@ def write_question_file(questions: Sequence[Question], output: str | Path, meta:
     its ``meta`` record beside it (``Q.meta.json``)."""
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output.with_name(output.name + ".tmp")
-    tmp.write_text(
-        "".join(json.dumps(question_record(q), ensure_ascii=False) + "\n" for q in questions), encoding="utf-8"
-    )
-    tmp.replace(output)
+    write_text_atomically(output, "".join(json.dumps(question_record(q), ensure_ascii=False) + "\n" for q in questions))
     meta_path = provenance_path(output)
     meta_path.write_text(json.dumps(meta, indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
     return output, meta_path
