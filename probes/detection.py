@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -13,13 +11,19 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from cache.fingerprint import text_hash
-from lara_core.files import file_sha256, write_text_atomically
 
-from .calibration.controls import ControlTable
 from .calibration.stats import calibrated_scores
-from .detectors import REGISTRY, check_access, check_reference, get_detector
+from .detectors import Detector, get_detector
 from .detectors.base import has_answer
-from .errors import ConfigError
+from .detectors.checks import capped_notes, cut_notes, fed_detectors, nan_notes
+from .detectors.selection import (  # noqa: F401 (detector_names, parse_params, checked_detectors: their old home)
+    checked_detectors,
+    detector_names,
+    parse_params,
+    settings_digest,
+    with_sampling_temperature,
+)
+from .scorefiles import ControlTable, write_scored
 from .scores import CLEAN_SPLIT, ScoreTable
 
 if TYPE_CHECKING:
@@ -74,170 +78,13 @@ class DetectSummary:
         return "\n".join(lines)
 
     def write(self, output: str | Path) -> list[Path]:
-        """SCORES.csv, .raw.csv, .controls.csv (or none: a stale one from an earlier run is removed)
-        and, last, .meta.json, which binds both SCORES.csv and the controls file by their sha256
-        (the old meta is removed first, so an interrupted write binds nothing)."""
-        output = Path(output)
-        raw_path, meta_path, controls_path = (
-            output.with_suffix(x) for x in (".raw.csv", ".meta.json", ".controls.csv")
-        )
-        meta_path.unlink(missing_ok=True)  # an interrupted write leaves no meta, so nothing beside it is trusted
-        self.table.write_csv(output)
-        self.info["scores_file"] = {"name": output.name, "sha256": file_sha256(output)}
-        self.raw.write_csv(raw_path)
-        written = [output, raw_path]
-        if self.controls is not None:
-            self.controls.write_csv(controls_path)
-            written.append(controls_path)
-            self.info["controls_file"] = {"name": controls_path.name, "sha256": file_sha256(controls_path)}
-        else:
-            if controls_path.exists():
-                logger.info("removing %s: it belongs to an earlier run (these scores have no controls)", controls_path)
-                controls_path.unlink()
-            self.info["controls_file"] = None
-        write_text_atomically(meta_path, json.dumps(self.info, indent=1, default=str) + "\n")
-        return [*written, meta_path]
-
-
-def settings_digest(detector: Any) -> str:
-    """What makes two models' scores of one text comparable (SPEC §8.6–8.7), the prompt format
-    aside (compared on its own, since a served model's is not visible): the detector and its
-    parameters, the sampling temperature included."""
-    settings = {"detector": detector.name, "params": detector.get_params()}
-    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def parse_params(items: Sequence[str], names: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """``["min_knn.k=5", "cdd.n=20"]`` → ``{"min_knn": {"k": 5}, "cdd": {"n": 20}}`` (values parsed as JSON
-    when they are, else kept as strings)."""
-    out: dict[str, dict[str, Any]] = {n: {} for n in names}
-    for item in items:
-        key, sep, value = item.partition("=")
-        detector, dot, param = key.partition(".")
-        if not sep or not dot or not param:
-            raise ConfigError(f"--param {item!r}: expected DETECTOR.PARAMETER=VALUE, e.g. min_knn.k=5")
-        if detector not in out:
-            raise ConfigError(f"--param {item!r}: detector {detector!r} is not being run ({', '.join(names)})")
-        try:
-            out[detector][param] = json.loads(value)
-        except json.JSONDecodeError:
-            out[detector][param] = value
-    return out
-
-
-def capped_notes(detector: Any, result: Any) -> list[str]:
-    """SPEC §5: responses that stop at the token budget are counted (in the meta, always) and noted;
-    a detector whose responses mostly did says so. Not for detectors whose budget is part of the
-    method (CDD compares the first ``max_tokens`` tokens, partial completion the remainder's length)."""
-    if not result.n_capped or detector.capped_by_design:
-        return []
-    budget = detector.get_params().get("max_new_tokens")
-    n = int(result.n_responses.sum())
-    text = f"{detector.name}: {result.n_capped} of {n} responses stopped at the token budget ({budget})"
-    if result.n_capped * 2 > n:
-        text += "; most answers are truncated, so their statistics compare prefixes: raise max_new_tokens"
-    return [text]
-
-
-def check_answers(name: str, ids: Sequence[str], answers: Sequence[Any] | None) -> None:
-    """Refuse, before any work, a detector that reads answers when no question has one."""
-    if answers is None or not any(has_answer(a) for a in answers):
-        raise ConfigError(
-            f"detector {name!r} compares answers with each question's known answer, and no question has one: "
-            "give questions with an 'answer' field (lara questions import extracts it), or drop the detector"
-        )
-
-
-def nan_notes(name: str, result: Any, ids: Sequence[str]) -> list[str]:
-    """Questions a detector could not score (NaN) are counted where the scores are shown; every
-    statistic downstream leaves them out and counts them again."""
-    missing = [i for i, v in zip(ids, result.scores) if np.isnan(v)]
-    if not missing:
-        return []
-    shown = ", ".join(missing[:5]) + (", …" if len(missing) > 5 else "")
-    return [f"{name}: {len(missing)} of {len(ids)} questions have no score (NaN: {shown})"]
-
-
-def cut_notes(name: str, result: Any) -> list[str]:
-    """SPEC §5: prompts longer than the model's context are cut for their own row only; say how many."""
-    n = int(result.prompt_cut.sum())
-    if not n:
-        return []
-    questions = int((result.prompt_cut > 0).sum())
-    return [
-        f"{name}: {n} prompt(s) of {questions} question(s) exceeded the model's context and lost their first tokens "
-        "(per question in the raw table's _prompt_cut column and the meta's prompt_cut_ids)"
-    ]
-
-
-def detector_names(spec: str | Sequence[str], reference: bool = False, answers: bool = False) -> list[str]:
-    """Registry names from ``"a,b"`` / ``["a", "b"]``; ``all`` is every detector whose needs can be
-    met (those comparing with a reference model only when one is given, those reading answers
-    only when the questions have them)."""
-    items = [n.strip() for n in spec.split(",")] if isinstance(spec, str) else [str(n).strip() for n in spec]
-    items = [n for n in items if n]
-    if items == ["all"]:
-        return [
-            n
-            for n, cls in REGISTRY.items()
-            if (reference or not cls.requires_reference) and (answers or not cls.requires_answers)
-        ]
-    return items
-
-
-def checked_detectors(
-    spec: str | Sequence[str],
-    questions: Sequence[Any],
-    reference: bool,
-    params: Mapping[str, Mapping[str, Any]] | None = None,
-) -> tuple[list[str], dict[str, dict[str, Any]]]:
-    """The detectors ``spec`` names for these questions (``all``: those whose needs are met) and
-    their parameters, every name and parameter checked before any model work (ConfigError)."""
-    names = detector_names(spec, reference=reference, answers=any(has_answer(q.answer) for q in questions))
-    chosen: dict[str, dict[str, Any]] = {n: {} for n in names}
-    for name, values in (params or {}).items():
-        if name not in chosen:
-            raise ConfigError(f"params for {name!r}, which is not being run ({', '.join(names)})")
-        chosen[name].update(values)
-    for name in names:
-        get_detector(name, **chosen[name])
-    return names, chosen
-
-
-def with_sampling_temperature(
-    params: dict[str, dict[str, Any]], names: Sequence[str], temperature: float | None
-) -> dict[str, dict[str, Any]]:
-    """``params`` with ``temperature`` given to every named detector that declares it samples at a
-    temperature (``samples_at_temperature``: CDD, Min-kNN, Entropy-Temp, policy drift, reward
-    gain), unless its own parameters set one (SPEC §5: audit at the RL rollouts' temperature when
-    it is known)."""
-    out = {n: dict(params.get(n, {})) for n in names}
-    if temperature is None:
-        return out
-    for n in names:
-        if n in REGISTRY and REGISTRY[n].samples_at_temperature:
-            out[n].setdefault("temperature", temperature)
-    return out
-
-
-def _feeding(detector: Any, responder: Responder) -> tuple[Responder, list[str]]:
-    """The responder that runs ``detector`` — ``responder``, or its hf ``fallback`` when its engine
-    cannot feed the detector (said in a note) — and the approximation notes."""
-    try:
-        return responder, check_access(detector, responder)
-    except ConfigError:
-        fallback = getattr(responder, "fallback", None)
-        if fallback is None:
-            raise
-        missing = ", ".join(sorted(a.value for a in set(detector.needs) - set(responder.access)))
-        notes = check_access(detector, fallback)
-        return fallback, notes + [
-            f"{detector.name}: runs on the hf engine ({responder.identity.get('kind')} does not send {missing})"
-        ]
+        """The score-file bundle (:func:`probes.scorefiles.write_scored`): SCORES.csv, .raw.csv,
+        .controls.csv when scored and, last, .meta.json binding them."""
+        return write_scored(output, self.table, self.raw, self.controls, self.info)
 
 
 def run_detectors(
-    names: Sequence[str],
+    names: Sequence[str | Detector],
     ids: Sequence[str],
     questions: Sequence[str],
     responder: Responder,
@@ -252,9 +99,12 @@ def run_detectors(
     sampling_controls: int | None = None,
     control_answers: Mapping[str, Sequence[Any]] | None = None,
 ) -> DetectSummary:
-    """Score ``questions`` with each named detector (registry names) through ``responder``.
+    """Score ``questions`` with each detector through ``responder``.
 
     Args:
+        names: registry names (built here with ``params`` and ``sampling_temperature``), or
+            detectors already built (:func:`probes.detectors.selection.build_detectors`: each
+            detector is built once per run, where its parameters are checked).
         reference: a reference model's responder, for the detectors that compare with one.
         sampling_temperature: the temperature of the sampling detectors whose params set none.
         controls: ``{question id: its matched controls}`` (SPEC §8.1): the detectors in
@@ -271,45 +121,25 @@ def run_detectors(
             solutions): a detector that reads answers scores the controls that have one.
     """
     start = time.perf_counter()
-    params = with_sampling_temperature(params or {}, names, sampling_temperature)
-    detectors = [get_detector(n, **params.get(n, {})) for n in names]
-    notes: list[str] = []
-    feeding: dict[str, Responder] = {}
-    references: dict[str, Responder | None] = {}
-    for detector in detectors:  # refuse before any work
-        feeding[detector.name], more = _feeding(detector, responder)
-        notes += more
-        # a detector moved to the hf engine compares with the reference on the hf engine too
-        references[detector.name] = (
-            getattr(reference, "fallback", reference) if feeding[detector.name] is not responder else reference
-        )
-        check_reference(detector, feeding[detector.name], references[detector.name])
-        if detector.requires_answers:
-            check_answers(detector.name, ids, answers)
-    rows = [(qid, c, text) for qid in ids for c, text in enumerate((controls or {}).get(qid, ()), start=1)]
-    row_answers = [_control_answer(control_answers, r[0], r[1]) for r in rows]
-    answered = any(has_answer(a) for a in row_answers)
+    chosen = with_sampling_temperature(params or {}, [n for n in names if isinstance(n, str)], sampling_temperature)
+    detectors = [n if isinstance(n, Detector) else get_detector(n, **chosen[n]) for n in names]
+    feeding, references, notes = fed_detectors(detectors, responder, reference, ids, answers)  # refuse before any work
+    rows = _ControlRows.of(ids, controls, control_answers)
     calibrated = [
         d
         for d in detectors
-        if controls is not None and (calibrate is None or d.name in calibrate) and (answered or not d.requires_answers)
+        if controls is not None
+        and (calibrate is None or d.name in calibrate)
+        and (rows.answered or not d.requires_answers)
     ]
     notes += [
         f"{d.name}: not scored on the controls (no control has an answer: give the questions a worked solution, "
         "extra.solution, for the generator to re-solve; generation.answers); it enters the relative mode against a clean "
         "set with answers"
         for d in detectors
-        if controls is not None and d.requires_answers and not answered
+        if controls is not None and d.requires_answers and not rows.answered
     ]
-    control_table = (
-        ControlTable(
-            [r[0] for r in rows],
-            np.array([r[1] for r in rows], dtype=np.int64),
-            text_hash=[text_hash(r[2]) for r in rows],
-        )
-        if controls is not None
-        else None
-    )
+    control_table = rows.table() if controls is not None else None
     table, raw = ScoreTable(list(ids)), ScoreTable(list(ids))
     bar = _progress(progress, len(detectors) + len(calibrated))
     described, calibration = {}, {}
@@ -318,78 +148,153 @@ def run_detectors(
             bar.set_postfix_str(detector.name)
         detector.fit(clean_questions, reference=references[detector.name], answers=answers)
         result = detector.score(questions, feeding[detector.name])
-        table.add(result.name, result.scores)
-        raw.add(result.raw_name, result.raw)
-        for key, values in result.extra.items():
-            raw.add(f"{result.name}_{key}", np.asarray(values, dtype=np.float64))
-        raw.add(f"{result.name}_capped", result.capped)  # SPEC §5: per question, answers cut at the budget
-        raw.add(f"{result.name}_prompt_cut", result.prompt_cut)  # and prompts cut to fit the context
-        notes += (
-            result.notes
-            + capped_notes(detector, result)
-            + cut_notes(detector.name, result)
-            + nan_notes(detector.name, result, ids)
-        )
-        described[detector.name] = {
-            "params": detector.get_params(),
-            "raw": result.raw_name,
-            "raw_direction": detector.raw_direction,
-            "n_nonfinite": int((~np.isfinite(result.scores)).sum()),
-            "n_nan": int(np.isnan(result.scores).sum()),
-            "settings_digest": settings_digest(detector),
-            "responses": result.responses_summary(list(ids)),
-        }
+        notes += _add_result(table, raw, detector, result, ids)
+        described[detector.name] = _described(detector, result, ids)
         if detector in calibrated:
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix_str(f"{detector.name} on controls")
             limit = sampling_controls if detector.samples_at_temperature and sampling_controls is not None else None
-            mine = [k for k, r in enumerate(rows) if limit is None or r[1] <= limit]
-            if detector.requires_answers:  # each control judged against its own (re-solved) answer
-                eligible, mine = len(mine), [k for k in mine if has_answer(row_answers[k])]
-                detector.fit(
-                    clean_questions, reference=references[detector.name], answers=[row_answers[k] for k in mine]
-                )
-                notes.append(
-                    f"{detector.name}: scored on the {len(mine)} of {eligible} controls with a re-solved answer"
-                )
-            on_controls = detector.score([rows[k][2] for k in mine], feeding[detector.name])
-            notes += cut_notes(f"{detector.name} on controls", on_controls)
-            column = np.full(len(rows), np.nan)
-            column[mine] = on_controls.scores
-            control_table.columns[detector.name] = column  # type: ignore[union-attr]
+            calibration[detector.name], more = score_controls(
+                detector, rows, control_table, feeding[detector.name], references[detector.name], clean_questions, limit
+            )
+            notes += more
             cal, record = calibrated_scores(result.scores, control_table.matrix(detector.name, ids))  # type: ignore[union-attr]
             table.add(f"{detector.name}@cal", cal)
-            calibration[detector.name] = {
-                "responses": on_controls.responses_summary([f"{rows[k][0]}#{rows[k][1]}" for k in mine]),
-                "n_control_texts": len(mine),
-                "zero_scale": record.to_dict(),
-            }
+            calibration[detector.name]["zero_scale"] = record.to_dict()
         if bar is not None:
             bar.update(1)
     if bar is not None:
         bar.close()
-    counter = responder.counter
+    info = _info(detectors, described, responder, reference, sampling_temperature, notes, start)
+    if control_table is not None:
+        info["calibration"] = {
+            "n_controls_max": int(control_table.index.max()) if rows.keys else 0,
+            "n_questions_with_controls": len({r[0] for r in rows.keys}),
+            "n_control_texts": len(rows.keys),
+            "columns": [f"{d.name}@cal" for d in calibrated],
+            "detectors": calibration,
+        }
+    return DetectSummary(table=table, raw=raw, info=info, controls=control_table)
+
+
+@dataclass
+class _ControlRows:
+    """Every control text to score: ``keys[k]`` = (question id, control index c ≥ 1), its text and
+    its (re-solved) answer (None where unknown)."""
+
+    keys: list[tuple[str, int]]
+    texts: list[str]
+    answers: list[Any]
+
+    @classmethod
+    def of(
+        cls,
+        ids: Sequence[str],
+        controls: Mapping[str, Sequence[str]] | None,
+        control_answers: Mapping[str, Sequence[Any]] | None,
+    ) -> _ControlRows:
+        rows = [(qid, c, text) for qid in ids for c, text in enumerate((controls or {}).get(qid, ()), start=1)]
+        return cls(
+            [(r[0], r[1]) for r in rows],
+            [r[2] for r in rows],
+            [_control_answer(control_answers, r[0], r[1]) for r in rows],
+        )
+
+    @property
+    def answered(self) -> bool:
+        return any(has_answer(a) for a in self.answers)
+
+    def table(self) -> ControlTable:
+        """The controls table with no score column yet (ids, indices, text hashes)."""
+        return ControlTable(
+            [k[0] for k in self.keys],
+            np.array([k[1] for k in self.keys], dtype=np.int64),
+            text_hash=[text_hash(t) for t in self.texts],
+        )
+
+
+def score_controls(
+    detector: Detector,
+    rows: _ControlRows,
+    control_table: ControlTable,
+    responder: Responder,
+    reference: Responder | None,
+    clean_questions: Sequence[str],
+    limit: int | None,
+) -> tuple[dict[str, Any], list[str]]:
+    """Score each question's controls (its first ``limit``; None = all) with ``detector`` into
+    ``control_table``'s column of its name (NaN where a control is not scored); a detector that
+    reads answers judges each control against its own re-solved answer and scores only those that
+    have one. Returns what the meta records of it and the notes."""
+    notes = []
+    mine = [k for k, key in enumerate(rows.keys) if limit is None or key[1] <= limit]
+    if detector.requires_answers:  # each control judged against its own (re-solved) answer
+        eligible, mine = len(mine), [k for k in mine if has_answer(rows.answers[k])]
+        detector.fit(clean_questions, reference=reference, answers=[rows.answers[k] for k in mine])
+        notes.append(f"{detector.name}: scored on the {len(mine)} of {eligible} controls with a re-solved answer")
+    on_controls = detector.score([rows.texts[k] for k in mine], responder)
+    notes += cut_notes(f"{detector.name} on controls", on_controls)
+    column = np.full(len(rows.keys), np.nan)
+    column[mine] = on_controls.scores
+    control_table.columns[detector.name] = column
+    record = {
+        "responses": on_controls.responses_summary([f"{rows.keys[k][0]}#{rows.keys[k][1]}" for k in mine]),
+        "n_control_texts": len(mine),
+    }
+    return record, notes
+
+
+def _add_result(table: ScoreTable, raw: ScoreTable, detector: Detector, result: Any, ids: Sequence[str]) -> list[str]:
+    """One detector's scores into ``table``, its raw statistics and per-question counts into
+    ``raw``; the notes on what it could not do."""
+    table.add(result.name, result.scores)
+    raw.add(result.raw_name, result.raw)
+    for key, values in result.extra.items():
+        raw.add(f"{result.name}_{key}", np.asarray(values, dtype=np.float64))
+    raw.add(f"{result.name}_capped", result.capped)  # SPEC §5: per question, answers cut at the budget
+    raw.add(f"{result.name}_prompt_cut", result.prompt_cut)  # and prompts cut to fit the context
+    return (
+        result.notes
+        + capped_notes(detector, result)
+        + cut_notes(detector.name, result)
+        + nan_notes(detector.name, result, ids)
+    )
+
+
+def _described(detector: Detector, result: Any, ids: Sequence[str]) -> dict[str, Any]:
+    """What the meta records of one detector's run."""
+    return {
+        "params": detector.get_params(),
+        "raw": result.raw_name,
+        "raw_direction": detector.raw_direction,
+        "n_nonfinite": int((~np.isfinite(result.scores)).sum()),
+        "n_nan": int(np.isnan(result.scores).sum()),
+        "settings_digest": settings_digest(detector),
+        "responses": result.responses_summary(list(ids)),
+    }
+
+
+def _info(
+    detectors: Sequence[Detector],
+    described: dict[str, Any],
+    responder: Responder,
+    reference: Responder | None,
+    sampling_temperature: float | None,
+    notes: list[str],
+    start: float,
+) -> dict[str, Any]:
     uses_reference = reference is not None and any(d.requires_reference for d in detectors)
-    info = {
+    return {
         "detectors": described,
         "responder": responder.identity,
         "reference": reference.identity if uses_reference else None,
         "sampling_temperature": sampling_temperature,
         "notes": notes,
-        "counts": _counts(counter),
+        "counts": _counts(responder.counter),
         "reference_counts": _counts(reference.counter) if uses_reference else None,
         "seconds": time.perf_counter() - start,
     }
-    if control_table is not None:
-        info["calibration"] = {
-            "n_controls_max": int(control_table.index.max()) if rows else 0,
-            "n_questions_with_controls": len({r[0] for r in rows}),
-            "n_control_texts": len(rows),
-            "columns": [f"{d.name}@cal" for d in calibrated],
-            "detectors": calibration,
-        }
-    return DetectSummary(table=table, raw=raw, info=info, controls=control_table)
 
 
 def _control_answer(answers: Mapping[str, Sequence[Any]] | None, qid: str, index: int) -> Any:
@@ -417,7 +322,7 @@ def _counts(counter: Any) -> dict[str, int]:
 
 def detect_questions(
     questions: Sequence[Any],
-    names: Sequence[str],
+    names: Sequence[str | Detector],
     responder: Responder,
     *,
     params: dict[str, dict[str, Any]] | None = None,
@@ -431,7 +336,8 @@ def detect_questions(
     decision_controls: int | None = None,
     sampling_controls: int | None = None,
 ) -> DetectSummary | None:
-    """Score ``questions`` (``generation.records.Question``) with the detectors ``names`` — the
+    """Score ``questions`` (``generation.records.Question``) with the detectors ``names`` (registry
+    names, or detectors built once by :func:`probes.detectors.selection.checked_detectors`) — the
     entry ``lara detect``, the ``detect`` stage and the Python API share. ``sets``: the questions'
     perturbation sets, whose first ``n_controls`` similar questions are scored as controls
     (``calibrate``: by these detectors only; ``decision_controls``: the detectors that do not

@@ -54,14 +54,17 @@ def detect(
         engine: ``hf``, ``vllm`` (``model`` a checkpoint directory) or ``auto`` (vLLM on a CUDA
             machine where it is installed); ``vllm``: its ``vllm.LLM`` arguments (``model.vllm``).
     """
-    from ..detection import checked_detectors, detect_questions
+    from ..detection import detect_questions
+    from ..detectors.selection import checked_detectors
     from ..responders.local import PromptFormat
     from ..responders.open import default_store_path, open_responder
     from ..responders.store import ResponseStore
     from .models import load_model
 
     records = as_questions(questions)
-    names, chosen = checked_detectors(detectors, records, reference is not None, params)  # before any model work
+    built = checked_detectors(  # each built once, before any model work
+        detectors, records, reference is not None, params, sampling_temperature
+    )
     store = ResponseStore(Path(store) if store else default_store_path())
     prompt = PromptFormat(mode=prompt_format, template=template, system=system_prompt)
     from ..responders.engines import resolve_engine
@@ -87,9 +90,8 @@ def detect(
     )
     summary = detect_questions(
         records,
-        names,
+        built,
         responder,
-        params=chosen,
         reference=ref,
         sampling_temperature=sampling_temperature,
         sets=sets,

@@ -43,8 +43,8 @@ class Detection:
         return pd.DataFrame({"id": c.ids, "control": c.index, **{n: v for n, v in c.columns.items()}})
 
     def files(self) -> Any:
-        """The scores as ``lara verdict`` reads them (``probes.calibration.files.ScoredFiles``)."""
-        from ..calibration.files import ScoredFiles, bound_settings
+        """The scores as ``lara verdict`` reads them (``probes.scorefiles.ScoredFiles``)."""
+        from ..scorefiles import ScoredFiles, bound_settings
 
         settings, prompt = bound_settings(self.summary.info)
         return ScoredFiles(self.summary.table, self.summary.controls, settings, prompt_format=prompt)

@@ -9,9 +9,10 @@ text-only baseline of labelled reports.
 
 from __future__ import annotations
 
+from ..scorefiles import ControlTable, ScoredSet
 from .blind import blind_baseline
-from .controls import ControlTable, control_texts
-from .verdict import ScoredSet, VerdictSettings, compute_verdict, relative_test, within_test
+from .controls import control_texts
+from .verdict import VerdictSettings, compute_verdict, relative_test, within_test
 
 __all__ = [
     "ControlTable",

@@ -11,13 +11,12 @@ import math
 from typing import Any, Mapping, Sequence
 
 from ..errors import ConfigError, InputError
+from ..scorefiles import ControlTable, ScoredFiles, ScoredSet
 from ..scores import CLEAN_SPLIT, ScoreTable
 from .absolute_size import VALIDATED_ON, size_sentence
-from .controls import ControlTable
 from .decision_table import QuestionDecisions, describe_questions
 from .decisions import decide_questions
-from .files import ScoredFiles
-from .verdict import ScoredSet, VerdictSettings, compute_verdict
+from .verdict import VerdictSettings, compute_verdict
 
 LABEL_SUBSETS = {"members": 1, "non_members": 0}
 

@@ -28,9 +28,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..robust import robust_scale
+from ..scorefiles import ScoredSet
 from . import conformal, learned, stats
 from .decision_table import DetectorEvidence, QuestionDecisions, Stream
-from .verdict import PLAIN_RELATIVE, REFERENCE_DIFFERENCES, ScoredSet, VerdictSettings
+from .verdict import PLAIN_RELATIVE, REFERENCE_DIFFERENCES, VerdictSettings
 
 __all__ = ["DetectorEvidence", "QuestionDecisions", "Stream", "decide_questions"]
 

@@ -20,9 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..scorefiles import ControlTable, ScoredSet
 from ..scores import ScoreTable
-from .controls import ControlTable
-from .verdict import ScoredSet
 
 KINDS = ("gaussian", "t3", "binomial")
 

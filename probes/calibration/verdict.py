@@ -17,15 +17,14 @@ result is *no verdict* (never "not flagged").
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any, Literal, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 
 from ..errors import ConfigError, InputError
-from ..scores import ScoreTable
+from ..scorefiles import ScoredSet
 from . import stats
-from .controls import ControlTable
 
 MODES = ("reference", "relative", "absolute")
 REFERENCE_CONSTANT = (
@@ -121,56 +120,6 @@ class VerdictSettings:
         object.__setattr__(self, "subsets", tuple(self.subsets))
         if self.permutations < 1 or self.bootstrap < 1:
             raise ConfigError("verdict permutations and bootstrap must be >= 1")
-
-
-@dataclass
-class ScoredSet:
-    """One model's scores on some questions (``ids``) and, optionally, on their controls;
-    ``settings``: each detector's settings digest (from ``lara detect``'s meta; ``{}`` unknown)."""
-
-    scores: ScoreTable
-    controls: ControlTable | None
-    ids: list[str] = field(default_factory=list)
-    settings: dict[str, str] = field(default_factory=dict)
-    prompt_format: dict[str, Any] | None = None
-    max_controls: int | None = None  # read only each question's first this many controls (the verdict's; None: all)
-
-    def __post_init__(self) -> None:
-        if not self.ids:
-            self.ids = list(self.scores.ids)
-        self._row = {qid: i for i, qid in enumerate(self.scores.ids)}
-
-    def original(self, name: str) -> np.ndarray:
-        """``[n]`` scores of column ``name`` on the originals (NaN where a row is missing)."""
-        if name not in self.scores.columns:
-            raise InputError(f"no score column {name!r}; columns: {', '.join(self.scores.columns)}")
-        values = self.scores.columns[name]
-        return np.array([values[self._row[i]] if i in self._row else np.nan for i in self.ids])
-
-    def has_controls(self, name: str) -> bool:
-        return self.controls is not None and name in self.controls.columns
-
-    def control_matrix(self, name: str, width: int | None = None) -> np.ndarray:
-        """``[n, C]`` scores of column ``name`` on each question's controls (``width`` C: default
-        :attr:`width`); controls beyond ``max_controls`` read as absent."""
-        assert self.controls is not None
-        matrix = self.controls.matrix(name, self.ids, width if width is not None else self.width)
-        if self.max_controls is not None and matrix.shape[1] > self.max_controls:
-            matrix[:, self.max_controls :] = np.nan
-        return matrix
-
-    @property
-    def width(self) -> int:
-        """The largest control index (C), at most ``max_controls``."""
-        largest = int(self.controls.index.max()) if self.controls is not None and len(self.controls.index) else 0
-        return largest if self.max_controls is None else min(largest, self.max_controls)
-
-    def subset(self, ids: Sequence[str]) -> "ScoredSet":
-        return ScoredSet(self.scores, self.controls, list(ids), self.settings, self.prompt_format, self.max_controls)
-
-    def limited(self, max_controls: int | None) -> "ScoredSet":
-        """The same scores, reading only each question's first ``max_controls`` controls."""
-        return ScoredSet(self.scores, self.controls, list(self.ids), self.settings, self.prompt_format, max_controls)
 
 
 def within_test(original: np.ndarray, controls: np.ndarray, s: VerdictSettings) -> dict[str, Any]:

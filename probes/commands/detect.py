@@ -243,16 +243,18 @@ def handle(args: argparse.Namespace) -> int:
     from cache.outputs import check_writable
     from generation.records import read_questions
 
-    from ..detection import checked_detectors, detect_questions, detector_names, has_answer, parse_params
+    from ..detection import detect_questions
+    from ..detectors.base import has_answer
+    from ..detectors.selection import checked_detectors, detector_names, parse_params
     from ..responders.open import default_store_path
 
     questions = read_questions(args.questions)
     names = detector_names(
         args.detectors, reference=bool(args.reference), answers=any(has_answer(q.answer) for q in questions)
     )
-    names, params = checked_detectors(
-        names, questions, bool(args.reference), parse_params(args.param, names)
-    )  # before any model loads
+    detectors = checked_detectors(  # each built once, every value checked before any model loads
+        names, questions, bool(args.reference), parse_params(args.param, names), args.sampling_temperature
+    )
     if bool(args.endpoint) == bool(args.source):
         raise ConfigError(
             "give the audited model with --model DIR, or a served one with --endpoint URL --api-model NAME"
@@ -270,9 +272,8 @@ def handle(args: argparse.Namespace) -> int:
         sets = read_sets(args.sets)
     summary = detect_questions(
         questions,
-        names,
+        detectors,
         responder,
-        params=params,
         reference=reference,
         sampling_temperature=args.sampling_temperature,
         sets=sets,

@@ -104,9 +104,9 @@ def register(sub: Any) -> None:
 def handle(args: argparse.Namespace) -> int:
     from ..calibration.audit import audit_verdict, decided, describe_verdict
     from ..calibration.decision_table import write_no_decisions
-    from ..calibration.files import read_scored
     from ..calibration.verdict import VerdictSettings
     from ..report.build import jsonable
+    from ..scorefiles import read_scored
     from ..scores import read_labels, read_splits
 
     settings = VerdictSettings(

@@ -18,6 +18,8 @@ ranks exit and rank 0 fuses, judges and reports. One process without a launcher 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,21 +27,22 @@ from typing import Any
 
 from cache.distributed import Ranks
 from cache.outputs import check_writable
+from generation.records import read_sets
 
-from ..detection import detector_names, has_answer
+from ..calibration.controls import control_texts
 from ..detectors import REGISTRY
+from ..detectors.base import has_answer
+from ..detectors.selection import detector_names
 from ..errors import InputError
-from ..scores import CLEAN_SPLIT
-from . import stages
+from . import stage_table, stages
 from .config import RunConfig, dump_config
-from .layout import SETS, RunLayout
+from .layout import RunLayout
 from .ledger import Ledger
 from .lock import run_directory_lock
+from .stage_table import STAGES, Stage  # noqa: F401 (STAGES: the package exports it)
 from .validate import validate_run
 
 logger = logging.getLogger(__name__)
-
-STAGES = ("generate", "cache", "metrics", "score", "detect", "fuse", "verdict", "evaluate")
 
 
 @dataclass
@@ -55,16 +58,6 @@ class RunResult:
     verdicts: str = ""
     main: bool = True
     undecided: list[str] = field(default_factory=list)  # models whose verdict is "no verdict"
-
-
-@dataclass
-class _ModelState:
-    """Digests and outputs of one model's stages, filled in as they run."""
-
-    identity: dict[str, Any]
-    tables: dict[str, str] = field(default_factory=dict)  # LaRA and detector outputs -> digest
-    metrics: str | None = None
-    metrics_rel: str | None = None
 
 
 def run_pipeline(config: RunConfig, progress: bool = True) -> RunResult:
@@ -112,7 +105,7 @@ class _Run:
             )
         self.questions = read_questions(path)
         self.config = config = with_chat_system_turn(config, self.questions)
-        validate_run(config, self.questions)  # every key checked before stage 1
+        self.detectors = validate_run(config, self.questions)  # every key checked before stage 1; detectors built once
         self.q_digest = self.ledger.digest(path)
         if self.writes:
             self.layout.config.write_text(dump_config(config), encoding="utf-8")
@@ -123,7 +116,9 @@ class _Run:
         self.splits = {q.id: q.split for q in self.questions}
         self.reference = config.reference_name()
         self.models = {name: stages.LazyModel(model, ranks) for name, model in config.models()}
-        self.states: dict[str, _ModelState] = {}
+        self.digests: dict[str, str] = {}  # every output's digest, as its stage recorded it (path → sha256)
+        self._identities: dict[str, dict[str, Any]] = {}
+        self._controls: str | None = None
         logger.info(
             "run %s: %d questions (%d labelled) from %s; models: %s",
             run_dir,
@@ -145,21 +140,13 @@ class _Run:
             target.unlink()
 
     def run(self) -> RunResult:
+        """Every stage of :data:`STAGES` that applies, phase by phase, through the ledger."""
         config, ledger = self.config, self.ledger
-        self.sets = None
-        if config.lara or config.calibrating:
-            self.sets = ledger.run(
-                "generate",
-                stages.generate_inputs(config, self.q_digest),
-                [SETS],
-                lambda: stages.generate(self.questions, self.layout.sets, config, self.progress),
-            )[SETS]
-        for name, model in config.models():
-            self.states[name] = state = _ModelState(stages.model_identity(model, ledger))
-            if config.lara:
-                self._lara_stages(name, state)
-            if config.detect.names:
-                state.tables.update(self._detect_stage(name, state))
+        for stage in _phase("inputs"):
+            self._run_stage(stage, None)
+        for name in self.models:
+            for stage in _phase("model"):
+                self._run_stage(stage, name)
             if name != self.reference:
                 self.models[name].release()  # the reference model stays loaded for the models after it
         if self.ranks is not None:  # what is left reads every model's scores: rank 0's alone
@@ -169,7 +156,8 @@ class _Run:
                 return RunResult(self.run_dir, ran=list(ledger.ran), skipped=list(ledger.skipped), main=False)
         result = RunResult(self.run_dir)
         for name in self.models:
-            self._report_stages(name, self.states[name])
+            for stage in _phase("report"):
+                self._run_stage(stage, name)
             result.reports[name] = self.layout.path(self.layout.model(name).report)
         result.summary = "\n\n".join(stages.section(self.run_dir, name, config) for name in self.models)
         judged = [name for name in self.models if self.layout.path(self.layout.model(name).verdict).is_file()]
@@ -180,145 +168,64 @@ class _Run:
         logger.info("run %s: %d stages run, %d up to date", self.run_dir, len(ledger.ran), len(ledger.skipped))
         return result
 
-    def _lara_stages(self, name: str, state: _ModelState) -> None:
-        config, ledger, run_dir, files = self.config, self.ledger, self.run_dir, self.layout.model(name)
-        acts = ledger.run(
-            f"cache/{name}",
-            stages.cache_key(self.sets, state.identity, config),
-            [files.acts],
-            lambda: stages.cache(run_dir, name, config, self.models[name], self.progress),
-            every_rank=True,
-        )[files.acts]
-        state.metrics_rel = files.metrics
-        state.metrics = ledger.run(
-            f"metrics/{name}",
-            stages.metrics_key(self.sets, acts, config),
-            [state.metrics_rel],
-            lambda: stages.metrics(run_dir, name, config, self.progress),
-        )[state.metrics_rel]
-        state.tables.update(
-            ledger.run(
-                f"score/{name}",
-                stages.score_key(state.metrics, self.q_digest, config),
-                list(files.lara),
-                lambda: stages.score(run_dir, name, config, self.labels),
+    def _run_stage(self, stage: Stage, model: str | None) -> None:
+        """One stage through the ledger (skipped when its key and outputs are unchanged); the digest of
+        each of its outputs is recorded for the keys of the stages after it."""
+        if not stage.applies(self, model):
+            return
+        self.digests.update(
+            self.ledger.run(
+                stage.label(model),
+                stage.key(self, model),
+                stage.outputs(self, model),
+                lambda: stage.body(self, model),
+                every_rank=stage.every_rank(self, model),
             )
         )
 
-    def _detect_stage(self, name: str, state: _ModelState) -> dict[str, str]:
-        """The detect stage of model ``name``; its key holds the questions, the model, the detector
-        settings, the sets and calibration when controls are scored, and the reference model's
-        identity when a detector uses it."""
-        config = self.config
-        names = detector_names(
-            config.detect.names,
+    # --- what the stage table reads of the run ----------------------------------------------------
+
+    def identity(self, name: str) -> dict[str, Any]:
+        """Model ``name``'s identity (its source and the fingerprint of its weights), computed once."""
+        if name not in self._identities:
+            self._identities[name] = stages.model_identity(dict(self.config.models())[name], self.ledger)
+        return self._identities[name]
+
+    def model_tables(self, name: str) -> dict[str, str]:
+        """Model ``name``'s LaRA and detector outputs this run has, with their digests."""
+        files = self.layout.model(name)
+        paths = [*files.lara, *files.detectors(self.config.calibrating)]
+        return {p: self.digests[p] for p in paths if p in self.digests}
+
+    def detector_names(self) -> list[str]:
+        return detector_names(
+            self.config.detect.names,
             reference=self.reference is not None,
             answers=any(has_answer(q.answer) for q in self.questions),
         )
-        uses_reference = self.reference is not None and any(
-            REGISTRY[n].requires_reference for n in names if n in REGISTRY
-        )
-        reference = (
-            stages.model_identity(dict(config.models())[self.reference], self.ledger) if uses_reference else None
-        )
-        key = stages.detect_key(
-            self.q_digest,
-            state.identity,
-            config,
-            name,
-            reference,
-            self._controls_digest() if config.calibrating else None,
-        )
-        outputs = self.layout.model(name).detectors(config.calibrating)
-        served = (
-            config.detect.endpoint is not None and name == config.name
-        )  # its server spreads the work, not the ranks
-        ranks = None if served else self.ranks
-        return self.ledger.run(
-            f"detect/{name}",
-            key,
-            outputs,
-            lambda: stages.detect(
-                self.run_dir,
-                name,
-                config,
-                self.models[name],
-                self.questions,
-                self.progress,
-                names,
-                (self.reference, self.models[self.reference]) if uses_reference else None,
-                ranks,
-            ),
-            every_rank=ranks is not None,
+
+    def detector_objects(self) -> list[Any]:
+        """The run's detectors, built once (by the validation)."""
+        return [self.detectors[n] for n in self.detector_names()]
+
+    def uses_reference(self) -> bool:
+        """Whether a detector compares with the reference model."""
+        return self.reference is not None and any(
+            REGISTRY[n].requires_reference for n in self.detector_names() if n in REGISTRY
         )
 
-    def _controls_digest(self) -> str:
+    def controls_digest(self) -> str:
         """sha256 of every question's control texts: a change of the sets that leaves them alone
         (more paraphrases, a later similar) does not redo detection."""
-        if not hasattr(self, "_controls"):
-            import hashlib
-            import json
-
-            from generation.records import read_sets
-
-            from ..calibration.controls import control_texts
-
+        if self._controls is None:
             texts = control_texts(read_sets(self.layout.sets), self.config.calibration.controls)
             self._controls = hashlib.sha256(json.dumps(texts, sort_keys=True).encode()).hexdigest()
         return self._controls
 
-    def _report_stages(self, name: str, state: _ModelState) -> None:
-        """fuse → verdict → evaluate of one model, once every model's scores exist."""
-        config, ledger, run_dir, files = self.config, self.ledger, self.run_dir, self.layout.model(name)
-        score_tables = {k: v for k, v in state.tables.items() if k in (files.lara[0], files.detector_scores)}
-        reference_table = (
-            self.layout.model(self.reference).detector_scores
-            if self.reference and name != self.reference and config.detect.names
-            else None
-        )
-        reference_digests = (
-            {t: d for t, d in self.states[self.reference].tables.items()}
-            if self.reference and config.detect.names
-            else {}
-        )
-        scores = ledger.run(
-            f"fuse/{name}",
-            stages.fuse_key(
-                score_tables, self.q_digest, config, reference_digests.get(reference_table) if reference_table else None
-            ),
-            list(files.scores),
-            lambda: stages.fuse(run_dir, name, config, list(score_tables), self.labels, self.splits, reference_table),
-        )[files.scores[0]]
-        verdict = None
-        if config.calibrating or (config.lara and CLEAN_SPLIT in self.splits.values()):
-            verdict_ref = self.reference if self.reference and name != self.reference and config.calibrating else None
-            lara_tables = [t for t in score_tables if t == files.lara[0]]
-            verdict = ledger.run(
-                f"verdict/{name}",
-                stages.verdict_key(state.tables, self.q_digest, config, reference_digests if verdict_ref else None),
-                [files.verdict, files.questions],
-                lambda: stages.verdict(run_dir, name, config, lara_tables, self.labels, self.splits, verdict_ref),
-            )[files.verdict]
-        placebo = (
-            self.states[self.reference] if self.reference and name != self.reference and state.metrics_rel else None
-        )
-        ledger.run(
-            f"evaluate/{name}",
-            stages.evaluate_key(
-                scores, self.q_digest, state.metrics, verdict, config, placebo.metrics if placebo else None
-            ),
-            [files.report],
-            lambda: stages.evaluate(
-                run_dir,
-                name,
-                config,
-                self.labels,
-                state.metrics_rel,
-                self.questions,
-                verdict is not None,
-                placebo.metrics_rel if placebo else None,
-            ),
-        )
+
+def _phase(phase: str) -> list[Stage]:
+    """The stages of one phase, in the table's order (read when the run reaches it)."""
+    return [s for s in stage_table.STAGES if s.phase == phase]
 
 
 def with_chat_system_turn(config: RunConfig, questions: list[Any]) -> RunConfig:

@@ -207,11 +207,11 @@ def detect(
     model: LazyModel,
     questions: list,
     progress: bool,
-    names: list[str],
+    detectors: list[Any],
     reference: tuple[str, LazyModel] | None,
     ranks: Ranks | None = None,
 ) -> None:
-    """Score the questions with the detectors ``names`` on model ``name`` (``reference``: the
+    """Score the questions with ``detectors`` (built once per run, by the validation) on model ``name`` (``reference``: the
     reference model's name and lazy model, for the detectors that compare with one; ``ranks``:
     under torchrun, every batch call split across the ranks, rank 0 writing)."""
     from ..detection import detect_questions
@@ -244,9 +244,8 @@ def detect(
     try:
         summary = detect_questions(
             questions,
-            names,
+            detectors,
             responder,
-            params=d.params,
             reference=reference_responder,
             sampling_temperature=d.sampling_temperature,
             sets=sets,
@@ -363,8 +362,8 @@ def verdict(
     ``RUN/<model>/questions.csv``, its per-question decisions (SPEC §8.10)."""
     from ..calibration.audit import audit_verdict, describe_verdict
     from ..calibration.decision_table import write_no_decisions
-    from ..calibration.files import ScoredFiles, read_scored
     from ..report.build import jsonable
+    from ..scorefiles import ScoredFiles, read_scored
     from ..scores import ScoreTable, join_tables
 
     layout = RunLayout(run_dir)

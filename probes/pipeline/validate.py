@@ -9,6 +9,9 @@ import logging
 from pathlib import Path
 from typing import Any, Sequence
 
+from ..detectors import REGISTRY, Detector, check_declared, get_detector
+from ..detectors.base import has_answer
+from ..detectors.selection import detector_names, with_sampling_temperature
 from ..errors import ConfigError
 from ..scores import CLEAN_SPLIT
 from .config import RunConfig
@@ -18,17 +21,17 @@ logger = logging.getLogger(__name__)
 WINDOWS = ("early", "mid", "late")
 
 
-def validate_run(config: RunConfig, questions: Sequence[Any]) -> None:
-    """Raise one :class:`ConfigError` listing every problem of ``config`` (by key), if any."""
-    from ..detection import has_answer
-
+def validate_run(config: RunConfig, questions: Sequence[Any]) -> dict[str, Detector]:
+    """Raise one :class:`ConfigError` listing every problem of ``config`` (by key), if any; else
+    return the run's detectors, each built once here with its checked parameters (by name)."""
     labels = [q.label for q in questions]
     splits = {q.split for q in questions}
     answers = any(has_answer(q.answer) for q in questions)
+    built: dict[str, Detector] = {}
     problems = (
         _extraction(config)
         + _engines(config)
-        + _detectors(config, answers)
+        + _detectors(config, answers, built)
         + _chat_templates(config)
         + _lara(config, labels, splits)
         + _fusion(config, labels, splits, answers)
@@ -36,6 +39,7 @@ def validate_run(config: RunConfig, questions: Sequence[Any]) -> None:
     )
     if problems:
         raise ConfigError("the config cannot run as it is: " + "; ".join(problems))
+    return built
 
 
 def _extraction(config: RunConfig) -> list[str]:
@@ -62,9 +66,8 @@ def _engines(config: RunConfig) -> list[str]:
     return []
 
 
-def _detectors(config: RunConfig, answers: bool) -> list[str]:
-    from ..detection import detector_names, with_sampling_temperature
-    from ..detectors import REGISTRY, check_declared, get_detector
+def _detectors(config: RunConfig, answers: bool, built: dict[str, Detector]) -> list[str]:
+    """Problems of the detect section; ``built`` gains each detector, built once."""
 
     d = config.detect
     names = detector_names(d.names, reference=config.reference_name() is not None, answers=answers)
@@ -87,6 +90,7 @@ def _detectors(config: RunConfig, answers: bool) -> list[str]:
         except ConfigError as err:
             problems.append(f"detect.params.{name}: {err}")
             continue
+        built[name] = detector
         if d.endpoint is not None:
             problems += _served(name, detector, config.reference_name() is not None)
     problems += [
@@ -166,9 +170,6 @@ def _lara(config: RunConfig, labels: list[Any], splits: set[Any]) -> list[str]:
 
 def _columns(config: RunConfig, answers: bool) -> set[str]:
     """Every score column the run's fusion can read."""
-    from ..detection import detector_names
-    from ..detectors import REGISTRY
-
     names = detector_names(config.detect.names, reference=config.reference_name() is not None, answers=answers)
     known = [n for n in names if n in REGISTRY]
     columns = set(names)

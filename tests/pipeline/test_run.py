@@ -218,10 +218,13 @@ def test_lara_run_cli_prints_the_tables(first_run, capsys):
     assert "## Verdict" in out and "## Detection" in out and "| lara |" in out and "up to date: 15" in out
 
 
-def test_a_reference_control_feeds_ref_and_the_sampling_temperature_is_recorded(smoke_testbed, tmp_path):
+def test_a_reference_control_feeds_ref_and_the_sampling_temperature_is_recorded(smoke_testbed, tmp_path, monkeypatch):
     """``ref`` on every model against the control marked ``reference: true`` (the SFT checkpoint):
-    against itself it is exactly 0; ``detect.sampling_temperature`` reaches CDD and the metadata."""
+    against itself it is exactly 0; ``detect.sampling_temperature`` reaches CDD and the metadata.
+    Each detector is built once per run (issue 35: the validation built it, then each model's
+    detect stage again: 3 times for two models)."""
     testbed, _ = smoke_testbed
+    built = _count_detector_builds(monkeypatch)
     path = write_config(
         tmp_path,
         testbed,
@@ -243,6 +246,7 @@ def test_a_reference_control_feeds_ref_and_the_sampling_temperature_is_recorded(
         verdict={"detectors": ["zlib", "ref"]},
     )
     run_pipeline(load_run_config(path), progress=False)
+    assert sorted(built) == ["cdd", "partial_completion", "ref", "zlib"]
     run_dir = tmp_path / "run"
     meta = json.loads((run_dir / "rl" / "detectors.meta.json").read_text())
     assert meta["sampling_temperature"] == 1.0 and meta["detectors"]["cdd"]["params"]["temperature"] == 1.0
@@ -268,6 +272,25 @@ def test_a_reference_control_feeds_ref_and_the_sampling_temperature_is_recorded(
     assert again.ran == []
     other = run_pipeline(load_run_config(path, ["detect.sampling_temperature=0.7"]), progress=False)
     assert "detect/rl" in other.ran
+
+
+def _count_detector_builds(monkeypatch) -> list[str]:
+    """The names of the detectors built from now on (each registered class's ``__init__`` wrapped)."""
+    import functools
+
+    from probes.detectors import REGISTRY
+
+    built: list[str] = []
+    for cls in REGISTRY.values():
+        original = cls.__init__
+
+        @functools.wraps(original)
+        def counting(self, *args, _original=original, **kwargs):
+            built.append(self.name)
+            _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, "__init__", counting)
+    return built
 
 
 def test_ref_without_a_reference_control_is_refused_in_one_line(smoke_testbed, tmp_path, capsys):
