@@ -23,6 +23,7 @@ from urllib.parse import urlparse
 
 from .architecture import BlockLayout, discover_layout, input_device
 from .config import ModelConfig
+from .distributed import Ranks, gpu_share, local_rank
 from .errors import ModelLoadError
 from .fingerprint import tokenizer_fingerprint, weights_fingerprint
 
@@ -330,8 +331,6 @@ def _placement(config: ModelConfig) -> tuple[Any, dict[str, Any]]:
     if config.gpus_per_rank:
         import torch
 
-        from .distributed import local_rank
-
         if not torch.cuda.is_available():
             raise ModelLoadError(
                 "model.gpus_per_rank (--gpus-per-rank) spreads the model over GPUs, but CUDA is not "
@@ -340,8 +339,6 @@ def _placement(config: ModelConfig) -> tuple[Any, dict[str, Any]]:
         free = [torch.cuda.mem_get_info(i)[0] for i in range(torch.cuda.device_count())]
         return None, share_device_map(config.gpus_per_rank, local_rank(), free)
     if config.device_map is not None:
-        from .distributed import Ranks
-
         if Ranks.from_env() is not None:
             raise ModelLoadError(
                 f"device_map {config.device_map!r} under torchrun would spread every process's model over "
@@ -356,7 +353,6 @@ def share_device_map(gpus_per_rank: int, local_rank: int, free_memory: list[int]
     GPUs (``free_memory``: free bytes of each GPU of the node): ``device_map="auto"`` with a
     ``max_memory`` that names only those GPUs, so accelerate places nothing elsewhere (and
     refuses a model too large for them rather than spilling it to the CPU)."""
-    from .distributed import gpu_share
 
     try:
         share = gpu_share(local_rank, gpus_per_rank, len(free_memory))

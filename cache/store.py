@@ -35,8 +35,9 @@ import numpy as np
 
 from lara_core.files import atomic_path
 
-from .errors import StoreFormatError, StoreMismatchError
+from .errors import CacheError, StoreFormatError, StoreMismatchError
 from .fingerprint import text_hash
+from .outputs import check_free_space
 
 logger = logging.getLogger(__name__)
 
@@ -440,7 +441,6 @@ def _write_block(datasets: Mapping[str, Any], start: int, block: RowBlock) -> No
 def _merge(sources: Sequence[Path], target: Path, provenance: Mapping[str, Any]) -> int:
     """Write the union of ``sources`` (first occurrence of a key wins) sorted by key to
     ``target``, streaming ``_COPY_ROWS`` rows at a time."""
-    from .outputs import check_free_space
 
     check_free_space(target.parent, sum(source.stat().st_size for source in sources), "merged activation store")
     handles = [h5py.File(source, "r") for source in sources]
@@ -497,7 +497,6 @@ def _acquire_lock(path: Path, suffix: str = ".lock") -> Any:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError:
         handle.close()
-        from .errors import CacheError
 
         raise CacheError(f"another `lara cache` run is writing {path}; wait for it to finish") from None
     return handle

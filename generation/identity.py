@@ -1,44 +1,34 @@
 """What identifies the sets a generation config makes: its settings, the algorithm's version, a
 digest of the generation code and, for the LLM backend, each prompt template's content hash.
 Sets are reused (by ``lara generate``'s resume and ``lara run``'s ledger) only when all of it
-matches."""
+matches. The backend is chosen in one place, :func:`build_generator`, for the identity and for
+the run (:func:`generation.pipeline.make_generator`)."""
 
 from __future__ import annotations
 
-import hashlib
-from pathlib import Path
-from typing import Any
+from typing import Any, Callable
+
+from lara_core.version import __version__
 
 from .config import GenerationConfig
+from .llm_backend import LLMGenerator
+from .offline import OfflineGenerator
+from .prompts import load_templates
+from .source_digest import code_digest  # noqa: F401 (its old home)
 
 
-def code_digest() -> str:
-    """sha256 (16 hex digits) of the generation package's source: any change to how sets are made
-    (an upgrade, a local edit) gives sets a new provenance, so none made before is reused as if the
-    code were the same (the offline algorithm's version alone is bumped by hand)."""
-    global _CODE_DIGEST
-    if _CODE_DIGEST is None:
-        h = hashlib.sha256()
-        for path in sorted(Path(__file__).resolve().parent.glob("*.py")):
-            h.update(path.name.encode() + b"\0" + path.read_bytes())
-        _CODE_DIGEST = h.hexdigest()[:16]
-    return _CODE_DIGEST
-
-
-_CODE_DIGEST: str | None = None
+def build_generator(config: GenerationConfig, client: Callable[[], Any] | None = None) -> Any:
+    """The configured backend: the offline generator, or the LLM one with its templates and the
+    client ``client()`` makes once they are read (None: one that describes itself without
+    contacting an endpoint)."""
+    if config.backend == "offline":
+        return OfflineGenerator(config, __version__)
+    templates = load_templates(config.openai.templates)
+    return LLMGenerator(config, __version__, client() if client is not None else None, templates)
 
 
 def generator_identity(config: GenerationConfig) -> dict[str, Any]:
     """The provenance every set made with ``config`` carries — settings, algorithm version, code
     digest and, for the LLM backend, each prompt template's content hash — without contacting an
     endpoint: what decides whether existing sets can be reused."""
-    from . import __version__
-
-    if config.backend == "offline":
-        from .offline import OfflineGenerator
-
-        return OfflineGenerator(config, __version__).provenance()
-    from .llm_backend import LLMGenerator
-    from .prompts import load_templates
-
-    return LLMGenerator(config, __version__, None, load_templates(config.openai.templates)).provenance()  # type: ignore[arg-type]
+    return build_generator(config).provenance()

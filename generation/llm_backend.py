@@ -16,11 +16,11 @@ from typing import Any, Callable, Generic, TypeVar
 
 from . import records as r
 from .config import GenerationConfig
-from .identity import code_digest
 from .llm import CallStats, ChatClient, TransportFailure, build_request, derive_seed
 from .parsing import ParseError, parse_blanked, parse_description, parse_string_list
 from .prompts import PromptTemplate
 from .records import Failure, PerturbationSet, Question
+from .source_digest import code_digest
 from .validate import Problem, check_blanked, check_key_information, check_paraphrase, check_similar, removed_spans
 
 T = TypeVar("T")

@@ -27,11 +27,11 @@ from typing import Any, Callable
 
 from . import records as r
 from .config import GenerationConfig
-from .identity import code_digest
 from .numbers import Slot, find_slots, in_math, rendered_value, replace_spans, signed_span, vary, vary_share
 from .records import Failure, PerturbationSet, Question
 from .relations import kept, relations
 from .rewrite import paraphrase_candidates
+from .source_digest import code_digest
 from .validate import check_blanked, check_paraphrase, check_similar, removed_spans
 
 ALGORITHM_VERSION = "offline-v2"  # v2: joint draws, then quantities in order keeping their relations with the earlier ones; shares; years by context

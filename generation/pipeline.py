@@ -28,6 +28,8 @@ from lara_core.files import atomic_path
 from .answers import RESOLVER_VERSION, attach_answers
 from .config import GenerationConfig
 from .errors import OutputMismatchError
+from .identity import build_generator
+from .llm import ChatClient, ResponseCache
 from .records import PerturbationSet, Question
 
 logger = logging.getLogger(__name__)
@@ -97,20 +99,8 @@ def settings_fingerprint(provenance: dict[str, Any]) -> str:
 
 
 def make_generator(config: GenerationConfig) -> Any:
-    """The configured backend, ready to run."""
-    from . import __version__
-
-    if config.backend == "offline":
-        from .offline import OfflineGenerator
-
-        return OfflineGenerator(config, __version__)
-    from .llm import ChatClient, ResponseCache
-    from .llm_backend import LLMGenerator
-    from .prompts import load_templates
-
-    templates = load_templates(config.openai.templates)
-    client = ChatClient(config.openai, ResponseCache(config.openai.resolved_cache_dir()))
-    return LLMGenerator(config, __version__, client, templates)
+    """The configured backend, ready to run (the LLM one with its client and response cache)."""
+    return build_generator(config, lambda: ChatClient(config.openai, ResponseCache(config.openai.resolved_cache_dir())))
 
 
 def run_generation(

@@ -12,6 +12,7 @@ import numpy as np
 
 from cache.fingerprint import text_hash
 
+from .calibration.controls import control_answers, control_texts
 from .calibration.stats import calibrated_scores
 from .detectors import Detector, get_detector
 from .detectors.base import has_answer
@@ -23,6 +24,7 @@ from .detectors.selection import (  # noqa: F401 (detector_names, parse_params, 
     settings_digest,
     with_sampling_temperature,
 )
+from .responders.distributed import sum_counts_over_ranks
 from .scorefiles import ControlTable, write_scored
 from .scores import CLEAN_SPLIT, ScoreTable
 
@@ -348,8 +350,6 @@ def detect_questions(
     (the others get None)."""
     controls = answers_of_controls = None
     if sets is not None:
-        from .calibration.controls import control_answers, control_texts
-
         most = max(n_controls, decision_controls or 0, sampling_controls or 0)
         controls, answers_of_controls = control_texts(list(sets), most), control_answers(list(sets), most)
     sampling = max(n_controls, sampling_controls or 0)
@@ -370,8 +370,6 @@ def detect_questions(
         control_answers=answers_of_controls,
     )
     if ranks is not None:
-        from .responders.distributed import sum_counts_over_ranks
-
         sum_counts_over_ranks(summary.info, ranks)
         if not ranks.is_main:
             return None

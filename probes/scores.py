@@ -195,3 +195,20 @@ def align_labels(ids: list[str], labels: Mapping[str, int | None]) -> tuple[np.n
         "unlabelled": int((y < 0).sum()),
         "not_scored": sum(1 for k, v in labels.items() if v is not None and k not in scored),
     }
+
+
+def jsonable(value: Any) -> Any:
+    """Replace non-finite floats by None (JSON has no NaN) and numpy scalars/arrays by Python values."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return jsonable(value.tolist())
+    if isinstance(value, (np.floating, float)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, np.integer):
+        return int(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    return value

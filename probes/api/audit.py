@@ -8,8 +8,16 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..scores import CLEAN_SPLIT
+from ..calibration.verdict import VerdictSettings
+from ..detectors.selection import checked_detectors
+from ..errors import ConfigError
+from ..evaluation import evaluate as evaluate_column
+from ..responders.engines import resolve_engine
+from ..responders.local import PromptFormat
+from ..responders.store import ResponseStore
+from ..scores import CLEAN_SPLIT, ScoreTable
 from .lara import as_questions
+from .models import load_model
 from .results import Detection, Verdict
 
 
@@ -54,12 +62,8 @@ def detect(
         engine: ``hf``, ``vllm`` (``model`` a checkpoint directory) or ``auto`` (vLLM on a CUDA
             machine where it is installed); ``vllm``: its ``vllm.LLM`` arguments (``model.vllm``).
     """
-    from ..detection import detect_questions
-    from ..detectors.selection import checked_detectors
-    from ..responders.local import PromptFormat
-    from ..responders.open import default_store_path, open_responder
-    from ..responders.store import ResponseStore
-    from .models import load_model
+    from ..detection import detect_questions  # lazy: pulls h5py
+    from ..responders.open import default_store_path, open_responder  # lazy: pulls h5py
 
     records = as_questions(questions)
     built = checked_detectors(  # each built once, before any model work
@@ -67,15 +71,12 @@ def detect(
     )
     store = ResponseStore(Path(store) if store else default_store_path())
     prompt = PromptFormat(mode=prompt_format, template=template, system=system_prompt)
-    from ..responders.engines import resolve_engine
 
     chosen_engine = None
     if resolve_engine(engine, str(model) if isinstance(model, (str, Path)) else None) == "vllm":
-        from cache.config import ModelConfig
+        from cache.config import ModelConfig  # lazy: pulls h5py
 
         if not isinstance(model, (str, Path)):
-            from ..errors import ConfigError
-
             raise ConfigError(
                 "engine 'vllm' reads a checkpoint directory: pass its path as the model, or use engine 'hf'"
             )
@@ -118,7 +119,7 @@ def fuse(
     its ``.attrs["how"]``."""
     import pandas as pd
 
-    from ..fusion import fuse as fuse_table
+    from ..fusion import fuse as fuse_table  # lazy: pulls h5py
 
     frame = scores.scores if isinstance(scores, Detection) else scores
     splits = dict(scores.splits) if isinstance(scores, Detection) else {}
@@ -147,8 +148,7 @@ def verdict(
     ``permutations``…). Labels are never used by the verdict itself: when the questions have
     them, the ``members`` and ``non_members`` subsets get verdicts of their own (``subsets`` picks
     others: a split name, or ``[]`` for none)."""
-    from ..calibration.audit import audit_verdict
-    from ..calibration.verdict import VerdictSettings
+    from ..calibration.audit import audit_verdict  # lazy: pulls scipy
 
     if subsets is None and any(v is not None for v in audited.labels.values()):
         subsets = ["members", "non_members"]
@@ -173,8 +173,6 @@ def evaluate(scores: Detection | Any, labels: Mapping[str, int | None] | None = 
     ``*_high``), and the questions used and left out. ``options``: ``n_bootstrap``, ``seed``, ``fpr``, ``strict`` of
     ``probes.evaluation.evaluate``."""
     import pandas as pd
-
-    from ..evaluation import evaluate as evaluate_column
 
     frame = (
         scores.to_frame()
@@ -211,6 +209,5 @@ def _flatten(figures: dict[str, Any]) -> dict[str, Any]:
 
 
 def _table(frame: Any) -> Any:
-    from ..scores import ScoreTable
 
     return ScoreTable([str(i) for i in frame.index], {c: frame[c].to_numpy(dtype=float) for c in frame.columns})

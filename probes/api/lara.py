@@ -9,12 +9,17 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from generation.config import GenerationConfig
+from generation.pipeline import make_generator
+from generation.records import Question, parse_question
+
+from .models import layer_tokens, load_model, pool
+
 
 def as_questions(questions: Any) -> list[Any]:
     """``generation.records.Question`` records from a list of strings (ids ``q0``, ``q1``…), of
     dicts (``id``, ``question``, optional ``answer``, ``label``, ``split``…) or of records; a
     plain string is one question."""
-    from generation.records import Question, parse_question
 
     if isinstance(questions, (str, Mapping, Question)):
         questions = [questions]
@@ -38,8 +43,6 @@ def perturb(questions: Any, *, similars: int = 5, paraphrases: int = 5, blanks: 
     ``similars`` similar questions, the ``[BLANK]``ed variant of the original and of each similar,
     ``paraphrases`` paraphrases of each. Returns ``generation.records.PerturbationSet`` records
     (a part that could not be made is None, with its reason in ``.failures``)."""
-    from generation.config import GenerationConfig
-    from generation.pipeline import make_generator
 
     generator = make_generator(GenerationConfig(seed=seed, similars=similars, paraphrases=paraphrases, blanks=blanks))
     return [generator.generate(q) for q in as_questions(questions)]
@@ -98,16 +101,15 @@ def lara_metrics(
     """zRSM, DC and zRSI of each set's question at each layer (SPEC §3), from the activations of
     every text of the sets pooled in memory by :func:`probes.pool` (arguments as there) — the
     same numbers ``lara metrics`` computes from a store."""
-    from ..lara.metrics_file import _metrics_of_chunk, _read_chunk
-    from ..lara.sets import distinct_texts, layout
-    from .models import layer_tokens, load_model, pool
+    from ..lara.metrics_file import _metrics_of_chunk, _read_chunk  # lazy: pulls h5py
+    from ..lara.sets import distinct_texts, layout  # lazy: pulls h5py
 
     loaded = load_model(model)
     layouts = [layout(record, min_paraphrases) for record in sets]
     texts = distinct_texts(list(sets))
     rows = pool(loaded, texts, layers=layers, **extraction).numpy()
-    from cache.config import ExtractionConfig
-    from cache.pool import layer_selection
+    from cache.config import ExtractionConfig  # lazy: pulls h5py
+    from cache.pool import layer_selection  # lazy: pulls h5py
 
     labels = tuple(layer_selection(loaded, ExtractionConfig(layers=layer_tokens(layers))).labels)
     memory = _Rows(dict(zip(texts, rows)), rows.shape[2])
@@ -121,7 +123,7 @@ def lara_metrics(
             reasons[lay.id] = (
                 f"non_finite_values: {int((~np.isfinite(row)).sum())} of {row.size} metric values are NaN/inf"
             )
-    from cache.fingerprint import text_hash
+    from cache.fingerprint import text_hash  # lazy: pulls h5py
 
     return LaraMetrics(
         [lay.id for lay in layouts],
@@ -145,7 +147,7 @@ def lara_score(
     indexed by id."""
     import pandas as pd
 
-    from ..lara.protocol import ScoreOptions, score_against_pool
+    from ..lara.protocol import ScoreOptions, score_against_pool  # lazy: pulls h5py
 
     opts = ScoreOptions(**options)
     if isinstance(clean, LaraMetrics):

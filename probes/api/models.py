@@ -28,16 +28,16 @@ def load_model(
     Raises:
         TypeError: ``model`` is of a kind not accepted (the message names those that are).
     """
-    from cache.loading import LoadedModel
+    from cache.loading import LoadedModel  # lazy: pulls h5py
 
     if isinstance(model, LoadedModel):
         return model
     if isinstance(model, (str, Path)):
-        from cache.config import ModelConfig
-        from cache.loading import load_model as load
+        from cache.config import ModelConfig  # lazy: pulls h5py
+        from cache.loading import load_model as load  # lazy: pulls h5py
 
         return load(ModelConfig(source=str(model), device=device, dtype=dtype, trust_remote_code=trust_remote_code))
-    from cache.wrap import wrap_model
+    from cache.wrap import wrap_model  # lazy: pulls h5py
 
     return wrap_model(model, tokenizer)
 
@@ -64,8 +64,8 @@ def pool(
         backend: ``hf``, ``transformer_lens`` or ``nnsight`` (the same numbers within float error).
         **extraction: other fields of ``cache.ExtractionConfig`` (``max_length``, ``pool_span``…).
     """
-    from cache.config import ExtractionConfig
-    from cache.pool import pool_texts
+    from cache.config import ExtractionConfig  # lazy: pulls h5py
+    from cache.pool import pool_texts  # lazy: pulls h5py
 
     texts = [texts] if isinstance(texts, str) else list(texts)
     config = ExtractionConfig(backend=backend, layers=layer_tokens(layers), prompt_format=prompt_format, **extraction)
@@ -86,9 +86,9 @@ def cache_activations(
     """Pool ``texts`` into the HDF5 store at ``path`` (created, or appended to when it was made
     with the same model and settings; texts already there are skipped) and return the
     :class:`~cache.store.ActivationStore`. Arguments as :func:`pool`."""
-    from cache.config import CacheConfig, ExtractionConfig
-    from cache.runner import run_cache
-    from cache.store import ActivationStore
+    from cache.config import CacheConfig, ExtractionConfig  # lazy: pulls h5py
+    from cache.runner import run_cache  # lazy: pulls h5py
+    from cache.store import ActivationStore  # lazy: pulls h5py
 
     loaded = load_model(model)
     texts = [texts] if isinstance(texts, str) else list(texts)
@@ -105,7 +105,7 @@ def cache_activations(
 def open_store(path: str | Path) -> Any:
     """The activation store at ``path``: ``store[text]`` → ``[n_layers, d]``, ``store[[texts]]`` →
     ``[n, n_layers, d]``, ``store.get(texts, layers=[-1], as_torch=True)``."""
-    from cache.store import ActivationStore
+    from cache.store import ActivationStore  # lazy: pulls h5py
 
     return ActivationStore(path)
 

@@ -7,6 +7,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from .audit import _table
 from .results import Detection, Verdict
 
 
@@ -19,7 +20,7 @@ def plot_roc(
     """ROC curves of score columns (a :class:`Detection` or a ``pandas.DataFrame`` indexed by id)
     against ``labels`` (default: the questions' own), members positive: with ``ax``, all in that
     panel; without, one panel per family of detectors, as in the report."""
-    from ..report.plots import plot_roc as draw
+    from ..report.plots import plot_roc as draw  # lazy: pulls h5py, scipy
 
     table, y, names = _inputs(scores, labels, detectors)
     return draw(table, y, names, ax=ax)
@@ -33,7 +34,7 @@ def plot_scores(
 ) -> Any:
     """Histograms of each score column, members vs non-members (all questions when unlabelled);
     ``ax``: one Axes per column."""
-    from ..report.plots import plot_score_histograms as draw
+    from ..report.plots import plot_score_histograms as draw  # lazy: pulls h5py, scipy
 
     table, y, names = _inputs(scores, labels, detectors)
     return draw(table, y if (y >= 0).any() else None, names, ax=ax, entry="plot_scores")
@@ -42,7 +43,7 @@ def plot_scores(
 def plot_verdict(verdict: Verdict, ax: Any = None) -> Any:
     """Each detector's within-AUC with its CI, per mode, for all audited questions and each
     subset (``ax``: one Axes per panel)."""
-    from ..report.verdict_plot import plot_verdict as draw
+    from ..report.verdict_plot import plot_verdict as draw  # lazy: pulls h5py, scipy
 
     return draw(verdict.to_dict(), ax=ax)
 
@@ -50,7 +51,6 @@ def plot_verdict(verdict: Verdict, ax: Any = None) -> Any:
 def _inputs(
     scores: Any, labels: Mapping[str, int | None] | None, detectors: Sequence[str] | None
 ) -> tuple[Any, np.ndarray, list[str]]:
-    from .audit import _table
 
     frame = scores.scores if isinstance(scores, Detection) else scores
     labels = labels if labels is not None else scores.labels if isinstance(scores, Detection) else {}

@@ -6,6 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..scorefiles import ScoredFiles, bound_settings
+from ..scores import jsonable
+
 
 @dataclass
 class Detection:
@@ -44,7 +47,6 @@ class Detection:
 
     def files(self) -> Any:
         """The scores as ``lara verdict`` reads them (``probes.scorefiles.ScoredFiles``)."""
-        from ..scorefiles import ScoredFiles, bound_settings
 
         settings, prompt = bound_settings(self.summary.info)
         return ScoredFiles(self.summary.table, self.summary.controls, settings, prompt_format=prompt)
@@ -99,18 +101,17 @@ class Verdict:
 
     def summary(self) -> str:
         """The verdict as ``lara verdict`` prints it."""
-        from ..calibration.audit import describe_verdict
+        from ..calibration.audit import describe_verdict  # lazy: pulls scipy
 
         return describe_verdict(self.record)
 
     def to_dict(self) -> dict[str, Any]:
         """The verdict as plain JSON values (``verdict.json``)."""
-        from ..report.build import jsonable
 
         return jsonable(self.record)
 
     def __repr__(self) -> str:
-        from ..calibration.audit import describe_verdict
+        from ..calibration.audit import describe_verdict  # lazy: pulls scipy
 
         return f"Verdict({describe_verdict(self.record).splitlines()[0].removeprefix('Verdict: ')})"
 

@@ -20,6 +20,8 @@ from typing import Literal, Sequence
 
 import numpy as np
 
+from .stats import cauchy_combination
+
 MIN_CONTROLS = 3
 FDR_METHODS = {"bh": "fdr_bh", "two-stage": "fdr_tsbky"}  # → statsmodels: BH; Benjamini–Krieger–Yekutieli's two-stage
 
@@ -137,7 +139,6 @@ def benjamini_hochberg(
 def combine_per_question(pvalues: dict[str, np.ndarray]) -> np.ndarray:
     """Per question, the Cauchy combination of its detectors' p-values (NaN ones left out;
     NaN when none is finite). ``{detector: [N]}`` → ``[N]``."""
-    from .stats import cauchy_combination
 
     if not pvalues:
         return np.zeros(0)

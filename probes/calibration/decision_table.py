@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from ..scores import format_number, write_csv_atomically
+
 SHOWN_FLAGGED = 50  # flagged questions described in verdict.json (each with its own and its controls' scores)
 
 
@@ -161,7 +163,6 @@ class QuestionDecisions:
 
     def write_csv(self, path: str | Path) -> None:
         """:meth:`columns` as CSV (atomically)."""
-        from ..scores import format_number, write_csv_atomically
 
         columns = self.columns()
         numeric = [k for k in columns if k not in ("id", "rank", "mode", "flagged")]
@@ -186,7 +187,6 @@ class QuestionDecisions:
 
 def write_no_decisions(ids: list[str], path: str | Path) -> None:
     """The table when there is no verdict: every question undecided (blank ``flagged``, never 0)."""
-    from ..scores import write_csv_atomically
 
     write_csv_atomically(
         path,

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .conformal import conformal_pvalues
+
 CLIP = 50.0  # residuals beyond ±CLIP scales (±inf among them) are clipped: one transform for every text
 
 
@@ -47,7 +49,6 @@ class LearnedScores:
         """Each tested text's conformal p-value against its own fold's null scores
         (:func:`~probes.calibration.conformal.conformal_pvalues`; ``u`` ``[N]`` uniforms, or None
         for the deterministic form) and the smaller fold's pool size."""
-        from .conformal import conformal_pvalues
 
         p, pools = np.full(len(self.tested), np.nan), []
         for k in (0, 1):

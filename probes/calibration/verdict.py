@@ -25,6 +25,7 @@ import numpy as np
 from ..errors import ConfigError, InputError
 from ..scorefiles import ScoredSet
 from . import stats
+from .files import check_aligned, check_settings
 
 MODES = ("reference", "relative", "absolute")
 REFERENCE_CONSTANT = (
@@ -225,7 +226,6 @@ def _mode(per_detector: dict[str, dict[str, Any]], s: VerdictSettings) -> dict[s
 def _reference_mode(
     audited: ScoredSet, reference: ScoredSet, names: list[str], s: VerdictSettings, notes: list[str]
 ) -> dict[str, dict[str, Any]]:
-    from .files import check_aligned
 
     ref = reference.subset(audited.ids)
     usable = [n for n in names if n not in REFERENCE_DIFFERENCES and ref.has_controls(n) and n in ref.scores.columns]
@@ -259,7 +259,6 @@ def _constant(original: np.ndarray, controls: np.ndarray) -> bool:
 def _relative_mode(
     audited: ScoredSet, clean: ScoredSet, names: list[str], s: VerdictSettings, notes: list[str]
 ) -> dict[str, dict[str, Any]]:
-    from .files import check_settings
 
     notes += check_settings(audited, clean, [n for n in names if n in clean.scores.columns], "clean set")
     out = {
@@ -348,7 +347,7 @@ def compute_verdict(
 
 def _absolute_on_clean(clean: ScoredSet, names: list[str], n_audited: int, s: VerdictSettings) -> dict[str, Any]:
     """The absolute mode's test on the clean set itself and its estimated size at the audited count."""
-    from .absolute_size import absolute_size
+    from .absolute_size import absolute_size  # lazy: pulls scipy
 
     usable = [n for n in names if clean.has_controls(n)]
     test = {n: within_test(clean.original(n), clean.control_matrix(n), s) for n in usable}

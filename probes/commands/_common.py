@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from lara_core.configio import literal_choices
+
 
 def quiet_library_progress_bars(verbose: bool) -> None:
     """Hide transformers' weight-loading bars (ours shows the extraction) unless verbose."""
@@ -17,8 +19,6 @@ def from_settings(cls: type, name: str, default: bool = True) -> dict[str, Any]:
     """``choices`` (when the field is a ``Literal``) and ``default`` of the settings dataclass field
     ``cls.name``, for ``add_argument``: a flag takes both from the one source of truth."""
     import dataclasses
-
-    from lara_core.configio import literal_choices
 
     out: dict[str, Any] = {}
     try:

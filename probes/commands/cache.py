@@ -9,10 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from cache.backends import BACKENDS
-from cache.config import ExtractionConfig, ModelConfig
+from cache.config import PROMPT_TEXT_KEYS, CacheConfig, ExtractionConfig, ModelConfig, merge_sections
 from cache.errors import ConfigError
-from lara_core.configio import literal_choices, prompt_text
+from cache.runner import run_cache
+from cache.texts import read_texts
+from generation.records import read_sets
+from lara_core.configio import decode_prompt_texts, literal_choices, load_yaml, prompt_text
 
+from ..lara.sets import distinct_texts, looks_like_sets
 from ._common import quiet_library_progress_bars
 
 logger = logging.getLogger(__name__)
@@ -126,8 +130,6 @@ _EXTRACTION_FLAGS = (
 
 def cache_config_from_args(args: argparse.Namespace) -> Any:
     """A CacheConfig from ``--config`` (if any) with the explicitly given flags on top."""
-    from cache.config import PROMPT_TEXT_KEYS, CacheConfig, merge_sections
-    from lara_core.configio import decode_prompt_texts, load_yaml
 
     overrides = {
         "model": {k: getattr(args, k) for k in _MODEL_FLAGS if getattr(args, k) is not None},
@@ -141,7 +143,6 @@ def cache_config_from_args(args: argparse.Namespace) -> Any:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from cache.runner import run_cache
 
     quiet_library_progress_bars(args.verbose)
     config = cache_config_from_args(args)
@@ -154,10 +155,6 @@ def handle(args: argparse.Namespace) -> int:
 
 def _texts_to_cache(path: Path, field: str) -> list[str]:
     """The texts of a texts file, or every text of a perturbation-set file (lara generate output)."""
-    from cache.texts import read_texts
-    from generation.records import read_sets
-
-    from ..lara.sets import distinct_texts, looks_like_sets
 
     if path.suffix.lower() == ".jsonl" and looks_like_sets(path):
         sets = read_sets(path)

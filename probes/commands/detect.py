@@ -9,9 +9,20 @@ from typing import Any
 from cache.config import ModelConfig
 from cache.distributed import Ranks
 from cache.errors import ConfigError
+from cache.loading import load_model
+from cache.outputs import check_writable
+from generation.records import read_questions, read_sets
 from lara_core.configio import literal_choices, prompt_text
 
+from ..detection import detect_questions
+from ..detectors import REGISTRY
+from ..detectors.base import has_answer
+from ..detectors.selection import checked_detectors, detector_names, parse_params
 from ..pipeline.config import CalibrationSettings, DetectSettings, EndpointSettings
+from ..questions.chat import default_system_prompt
+from ..responders.local import PromptFormat
+from ..responders.open import default_store_path, open_responder
+from ..responders.store import ResponseStore
 from ._common import from_settings, quiet_library_progress_bars
 
 DETECT_EXAMPLES = """examples:
@@ -27,7 +38,6 @@ DETECT_EXAMPLES = """examples:
 
 def _detect_epilog() -> str:
     """The examples and the detector list, from the registry."""
-    from ..detectors import REGISTRY
 
     lines = [f"  {n:<16} {c.summary} [{c.raw_name}: {c.raw_direction}]" for n, c in REGISTRY.items()]
     return (
@@ -60,11 +70,6 @@ def register(sub: Any) -> None:
 def _open_models(args: argparse.Namespace, questions: list[Any], store_path: Path) -> tuple[Any, Any, Any, bool]:
     """``(responder, reference or None, ranks or None, progress)``: the audited model (local or
     served) and the reference, loaded lazily, reading and writing one response store."""
-    from cache.loading import load_model
-
-    from ..responders.local import PromptFormat
-    from ..responders.open import open_responder
-    from ..responders.store import ResponseStore
 
     overrides = {
         k: v
@@ -92,8 +97,6 @@ def _open_models(args: argparse.Namespace, questions: list[Any], store_path: Pat
 
     if ranks is not None:
         ranks.start_for(model_config(args.source))
-    from ..pipeline.config import EndpointSettings
-    from ..questions.chat import default_system_prompt
 
     system = default_system_prompt(questions, args.system_prompt, str(args.questions))
     prompt_format = PromptFormat(mode=args.prompt_format, template=args.template, system=system)
@@ -234,19 +237,11 @@ def _calibration_arguments(detect: argparse.ArgumentParser) -> None:
 
 def _sampling_detectors() -> list[str]:
     """The detectors that sample at a temperature, from their own tag (``samples_at_temperature``)."""
-    from ..detectors import REGISTRY
 
     return [name for name, cls in REGISTRY.items() if cls.samples_at_temperature]
 
 
 def handle(args: argparse.Namespace) -> int:
-    from cache.outputs import check_writable
-    from generation.records import read_questions
-
-    from ..detection import detect_questions
-    from ..detectors.base import has_answer
-    from ..detectors.selection import checked_detectors, detector_names, parse_params
-    from ..responders.open import default_store_path
 
     questions = read_questions(args.questions)
     names = detector_names(
@@ -267,8 +262,6 @@ def handle(args: argparse.Namespace) -> int:
     responder, reference, ranks, progress = _open_models(args, questions, store_path)
     sets = None
     if args.sets:
-        from generation.records import read_sets
-
         sets = read_sets(args.sets)
     summary = detect_questions(
         questions,

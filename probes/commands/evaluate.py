@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ProbesError
+from ..lara.metrics_file import MetricsFile
 from ..pipeline.config import EvaluateSettings
+from ..scores import ScoreTable, jsonable, read_labels, read_question_groups, read_question_texts
 from ._common import from_settings
 
 logger = logging.getLogger(__name__)
@@ -76,10 +78,7 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from ..lara.metrics_file import MetricsFile
-    from ..report import build_report, render_markdown, write_report
-    from ..report.build import jsonable
-    from ..scores import ScoreTable, read_labels, read_question_groups, read_question_texts
+    from ..report import build_report, render_markdown, write_report  # lazy: pulls scipy
 
     table = ScoreTable.read_csv(args.scores)
     metrics = MetricsFile.read(args.metrics) if args.metrics else None

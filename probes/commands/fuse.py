@@ -7,7 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..fusion import fuse
 from ..pipeline.config import FusionSpec
+from ..scores import ScoreTable, join_tables, read_labels, read_splits
 from ._common import from_settings
 
 FUSE_EXAMPLES = """examples:
@@ -51,9 +53,6 @@ def register(sub: Any) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     import numpy as np
-
-    from ..fusion import fuse
-    from ..scores import ScoreTable, join_tables, read_labels, read_splits
 
     table = join_tables([ScoreTable.read_csv(p) for p in args.scores])
     names = [n.strip() for n in args.detectors.split(",") if n.strip()]

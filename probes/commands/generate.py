@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from generation.config import GenerationConfig
+from generation.pipeline import run_generation
+from generation.records import read_questions
 
 from ._common import from_settings
 
@@ -69,7 +71,6 @@ def register(sub: Any) -> None:
 
 def generation_config_from_args(args: argparse.Namespace) -> Any:
     """A GenerationConfig from ``--config`` (if any) with the explicitly given flags on top."""
-    from generation.config import GenerationConfig
 
     data: dict[str, Any] = GenerationConfig.from_yaml(args.config).to_dict() if args.config else {}
     data.update({k: getattr(args, k) for k in _GENERATE_FLAGS if getattr(args, k) is not None})
@@ -80,9 +81,7 @@ def generation_config_from_args(args: argparse.Namespace) -> Any:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from cache.outputs import check_writable
-    from generation.pipeline import run_generation
-    from generation.records import read_questions
+    from cache.outputs import check_writable  # lazy: pulls h5py
 
     config = generation_config_from_args(args)
     questions = read_questions(args.questions)

@@ -19,7 +19,7 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from cache.store import ActivationStore
+    from cache.store import ActivationStore  # lazy: pulls h5py
 
     store = ActivationStore(args.store)
     p = store.provenance

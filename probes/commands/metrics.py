@@ -6,6 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from cache.outputs import check_writable
+
+from ..lara.metrics_file import compute_metrics
 from ..pipeline.config import MetricsSettings
 from ._common import from_settings
 
@@ -49,9 +52,6 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from cache.outputs import check_writable
-
-    from ..lara.metrics_file import compute_metrics
 
     layers = [x.strip() for x in args.layers.split(",")] if args.layers else None
     check_writable(args.output, "metrics file")

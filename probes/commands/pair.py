@@ -6,7 +6,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from generation.records import read_questions
+
+from ..calibration.blind import blind_baseline
 from ..errors import InputError
+from ..questions.importing import provenance_path, read_provenance, write_question_file
+from ..questions.pairing import balance_table, format_balance, pair_sets
+from ..scores import match_group
 
 
 def register_pair(actions: Any) -> None:
@@ -41,13 +47,6 @@ def register_pair(actions: Any) -> None:
 
 def handle_pair(args: argparse.Namespace) -> int:
     import numpy as np
-
-    from generation.records import read_questions
-
-    from ..calibration.blind import blind_baseline
-    from ..questions.importing import provenance_path, read_provenance, write_question_file
-    from ..questions.pairing import balance_table, format_balance, pair_sets
-    from ..scores import match_group
 
     if not 0 < args.near <= 1:
         raise InputError(f"--near {args.near}: give a ratio in (0, 1], e.g. 0.9")

@@ -10,6 +10,9 @@ from typing import Any
 from lara_core.configio import prompt_text
 
 from ..errors import InputError
+from ..questions import ImportOptions, TableSource, import_questions, write_questions
+from ..questions.presets import PRESETS
+from .pair import register_pair
 
 QUESTIONS_EXAMPLES = """examples:
   lara questions import HuggingFaceH4/MATH-500 --preset math500 --split test -o math500.jsonl    # where the hub is reachable
@@ -22,7 +25,6 @@ QUESTIONS_EXAMPLES = """examples:
 
 
 def register(sub: Any) -> None:
-    from ..questions.presets import PRESETS
 
     questions = sub.add_parser(
         "questions",
@@ -84,7 +86,6 @@ def register(sub: Any) -> None:
         "answer-format line, which only members would carry: a confound); \\n is a newline; recorded in the provenance",
     )
     imp.set_defaults(handler=handle_import)
-    from .pair import register_pair
 
     register_pair(actions)
 
@@ -101,7 +102,6 @@ def parse_pairs(items: list[str], flag: str, example: str) -> dict[str, str]:
 
 
 def handle_import(args: argparse.Namespace) -> int:
-    from ..questions import ImportOptions, TableSource, import_questions, write_questions
 
     for flag in ("limit", "sample"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:

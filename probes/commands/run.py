@@ -56,7 +56,7 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from ..pipeline import load_run_config, run_pipeline
+    from ..pipeline import load_run_config, run_pipeline  # lazy: pulls h5py
 
     quiet_library_progress_bars(args.verbose)
     config = load_run_config(args.config, args.sets)
@@ -81,7 +81,7 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def handle_demo(args: argparse.Namespace) -> int:
-    from ..pipeline.demo import demo_config_path
+    from ..pipeline.demo import demo_config_path  # lazy: pulls h5py
 
     args.config = demo_config_path()
     return handle(args)

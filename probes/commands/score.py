@@ -6,8 +6,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ..lara.metrics_file import MetricsFile
 from ..lara.protocol import ScoreOptions
+from ..lara.scoring import score_metrics
 from ..pipeline.config import ScoreSettings
+from ..scores import read_labels
 from ._common import from_settings
 
 SCORE_EXAMPLES = """examples:
@@ -88,10 +91,6 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from ..lara.metrics_file import MetricsFile
-    from ..lara.protocol import ScoreOptions
-    from ..lara.scoring import score_metrics
-    from ..scores import read_labels
 
     options = ScoreOptions(
         metric_set=tuple(m.strip() for m in args.metric_set.split(",")),

@@ -49,7 +49,7 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from ..testbed import build_testbed
+    from ..testbed import build_testbed  # lazy: pulls torch
 
     command = f"lara testbed build --out {args.out} --preset {args.preset} --seed {args.seed}"
     manifest = build_testbed(

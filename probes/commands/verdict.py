@@ -7,8 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..calibration.decision_table import write_no_decisions
 from ..calibration.verdict import VerdictSettings
-from ..scores import CLEAN_SPLIT
+from ..scorefiles import read_scored
+from ..scores import CLEAN_SPLIT, jsonable, read_labels, read_splits
 from ._common import from_settings
 
 NO_VERDICT_EXIT = 3  # no mode had a usable detector: not a negative answer
@@ -102,12 +104,7 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from ..calibration.audit import audit_verdict, decided, describe_verdict
-    from ..calibration.decision_table import write_no_decisions
-    from ..calibration.verdict import VerdictSettings
-    from ..report.build import jsonable
-    from ..scorefiles import read_scored
-    from ..scores import read_labels, read_splits
+    from ..calibration.audit import audit_verdict, decided, describe_verdict  # lazy: pulls scipy
 
     settings = VerdictSettings(
         alpha=args.alpha,

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 import numpy as np
 
+from generation.config import default_prompts_dir
+
 from ..errors import ConfigError, MismatchError
 from ..responders.base import Access
 from .params import Constraint, check_values
@@ -269,7 +271,6 @@ def check_reference(detector: Detector, responder: Responder, reference: Respond
 
 def builtin_text(name: str) -> str:
     """A text shipped with the toolkit's prompt templates (``configs/prompts``)."""
-    from generation.config import default_prompts_dir
 
     return (default_prompts_dir() / name).read_text(encoding="utf-8")
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..responders.base import Access, GenerationParams
+from ..verifier import judge
 from .base import Detector, DetectorResult, check_reference, has_answer, register
 from .params import COUNT, POSITIVE, SEED, SHARE
 
@@ -115,7 +116,6 @@ class RewardGain(_SamplingComparison):
         return self
 
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
-        from ..verifier import judge
 
         reference = getattr(self, "reference_", None)
         check_reference(self, responder, reference)

@@ -25,6 +25,8 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
+from lara_core.version import __version__
+
 from ..errors import ConfigError, InputError, MismatchError
 from ..robust import robust_scale, zero_mad
 from .geometry import DEFAULT_EPS, METRIC_NAMES
@@ -333,7 +335,6 @@ def score(metrics: np.ndarray, reference: "np.ndarray | Reference", **options: A
 
 def reference_provenance(**fields: Any) -> dict[str, Any]:
     """Provenance stamp for a saved reference (time and toolkit version added)."""
-    from lara_core.version import __version__
 
     return {
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),

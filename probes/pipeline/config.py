@@ -25,7 +25,9 @@ from lara_core.configio import decode_prompt_texts, encode_prompt_text, from_map
 
 from ..calibration.controls import DEFAULT_CONTROLS
 from ..calibration.verdict import VerdictSettings
+from ..detectors import REGISTRY
 from ..errors import ConfigError
+from ..lara.protocol import ScoreOptions
 
 # keys holding file-system paths, resolved against the config file's directory
 PATH_KEYS = ("questions", "run_dir", "model.source", "score.clean_ref", "detect.store")
@@ -75,7 +77,6 @@ class ScoreSettings:
 
     def options(self) -> Any:
         """The aggregation as the library takes it (``probes.lara.protocol.ScoreOptions``)."""
-        from ..lara.protocol import ScoreOptions
 
         try:
             return ScoreOptions(
@@ -259,7 +260,6 @@ class RunConfig:
             raise ConfigError(
                 f"at most one control can be the reference model; {', '.join(references)} all say reference: true"
             )
-        from ..detectors import REGISTRY
 
         needing = [n for n in self.detect.names if n in REGISTRY and REGISTRY[n].requires_reference]
         if needing and not references:

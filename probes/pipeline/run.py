@@ -27,13 +27,15 @@ from typing import Any
 
 from cache.distributed import Ranks
 from cache.outputs import check_writable
-from generation.records import read_sets
+from generation.records import read_questions, read_sets
 
 from ..calibration.controls import control_texts
 from ..detectors import REGISTRY
 from ..detectors.base import has_answer
 from ..detectors.selection import detector_names
 from ..errors import InputError
+from ..questions.chat import default_system_prompt
+from ..questions.importing import provenance_path
 from . import stage_table, stages
 from .config import RunConfig, dump_config
 from .layout import RunLayout
@@ -90,7 +92,6 @@ class _Run:
     """One ``lara run``: its inputs read once, its stages run through the ledger."""
 
     def __init__(self, config: RunConfig, run_dir: Path, progress: bool, ranks: Ranks | None = None) -> None:
-        from generation.records import read_questions
 
         self.run_dir, self.progress, self.ranks = run_dir, progress, ranks
         self.layout = RunLayout(run_dir)
@@ -130,7 +131,6 @@ class _Run:
 
     def _record_question_provenance(self, path: Path) -> None:
         """``RUN_DIR/questions.meta.json``: where the questions came from (``lara questions import``/``pair``), when known."""
-        from ..questions.importing import provenance_path
 
         source = provenance_path(path)
         target = self.layout.questions_meta
@@ -231,7 +231,6 @@ def _phase(phase: str) -> list[Stage]:
 def with_chat_system_turn(config: RunConfig, questions: list[Any]) -> RunConfig:
     """Questions imported from chat messages keep their system turn: it fills ``detect.system_prompt``
     and, when activations are taken in chat format, ``extraction.system_prompt``, where unset."""
-    from ..questions.chat import default_system_prompt
 
     detect_system = default_system_prompt(questions, config.detect.system_prompt, "detect")
     config = dataclasses.replace(config, detect=dataclasses.replace(config.detect, system_prompt=detect_system))

@@ -12,9 +12,25 @@ from typing import Any
 
 from cache.config import CacheConfig, ModelConfig
 from cache.distributed import Ranks
+from cache.loading import load_model
+from cache.runner import run_cache
+from generation.identity import generator_identity
+from generation.pipeline import run_generation
+from generation.records import read_sets
 
+from ..calibration.decision_table import write_no_decisions
+from ..detection import detect_questions
 from ..detectors import REGISTRY
-from ..scores import CLEAN_SPLIT
+from ..fusion import fuse as fuse_columns
+from ..lara.metrics_file import MetricsFile, compute_metrics
+from ..lara.scoring import score_metrics
+from ..lara.sets import distinct_texts
+from ..questions.importing import provenance_for_report
+from ..responders.engines import close_engine, engine_key
+from ..responders.local import PromptFormat
+from ..responders.open import open_responder
+from ..scorefiles import ScoredFiles, read_scored
+from ..scores import CLEAN_SPLIT, ScoreTable, join_tables, jsonable, match_group
 from .config import RunConfig
 from .layout import RunLayout
 from .ledger import Ledger
@@ -33,8 +49,6 @@ class LazyModel:
 
     def get(self) -> Any:
         if self._loaded is None:
-            from cache.loading import load_model
-
             self._loaded = load_model(self.config if self.ranks is None else self.ranks.place(self.config))
         return self._loaded
 
@@ -58,7 +72,6 @@ def generate_inputs(config: RunConfig, questions_digest: str) -> dict[str, Any]:
     """The generate stage's key: the questions, the settings, and the generator's identity (its
     algorithm version, a digest of its code, the content of each LLM prompt template), so an
     edited template or an upgraded generator redoes the sets."""
-    from generation.identity import generator_identity
 
     return {
         "questions": questions_digest,
@@ -79,7 +92,6 @@ def model_identity(model: ModelConfig, ledger: Ledger) -> dict[str, Any]:
 
 
 def generate(questions: list, output: Path, config: RunConfig, progress: bool) -> None:
-    from generation.pipeline import run_generation
 
     summary = run_generation(questions, output, config.generation_config, progress=progress, overwrite=True)
     logger.info("%s", summary.describe())
@@ -91,10 +103,6 @@ def cache_key(sets: str, identity: dict[str, Any], config: RunConfig) -> dict[st
 
 
 def cache(run_dir: Path, name: str, config: RunConfig, model: LazyModel, progress: bool) -> None:
-    from cache.runner import run_cache
-    from generation.records import read_sets
-
-    from ..lara.sets import distinct_texts
 
     layout = RunLayout(run_dir)
     texts = distinct_texts(read_sets(layout.sets))
@@ -116,7 +124,6 @@ def metrics_key(sets: str, acts: str, config: RunConfig) -> dict[str, Any]:
 
 
 def metrics(run_dir: Path, name: str, config: RunConfig, progress: bool) -> None:
-    from ..lara.metrics_file import compute_metrics
 
     m, layout = config.metrics, RunLayout(run_dir)
     files = layout.model(name)
@@ -138,8 +145,6 @@ def score_key(metrics: str, questions: str, config: RunConfig) -> dict[str, Any]
 
 
 def score(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int | None] | None) -> None:
-    from ..lara.metrics_file import MetricsFile
-    from ..lara.scoring import score_metrics
 
     s = config.score
     options = s.options()
@@ -171,7 +176,6 @@ def detect_key(
     """The detect stage's key: the questions, the model, the detector settings (not where answers
     are stored; a control is always run locally), the reference model's identity when a detector
     uses it, and the controls' texts and calibration when controls are scored."""
-    from ..responders.engines import engine_key
 
     detect = dataclasses.asdict(config.detect)
     detect.pop("store")
@@ -214,9 +218,6 @@ def detect(
     """Score the questions with ``detectors`` (built once per run, by the validation) on model ``name`` (``reference``: the
     reference model's name and lazy model, for the detectors that compare with one; ``ranks``:
     under torchrun, every batch call split across the ranks, rank 0 writing)."""
-    from ..detection import detect_questions
-    from ..responders.local import PromptFormat
-    from ..responders.open import open_responder
 
     d = config.detect
     prompt_format = PromptFormat(mode=d.prompt_format, template=d.template, system=d.system_prompt)
@@ -236,10 +237,7 @@ def detect(
         )
     sets = None
     if config.calibrating:
-        from generation.records import read_sets
-
         sets = read_sets(RunLayout(run_dir).sets)
-    from ..responders.engines import close_engine
 
     try:
         summary = detect_questions(
@@ -294,9 +292,6 @@ def fuse(
     """All score columns of the model joined, its ``<det>@ref`` columns (the reference model's
     ``reference_table`` subtracted, SPEC §8.7), and the fused columns."""
     import numpy as np
-
-    from ..fusion import fuse as fuse_columns
-    from ..scores import ScoreTable, join_tables
 
     table = join_tables([ScoreTable.read_csv(run_dir / t) for t in tables])
     if reference_table is not None:
@@ -360,11 +355,7 @@ def verdict(
     """``RUN/<model>/verdict.json``: the label-free verdict (SPEC §8) on the model's detector scores
     and controls (and LaRA's scores), against the reference model's when there is one; and
     ``RUN/<model>/questions.csv``, its per-question decisions (SPEC §8.10)."""
-    from ..calibration.audit import audit_verdict, describe_verdict
-    from ..calibration.decision_table import write_no_decisions
-    from ..report.build import jsonable
-    from ..scorefiles import ScoredFiles, read_scored
-    from ..scores import ScoreTable, join_tables
+    from ..calibration.audit import audit_verdict, describe_verdict  # lazy: pulls scipy
 
     layout = RunLayout(run_dir)
     files = layout.model(name)
@@ -388,8 +379,6 @@ def verdict(
         verdict_controls=config.calibration.controls if config.calibration.most > config.calibration.controls else None,
     )
     if name == config.reference_name():  # the reference model's own comparisons with itself (issue 34, item 4)
-        from ..detectors import REGISTRY
-
         result["self_reference"] = [
             n for n in result.get("detectors", {}) if n in REGISTRY and REGISTRY[n].requires_reference
         ]
@@ -433,10 +422,7 @@ def evaluate(
     has_verdict: bool,
     reference_metrics_rel: str | None = None,
 ) -> None:
-    from ..lara.metrics_file import MetricsFile
-    from ..questions.importing import provenance_for_report
-    from ..report import build_report, write_report
-    from ..scores import ScoreTable, match_group
+    from ..report import build_report, write_report  # lazy: pulls scipy
 
     e, layout = config.evaluate, RunLayout(run_dir)
     files = layout.model(name)
@@ -489,7 +475,7 @@ def section(run_dir: Path, name: str, config: RunConfig) -> str:
 
 def verdict_line(run_dir: Path, name: str, config: RunConfig) -> str:
     """The model's verdict as text (``lara run`` prints them first)."""
-    from ..calibration.audit import describe_verdict
+    from ..calibration.audit import describe_verdict  # lazy: pulls scipy
 
     role = "audited model" if name == config.name else "control"
     return describe_verdict(_read_verdict(run_dir, name), f"Verdict on {name} ({role})")
@@ -497,7 +483,7 @@ def verdict_line(run_dir: Path, name: str, config: RunConfig) -> str:
 
 def verdict_decided(run_dir: Path, name: str) -> bool:
     """Whether the model's verdict decided (False: no verdict)."""
-    from ..calibration.audit import decided
+    from ..calibration.audit import decided  # lazy: pulls scipy
 
     return decided(_read_verdict(run_dir, name))
 

@@ -9,10 +9,15 @@ import logging
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..detectors import REGISTRY, Detector, check_declared, get_detector
+from cache.backends import BACKENDS
+
+from ..detectors import REGISTRY, Detector, check_access, check_declared, check_reference, get_detector
 from ..detectors.base import has_answer
 from ..detectors.selection import detector_names, with_sampling_temperature
 from ..errors import ConfigError
+from ..responders.engines import engine_key
+from ..responders.local import LocalResponder
+from ..responders.openai_api import OpenAIResponder
 from ..scores import CLEAN_SPLIT
 from .config import RunConfig
 
@@ -43,7 +48,6 @@ def validate_run(config: RunConfig, questions: Sequence[Any]) -> dict[str, Detec
 
 
 def _extraction(config: RunConfig) -> list[str]:
-    from cache.backends import BACKENDS
 
     if config.lara and config.extraction.backend not in BACKENDS:
         return [f"extraction.backend {config.extraction.backend!r}: choose {', '.join(BACKENDS)}"]
@@ -52,7 +56,6 @@ def _extraction(config: RunConfig) -> list[str]:
 
 def _engines(config: RunConfig) -> list[str]:
     """An engine that is not installed (vLLM), refused before stage 1."""
-    from ..responders.engines import engine_key
 
     if not config.detect.names:
         return []
@@ -104,9 +107,6 @@ def _detectors(config: RunConfig, answers: bool, built: dict[str, Detector]) -> 
 def _served(name: str, detector: Any, has_reference: bool) -> list[str]:
     """A detector the served audited model cannot feed: full-vocabulary logits, or log-probs of the
     same tokens as the (always local) reference model's."""
-    from ..detectors import check_access, check_reference
-    from ..responders.local import LocalResponder
-    from ..responders.openai_api import OpenAIResponder
 
     class _Served:  # what an OpenAI-compatible server offers, without contacting it
         access = OpenAIResponder.access

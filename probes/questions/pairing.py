@@ -16,6 +16,8 @@ import numpy as np
 from generation.records import Question
 
 from ..scores import CLEAN_SPLIT
+from .canonical import canonical
+from .canonical import numbers as quantities
 
 SETS = ("members", "non_members", "clean_ref")  # in priority order: a duplicate is dropped from the later set
 _NUMBER = re.compile(r"(?<![A-Za-z_])-?\d+(?:[.,]\d+)?")
@@ -56,8 +58,6 @@ def pair_sets(sets: dict[str, Sequence[Question]], near: float = 0.9) -> Paired:
     LaTeX spellings unified) equal to it or at rapidfuzz ratio ≥ ``near``. Quantities must match
     because a question with other numbers is another problem — exactly what the generator's
     similar questions are."""
-    from .canonical import canonical
-    from .canonical import numbers as quantities
 
     kept: list[tuple[str, Question]] = []
     by_numbers: dict[tuple[str, ...], list[tuple[int, str]]] = {}

@@ -81,7 +81,7 @@ def _data_file(path: Path, spec: TableSource) -> tuple[Any, dict[str, Any]]:
 
 
 def _hub_dataset(spec: TableSource) -> tuple[Any, dict[str, Any]]:
-    from cache.loading import hub_reachable
+    from cache.loading import hub_reachable  # lazy: pulls h5py
 
     if not hub_reachable():
         raise InputError(

@@ -30,7 +30,7 @@ def write_report(
     plots: bool = True,
 ) -> list[Path]:
     """Write ``report.json``, the plots and ``report.md`` into ``out_dir``; returns the files written."""
-    from . import plots as draw
+    from . import plots as draw  # lazy: the package's front door imports on first use
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -39,7 +39,7 @@ def write_report(
     drawn: list[str] = []
     if plots:
         if report.get("verdict"):
-            from .verdict_plot import plot_verdict
+            from .verdict_plot import plot_verdict  # lazy: the package's front door imports on first use
 
             plot_verdict(jsonable(report["verdict"]), out / "verdict.png")
             drawn.append("verdict.png")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
@@ -12,9 +11,10 @@ import numpy as np
 from lara_core.version import __version__
 
 from ..calibration.blind import blind_baseline
+from ..detectors import REGISTRY
 from ..evaluation import compare, evaluate, tpr_key
 from ..lara.metrics_file import MetricsFile
-from ..scores import ScoreTable, align_labels
+from ..scores import ScoreTable, align_labels, jsonable  # noqa: F401 (jsonable: its old home)
 from .layers import layer_analysis
 
 logger = logging.getLogger(__name__)
@@ -134,8 +134,6 @@ def not_applicable(name: str, values: np.ndarray, self_reference: bool = False) 
     when the audited model is the reference of a detector that compares with one, ``"constant: every
     score X"`` when every finite score is X (no threshold separates anything)."""
     if self_reference:
-        from ..detectors import REGISTRY  # lazily: the registry imports every detector module
-
         if name in REGISTRY and REGISTRY[name].requires_reference:
             return "self-reference"
     finite = values[np.isfinite(values)]
@@ -204,20 +202,3 @@ def _distribution(values: np.ndarray) -> dict[str, Any]:
         out["std"] = float(finite.std(ddof=1)) if len(finite) > 1 else None
         out["quantiles"] = {f"{q:g}": float(v) for q, v in zip(QUANTILES, np.quantile(finite, QUANTILES))}
     return out
-
-
-def jsonable(value: Any) -> Any:
-    """Replace non-finite floats by None (JSON has no NaN) and numpy scalars/arrays by Python values."""
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return jsonable(value.tolist())
-    if isinstance(value, (np.floating, float)):
-        return float(value) if math.isfinite(value) else None
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, np.bool_):
-        return bool(value)
-    return value

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..detectors import REGISTRY
 from ..evaluation import auc, roc_points
 from ..scores import ScoreTable
 
@@ -45,7 +46,6 @@ def roc_family(name: str) -> str:
         return "calibrated (@cal, @ref)"
     if name.startswith("lara"):
         return "LaRA"
-    from ..detectors import REGISTRY  # lazily: the registry imports every detector module
 
     return REGISTRY[name].family if name in REGISTRY else "likelihood & completion"  # the detector's own tag
 

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from ..errors import ConfigError
+
 if TYPE_CHECKING:
     from .base import Responder
 
@@ -24,8 +26,6 @@ def local_of(responder: Responder) -> Any:
     while not hasattr(responder, "model") and hasattr(responder, "responder"):
         responder = responder.responder
     if not hasattr(responder, "model"):
-        from ..errors import ConfigError
-
         raise ConfigError(
             "policy drift compares full next-token distributions: the reference must be a local checkpoint"
         )

@@ -16,6 +16,7 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
+from ..errors import ConfigError
 from .base import Access
 
 logger = logging.getLogger(__name__)
@@ -30,8 +31,6 @@ def resolve_engine(engine: str, source: str | None = None) -> str:
     for a checkpoint whose weight files reach ``CPU_VLLM_FROM_BYTES`` (measured on 2 cores: vLLM
     1.5–2.5x the built-in sampler on GPT-2-small, 0.9x on the 2 MB testbed model); else hf."""
     if engine not in ENGINES:
-        from ..errors import ConfigError
-
         raise ConfigError(f"model.engine {engine!r}: choose {', '.join(ENGINES)}")
     if engine != "auto":
         return engine
@@ -61,10 +60,8 @@ def engine_key(model: Any) -> dict[str, Any] | None:
     if engine == "hf":
         return None
     if launched():
-        from ..errors import ConfigError
-
         raise ConfigError(UNDER_LAUNCHER)
-    from .vllm_engine import vllm_version
+    from .vllm_engine import vllm_version  # lazy: pulls h5py
 
     return {"engine": engine, "version": vllm_version(), "args": dict(model.vllm or {})}
 
@@ -85,8 +82,7 @@ def launched() -> bool:
 
 def open_vllm(model: Any, prompt_format: Any) -> Any:
     """The vLLM responder of a model config (``cache.ModelConfig``: source, dtype, vllm arguments)."""
-    from ..errors import ConfigError
-    from .vllm_engine import TOP_K, VLLMResponder
+    from .vllm_engine import TOP_K, VLLMResponder  # lazy: pulls h5py
 
     if launched():
         raise ConfigError(UNDER_LAUNCHER)

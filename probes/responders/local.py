@@ -14,7 +14,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..errors import ConfigError, NonFiniteError
 from .base import Access, CallCounter, Generation, GenerationParams, Responder, TextScore, sample_seed
+from .divergence import policy_kl
 from .prompting import PromptFormat, PromptTokens
 
 __all__ = ["LocalResponder", "PromptFormat"]
@@ -123,8 +125,6 @@ class LocalResponder(PromptTokens):
         gap = float(np.abs(forced.logprobs - decoded.logprobs).max())
         tolerance = 1e-3 if self.loaded.dtype == torch.float32 else 0.1
         if gap > tolerance:
-            from ..errors import ConfigError
-
             raise ConfigError(
                 f"this model ({type(self.model).__name__}) decodes differently with its KV cache than without "
                 f"(log-probs differ by {gap:.3g}), so its answers would be wrong; for generation pass the Hugging "
@@ -230,7 +230,6 @@ class LocalResponder(PromptTokens):
         stopped: Sequence[bool] | None = None,
     ) -> list[np.ndarray]:
         """Per-position KL(this model ‖ ``reference``) along each completion (:mod:`.divergence`)."""
-        from .divergence import policy_kl
 
         self.counter.scored += len(prompts)
         return policy_kl(self, reference, prompts, completions, stopped)
@@ -334,8 +333,6 @@ def _check_finite(*tensors: Any) -> None:
     import torch
 
     if not all(bool(torch.isfinite(t).all()) for t in tensors):
-        from ..errors import NonFiniteError
-
         raise NonFiniteError(
             "the model produced non-finite log-probabilities (NaN/inf): its weights hold NaN/inf, or "
             "the compute dtype overflows (try --dtype float32 or bfloat16)"

@@ -8,10 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Protocol
 
+from generation.config import default_cache_dir
+
 from .base import Responder
 from .distributed import on_ranks
 from .engines import LazyResponder, open_vllm, resolve_engine
 from .local import LocalResponder, PromptFormat
+from .openai_api import OpenAIResponder
 from .store import CachedResponder, ResponseStore
 
 
@@ -28,7 +31,6 @@ class Endpoint(Protocol):
 def default_store_path() -> Path:
     """The response store ``lara detect`` and the Python API share by default (beside the
     generator's cache, ``~/.cache/lara-probes/responses.sqlite``); its folder is created."""
-    from generation.config import default_cache_dir
 
     path = default_cache_dir().parent / "responses.sqlite"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -66,8 +68,6 @@ def open_responder(
             hf: with vLLM, the detectors vLLM cannot feed get the hf engine (``fallback``).
     """
     if endpoint is not None:
-        from .openai_api import OpenAIResponder
-
         backend: Any = OpenAIResponder(
             endpoint.base_url,
             endpoint.model,

@@ -42,7 +42,7 @@ import numpy as np
 from ..errors import ConfigError, ProbesError
 from ..token_distributions import entropy_from_logprobs, padded_rows, topk_moments
 from .base import Access, CallCounter, Generation, GenerationParams, TextScore, sample_seed
-from .checks import SamplingWitness, check_echo, engine_name
+from .checks import EngineOutputError, SamplingWitness, check_echo, engine_name
 from .prompting import PromptFormat
 
 logger = logging.getLogger(__name__)
@@ -322,7 +322,6 @@ class OpenAIResponder:
 
     def _echoed(self, response: Any, prompt: str) -> Any:
         """The log-probs of an ``echo`` response, checked to lie inside ``prompt``."""
-        from .checks import EngineOutputError
 
         lp = response.choices[0].logprobs if response.choices else None
         if lp is None or not lp.tokens or lp.text_offset is None or lp.token_logprobs is None:

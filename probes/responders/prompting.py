@@ -12,6 +12,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Literal, Sequence
 
+from ..errors import ConfigError
+
 logger = logging.getLogger(__name__)
 
 
@@ -53,8 +55,6 @@ class PromptTokens:
         ``chat`` without a template is refused."""
         has_template = bool(getattr(self.tokenizer, "chat_template", None))
         if prompt_format.mode == "chat" and not has_template:
-            from ..errors import ConfigError
-
             raise ConfigError(
                 "prompt format 'chat' was asked for but the model's tokenizer has no chat template; use "
                 "--prompt-format raw --template '...{prompt}...' (or auto)"

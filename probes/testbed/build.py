@@ -33,6 +33,8 @@ from lara_core.files import file_sha256
 
 from ..errors import InputError
 from ..scores import CLEAN_SPLIT
+from . import gsm
+from .gsm import draw_gsm, usable_templates
 from .problems import PROMPT_TEMPLATE, TEMPLATES, Problem, hash_key, make_splits
 from .training import GRPOSettings, SFTSettings, accuracy, grpo, supervised_finetune
 
@@ -244,7 +246,6 @@ def problem_source(p: Preset, seed: int) -> dict[str, Any]:
     """``make_splits``' ``draw`` and ``templates`` for the preset's problems (ours: the defaults)."""
     if p.problems == "ours":
         return {}
-    from .gsm import draw_gsm, usable_templates
 
     return {"draw": draw_gsm, "templates": usable_templates(seed)}
 
@@ -254,7 +255,7 @@ def _fresh_model(p: Preset, splits: Any, seed: int, device: str) -> tuple[Any, A
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from cache.toymodels import train_tokenizer
+    from cache.toymodels import train_tokenizer  # lazy: pulls h5py
 
     tokenizer = train_tokenizer(p.vocab_size, texts=[x.text() for x in splits.sft], split_digits=True)
     tokenizer.chat_template = None
@@ -313,8 +314,6 @@ def _problems_record(p: Preset, splits: Any) -> dict[str, Any]:
     if p.problems == "ours":
         return {}
     from importlib.metadata import version
-
-    from . import gsm
 
     templates = sorted({x.template for x in splits.sft} | {x.template for x in splits.members})
     return {

@@ -103,7 +103,7 @@ def build_memorised_model(
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
-    from cache.toymodels import BOS, EOS, PAD, train_tokenizer
+    from cache.toymodels import BOS, EOS, PAD, train_tokenizer  # lazy: pulls h5py
 
     pairs = make_pairs(n_members + n_non_members + n_fillers, seed)
     members, non_members = pairs[:n_members], pairs[n_members : n_members + n_non_members]
