@@ -36,7 +36,7 @@ from ..detectors.selection import detector_names
 from ..errors import InputError
 from ..questions.chat import default_system_prompt
 from ..questions.importing import provenance_path
-from . import stage_table, stages
+from . import report_stages, stage_table, stages
 from .config import RunConfig, dump_config
 from .layout import RunLayout
 from .ledger import Ledger
@@ -159,10 +159,10 @@ class _Run:
             for stage in _phase("report"):
                 self._run_stage(stage, name)
             result.reports[name] = self.layout.path(self.layout.model(name).report)
-        result.summary = "\n\n".join(stages.section(self.run_dir, name, config) for name in self.models)
+        result.summary = "\n\n".join(report_stages.section(self.run_dir, name, config) for name in self.models)
         judged = [name for name in self.models if self.layout.path(self.layout.model(name).verdict).is_file()]
-        result.verdicts = "\n".join(stages.verdict_line(self.run_dir, name, config) for name in judged)
-        result.undecided = [name for name in judged if not stages.verdict_decided(self.run_dir, name)]
+        result.verdicts = "\n".join(report_stages.verdict_line(self.run_dir, name, config) for name in judged)
+        result.undecided = [name for name in judged if not report_stages.verdict_decided(self.run_dir, name)]
         self.layout.report_md.write_text(result.summary + "\n", encoding="utf-8")
         result.ran, result.skipped = list(ledger.ran), list(ledger.skipped)
         logger.info("run %s: %d stages run, %d up to date", self.run_dir, len(ledger.ran), len(ledger.skipped))

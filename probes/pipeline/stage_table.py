@@ -1,7 +1,7 @@
 """``lara run``'s stages as one table. Each :class:`Stage` declares its name, its phase, when it
 applies, its ledger key (what its outputs depend on: the input files' digests and the settings that
-shape them), its outputs (paths from :mod:`.layout`) and its body (in :mod:`.stages`, looked up when
-it runs). :class:`.run._Run` iterates :data:`STAGES` through the ledger, which skips a stage whose
+shape them), its outputs (paths from :mod:`.layout`) and its body (in :mod:`.stages` or
+:mod:`.report_stages`, looked up when it runs). :class:`.run._Run` iterates :data:`STAGES` through the ledger, which skips a stage whose
 key and outputs are unchanged; adding a stage is one entry here plus its key and body
 (docs/development.md walks through one).
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
 from ..scores import CLEAN_SPLIT
-from . import stages
+from . import report_stages, stages
 from .layout import SETS
 
 Phase = Literal["inputs", "model", "report"]
@@ -167,7 +167,7 @@ def _reference_table(run: Any, model: str) -> str | None:
 def _fuse_key(run: Any, model: str) -> dict[str, Any]:
     tables = {t: run.digests[t] for t in _score_tables(run, model)}
     reference = _reference_table(run, model)
-    return stages.fuse_key(tables, run.q_digest, run.config, run.digests.get(reference) if reference else None)
+    return report_stages.fuse_key(tables, run.q_digest, run.config, run.digests.get(reference) if reference else None)
 
 
 FUSE = Stage(
@@ -175,7 +175,7 @@ FUSE = Stage(
     "report",
     key=_fuse_key,
     outputs=lambda run, m: list(run.layout.model(m).scores),
-    body=lambda run, m: stages.fuse(
+    body=lambda run, m: report_stages.fuse(
         run.run_dir, m, run.config, _score_tables(run, m), run.labels, run.splits, _reference_table(run, m)
     ),
 )
@@ -192,7 +192,7 @@ def _verdict_reference(run: Any, model: str) -> str | None:
 
 def _verdict_key(run: Any, model: str) -> dict[str, Any]:
     reference = run.model_tables(run.reference) if _verdict_reference(run, model) else None
-    return stages.verdict_key(run.model_tables(model), run.q_digest, run.config, reference)
+    return report_stages.verdict_key(run.model_tables(model), run.q_digest, run.config, reference)
 
 
 VERDICT = Stage(
@@ -200,7 +200,7 @@ VERDICT = Stage(
     "report",
     key=_verdict_key,
     outputs=lambda run, m: [run.layout.model(m).verdict, run.layout.model(m).questions],
-    body=lambda run, m: stages.verdict(
+    body=lambda run, m: report_stages.verdict(
         run.run_dir,
         m,
         run.config,
@@ -225,7 +225,7 @@ def _metrics_of(run: Any, model: str) -> str | None:
 
 def _evaluate_key(run: Any, model: str) -> dict[str, Any]:
     files, placebo, metrics = run.layout.model(model), _placebo(run, model), _metrics_of(run, model)
-    return stages.evaluate_key(
+    return report_stages.evaluate_key(
         run.digests[files.scores[0]],
         run.q_digest,
         run.digests[metrics] if metrics else None,
@@ -240,7 +240,7 @@ EVALUATE = Stage(
     "report",
     key=_evaluate_key,
     outputs=lambda run, m: [run.layout.model(m).report],
-    body=lambda run, m: stages.evaluate(
+    body=lambda run, m: report_stages.evaluate(
         run.run_dir,
         m,
         run.config,

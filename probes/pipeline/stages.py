@@ -1,11 +1,12 @@
-"""``lara run``'s stages: each stage's ledger key (``<stage>_key``: what its outputs depend on)
-beside its body, which reads its inputs from the run directory (:mod:`.layout`) and writes its
-outputs there; :mod:`.run` decides, through the ledger, which of them run."""
+"""``lara run``'s stages up to the scores (generate, cache, metrics, score, detect; those reading
+every model's scores are in :mod:`.report_stages`): each stage's ledger key (``<stage>_key``: what
+its outputs depend on) beside its body, which reads its inputs from the run directory
+(:mod:`.layout`) and writes its outputs there; :mod:`.stage_table` declares them, and :mod:`.run`
+decides, through the ledger, which of them run."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -18,19 +19,13 @@ from generation.identity import generator_identity
 from generation.pipeline import run_generation
 from generation.records import read_sets
 
-from ..calibration.decision_table import write_no_decisions
 from ..detection import detect_questions
-from ..detectors import REGISTRY
-from ..fusion import fuse as fuse_columns
 from ..lara.metrics_file import MetricsFile, compute_metrics
 from ..lara.scoring import score_metrics
 from ..lara.sets import distinct_texts
-from ..questions.importing import provenance_for_report
 from ..responders.engines import close_engine, engine_key
 from ..responders.local import PromptFormat
 from ..responders.open import open_responder
-from ..scorefiles import ScoredFiles, read_scored
-from ..scores import CLEAN_SPLIT, ScoreTable, join_tables, jsonable, match_group
 from .config import RunConfig
 from .layout import RunLayout
 from .ledger import Ledger
@@ -268,226 +263,3 @@ def store_path(run_dir: Path, name: str, store: str | None) -> Path:
     path = RunLayout(run_dir).store(name, store)
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def fuse_key(tables: dict[str, str], questions: str, config: RunConfig, reference: str | None) -> dict[str, Any]:
-    """The fuse stage's key: the score tables, the questions, the fusions, the reference's table."""
-    return {
-        "tables": tables,
-        "questions": questions,
-        "fusion": [dataclasses.asdict(f) for f in config.fusion],
-        "reference": reference,
-    }
-
-
-def fuse(
-    run_dir: Path,
-    name: str,
-    config: RunConfig,
-    tables: list[str],
-    labels: dict[str, int | None] | None,
-    splits: dict[str, str | None],
-    reference_table: str | None,
-) -> None:
-    """All score columns of the model joined, its ``<det>@ref`` columns (the reference model's
-    ``reference_table`` subtracted, SPEC §8.7), and the fused columns."""
-    import numpy as np
-
-    table = join_tables([ScoreTable.read_csv(run_dir / t) for t in tables])
-    if reference_table is not None:
-        for column, values in reference_differences(table, ScoreTable.read_csv(run_dir / reference_table)).items():
-            table.add(column, values)
-    meta: dict[str, Any] = {}
-    for spec in config.fusion:
-        weights = np.array(spec.weights) if spec.weights else None
-        fused = fuse_columns(
-            table, list(spec.detectors), spec.method, weights, labels, splits, spec.clean_ref, spec.folds, spec.seed
-        )
-        table.add(spec.column(), fused.values)
-        meta[spec.column()] = {"method": spec.method, "detectors": list(spec.detectors), **fused.to_dict()}
-        logger.info("fusion %s: %s", spec.column(), fused.describe())
-    layout = RunLayout(run_dir)
-    scores, scores_meta = layout.model(name).scores
-    table.write_csv(layout.path(scores))
-    layout.path(scores_meta).write_text(json.dumps({"fusion": meta}, indent=1) + "\n", encoding="utf-8")
-
-
-def reference_differences(table: Any, reference: Any) -> dict[str, Any]:
-    """``<det>@ref`` = s_audited(q) − s_reference(q) of every detector column both tables hold (SPEC §8.7),
-    but for the detectors that already compare with the reference (``ref``, ``policy_drift``, ``reward_gain``)."""
-    import numpy as np
-
-    row = {qid: i for i, qid in enumerate(reference.ids)}
-    out = {}
-    for column, values in table.columns.items():
-        if (
-            column in reference.columns
-            and "@" not in column
-            and column in REGISTRY
-            and not REGISTRY[column].requires_reference
-        ):
-            theirs = np.array([reference.columns[column][row[i]] if i in row else np.nan for i in table.ids])
-            out[f"{column}@ref"] = values - theirs
-    return out
-
-
-def verdict_key(
-    tables: dict[str, str], questions: str, config: RunConfig, reference: dict[str, str] | None
-) -> dict[str, Any]:
-    """The verdict stage's key: the model's tables, the questions, the verdict settings, the reference's tables."""
-    return {
-        "tables": tables,
-        "questions": questions,
-        "verdict": dataclasses.asdict(config.verdict),
-        "reference": reference,
-    }
-
-
-def verdict(
-    run_dir: Path,
-    name: str,
-    config: RunConfig,
-    tables: list[str],
-    labels: dict[str, int | None] | None,
-    splits: dict[str, str | None],
-    reference: str | None,
-) -> None:
-    """``RUN/<model>/verdict.json``: the label-free verdict (SPEC §8) on the model's detector scores
-    and controls (and LaRA's scores), against the reference model's when there is one; and
-    ``RUN/<model>/questions.csv``, its per-question decisions (SPEC §8.10)."""
-    from ..calibration.audit import audit_verdict, describe_verdict  # lazy: pulls scipy
-
-    layout = RunLayout(run_dir)
-    files = layout.model(name)
-
-    def scored(model: str) -> ScoredFiles:
-        # the controls are read only when this run scored them, and only those its detect stage bound
-        return read_scored(layout.path(layout.model(model).detector_scores), use_controls=config.calibrating)
-
-    lara = [ScoreTable.read_csv(run_dir / t) for t in tables]
-    if config.detect.names:
-        audited = scored(name)
-        audited.scores = join_tables([audited.scores, *lara])
-    else:
-        audited = ScoredFiles(join_tables(lara), None)
-    result, decisions = audit_verdict(
-        audited,
-        reference=scored(reference) if reference else None,
-        labels=labels or {},
-        splits=splits,
-        settings=config.verdict,
-        verdict_controls=config.calibration.controls if config.calibration.most > config.calibration.controls else None,
-    )
-    if name == config.reference_name():  # the reference model's own comparisons with itself (issue 34, item 4)
-        result["self_reference"] = [
-            n for n in result.get("detectors", {}) if n in REGISTRY and REGISTRY[n].requires_reference
-        ]
-    if decisions is not None:
-        decisions.write_csv(layout.path(files.questions))
-    else:
-        write_no_decisions(
-            [i for i in audited.scores.ids if splits.get(i) != CLEAN_SPLIT], layout.path(files.questions)
-        )
-    layout.path(files.verdict).write_text(json.dumps(jsonable(result), indent=1) + "\n", encoding="utf-8")
-    logger.info("%s", describe_verdict(result, f"verdict on {name}"))
-
-
-def evaluate_key(
-    scores: str,
-    questions: str,
-    metrics: str | None,
-    verdict: str | None,
-    config: RunConfig,
-    reference_metrics: str | None = None,
-) -> dict[str, Any]:
-    """The evaluate stage's key: the scores, the questions, the metrics (the audited model's and the
-    reference model's, the layer map's placebo), the verdict, the settings."""
-    return {
-        "scores": scores,
-        "questions": questions,
-        "metrics": metrics,
-        "verdict": verdict,
-        "reference_metrics": reference_metrics,
-        "evaluate": dataclasses.asdict(config.evaluate),
-    }
-
-
-def evaluate(
-    run_dir: Path,
-    name: str,
-    config: RunConfig,
-    labels: dict[str, int | None] | None,
-    metrics_rel: str | None,
-    questions: list,
-    has_verdict: bool,
-    reference_metrics_rel: str | None = None,
-) -> None:
-    from ..report import build_report, write_report  # lazy: pulls scipy
-
-    e, layout = config.evaluate, RunLayout(run_dir)
-    files = layout.model(name)
-    table = ScoreTable.read_csv(layout.path(files.scores[0]))
-    metrics = MetricsFile.read(layout.path(metrics_rel)) if metrics_rel and labels is not None else None
-    reference = MetricsFile.read(layout.path(reference_metrics_rel)) if metrics and reference_metrics_rel else None
-    lara_meta = layout.path(files.lara[1])
-    lara_info = json.loads(lara_meta.read_text(encoding="utf-8")) if metrics and lara_meta.is_file() else None
-    verdict_json = json.loads(layout.path(files.verdict).read_text(encoding="utf-8")) if has_verdict else None
-    report = build_report(
-        table,
-        labels,
-        metrics,
-        baseline=e.baseline,
-        n_bootstrap=e.bootstrap,
-        seed=e.seed,
-        fpr=e.fpr,
-        strict=e.strict,
-        verdict=verdict_json,
-        self_reference=name == config.reference_name(),
-        texts={q.id: q.question for q in questions},
-        groups={q.id: match_group(q.extra) for q in questions},
-        reference_metrics=reference,
-        lara_info=lara_info,
-        inputs={
-            "model": name,
-            "scores": files.scores[0],
-            "questions": str(config.questions),
-            "questions_provenance": provenance_for_report(config.questions),
-        },
-    )
-    write_report(report, layout.path(files.report), table, labels, plots=e.plots)
-
-
-def section(run_dir: Path, name: str, config: RunConfig) -> str:
-    """The model's detection table (or score audit) from its report.md, under a heading."""
-    layout = RunLayout(run_dir)
-    text = layout.path(layout.model(name).report_md).read_text(encoding="utf-8")
-    body = (
-        text.split("## Paired comparison")[0]
-        .split("## Layer analysis")[0]
-        .split("## Plots")[0]
-        .split("## Verdict figure")[0]
-    )
-    body = body.replace("# LaRA Probes report", "").strip()
-    role = "audited model" if name == config.name else "control"
-    source = dict(config.models())[name].source
-    return f"# {name} ({role}: {source})\n\n{body}"
-
-
-def verdict_line(run_dir: Path, name: str, config: RunConfig) -> str:
-    """The model's verdict as text (``lara run`` prints them first)."""
-    from ..calibration.audit import describe_verdict  # lazy: pulls scipy
-
-    role = "audited model" if name == config.name else "control"
-    return describe_verdict(_read_verdict(run_dir, name), f"Verdict on {name} ({role})")
-
-
-def verdict_decided(run_dir: Path, name: str) -> bool:
-    """Whether the model's verdict decided (False: no verdict)."""
-    from ..calibration.audit import decided  # lazy: pulls scipy
-
-    return decided(_read_verdict(run_dir, name))
-
-
-def _read_verdict(run_dir: Path, name: str) -> dict[str, Any]:
-    layout = RunLayout(run_dir)
-    return json.loads(layout.path(layout.model(name).verdict).read_text(encoding="utf-8"))

@@ -176,7 +176,7 @@ def test_the_generate_stage_key_follows_template_content_and_generator_code(tmp_
     the offline generator, left the old sets "up to date" (issue 21, item 9)."""
     import shutil
 
-    import generation.identity
+    import generation.source_digest
     from generation.config import default_prompts_dir
     from probes.pipeline import stages
     from probes.pipeline.config import config_from_dict
@@ -207,7 +207,7 @@ def test_the_generate_stage_key_follows_template_content_and_generator_code(tmp_
 
     offline = config_from_dict({"questions": "q.jsonl", "model": {"source": "m"}, "detect": {"names": ["ppl"]}})
     before = stage_key(stages.generate_inputs(offline, "q"))
-    monkeypatch.setattr(generation.identity, "_CODE_DIGEST", "0123456789abcdef")  # the generator's code changed
+    monkeypatch.setattr(generation.source_digest, "_CODE_DIGEST", "0123456789abcdef")  # the generator's code changed
     assert stage_key(stages.generate_inputs(offline, "q")) != before
 
 
