@@ -47,6 +47,21 @@ def test_the_config_reference_is_generated_from_the_dataclasses():
         assert f"## {key}" in page
 
 
+def test_the_detector_table_is_generated_from_the_detectors_tags():
+    """Issue 35, item 4: the page's table of detectors was hand-kept; it is now made from each
+    detector's declared tags (statistic, raw direction, needs, family, sampling temperature)."""
+    from probes.detectors import REGISTRY
+    from probes.detectors.table import detector_table, with_table
+
+    page = (ROOT / "docs" / "detectors.md").read_text(encoding="utf-8")
+    assert page == with_table(page), (
+        "docs/detectors.md's table is stale: python -m probes.detectors.table docs/detectors.md"
+    )
+    table = detector_table()
+    assert all(f"| `{name}` | {cls.statistic} | {cls.raw_direction} |" in table for name, cls in REGISTRY.items())
+    assert "| `cdd` |" in table and table.split("| `cdd` |")[1].split("\n")[0].endswith("| sampling | yes |")
+
+
 def test_the_reference_covers_every_flag_of_every_command():
     page = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
     for name, sub in command_parsers(build_parser()):

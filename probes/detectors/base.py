@@ -80,6 +80,7 @@ class Detector:
     raw_direction: ClassVar[str]  # "higher = member" or "lower = member"
     needs: ClassVar[frozenset[Access]]
     summary: ClassVar[str]
+    statistic: ClassVar[str]  # what it computes, as docs/detectors.md's table shows it (:mod:`.table`)
     capped_by_design: ClassVar[bool] = False  # its responses stop at the budget on purpose (CDD's 100 tokens)
     requires_reference: ClassVar[bool] = (
         False  # compares with a reference model (``ref``, ``policy_drift``, ``reward_gain``)
@@ -173,6 +174,8 @@ REGISTRY: dict[str, type[Detector]] = {}
 def register(cls: type[Detector]) -> type[Detector]:
     if cls.raw_direction not in ("higher = member", "lower = member"):
         raise ValueError(f"{cls.__name__}: raw_direction must be 'higher = member' or 'lower = member'")
+    if not getattr(cls, "statistic", ""):
+        raise ValueError(f"{cls.__name__}: say what it computes in `statistic` (docs/detectors.md's table shows it)")
     taken = REGISTRY.get(cls.name)
     if taken is not None and (taken.__module__, taken.__qualname__) != (
         cls.__module__,

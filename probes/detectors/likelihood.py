@@ -106,6 +106,7 @@ class PPL(_LikelihoodDetector):
     name = "ppl"
     raw_name = "perplexity"
     raw_direction = "lower = member"
+    statistic = "exp(−mean token log-prob) of the greedy response (`target=question`: of the question)"  # docs/detectors.md's table
     summary = "perplexity of the greedy response (or the question): exp(−mean token log-prob)"
 
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
@@ -118,6 +119,7 @@ class MinK(_LikelihoodDetector):
     name = "min_k"
     raw_name = "min_k_logprob"
     raw_direction = "higher = member"
+    statistic = "mean of the lowest ⌊k·n⌋ token log-probs (k = 0.2, at least one)"  # docs/detectors.md's table
     summary = "Min-K% Prob: mean of the lowest k of token log-probs (k = 0.2)"
 
     parameters = {"k": SHARE, **_LikelihoodDetector.parameters}
@@ -140,6 +142,7 @@ class MinKPlusPlus(MinK):
     name = "min_k_plus_plus"
     raw_name = "min_k_plus_plus_z"
     raw_direction = "higher = member"
+    statistic = "lowest k of (log p − μ)/σ, μ and σ over the full vocabulary (an API: over the top K, flagged)"  # docs/detectors.md's table
     summary = "Min-K%++: lowest k of (log p − μ)/σ over the full vocabulary (k = 0.2)"
 
     @property
@@ -158,6 +161,9 @@ class Zlib(_LikelihoodDetector):
     name = "zlib"
     raw_name = "zlib_ratio"
     raw_direction = "lower = member"
+    statistic = (
+        "mean token NLL of the greedy response / its zlib-compressed length in bytes"  # docs/detectors.md's table
+    )
     summary = "zlib: mean token NLL of the greedy response (or the question) / its zlib-compressed length in bytes"
 
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
@@ -170,6 +176,7 @@ class ReCaLL(_RescoringDetector):
     name = "recall"
     raw_name = "recall_ratio"
     raw_direction = "higher = member"
+    statistic = "LL(x ∣ non-member prefix) / LL(x) over the same tokens of x, the greedy response by default"  # docs/detectors.md's table
     summary = "ReCaLL: LL(x | non-member prefix) / LL(x) over the same tokens of x"
 
     parameters = {"prefix": Text(optional=True), "n_prefix": COUNT, **_LikelihoodDetector.parameters}
@@ -252,6 +259,7 @@ class LogProber(Detector):
     name = "logprober"
     raw_name = "logprober_safe_score"
     raw_direction = "lower = member"
+    statistic = "log(−∫ cumulative sorted log-probs) of the question (decision: < 1)"  # docs/detectors.md's table
     summary = "LogProber: log(−integral of the sorted cumulative token log-probs of the question)"
     needs = frozenset({Access.TEXT_LOGPROBS})
 

@@ -26,6 +26,7 @@ class CDD(Detector):
     name = "cdd"
     raw_name = "cdd_peak"
     raw_direction = "higher = member"
+    statistic = "share of 50 samples (T = 0.8) within α·ℓ_max token edits of the greedy output (decision: > ξ)"  # docs/detectors.md's table
     summary = "CDD: share of samples within α·ℓ_max token edits of the greedy output (N = 50, T = 0.8)"
     samples_at_temperature = True
     needs = frozenset({Access.SAMPLING, Access.TOKEN_IDS})
@@ -77,6 +78,7 @@ class MinKNN(Detector):
     name = "min_knn"
     raw_name = "min_knn_distance"
     raw_direction = "lower = member"
+    statistic = "mean of the 10 smallest nearest-neighbour normalised edit distances among 32 samples (T = 0.7, top-p 0.95)"  # docs/detectors.md's table
     summary = "Min-kNN distance: mean of the k smallest nearest-neighbour edit distances among 32 samples"
     samples_at_temperature = True
     needs = frozenset({Access.SAMPLING, Access.TOKEN_IDS})
@@ -141,6 +143,7 @@ class SelfCritique(Detector):
     name = "self_critique"
     raw_name = "self_critique_similarity"
     raw_direction = "higher = member"
+    statistic = 'penalized cosine of the entropy sequences of the answer and of a "solve it differently" answer'  # docs/detectors.md's table
     summary = (
         "Self-Critique: penalized cosine of the entropy sequences of the answer and of a 'solve it differently' answer"
     )
@@ -181,6 +184,7 @@ class EntropyTemp(Detector):
     name = "entropy_temp"
     raw_name = "entropy_temp_similarity"
     raw_direction = "higher = member"
+    statistic = "the same similarity as Self-Critique, against sampled answers"  # docs/detectors.md's table
     summary = "Entropy-Temp: penalized cosine of the greedy answer's entropies and sampled answers' (mean over samples)"
     samples_at_temperature = True
     needs = frozenset({Access.SAMPLING, Access.ENTROPY_EXACT})
@@ -219,6 +223,7 @@ class EntropyNoise(Detector):
     name = "entropy_noise"
     raw_name = "entropy_noise_similarity"
     raw_direction = "higher = member"
+    statistic = "the same similarity as Self-Critique, against the answer to an unrelated-prefix prompt"  # docs/detectors.md's table
     summary = "Entropy-Noise: penalized cosine of the greedy answer's entropies with and without an unrelated prefix"
     needs = frozenset({Access.SAMPLING, Access.ENTROPY_EXACT})
 

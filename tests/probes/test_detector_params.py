@@ -112,3 +112,18 @@ def test_a_second_detector_under_a_taken_name_is_refused():
     with pytest.raises(ValueError, match="detector name 'ppl' is taken by probes.detectors.likelihood.PPL"):
         register(Shadow)
     assert REGISTRY["ppl"] is PPL
+
+
+def test_a_detector_that_does_not_say_what_it_computes_is_refused():
+    """The docs' table is made from each detector's ``statistic``: a detector without one would
+    leave an empty cell, so it cannot register."""
+    from probes.detectors.base import Detector, register
+
+    class Unexplained(Detector):
+        name = "unexplained"
+        raw_name = "x"
+        raw_direction = "higher = member"
+
+    with pytest.raises(ValueError, match="say what it computes in `statistic`"):
+        register(Unexplained)
+    assert "unexplained" not in REGISTRY
