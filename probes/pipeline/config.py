@@ -11,7 +11,6 @@ See ``configs/demo.yaml`` for a complete, commented example.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,10 +27,8 @@ from ..calibration.verdict import VerdictSettings
 from ..detectors import REGISTRY
 from ..errors import ConfigError
 from ..lara.protocol import ScoreOptions
+from .config_paths import absolute_if_path, apply_sets, parse_set, resolve_paths
 
-# keys holding file-system paths, resolved against the config file's directory
-PATH_KEYS = ("questions", "run_dir", "model.source", "score.clean_ref", "detect.store")
-SCORE_MODES = ("split", "crossfit")
 # prompt texts: "\n" is a newline whether YAML or the shell kept the backslash (lara_core.configio.prompt_text)
 PROMPT_TEXT_KEYS = ("detect.template", "detect.system_prompt", "extraction.system_prompt")
 
@@ -294,43 +291,12 @@ class RunConfig:
         return dataclasses.asdict(self)
 
 
-def parse_set(items: Sequence[str]) -> list[tuple[list[str], Any]]:
-    """``["a.b=1", …]`` → ``[(["a", "b"], 1), …]``; values parsed as YAML."""
-    out = []
-    for item in items:
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set generation.similars=3")
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError as err:
-            raise ConfigError(f"--set {item!r}: the value is not valid YAML ({err})") from err
-        out.append((key.strip().split("."), value))
-    return out
-
-
-def apply_sets(data: dict[str, Any], sets: Sequence[tuple[list[str], Any]]) -> dict[str, Any]:
-    """``data`` with every (dotted path, value) set, creating sections on the way."""
-    data = copy.deepcopy(data)
-    for path, value in sets:
-        node = data
-        for depth, key in enumerate(path[:-1]):
-            child = node.get(key)
-            if child is None:
-                child = node[key] = {}
-            if not isinstance(child, dict):
-                raise ConfigError(f"--set {'.'.join(path)}: '{'.'.join(path[: depth + 1])}' is not a section")
-            node = child
-        node[path[-1]] = value
-    return data
-
-
 def load_run_config(path: str | Path, sets: Sequence[str] = ()) -> RunConfig:
     """Read a run config, apply ``--set`` overrides, resolve relative paths, validate."""
     path = Path(path)
     data = load_yaml(path)
-    data = _resolve_paths(data, path.resolve().parent)
-    overrides = [(keys, _absolute_if_path(keys, value)) for keys, value in parse_set(sets)]
+    data = resolve_paths(data, path.resolve().parent)
+    overrides = [(keys, absolute_if_path(keys, value)) for keys, value in parse_set(sets)]
     data = decode_prompt_texts(apply_sets(data, overrides), PROMPT_TEXT_KEYS)
     if data.get("run_dir") is None:
         data["run_dir"] = str(Path("runs") / path.stem)
@@ -340,50 +306,6 @@ def load_run_config(path: str | Path, sets: Sequence[str] = ()) -> RunConfig:
 def config_from_dict(data: Mapping[str, Any]) -> RunConfig:
     """A validated :class:`RunConfig` from a mapping (missing and unknown keys are named)."""
     return from_mapping(RunConfig, data)
-
-
-def _resolve_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
-    data = copy.deepcopy(data)
-    for dotted in PATH_KEYS:
-        _resolve_one(data, dotted.split("."), base)
-    for control in data.get("controls") or []:
-        if isinstance(control, dict):
-            _resolve_one(control, ["source"], base, model_source=True)
-    return data
-
-
-def _resolve_one(node: Any, keys: list[str], base: Path, model_source: bool = False) -> None:
-    for key in keys[:-1]:
-        node = node.get(key) if isinstance(node, dict) else None
-    if not isinstance(node, dict):
-        return
-    value = node.get(keys[-1])
-    resolved = _resolve_value(".".join(keys), value, base, model_source)
-    if resolved is not None:
-        node[keys[-1]] = resolved
-
-
-def _resolve_value(dotted: str, value: Any, base: Path, model_source: bool = False) -> str | None:
-    """``value`` made absolute against ``base`` if it is a relative path, else None.
-
-    A model source is a path only if it starts with ``.`` or exists under ``base`` (otherwise it
-    may be a hub id such as ``org/name``); a clean reference ``split``/``crossfit`` is a mode.
-    """
-    if not isinstance(value, str) or not value or Path(value).is_absolute() or value.startswith("~"):
-        return None
-    if dotted == "score.clean_ref" and value in SCORE_MODES:
-        return None
-    if (model_source or dotted == "model.source") and not (value.startswith(".") or (base / value).exists()):
-        return None
-    return str((base / value).resolve())
-
-
-def _absolute_if_path(keys: list[str], value: Any) -> Any:
-    dotted = ".".join(keys)
-    if dotted in PATH_KEYS:
-        resolved = _resolve_value(dotted, value, Path.cwd())
-        return value if resolved is None else resolved
-    return value
 
 
 def dump_config(config: RunConfig) -> str:
