@@ -170,13 +170,7 @@ def run_detectors(
         bar.close()
     info = _info(detectors, described, responder, reference, sampling_temperature, notes, start)
     if control_table is not None:
-        info["calibration"] = {
-            "n_controls_max": int(control_table.index.max()) if rows.keys else 0,
-            "n_questions_with_controls": len({r[0] for r in rows.keys}),
-            "n_control_texts": len(rows.keys),
-            "columns": [f"{d.name}@cal" for d in calibrated],
-            "detectors": calibration,
-        }
+        info["calibration"] = rows.describe(control_table, [d.name for d in calibrated], calibration)
     return DetectSummary(table=table, raw=raw, info=info, controls=control_table)
 
 
@@ -206,6 +200,19 @@ class _ControlRows:
     @property
     def answered(self) -> bool:
         return any(has_answer(a) for a in self.answers)
+
+    def describe(
+        self, control_table: ControlTable, calibrated: Sequence[str], detectors: dict[str, Any]
+    ) -> dict[str, Any]:
+        """What the meta records of the controls: their counts, the calibrated columns, each
+        detector's record on them."""
+        return {
+            "n_controls_max": int(control_table.index.max()) if self.keys else 0,
+            "n_questions_with_controls": len({k[0] for k in self.keys}),
+            "n_control_texts": len(self.keys),
+            "columns": [f"{name}@cal" for name in calibrated],
+            "detectors": detectors,
+        }
 
     def table(self) -> ControlTable:
         """The controls table with no score column yet (ids, indices, text hashes)."""
