@@ -209,5 +209,4 @@ def _flatten(figures: dict[str, Any]) -> dict[str, Any]:
 
 
 def _table(frame: Any) -> Any:
-
     return ScoreTable([str(i) for i in frame.index], {c: frame[c].to_numpy(dtype=float) for c in frame.columns})

@@ -51,7 +51,6 @@ def plot_verdict(verdict: Verdict, ax: Any = None) -> Any:
 def _inputs(
     scores: Any, labels: Mapping[str, int | None] | None, detectors: Sequence[str] | None
 ) -> tuple[Any, np.ndarray, list[str]]:
-
     frame = scores.scores if isinstance(scores, Detection) else scores
     labels = labels if labels is not None else scores.labels if isinstance(scores, Detection) else {}
     y = np.array([-1 if labels.get(i) is None else int(labels[i]) for i in frame.index])

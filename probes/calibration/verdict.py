@@ -226,7 +226,6 @@ def _mode(per_detector: dict[str, dict[str, Any]], s: VerdictSettings) -> dict[s
 def _reference_mode(
     audited: ScoredSet, reference: ScoredSet, names: list[str], s: VerdictSettings, notes: list[str]
 ) -> dict[str, dict[str, Any]]:
-
     ref = reference.subset(audited.ids)
     usable = [n for n in names if n not in REFERENCE_DIFFERENCES and ref.has_controls(n) and n in ref.scores.columns]
     notes += check_aligned(audited, ref, usable) if usable else []
@@ -259,7 +258,6 @@ def _constant(original: np.ndarray, controls: np.ndarray) -> bool:
 def _relative_mode(
     audited: ScoredSet, clean: ScoredSet, names: list[str], s: VerdictSettings, notes: list[str]
 ) -> dict[str, dict[str, Any]]:
-
     notes += check_settings(audited, clean, [n for n in names if n in clean.scores.columns], "clean set")
     out = {
         n: relative_within_test(

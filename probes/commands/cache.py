@@ -143,7 +143,6 @@ def cache_config_from_args(args: argparse.Namespace) -> Any:
 
 
 def handle(args: argparse.Namespace) -> int:
-
     quiet_library_progress_bars(args.verbose)
     config = cache_config_from_args(args)
     texts = _texts_to_cache(args.texts, args.text_field)

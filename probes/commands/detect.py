@@ -242,7 +242,6 @@ def _sampling_detectors() -> list[str]:
 
 
 def handle(args: argparse.Namespace) -> int:
-
     questions = read_questions(args.questions)
     names = detector_names(
         args.detectors, reference=bool(args.reference), answers=any(has_answer(q.answer) for q in questions)

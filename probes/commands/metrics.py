@@ -52,7 +52,6 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-
     layers = [x.strip() for x in args.layers.split(",")] if args.layers else None
     check_writable(args.output, "metrics file")
     summary = compute_metrics(

@@ -25,7 +25,6 @@ QUESTIONS_EXAMPLES = """examples:
 
 
 def register(sub: Any) -> None:
-
     questions = sub.add_parser(
         "questions",
         help="bring benchmarks in: import a dataset, pair members with non-members",
@@ -102,7 +101,6 @@ def parse_pairs(items: list[str], flag: str, example: str) -> dict[str, str]:
 
 
 def handle_import(args: argparse.Namespace) -> int:
-
     for flag in ("limit", "sample"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             raise InputError(f"--{flag} must be at least 1")

@@ -91,7 +91,6 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-
     options = ScoreOptions(
         metric_set=tuple(m.strip() for m in args.metric_set.split(",")),
         layers=args.layers,

@@ -118,7 +118,6 @@ class RewardGain(_SamplingComparison):
         return self
 
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
-
         reference = getattr(self, "reference_", None)
         check_reference(self, responder, reference)
         answers = getattr(self, "answers_", None)

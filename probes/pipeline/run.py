@@ -92,7 +92,6 @@ class _Run:
     """One ``lara run``: its inputs read once, its stages run through the ledger."""
 
     def __init__(self, config: RunConfig, run_dir: Path, progress: bool, ranks: Ranks | None = None) -> None:
-
         self.run_dir, self.progress, self.ranks = run_dir, progress, ranks
         self.layout = RunLayout(run_dir)
         self.writes = ranks is None or ranks.is_main  # the process that writes the run's shared files

@@ -87,7 +87,6 @@ def model_identity(model: ModelConfig, ledger: Ledger) -> dict[str, Any]:
 
 
 def generate(questions: list, output: Path, config: RunConfig, progress: bool) -> None:
-
     summary = run_generation(questions, output, config.generation_config, progress=progress, overwrite=True)
     logger.info("%s", summary.describe())
 
@@ -98,7 +97,6 @@ def cache_key(sets: str, identity: dict[str, Any], config: RunConfig) -> dict[st
 
 
 def cache(run_dir: Path, name: str, config: RunConfig, model: LazyModel, progress: bool) -> None:
-
     layout = RunLayout(run_dir)
     texts = distinct_texts(read_sets(layout.sets))
     (run_dir / name).mkdir(parents=True, exist_ok=True)
@@ -119,7 +117,6 @@ def metrics_key(sets: str, acts: str, config: RunConfig) -> dict[str, Any]:
 
 
 def metrics(run_dir: Path, name: str, config: RunConfig, progress: bool) -> None:
-
     m, layout = config.metrics, RunLayout(run_dir)
     files = layout.model(name)
     summary = compute_metrics(
@@ -140,7 +137,6 @@ def score_key(metrics: str, questions: str, config: RunConfig) -> dict[str, Any]
 
 
 def score(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int | None] | None) -> None:
-
     s = config.score
     options = s.options()
     layout = RunLayout(run_dir)

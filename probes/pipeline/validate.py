@@ -48,7 +48,6 @@ def validate_run(config: RunConfig, questions: Sequence[Any]) -> dict[str, Detec
 
 
 def _extraction(config: RunConfig) -> list[str]:
-
     if config.lara and config.extraction.backend not in BACKENDS:
         return [f"extraction.backend {config.extraction.backend!r}: choose {', '.join(BACKENDS)}"]
     return []
