@@ -11,11 +11,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def imported_modules(path: Path) -> set[str]:
-    """Absolute names of every module ``path`` imports (relative imports resolved)."""
+def imported_modules(path: Path, when_imported: bool = False) -> set[str]:
+    """Absolute names of every module ``path`` imports (relative imports resolved); with
+    ``when_imported``, only those its top-level statements import (not inside functions, nor under
+    ``if TYPE_CHECKING``)."""
     package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
     names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in tree.body if when_imported else ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -175,27 +178,6 @@ def test_one_error_root_and_one_config_validator():
     assert validators == ["lara_core/configio.py"]
 
 
-def module_level_imports(path: Path) -> set[str]:
-    """Project modules ``path`` imports when it is imported: top-level statements only (not inside
-    functions, nor under ``if TYPE_CHECKING``)."""
-    package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
-    if path.name == "__init__.py":
-        package = ".".join(path.relative_to(ROOT).parts[:-1])
-    names: set[str] = set()
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
-            names.add(module)
-            names.update(f"{module}.{alias.name}" for alias in node.names)
-    return names
-
-
 def module_name(path: Path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -207,7 +189,10 @@ def test_no_two_modules_import_each_other_when_imported():
     which fails at import time in one order and not the other — fails here instead."""
     paths = [p for package in ("lara_core", "cache", "generation", "probes") for p in sources(package)]
     known = {module_name(p) for p in paths}
-    graph = {module_name(p): {n for n in module_level_imports(p) if n in known and n != module_name(p)} for p in paths}
+    graph = {
+        module_name(p): {n for n in imported_modules(p, when_imported=True) if n in known and n != module_name(p)}
+        for p in paths
+    }
     for module in graph:  # a package imports its own submodules through its __init__: not a cycle
         graph[module] = {n for n in graph[module] if not n.startswith(module + ".")}
     cycles = []
