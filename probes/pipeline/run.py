@@ -30,9 +30,6 @@ from cache.outputs import check_writable
 from generation.records import read_questions, read_sets
 
 from ..calibration.controls import control_texts
-from ..detectors import REGISTRY
-from ..detectors.base import has_answer
-from ..detectors.selection import detector_names
 from ..errors import InputError
 from ..questions.chat import default_system_prompt
 from ..questions.importing import provenance_path
@@ -196,22 +193,13 @@ class _Run:
         paths = [*files.lara, *files.detectors(self.config.calibrating)]
         return {p: self.digests[p] for p in paths if p in self.digests}
 
-    def detector_names(self) -> list[str]:
-        return detector_names(
-            self.config.detect.names,
-            reference=self.reference is not None,
-            answers=any(has_answer(q.answer) for q in self.questions),
-        )
-
     def detector_objects(self) -> list[Any]:
-        """The run's detectors, built once (by the validation)."""
-        return [self.detectors[n] for n in self.detector_names()]
+        """The run's detectors, built once by the validation (in the order the config names them)."""
+        return list(self.detectors.values())
 
     def uses_reference(self) -> bool:
         """Whether a detector compares with the reference model."""
-        return self.reference is not None and any(
-            REGISTRY[n].requires_reference for n in self.detector_names() if n in REGISTRY
-        )
+        return self.reference is not None and any(d.requires_reference for d in self.detectors.values())
 
     def controls_digest(self) -> str:
         """sha256 of every question's control texts: a change of the sets that leaves them alone
