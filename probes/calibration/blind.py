@@ -16,12 +16,19 @@ cross-validation is run again; the null inherits the design's bias. The warning 
 observed AUC exceeds the null's 95th percentile, or when its CI lies above 0.5.
 
 The TF-IDF vocabulary and weights are fitted once on every text (no label is used), so a
-permutation costs five logistic regressions (~15 ms for 300 questions).
+permutation costs five logistic regressions (~15 ms for 300 questions). The whole result depends
+on its inputs alone (texts, labels, groups, folds, seed, bootstrap and permutation counts), so a
+process keeps the last few: every model of one run shares its questions and labels, and its
+report's blind baseline is computed once, not once per model.
 """
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import json
 import re
+from collections import OrderedDict
 from typing import Any, Hashable, Sequence
 
 import numpy as np
@@ -35,6 +42,8 @@ WARNING = (
     "nothing about contamination"
 )
 N_PERMUTATIONS = 200
+_KEPT = 4  # blind baselines a process keeps, by the digest of their inputs
+_memo: OrderedDict[str, dict[str, Any]] = OrderedDict()
 
 
 def blind_features(texts: Sequence[str]) -> Any:
@@ -117,6 +126,32 @@ def blind_baseline(
             to cluster near-identical texts.
     """
     y = np.asarray(labels).astype(int)
+    named = [None if g is None else str(g) for g in groups] if groups is not None else None
+    key = _inputs_digest(texts, y, named, n_folds, seed, n_bootstrap, n_permutations)
+    if key not in _memo:
+        _memo[key] = _computed(texts, y, n_folds, seed, n_bootstrap, groups, n_permutations)
+        while len(_memo) > _KEPT:
+            _memo.popitem(last=False)
+    _memo.move_to_end(key)
+    return copy.deepcopy(_memo[key])
+
+
+def _inputs_digest(texts: Sequence[str], y: np.ndarray, groups: list[str | None] | None, *numbers: int) -> str:
+    """sha256 of everything :func:`blind_baseline`'s result depends on."""
+    payload = json.dumps([list(texts), y.tolist(), groups, list(numbers)], ensure_ascii=False)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def _computed(
+    texts: Sequence[str],
+    y: np.ndarray,
+    n_folds: int,
+    seed: int,
+    n_bootstrap: int,
+    groups: Sequence[Hashable | None] | None,
+    n_permutations: int,
+) -> dict[str, Any]:
+    """:func:`blind_baseline`, computed (``y``: ``[n]`` 0/1 ints)."""
     folds = min(n_folds, int(y.sum()), int((1 - y).sum()))
     if folds < 2:
         return {"error": "the blind baseline needs at least 2 members and 2 non-members"}

@@ -160,3 +160,39 @@ def test_a_planted_confound_in_the_matched_testbed_warns_and_no_confound_does_no
         for seed in range(20)
     ]
     assert sum(warned) <= 1
+
+
+def test_the_same_inputs_are_computed_once_and_any_change_is_computed_again(monkeypatch):
+    """Every model of a run shares its questions and labels: the report's blind baseline is fitted
+    once per process, not once per model, and equals a fresh computation; a changed label, group,
+    seed or count is computed anew, and a caller editing its copy does not edit the next one's."""
+    import probes.calibration.blind as blind
+
+    monkeypatch.setattr(blind, "_memo", type(blind._memo)())
+    fits = []
+    original = blind.blind_classifier
+    monkeypatch.setattr(blind, "blind_classifier", lambda seed=0: fits.append(seed) or original(seed))
+    splits = make_splits(200, 20, 10, seed=2)
+    texts = [p.question for p in splits.members + splits.non_members]
+    y = np.r_[np.ones(20, int), np.zeros(20, int)]
+    groups = [f"g{i % 20}" for i in range(40)]
+    first = blind_baseline(texts, y, n_bootstrap=50, n_permutations=10, groups=groups)
+    assert len(fits) == 5 * (1 + 10)  # the observed split and ten swaps, five folds each
+    first["auc"]["value"] = -1.0
+    again = blind_baseline(texts, list(y), n_bootstrap=50, n_permutations=10, groups=groups)
+    assert len(fits) == 55 and again["auc"]["value"] != -1.0
+    fresh = blind._computed(texts, y, 5, 0, 50, groups, 10)
+    assert json.dumps(again, sort_keys=True) == json.dumps(fresh, sort_keys=True)
+    fits.clear()
+    changes = [
+        {"labels": y[::-1].copy()},
+        {"groups": [f"g{i % 10}" for i in range(40)]},
+        {"seed": 1},
+        {"n_permutations": 11},
+        {"n_bootstrap": 51},
+    ]
+    for change in changes:
+        args = {"labels": y, "n_bootstrap": 50, "n_permutations": 10, "groups": groups, **change}
+        before = len(fits)
+        blind_baseline(texts, **args)
+        assert len(fits) > before, change
