@@ -129,7 +129,7 @@ def blind_baseline(
     named = [None if g is None else str(g) for g in groups] if groups is not None else None
     key = _inputs_digest(texts, y, named, n_folds, seed, n_bootstrap, n_permutations)
     if key not in _memo:
-        _memo[key] = _computed(texts, y, n_folds, seed, n_bootstrap, groups, n_permutations)
+        _memo[key] = _computed(texts, y, n_folds, seed, n_bootstrap, named, n_permutations)
         while len(_memo) > _KEPT:
             _memo.popitem(last=False)
     _memo.move_to_end(key)
@@ -148,10 +148,11 @@ def _computed(
     n_folds: int,
     seed: int,
     n_bootstrap: int,
-    groups: Sequence[Hashable | None] | None,
+    groups: list[str | None] | None,
     n_permutations: int,
 ) -> dict[str, Any]:
-    """:func:`blind_baseline`, computed (``y``: ``[n]`` 0/1 ints)."""
+    """:func:`blind_baseline`, computed (``y``: ``[n]`` 0/1 ints; ``groups`` as the strings the key
+    holds, which :func:`matched_groups` compares)."""
     folds = min(n_folds, int(y.sum()), int((1 - y).sum()))
     if folds < 2:
         return {"error": "the blind baseline needs at least 2 members and 2 non-members"}
