@@ -3,7 +3,8 @@
 YAML layout (every key optional except ``model.source``)::
 
     model:
-      source: /path/to/checkpoint        # or a hub id such as Qwen/Qwen2.5-Math-1.5B
+      source: /path/to/checkpoint        # or model.gguf, an adapter directory, a hub id (Qwen/Qwen2.5-Math-1.5B)
+      base: /path/to/base                # an adapter's base (default: its base_model_name_or_path)
       dtype: auto                        # auto | float32 | float16 | bfloat16
       device: auto                       # auto | cpu | cuda | cuda:1 | mps
     extraction:
@@ -37,8 +38,10 @@ class ModelConfig:
     """Where the model comes from and how it is placed.
 
     Attributes:
-        source: local checkpoint directory or hub id (hub ids need network access or the
-            local hub cache).
+        source: a checkpoint directory, a GGUF file, a PEFT adapter directory or a hub id (hub
+            ids need network access or the local hub cache); SPEC §9, :mod:`cache.sources`.
+        base: a PEFT adapter's base model (any source but an adapter); default: the adapter's
+            own ``base_model_name_or_path``. Only for an adapter ``source``.
         revision: hub revision (branch, tag or commit); ignored for local directories.
         dtype: compute dtype; ``auto`` is float32 on CPU and the checkpoint's dtype elsewhere.
         device: ``auto`` picks cuda, then mps, then cpu.
@@ -63,6 +66,7 @@ class ModelConfig:
     """
 
     source: str
+    base: str | None = None
     revision: str | None = None
     dtype: DType = "auto"
     device: str = "auto"
@@ -79,7 +83,11 @@ class ModelConfig:
         if self.vllm is not None and not isinstance(self.vllm, Mapping):
             raise ConfigError("model.vllm must map vllm.LLM argument names to values, e.g. {tensor_parallel_size: 2}")
         if not self.source.strip():
-            raise ConfigError("model.source is empty: give a checkpoint directory or a hub id")
+            raise ConfigError(
+                "model.source is empty: give a checkpoint directory, a .gguf file, an adapter or a hub id"
+            )
+        if self.base is not None and not self.base.strip():
+            raise ConfigError("model.base is empty: give the adapter's base model, or drop the key")
         if self.device_map is not None and self.device != "auto":
             raise ConfigError("set either model.device or model.device_map, not both")
         if self.gpus_per_rank is not None:

@@ -1,7 +1,9 @@
-"""Load a causal LM and its tokenizer from a local directory or a hub id, safely.
+"""Load a causal LM and its tokenizer from a checkpoint directory, a GGUF file, a PEFT adapter or
+a hub id, safely (what a model string names: :mod:`cache.sources`).
 
-* A local path must exist and hold a ``config.json``; a path-looking spec that does not exist
-  fails at once instead of being sent to the hub as a repo id.
+* A local path must exist and be a checkpoint (``config.json``), a GGUF file or an adapter
+  (``adapter_config.json``); a path-looking spec that does not exist fails at once instead of
+  being sent to the hub as a repo id.
 * A hub id uses the local hub cache without network when the hub is unreachable (or
   ``HF_HUB_OFFLINE=1``); if it is not cached there, loading fails at once with what to do,
   instead of retrying for tens of seconds.
@@ -12,44 +14,36 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
-import os
-import socket
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from .architecture import BlockLayout, discover_layout, input_device
 from .config import ModelConfig
 from .distributed import Ranks, gpu_share, local_rank
 from .errors import ModelLoadError
 from .fingerprint import tokenizer_fingerprint, weights_fingerprint
+from .sources import ModelSource, hub_reachable, resolve_source
+
+__all__ = [
+    "TOKENIZER_FILES",
+    "LoadedModel",
+    "ModelSource",
+    "check_finite_weights",
+    "checkpoint_directory",
+    "context_length",
+    "hub_reachable",
+    "load_model",
+    "resolve_source",
+    "share_device_map",
+    "tokenizer_location",
+    "weights_source",
+]
 
 logger = logging.getLogger(__name__)
-
-HUB_PROBE_TIMEOUT_S = 3.0
-_TRUTHY = {"1", "true", "yes", "on"}
-
-
-@dataclass(frozen=True)
-class ModelSource:
-    """Where a model was loaded from.
-
-    Attributes:
-        spec: what the user gave (path or hub id).
-        location: absolute directory for local models, the repo id for hub models.
-        is_local: whether ``spec`` is a local directory.
-        revision: requested hub revision, if any.
-        local_files_only: whether loading must not touch the network.
-    """
-
-    spec: str
-    location: str
-    is_local: bool
-    revision: str | None = None
-    local_files_only: bool = False
 
 
 def context_length(config: Any) -> int | None:
@@ -117,81 +111,37 @@ class LoadedModel:
         return copy.deepcopy(self.tokenizer)
 
 
-def resolve_source(spec: str, revision: str | None = None) -> ModelSource:
-    """Decide whether ``spec`` is a local model directory or a hub id, and how to reach it.
-
-    Raises:
-        ModelLoadError: the path does not exist / is not a model directory, the hub id is
-            malformed, or the hub is unreachable and the id is not in the local cache.
-    """
-    path = Path(spec).expanduser()
-    if path.exists():
-        if not path.is_dir():
-            raise ModelLoadError(
-                f"model path {spec!r} is a file; give the checkpoint directory (the one holding config.json)"
-            )
-        if not (path / "config.json").is_file():
-            raise ModelLoadError(
-                f"model directory {spec!r} has no config.json, so it is not a Hugging Face checkpoint; "
-                "point --model at the directory written by save_pretrained()"
-            )
-        return ModelSource(spec=spec, location=str(path.resolve()), is_local=True, local_files_only=True)
-    if _looks_like_path(spec):
-        raise ModelLoadError(f"model directory {spec!r} does not exist; check the path (hub ids look like 'org/name')")
-    _validate_repo_id(spec)
-    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUTHY
-    if not offline and not hub_reachable():
-        offline = True
-        logger.info("the model hub is unreachable; looking for %s in the local hub cache only", spec)
-    if offline and not _in_hub_cache(spec, revision):
-        raise ModelLoadError(
-            f"{spec!r} is not a local directory, the model hub cannot be reached from this machine, and it is not "
-            "in the local hub cache. Download it where there is network (huggingface-cli download "
-            f"{spec}) and pass the local directory with --model."
-        )
-    return ModelSource(spec=spec, location=spec, is_local=False, revision=revision, local_files_only=offline)
-
-
 def load_model(config: ModelConfig) -> LoadedModel:
     """Load model and tokenizer per ``config``, locate its blocks and validate them.
+
+    A GGUF file is loaded from its converted checkpoint (converted on first use); a PEFT adapter
+    is loaded on its base and merged in memory (SPEC §9).
 
     Raises:
         ModelLoadError: the source cannot be reached or the checkpoint cannot be loaded.
         ArchitectureError: the decoder blocks cannot be located (override with blocks_path).
     """
-    source = resolve_source(config.source, config.revision)  # before the heavy imports: fail fast
+    source = resolve_source(config.source, config.revision, config.base)  # before the heavy imports: fail fast
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
-    common: dict[str, Any] = {
-        "trust_remote_code": config.trust_remote_code,
-        "local_files_only": source.local_files_only,
-    }
-    if source.revision and not source.is_local:
-        common["revision"] = source.revision
-    if source.is_local:
-        _check_tokenizer_files(Path(source.location), config.source)
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(source.location, **common)
-    except Exception as err:  # noqa: BLE001 - re-raised with the source named and a next step
-        raise ModelLoadError(f"cannot load the tokenizer of {config.source!r}: {type(err).__name__}: {err}") from err
-    if not tokenizer("Layer probe 12.", add_special_tokens=False)["input_ids"]:
-        raise ModelLoadError(
-            f"the tokenizer of {config.source!r} turns text into no tokens: its vocabulary files are missing "
-            "or empty; save the tokenizer beside the weights (tokenizer.save_pretrained(DIR))"
-        )
-    _ensure_pad_token(tokenizer, config.source)
-
-    _check_causal_lm(source, config, common)
+    weights = weights_source(source)
+    common = _common_kwargs(weights, config)
+    tokenizer = _load_tokenizer(tokenizer_location(source), config.source, common)
+    _check_causal_lm(weights, config, common)
     device, placement = _placement(config)
     model_kwargs: dict[str, Any] = dict(common, **placement)
     model_kwargs["dtype"] = _resolve_dtype(config.dtype, device)
     if config.attn_implementation is not None:
         model_kwargs["attn_implementation"] = config.attn_implementation
     try:
-        model = AutoModelForCausalLM.from_pretrained(source.location, **model_kwargs)
+        model = AutoModelForCausalLM.from_pretrained(weights.location, **model_kwargs)
     except Exception as err:  # noqa: BLE001
         raise ModelLoadError(f"cannot load the model {config.source!r}: {type(err).__name__}: {err}") from err
+    if source.kind == "adapter":
+        from .adapters import merge_adapters  # lazy: peft
+
+        model = merge_adapters(model, source)
     if device is not None:
         model = model.to(device)
     model.eval()
@@ -204,7 +154,7 @@ def load_model(config: ModelConfig) -> LoadedModel:
     layout = discover_layout(model, probe, config.blocks_path, config.final_norm_path)
     logger.info(
         "loaded %s (%s, %d blocks, d_model=%d) on %s in %s",
-        config.source,
+        source.describe(),
         type(model).__name__,
         layout.n_blocks,
         layout.d_model,
@@ -212,6 +162,74 @@ def load_model(config: ModelConfig) -> LoadedModel:
         next(model.parameters()).dtype,
     )
     return LoadedModel(model=model, tokenizer=tokenizer, layout=layout, source=source, config=config)
+
+
+def weights_source(source: ModelSource) -> ModelSource:
+    """The checkpoint whose weights ``from_pretrained`` reads: the source itself (a directory or a
+    hub id), a GGUF file's converted checkpoint, or an adapter's base (recursively)."""
+    if source.kind == "adapter":
+        assert source.base is not None
+        return weights_source(source.base)
+    if source.kind == "gguf":
+        from .gguf import converted_checkpoint  # lazy: torch, transformers
+
+        directory = str(converted_checkpoint(source))
+        return ModelSource(spec=source.spec, location=directory, is_local=True, local_files_only=True)
+    return source
+
+
+def checkpoint_directory(config: ModelConfig) -> str:
+    """One directory holding the model as a plain checkpoint, for engines that read a directory
+    (vLLM): a checkpoint as it is, a GGUF file's conversion, an adapter merged into its base and
+    saved once per (base, adapter) identity (float32, on the CPU)."""
+    source = resolve_source(config.source, config.revision, config.base)
+    if source.kind != "adapter":
+        return weights_source(source).location
+    from .adapters import merged_checkpoint, merged_dir  # lazy: peft
+
+    if (merged_dir(source) / "lara_source.json").is_file():
+        return str(merged_dir(source))
+    loaded = load_model(dataclasses.replace(config, dtype="float32", device="cpu", device_map=None, gpus_per_rank=None))
+    return str(merged_checkpoint(source, loaded.model, loaded.tokenizer))
+
+
+def tokenizer_location(source: ModelSource) -> str:
+    """Where the tokenizer is read: an adapter's own directory when it holds one (an adapter can
+    add tokens), else its base's; a GGUF file's converted checkpoint; else the source."""
+    if source.kind == "adapter":
+        if any((Path(source.location) / name).is_file() for name in TOKENIZER_FILES):
+            return source.location
+        assert source.base is not None
+        return tokenizer_location(source.base)
+    return weights_source(source).location
+
+
+def _common_kwargs(weights: ModelSource, config: ModelConfig) -> dict[str, Any]:
+    common: dict[str, Any] = {
+        "trust_remote_code": config.trust_remote_code,
+        "local_files_only": weights.local_files_only,
+    }
+    if weights.revision and not weights.is_local:
+        common["revision"] = weights.revision
+    return common
+
+
+def _load_tokenizer(location: str, spec: str, common: dict[str, Any]) -> Any:
+    from transformers import AutoTokenizer
+
+    if Path(location).is_dir():
+        _check_tokenizer_files(Path(location), spec)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(location, **common)
+    except Exception as err:  # noqa: BLE001 - re-raised with the source named and a next step
+        raise ModelLoadError(f"cannot load the tokenizer of {spec!r}: {type(err).__name__}: {err}") from err
+    if not tokenizer("Layer probe 12.", add_special_tokens=False)["input_ids"]:
+        raise ModelLoadError(
+            f"the tokenizer of {spec!r} turns text into no tokens: its vocabulary files are missing "
+            "or empty; save the tokenizer beside the weights (tokenizer.save_pretrained(DIR))"
+        )
+    _ensure_pad_token(tokenizer, spec)
+    return tokenizer
 
 
 TOKENIZER_FILES = (
@@ -275,42 +293,6 @@ def _check_causal_lm(source: "ModelSource", config: ModelConfig, common: dict[st
             f"{config.source!r} is a {kind} checkpoint, not a causal language model: LaRA Probes "
             "audits decoder-only LMs (GPT-2, Llama, Qwen, ...) loadable with AutoModelForCausalLM"
         )
-
-
-def _looks_like_path(spec: str) -> bool:
-    """Hub ids are ``name`` or ``org/name``; anything else that is not a directory is a bad path."""
-    return spec.startswith((".", "/", "~")) or spec.count("/") > 1 or "\\" in spec or spec[1:3] == ":\\"
-
-
-def _validate_repo_id(spec: str) -> None:
-    from huggingface_hub.utils import HFValidationError, validate_repo_id
-
-    try:
-        validate_repo_id(spec)
-    except HFValidationError as err:
-        raise ModelLoadError(
-            f"{spec!r} is neither an existing directory nor a valid hub id ('org/name'): {err}"
-        ) from None
-
-
-def hub_reachable() -> bool:
-    """Whether a TCP connection to the hub (HF_ENDPOINT, default huggingface.co) opens within a few seconds."""
-    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
-    parsed = urlparse(endpoint)
-    host = parsed.hostname or "huggingface.co"
-    port = parsed.port or (443 if parsed.scheme != "http" else 80)
-    try:
-        socket.create_connection((host, port), timeout=HUB_PROBE_TIMEOUT_S).close()
-    except OSError:
-        return False
-    return True
-
-
-def _in_hub_cache(repo_id: str, revision: str | None) -> bool:
-    from huggingface_hub import try_to_load_from_cache
-
-    found = try_to_load_from_cache(repo_id, "config.json", revision=revision)
-    return isinstance(found, str)
 
 
 def _ensure_pad_token(tokenizer: Any, source: str) -> None:

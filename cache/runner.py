@@ -255,6 +255,7 @@ def build_provenance(
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "model": {
             "source": loaded.source.spec,
+            "identity": loaded.source.identity(),  # a GGUF file's sha256; an adapter's and its base's (SPEC §9)
             "location": loaded.source.location,
             "is_local": loaded.source.is_local,
             "revision": loaded.source.revision,

@@ -11,16 +11,24 @@ logger = logging.getLogger(__name__)
 
 
 def load_model(
-    model: Any, tokenizer: Any = None, *, device: str = "auto", dtype: str = "auto", trust_remote_code: bool = False
+    model: Any,
+    tokenizer: Any = None,
+    *,
+    base: str | Path | None = None,
+    device: str = "auto",
+    dtype: str = "auto",
+    trust_remote_code: bool = False,
 ) -> Any:
     """A model ready for every operation of the toolkit (a ``cache.loading.LoadedModel``).
 
     Args:
-        model: a checkpoint directory (``str`` / ``Path``, loaded as ``lara`` loads it), or a model
+        model: a checkpoint directory, a ``.gguf`` file, a PEFT adapter directory or a hub id
+            (``str`` / ``Path``, loaded as ``lara`` loads it: an adapter merged into its base), or a model
             already in memory: a Hugging Face ``*ForCausalLM`` (give its ``tokenizer``), a
             TransformerLens ``TransformerBridge`` or an nnsight ``LanguageModel`` (their own
             tokenizers are used), or a ``LoadedModel`` (returned as is).
         tokenizer: the tokenizer of an in-memory Hugging Face model.
+        base: an adapter's base (default: the adapter's ``base_model_name_or_path``).
         device, dtype, trust_remote_code: how a directory is loaded (ignored for a model in memory).
 
     An in-memory model in train mode is put in eval mode (dropout off), with a warning.
@@ -36,7 +44,14 @@ def load_model(
         from cache.config import ModelConfig  # lazy: pulls h5py
         from cache.loading import load_model as load  # lazy: pulls h5py
 
-        return load(ModelConfig(source=str(model), device=device, dtype=dtype, trust_remote_code=trust_remote_code))
+        config = ModelConfig(
+            source=str(model),
+            base=None if base is None else str(base),
+            device=device,
+            dtype=dtype,
+            trust_remote_code=trust_remote_code,
+        )
+        return load(config)
     from cache.wrap import wrap_model  # lazy: pulls h5py
 
     return wrap_model(model, tokenizer)

@@ -48,7 +48,8 @@ def register(sub: Any) -> None:
     cache.add_argument("--text-field", default="text", help="JSONL key holding the text (default: text)")
     cache.add_argument("--no-progress", action="store_true", help="no progress bar")
     model = cache.add_argument_group("model")
-    model.add_argument("--model", dest="source", help="checkpoint directory or hub id")
+    model.add_argument("--model", dest="source", help="checkpoint directory, .gguf file, PEFT adapter or hub id")
+    model.add_argument("--base", help="a PEFT adapter's base (default: the adapter's base_model_name_or_path)")
     model.add_argument("--revision", help="hub revision (branch, tag, commit)")
     model.add_argument("--dtype", choices=literal_choices(ModelConfig, "dtype"), help="compute dtype (default: auto)")
     model.add_argument("--device", help="auto | cpu | cuda | cuda:N | mps (default: auto)")
@@ -102,6 +103,7 @@ def register(sub: Any) -> None:
 
 _MODEL_FLAGS = (
     "source",
+    "base",
     "revision",
     "dtype",
     "device",

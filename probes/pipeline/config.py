@@ -38,11 +38,13 @@ class ControlModel:
     """A further model audited with the same sets and settings (e.g. the pre-RL checkpoint, where
     no detector should separate members from non-members). Model settings other than the source
     are those of ``model``. ``reference: true`` (at most one) makes it the reference model of the
-    detectors that compare with one (``ref``): it must share the audited model's tokenizer."""
+    detectors that compare with one (``ref``): it must share the audited model's tokenizer.
+    ``base``: a PEFT adapter's base (default: the adapter's ``base_model_name_or_path``)."""
 
     name: str
     source: str
     reference: bool = False
+    base: str | None = None
 
 
 @dataclass(frozen=True)
@@ -284,7 +286,7 @@ class RunConfig:
     def models(self) -> list[tuple[str, ModelConfig]]:
         """(name, model config) of the audited model, then of each control."""
         out = [(self.name, self.model)]
-        out += [(c.name, dataclasses.replace(self.model, source=c.source)) for c in self.controls]
+        out += [(c.name, dataclasses.replace(self.model, source=c.source, base=c.base)) for c in self.controls]
         return out
 
     def to_dict(self) -> dict[str, Any]:

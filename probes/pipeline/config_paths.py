@@ -13,7 +13,8 @@ import yaml
 from ..errors import ConfigError
 
 # keys holding file-system paths, resolved against the config file's directory
-PATH_KEYS = ("questions", "run_dir", "model.source", "score.clean_ref", "detect.store")
+PATH_KEYS = ("questions", "run_dir", "model.source", "model.base", "score.clean_ref", "detect.store")
+MODEL_KEYS = ("model.source", "model.base")  # a path, or a hub id
 SCORE_MODES = ("split", "crossfit")
 
 
@@ -49,7 +50,7 @@ def apply_sets(data: dict[str, Any], sets: Sequence[tuple[list[str], Any]]) -> d
 
 
 def resolve_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
-    """A copy of a config mapping with its path keys (and each control's source) made absolute
+    """A copy of a config mapping with its path keys (and each control's source and base) made absolute
     against ``base``, the config file's directory."""
     data = copy.deepcopy(data)
     for dotted in PATH_KEYS:
@@ -57,6 +58,7 @@ def resolve_paths(data: dict[str, Any], base: Path) -> dict[str, Any]:
     for control in data.get("controls") or []:
         if isinstance(control, dict):
             _resolve_one(control, ["source"], base, model_source=True)
+            _resolve_one(control, ["base"], base, model_source=True)
     return data
 
 
@@ -81,7 +83,7 @@ def _resolve_value(dotted: str, value: Any, base: Path, model_source: bool = Fal
         return None
     if dotted == "score.clean_ref" and value in SCORE_MODES:
         return None
-    if (model_source or dotted == "model.source") and not (value.startswith(".") or (base / value).exists()):
+    if (model_source or dotted in MODEL_KEYS) and not (value.startswith(".") or (base / value).exists()):
         return None
     return str((base / value).resolve())
 

@@ -89,8 +89,10 @@ def open_vllm(model: Any, prompt_format: Any) -> Any:
     args = dict(model.vllm or {})
     top = int(args.pop("top_logprobs", TOP_K))
     dtype = "float32" if model.dtype == "auto" and not _cuda() else model.dtype
+    from cache.loading import checkpoint_directory  # lazy: pulls h5py
+
     return VLLMResponder(
-        model.source,
+        checkpoint_directory(model),  # a GGUF file's conversion, an adapter merged into its base
         prompt_format,
         dtype=dtype,
         top_logprobs=top,

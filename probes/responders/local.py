@@ -64,6 +64,9 @@ class LocalResponder(PromptTokens):
             # made under the earlier batch-wide budget, which depended on batch-mates
             "decoding_rule": 2,
         }
+        source = getattr(loaded, "source", None)
+        if getattr(source, "kind", "checkpoint") in ("gguf", "adapter"):  # named by digest (SPEC §9); others as before
+            self.identity["source"] = source.identity()
 
     @property
     def commit_rows(self) -> int:

