@@ -66,11 +66,11 @@ class SmollmPreset:
     screen_draws: int = 3
     screen_samples: int = 4
     min_pass: float = 0.15
-    max_pass: float = 0.9
+    max_pass: float = 0.7
     eval_samples: int = 4
     warmup: str = "auto"
     min_templates: int = 6
-    sft: TrlSftSettings = field(default_factory=lambda: TrlSftSettings(lora=LoraSettings(r=8, alpha=16)))
+    sft: TrlSftSettings = field(default_factory=lambda: TrlSftSettings(n_pool=800, lora=LoraSettings(r=8, alpha=16)))
     grpo: TrlGrpoSettings = field(default_factory=TrlGrpoSettings)
 
 
