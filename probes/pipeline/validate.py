@@ -10,6 +10,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from cache.backends import BACKENDS
+from cache.errors import ModelLoadError
+from cache.gguf import converted_dir, is_converted
+from cache.loading import TOKENIZER_FILES
+from cache.sources import PACKAGE_PREFIX, resolve_source
 
 from ..detectors import REGISTRY, Detector, check_access, check_declared, check_reference, get_detector
 from ..detectors.base import has_answer
@@ -34,7 +38,8 @@ def validate_run(config: RunConfig, questions: Sequence[Any]) -> dict[str, Detec
     answers = any(has_answer(q.answer) for q in questions)
     built: dict[str, Detector] = {}
     problems = (
-        _extraction(config)
+        _sources(config)
+        + _extraction(config)
         + _engines(config)
         + _detectors(config, answers, built)
         + _chat_templates(config)
@@ -45,6 +50,27 @@ def validate_run(config: RunConfig, questions: Sequence[Any]) -> dict[str, Detec
     if problems:
         raise ConfigError("the config cannot run as it is: " + "; ".join(problems))
     return built
+
+
+def _sources(config: RunConfig) -> list[str]:
+    """Every local model source resolved (SPEC §9): a GGUF architecture transformers cannot load,
+    an adapter trained on another base, ``gguf`` or ``peft`` missing — named by model before any
+    stage runs. Hub ids are reached when they load."""
+    problems = []
+    for name, model in config.models():
+        if name == config.name and config.detect.endpoint is not None and not config.lara:
+            continue  # served: nothing of it is loaded here
+        if not _local(model.source) and not (model.base and _local(model.base)):
+            continue
+        try:
+            resolve_source(model.source, model.revision, model.base)
+        except ModelLoadError as err:
+            problems.append(f"model {name!r}: {err}")
+    return problems
+
+
+def _local(spec: str) -> bool:
+    return spec.startswith(PACKAGE_PREFIX) or Path(spec).expanduser().exists() or spec.endswith(".gguf")
 
 
 def _extraction(config: RunConfig) -> list[str]:
@@ -136,9 +162,10 @@ def _chat_templates(config: RunConfig) -> list[str]:
     for name, model in config.models():
         if name == config.name and config.detect.endpoint is not None:
             continue  # the server applies its own template
-        if Path(model.source).is_dir():
+        directory = _tokenizer_dir(model)
+        if directory is not None:
             tokenizer = AutoTokenizer.from_pretrained(
-                model.source, local_files_only=True, trust_remote_code=model.trust_remote_code
+                directory, local_files_only=True, trust_remote_code=model.trust_remote_code
             )
             if not getattr(tokenizer, "chat_template", None):
                 problems.append(
@@ -146,6 +173,26 @@ def _chat_templates(config: RunConfig) -> list[str]:
                     "prompt_format raw with a template, or auto"
                 )
     return problems
+
+
+def _tokenizer_dir(model: Any) -> str | None:
+    """The local directory a model's tokenizer is read from without converting anything: a
+    checkpoint, an adapter's own or its base's (None for a hub id or a GGUF file not yet
+    converted: checked when it loads)."""
+    if not _local(model.source):
+        return None
+    try:
+        source = resolve_source(model.source, model.revision, model.base)
+    except ModelLoadError:
+        return None  # _sources names it
+    while source.kind == "adapter" and source.base is not None:
+        if any((Path(source.location) / name).is_file() for name in TOKENIZER_FILES):
+            return source.location
+        source = source.base
+    if source.kind == "gguf":
+        converted = converted_dir(str(source.digest))
+        return str(converted) if is_converted(converted, str(source.digest)) else None
+    return source.location if source.kind == "checkpoint" else None
 
 
 def _lara(config: RunConfig, labels: list[Any], splits: set[Any]) -> list[str]:

@@ -156,3 +156,27 @@ def test_identities_name_a_gguf_file_by_sha256_and_an_adapter_by_base_and_digest
     # the base can be given instead of read from the adapter, and the identity follows it
     other = resolve_source(str(adapter), base=str(toy_dirs["llama"]))
     assert other.identity() == resolved.identity()
+
+
+def test_lara_run_refuses_a_bad_source_before_any_stage(tmp_path, toy_dirs):
+    """A GGUF architecture transformers cannot load and an adapter for another base, named by
+    model in one message before stage 1 (nothing is written to the run directory)."""
+    from probes.errors import ConfigError
+    from probes.pipeline.config import load_run_config
+    from probes.pipeline.run import run_pipeline
+
+    bad_gguf = write_gguf(tmp_path / "enc.gguf", {"general.architecture": "bert"})
+    wide = write_adapter(tmp_path / "wide", str(toy_dirs["llama"]), {"model.layers.0.self_attn.q_proj": (64, 64)})
+    questions = tmp_path / "q.jsonl"
+    questions.write_text('{"id": "a", "question": "What is 2 + 3?"}\n')
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        f"questions: {questions}\nrun_dir: {tmp_path / 'run'}\nlara: false\nmodel: {{source: {bad_gguf}}}\n"
+        f"controls: [{{name: other, source: {wide}}}]\ndetect: {{names: [ppl]}}\ncalibration: {{controls: 0}}\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        run_pipeline(load_run_config(config), progress=False)
+    message = str(caught.value)
+    assert "model 'model': the GGUF file" in message and "'bert' model" in message
+    assert "model 'other': the adapter" in message and "input width 32 there but 64" in message
+    assert not (tmp_path / "run" / "sets.jsonl").exists()
