@@ -91,6 +91,18 @@ class ModelSource:
         return self.location
 
 
+def describe_model(spec: str, revision: str | None = None, base: str | None = None) -> str:
+    """One line naming a model's weights by digest where it is a GGUF file or an adapter (and its
+    base), for reports; a checkpoint directory or hub id as given."""
+    local = spec.startswith(PACKAGE_PREFIX) or Path(spec).expanduser().exists()
+    if not local:
+        return spec
+    try:
+        return resolve_source(spec, revision, base).describe()
+    except ModelLoadError:
+        return spec
+
+
 def resolve_source(spec: str, revision: str | None = None, base: str | None = None) -> ModelSource:
     """Decide what ``spec`` names and how to reach it; check what can be checked without weights.
 

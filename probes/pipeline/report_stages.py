@@ -10,6 +10,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from cache.sources import describe_model
+
 from ..calibration.decision_table import write_no_decisions
 from ..detectors import REGISTRY
 from ..fusion import fuse as fuse_columns
@@ -179,6 +181,7 @@ def evaluate(
 
     e, layout = config.evaluate, RunLayout(run_dir)
     files = layout.model(name)
+    model = dict(config.models())[name]
     table = ScoreTable.read_csv(layout.path(files.scores[0]))
     metrics = MetricsFile.read(layout.path(metrics_rel)) if metrics_rel and labels is not None else None
     reference = MetricsFile.read(layout.path(reference_metrics_rel)) if metrics and reference_metrics_rel else None
@@ -202,6 +205,7 @@ def evaluate(
         lara_info=lara_info,
         inputs={
             "model": name,
+            "weights": describe_model(model.source, model.revision, model.base),  # digests of a GGUF file, an adapter
             "scores": files.scores[0],
             "questions": str(config.questions),
             "questions_provenance": provenance_for_report(config.questions),

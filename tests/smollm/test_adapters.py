@@ -126,6 +126,11 @@ def test_the_api_and_a_run_config_score_an_adapter_as_its_merged_checkpoint(adap
     )
     run_pipeline(load_run_config(config), progress=False)
     _close(ScoreTable.read_csv(adapted["root"] / "run" / "model" / "detectors.raw.csv"), merged)
+    from cache.sources import resolve_source
+
+    rl, sft = resolve_source(str(adapted["rl"])), resolve_source(str(adapted["sft"]))
+    report = (adapted["root"] / "run" / "model" / "report" / "report.md").read_text()
+    assert f"adapter rl (sha256 {rl.digest[:12]}) on adapter sft (sha256 {sft.digest[:12]})" in report
 
 
 def test_pooled_activations_of_an_adapter_are_the_merged_checkpoints(adapted):
