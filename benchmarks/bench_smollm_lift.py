@@ -61,7 +61,9 @@ def main() -> int:
     before = measure(before_source, rows, samples, grpo["temperature"], grpo["max_completion_length"])
     after = measure(str(args.testbed / "rl"), rows, samples, grpo["temperature"], grpo["max_completion_length"])
     lift = summarise_lift(before, after)
-    print(f"pass rates ({samples} samples at T = {grpo['temperature']} and one greedy completion per question; 95 % CI)")
+    print(
+        f"pass rates ({samples} samples at T = {grpo['temperature']} and one greedy completion per question; 95 % CI)"
+    )
     print("| checkpoint | split | greedy | sampled |")
     print("|---|---|---|---|")
     for name, rates in (("before RL", before), ("after RL", after)):

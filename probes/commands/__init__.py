@@ -19,6 +19,7 @@ COMMANDS = (
     "fuse",
     "verdict",
     "info",
+    "serve",
 )
 
 
