@@ -157,9 +157,21 @@ def merge_adapter(model: Any, adapter: ModelSource) -> Any:
 
 
 def merged_dir(adapter: ModelSource, root: Path | None = None) -> Path:
-    """Where a merged copy of ``adapter`` on its base is kept (for engines that read a directory)."""
-    key = hashlib.sha256(json.dumps(adapter.identity(), sort_keys=True).encode()).hexdigest()
+    """Where a merged copy of ``adapter`` on its base is kept (for engines that read a directory),
+    keyed by the adapters' digests and each checkpoint base's weight files (names, sizes, times:
+    a base retrained in place gets a new copy)."""
+    bases = [_weight_files_stat(Path(s.location)) for s in adapter.chain() if s.kind == "checkpoint"]
+    blob = json.dumps({"identity": adapter.identity(), "bases": bases}, sort_keys=True)
+    key = hashlib.sha256(blob.encode()).hexdigest()
     return (root if root is not None else default_home() / "merged") / key
+
+
+def _weight_files_stat(directory: Path) -> list[list]:
+    return [
+        [p.name, p.stat().st_size, p.stat().st_mtime_ns]
+        for p in sorted(directory.iterdir())
+        if p.suffix in (".safetensors", ".bin") or p.name.endswith(".index.json")
+    ]
 
 
 def merged_checkpoint(adapter: ModelSource, model: Any, tokenizer: Any, root: Path | None = None) -> Path:

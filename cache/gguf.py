@@ -5,17 +5,20 @@ cannot be ``save_pretrained`` as is ("quantized with gguf"), so its state dict i
 model built from its config without the GGUF quantization entry, and that is saved with the
 tokenizer into ``$LARA_HOME/gguf/<sha256 of the file>/``. Later loads read that directory like
 any checkpoint. The directory is written under a temporary name and renamed into place, so a
-half-written conversion is never used; ``lara_source.json`` records what it was made from.
+half-written conversion is never used; ``lara_source.json`` records what it was made from. Under
+a lock, so processes started together (torchrun ranks) convert it once.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from .errors import ModelLoadError
 from .sources import ModelSource, require
@@ -43,10 +46,28 @@ def converted_checkpoint(source: ModelSource, root: Path | None = None) -> Path:
     if is_converted(target, source.digest):
         return target
     require("gguf", f"the model {source.spec!r} is a GGUF file")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _exclusive(target.with_name(target.name + ".lock")):  # torchrun ranks: one converts, the others wait
+        if not is_converted(target, source.digest):
+            _convert(source, target)
+    return target
+
+
+@contextmanager
+def _exclusive(lock_path: Path) -> Iterator[None]:
+    """An exclusive lock on ``lock_path`` for this block (POSIX ``flock``; released on exit or death)."""
+    with lock_path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _convert(source: ModelSource, target: Path) -> None:
     gguf_path = Path(source.location)
     logger.info("converting %s into a checkpoint (once; kept in %s)", gguf_path.name, target)
     model, tokenizer = _load_gguf(gguf_path, source.spec)
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     tmp.chmod(0o755)  # mkdtemp's 0700 would hide a shared cache from other users
     try:
@@ -64,14 +85,11 @@ def converted_checkpoint(source: ModelSource, root: Path | None = None) -> Path:
                 indent=2,
             )
         )
-        try:
-            tmp.rename(target)
-        except OSError:  # another process converted it meanwhile (torchrun ranks): keep theirs
-            if not is_converted(target, source.digest):
-                raise
+        if target.exists():  # an unfinished or older conversion (its marker says so): replaced
+            shutil.rmtree(target)
+        tmp.rename(target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return target
 
 
 def is_converted(target: Path, sha256: str) -> bool:

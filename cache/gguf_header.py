@@ -73,10 +73,19 @@ def _unpack(f: BinaryIO, fmt: str) -> tuple:
 
 def _string(f: BinaryIO) -> str:
     (length,) = _unpack(f, "<Q")
+    if length > _remaining(f):  # a corrupt length would otherwise ask for terabytes
+        raise struct.error("string past the end")
     data = f.read(length)
     if len(data) != length:
         raise struct.error("short read")
     return data.decode("utf-8", errors="replace")
+
+
+def _remaining(f: BinaryIO) -> int:
+    here = f.tell()
+    end = f.seek(0, 2)
+    f.seek(here)
+    return end - here
 
 
 def _value(f: BinaryIO, kind: int) -> Any:
@@ -88,6 +97,8 @@ def _value(f: BinaryIO, kind: int) -> Any:
     if kind == _ARRAY:
         (item_kind,) = _unpack(f, "<I")
         (count,) = _unpack(f, "<Q")
+        if count > _remaining(f):  # every element takes at least one byte
+            raise struct.error("array past the end")
         if item_kind in _SCALARS:
             f.seek(struct.calcsize(_SCALARS[item_kind]) * count, 1)
         else:

