@@ -16,7 +16,7 @@ from probes.pipeline import load_run_config
 from probes.pipeline.config import RunConfig
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
-RUN_CONFIGS = ["demo.yaml", "demo-gsm.yaml", "eurus-2-7b-prime.yaml", "eurus-2-7b-prime.vllm.yaml"]
+RUN_CONFIGS = ["demo.yaml", "demo-gsm.yaml", "demo-smollm.yaml", "eurus-2-7b-prime.yaml", "eurus-2-7b-prime.vllm.yaml"]
 
 
 def test_every_shipped_config_is_covered():
