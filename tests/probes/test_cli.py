@@ -66,7 +66,7 @@ def test_config_file_with_flag_override(tmp_path, toy_dirs, capsys):
 @pytest.mark.parametrize(
     "args,message",
     [
-        (["--model", "/nonexistent/model"], "error: model directory '/nonexistent/model' does not exist"),
+        (["--model", "/nonexistent/model"], "error: model path '/nonexistent/model' does not exist"),
         (["--model", "MODEL", "--layers", "7"], "error: layer 7 is out of range: the model has 3 blocks"),
         ([], "error: give the model with --model DIR"),
     ],
