@@ -210,6 +210,8 @@ def _adapter_source(spec: str, path: Path, base: str | None) -> ModelSource:
             base_spec = str(beside)
     try:
         base_source = resolve_source(base_spec)  # an adapter too: merged first (an RL adapter on an SFT one)
+    except MissingPackage:
+        raise  # the base is fine: a package is missing, and the message says which
     except ModelLoadError as err:
         given = (
             "model.base" if base else f"its base_model_name_or_path ({adapter_config.get('base_model_name_or_path')!r})"
@@ -255,10 +257,14 @@ def package_path(spec: str) -> Path:
     return path
 
 
+class MissingPackage(ModelLoadError):
+    """A package a model source needs is not installed (the message holds the pip line)."""
+
+
 def require(module: str, why: str) -> None:
     """Refuse in one line, with the pip line, when ``module`` is not installed."""
     if importlib.util.find_spec(module) is None:
-        raise ModelLoadError(
+        raise MissingPackage(
             f"{why}, which needs the {module!r} package; install it: pip install {module} (or {SMOLLM_PIP})"
         )
 

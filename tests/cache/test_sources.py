@@ -123,6 +123,10 @@ def test_an_adapter_without_peft_names_the_pip_line(tmp_path, toy_dirs, monkeypa
     adapter = write_adapter(tmp_path / "fits", str(toy_dirs["llama"]), {"model.layers.0.self_attn.q_proj": (32, 32)})
     with pytest.raises(ModelLoadError, match=r"needs the 'peft' package; install it: pip install peft"):
         load_model(ModelConfig(source=str(adapter)))
+    # an adapter on that adapter: the same line, not a complaint about its base
+    on_top = write_adapter(tmp_path / "rl", "../fits", {"model.layers.1.self_attn.q_proj": (32, 32)})
+    with pytest.raises(ModelLoadError, match=r"^the model .*fits' is a PEFT adapter, which needs the 'peft' package"):
+        load_model(ModelConfig(source=str(on_top)))
 
 
 def test_an_adapter_without_a_base_asks_for_model_base(tmp_path):
@@ -233,10 +237,11 @@ def test_a_plain_checkpoints_stage_key_is_the_one_it_had_before_sources(toy_dirs
     assert list(model_identity(model, ledger)) == list(before)
 
 
-def test_an_adapter_chains_stage_key_holds_every_base(tmp_path, toy_dirs):
+def test_an_adapter_chains_stage_key_holds_every_base(tmp_path, toy_dirs, monkeypatch):
     from probes.pipeline.ledger import Ledger
     from probes.pipeline.stages import model_identity
 
+    monkeypatch.setattr(sources, "require", lambda *a: None)  # the key reads files: no peft needed
     sft = write_adapter(tmp_path / "sft", str(toy_dirs["llama"]), {"model.layers.0.self_attn.q_proj": (32, 32)})
     rl = write_adapter(tmp_path / "rl", "../sft", {"model.layers.1.self_attn.q_proj": (32, 32)})
     ledger = Ledger(tmp_path)
