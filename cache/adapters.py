@@ -13,13 +13,11 @@ import hashlib
 import json
 import logging
 import re
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from .errors import ModelLoadError
-from .gguf import converted_dir, is_converted
+from .gguf import MARKER, converted_dir, exclusive, is_converted, save_checkpoint
 from .sources import ADAPTER_WEIGHTS, ModelSource, require
 from .toymodels import default_home
 
@@ -178,20 +176,10 @@ def merged_checkpoint(adapter: ModelSource, model: Any, tokenizer: Any, root: Pa
     """A checkpoint directory holding ``model`` (the merged adapter, loaded) and its tokenizer,
     written once per adapter identity (for vLLM, which serves a directory)."""
     target = merged_dir(adapter, root)
-    if (target / "lara_source.json").is_file():
+    if (target / MARKER).is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    tmp.chmod(0o755)  # mkdtemp's 0700 would hide a shared cache from other users
-    try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        (tmp / "lara_source.json").write_text(json.dumps(adapter.identity(), indent=2, sort_keys=True))
-        try:
-            tmp.rename(target)
-        except OSError:
-            if not (target / "lara_source.json").is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with exclusive(target.with_name(target.name + ".lock")):  # one process writes it
+        if not (target / MARKER).is_file():
+            save_checkpoint(model, tokenizer, target, adapter.identity())
     return target

@@ -47,14 +47,14 @@ def converted_checkpoint(source: ModelSource, root: Path | None = None) -> Path:
         return target
     require("gguf", f"the model {source.spec!r} is a GGUF file")
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _exclusive(target.with_name(target.name + ".lock")):  # torchrun ranks: one converts, the others wait
+    with exclusive(target.with_name(target.name + ".lock")):  # torchrun ranks: one converts, the others wait
         if not is_converted(target, source.digest):
             _convert(source, target)
     return target
 
 
 @contextmanager
-def _exclusive(lock_path: Path) -> Iterator[None]:
+def exclusive(lock_path: Path) -> Iterator[None]:
     """An exclusive lock on ``lock_path`` for this block (POSIX ``flock``; released on exit or death)."""
     with lock_path.open("a") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
@@ -64,32 +64,34 @@ def _exclusive(lock_path: Path) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def _convert(source: ModelSource, target: Path) -> None:
-    gguf_path = Path(source.location)
-    logger.info("converting %s into a checkpoint (once; kept in %s)", gguf_path.name, target)
-    model, tokenizer = _load_gguf(gguf_path, source.spec)
+def save_checkpoint(model: Any, tokenizer: Any, target: Path, marker: dict[str, Any]) -> None:
+    """Save ``model`` and ``tokenizer`` with ``lara_source.json`` (``marker``) into ``target``:
+    written in a temporary sibling renamed into place, so a half-written checkpoint is never seen
+    (an existing ``target`` — unfinished or older — is replaced)."""
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     tmp.chmod(0o755)  # mkdtemp's 0700 would hide a shared cache from other users
     try:
-        plain = _plain_copy(model)
-        plain.save_pretrained(tmp)
+        model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        (tmp / MARKER).write_text(
-            json.dumps(
-                {
-                    "gguf_file": gguf_path.name,
-                    "sha256": source.digest,
-                    "conversion": CONVERSION_VERSION,
-                    "dtype": "float32",
-                },
-                indent=2,
-            )
-        )
-        if target.exists():  # an unfinished or older conversion (its marker says so): replaced
+        (tmp / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True))
+        if target.exists():
             shutil.rmtree(target)
         tmp.rename(target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _convert(source: ModelSource, target: Path) -> None:
+    gguf_path = Path(source.location)
+    logger.info("converting %s into a checkpoint (once; kept in %s)", gguf_path.name, target)
+    model, tokenizer = _load_gguf(gguf_path, source.spec)
+    marker = {
+        "gguf_file": gguf_path.name,
+        "sha256": source.digest,
+        "conversion": CONVERSION_VERSION,
+        "dtype": "float32",
+    }
+    save_checkpoint(_plain_copy(model), tokenizer, target, marker)
 
 
 def is_converted(target: Path, sha256: str) -> bool:

@@ -186,8 +186,9 @@ def checkpoint_directory(config: ModelConfig) -> str:
     if source.kind != "adapter":
         return weights_source(source).location
     from .adapters import merged_checkpoint, merged_dir  # lazy: peft
+    from .gguf import MARKER
 
-    if (merged_dir(source) / "lara_source.json").is_file():
+    if (merged_dir(source) / MARKER).is_file():
         return str(merged_dir(source))
     loaded = load_model(dataclasses.replace(config, dtype="float32", device="cpu", device_map=None, gpus_per_rank=None))
     return str(merged_checkpoint(source, loaded.model, loaded.tokenizer))

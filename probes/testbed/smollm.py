@@ -27,7 +27,7 @@ import logging
 import random
 import shutil
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -246,11 +246,6 @@ class Stages:
         tmp.write_text(json.dumps(value, indent=2))
         tmp.replace(path)
         return value
-
-
-def preset_with(preset: SmollmPreset, **grpo: Any) -> SmollmPreset:
-    """``preset`` with some GRPO settings changed."""
-    return replace(preset, grpo=replace(preset.grpo, **grpo))
 
 
 def summarise_lift(before: dict, after: dict) -> dict[str, Any]:

@@ -77,20 +77,11 @@ def train_grpo(
         The trained ``PeftModel``.
     """
     from datasets import Dataset  # lazy: datasets
-    from peft import LoraConfig  # lazy: peft
     from trl import GRPOConfig, GRPOTrainer  # lazy: trl
 
     work_dir.mkdir(parents=True, exist_ok=True)
     dataset = Dataset.from_dict(
         {"prompt": [[{"role": "user", "content": t}] for t in user_turns], "answer": [str(a) for a in answers]}
-    )
-    lora = settings.lora
-    peft_config = LoraConfig(
-        r=lora.r,
-        lora_alpha=lora.alpha,
-        lora_dropout=lora.dropout,
-        target_modules=lora.target_modules,
-        task_type="CAUSAL_LM",
     )
     import torch  # lazy: torch
 
@@ -125,11 +116,31 @@ def train_grpo(
         args=config,
         train_dataset=dataset,
         processing_class=tokenizer,
-        peft_config=peft_config,
+        peft_config=lora_config(settings.lora),
         callbacks=[log_callback(work_dir / "train_log.jsonl", "grpo")],
     )
+    logger.info("GRPO on %d members (%s)", len(user_turns), asdict(settings))
+    return train_resuming(trainer, work_dir)
+
+
+def lora_config(lora: LoraSettings) -> Any:
+    """PEFT's ``LoraConfig`` of ``lora`` for a causal LM."""
+    from peft import LoraConfig  # lazy: peft
+
+    return LoraConfig(
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=lora.target_modules,
+        task_type="CAUSAL_LM",
+    )
+
+
+def train_resuming(trainer: Any, work_dir: Path) -> Any:
+    """Run a TRL trainer, from its last checkpoint in ``work_dir`` when there is one; the trained model."""
     resume = any(work_dir.glob("checkpoint-*"))
-    logger.info("GRPO on %d members (%s)%s", len(user_turns), asdict(settings), ", resuming" if resume else "")
+    if resume:
+        logger.info("resuming from the last checkpoint in %s", work_dir)
     trainer.train(resume_from_checkpoint=True if resume else None)
     return trainer.model
 

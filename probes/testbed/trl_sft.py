@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from .trl_grpo import LoraSettings, log_callback
+from .trl_grpo import LoraSettings, log_callback, lora_config, train_resuming
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +48,6 @@ def train_sft(
     """
     import torch  # lazy: torch
     from datasets import Dataset  # lazy: datasets
-    from peft import LoraConfig  # lazy: peft
     from trl import SFTConfig, SFTTrainer  # lazy: trl
 
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -58,7 +57,6 @@ def train_sft(
             "completion": [[{"role": "assistant", "content": s}] for s in solutions],
         }
     )
-    lora = settings.lora
     config = SFTConfig(
         output_dir=str(work_dir),
         per_device_train_batch_size=settings.batch_size,
@@ -84,12 +82,8 @@ def train_sft(
         args=config,
         train_dataset=dataset,
         processing_class=tokenizer,
-        peft_config=LoraConfig(
-            r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=lora.target_modules
-        ),
+        peft_config=lora_config(settings.lora),
         callbacks=[log_callback(work_dir / "train_log.jsonl", "sft")],
     )
-    resume = any(work_dir.glob("checkpoint-*"))
-    logger.info("SFT warm-up on %d problems (%s)%s", len(user_turns), asdict(settings), ", resuming" if resume else "")
-    trainer.train(resume_from_checkpoint=True if resume else None)
-    return trainer.model
+    logger.info("SFT warm-up on %d problems (%s)", len(user_turns), asdict(settings))
+    return train_resuming(trainer, work_dir)
