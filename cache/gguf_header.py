@@ -63,6 +63,41 @@ def read_metadata(path: str | Path, wanted: tuple[str, ...] = ("general.architec
     return found
 
 
+def parameter_count(path: str | Path) -> int:
+    """How many weights the file's tensors hold (the product of each tensor's dimensions, summed):
+    what its dequantised checkpoint holds, whatever the file's quantisation.
+
+    Raises:
+        ModelLoadError: not a GGUF file, or its header or tensor table is cut short or corrupt.
+    """
+    path = Path(path)
+    with path.open("rb") as f:
+        if f.read(4) != MAGIC:
+            raise ModelLoadError(f"{str(path)!r} is not a GGUF file (it does not start with 'GGUF')")
+        try:
+            _version, n_tensors, n_keys = _unpack(f, "<IQQ")
+            if n_keys > MAX_KEYS or n_tensors > _remaining(f):
+                raise ModelLoadError(f"{str(path)!r}: the GGUF header's counts are corrupt")
+            for _ in range(n_keys):
+                _string(f)
+                _value(f, _unpack(f, "<I")[0])
+            total = 0
+            for _ in range(n_tensors):  # name, n_dims, dims [n_dims], type, offset
+                _string(f)
+                (n_dims,) = _unpack(f, "<I")
+                if n_dims > 8:
+                    raise struct.error("too many dimensions")
+                dims = _unpack(f, f"<{n_dims}Q")
+                _unpack(f, "<IQ")
+                count = 1
+                for d in dims:
+                    count *= d
+                total += count
+        except struct.error:
+            raise ModelLoadError(f"{str(path)!r} ends inside its GGUF header: the file is truncated") from None
+    return total
+
+
 def _unpack(f: BinaryIO, fmt: str) -> tuple:
     size = struct.calcsize(fmt)
     data = f.read(size)

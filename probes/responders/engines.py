@@ -25,11 +25,12 @@ ENGINES = ("auto", "hf", "vllm")
 CPU_VLLM_FROM_BYTES = 256 * 2**20  # on a CPU, auto takes vLLM from checkpoints this large (GPT-2-small: 500 MB)
 
 
-def resolve_engine(engine: str, source: str | None = None) -> str:
+def resolve_engine(engine: str, source: str | None = None, base: str | None = None) -> str:
     """``hf`` or ``vllm`` for a configured engine. ``auto`` takes vLLM where it is installed (and
     no launcher started several processes) and is the faster engine: on a CUDA device, or on a CPU
     for a checkpoint whose weight files reach ``CPU_VLLM_FROM_BYTES`` (measured on 2 cores: vLLM
-    1.5–2.5x the built-in sampler on GPT-2-small, 0.9x on the 2 MB testbed model); else hf."""
+    1.5–2.5x the built-in sampler on GPT-2-small, 0.9x on the 2 MB testbed model); else hf.
+    ``base`` is an adapter's base (``model.base``), whose weights are what runs."""
     if engine not in ENGINES:
         raise ConfigError(f"model.engine {engine!r}: choose {', '.join(ENGINES)}")
     if engine != "auto":
@@ -38,7 +39,7 @@ def resolve_engine(engine: str, source: str | None = None) -> str:
         return "hf"
     import torch
 
-    return "vllm" if torch.cuda.is_available() or weight_bytes(source) >= CPU_VLLM_FROM_BYTES else "hf"
+    return "vllm" if torch.cuda.is_available() or weight_bytes(source, base) >= CPU_VLLM_FROM_BYTES else "hf"
 
 
 def weight_files(source: str | None) -> list[Path]:
@@ -48,15 +49,31 @@ def weight_files(source: str | None) -> list[Path]:
     return sorted(p for p in Path(source).iterdir() if p.suffix in (".safetensors", ".bin"))
 
 
-def weight_bytes(source: str | None) -> int:
-    """The size of a checkpoint directory's weight files (0 for anything else)."""
-    return sum(p.stat().st_size for p in weight_files(source))
+def weight_bytes(source: str | None, base: str | None = None) -> int:
+    """What the weights take as they run: a checkpoint directory's weight files; a GGUF file's
+    weights dequantised to float32 (what it is converted to, whether converted yet or not, so the
+    choice is the same on every run); an adapter's root base's (its own are small); 0 for a hub
+    id. A source that does not resolve (refused elsewhere, with its reason) counts its directory's
+    weight files, if any."""
+    from cache.errors import ModelLoadError
+    from cache.gguf_header import parameter_count
+    from cache.sources import PACKAGE_PREFIX, resolve_source
+
+    if source is None or not (source.startswith(PACKAGE_PREFIX) or Path(source).expanduser().exists()):
+        return 0
+    try:
+        root = resolve_source(source, base=base).chain()[-1]
+    except ModelLoadError:
+        return sum(p.stat().st_size for p in weight_files(source))
+    if root.kind == "gguf":
+        return 4 * parameter_count(root.location)
+    return sum(p.stat().st_size for p in weight_files(root.location))
 
 
 def engine_key(model: Any) -> dict[str, Any] | None:
     """What a model's engine adds to a stage key: None for hf (keys as before engines existed),
     else the engine, its version and its arguments."""
-    engine = resolve_engine(getattr(model, "engine", "hf"), getattr(model, "source", None))
+    engine = resolve_engine(getattr(model, "engine", "hf"), getattr(model, "source", None), getattr(model, "base", None))
     if engine == "hf":
         return None
     if launched():

@@ -77,7 +77,7 @@ def open_responder(
             system=prompt_format.system,
             prompt_format=prompt_format,
         )
-    elif engine is not None and resolve_engine(engine.engine, engine.source) == "vllm":
+    elif engine is not None and resolve_engine(engine.engine, engine.source, getattr(engine, "base", None)) == "vllm":
 
         def hf() -> Responder:
             return open_responder(model, prompt_format, store, batch_size=batch_size, ranks=ranks, progress=progress)

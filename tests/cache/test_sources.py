@@ -19,20 +19,22 @@ from safetensors.torch import save_file
 import cache.sources as sources
 from cache.config import ModelConfig
 from cache.errors import ModelLoadError
-from cache.gguf_header import read_metadata
+from cache.gguf_header import parameter_count, read_metadata
 from cache.loading import load_model
 from cache.sources import resolve_source
 
 
-def write_gguf(path: Path, metadata: dict, version: int = 3) -> Path:
-    """A GGUF file with ``metadata`` (str, int or list-of-int values) and no tensors, byte by
-    byte as the format's specification lays it out (a second, independent writer)."""
+def write_gguf(path: Path, metadata: dict, version: int = 3, tensors: dict | None = None) -> Path:
+    """A GGUF file with ``metadata`` (str, int or list-of-int values) and the table of ``tensors``
+    (name -> shape; type Q4_1, no tensor data), byte by byte as the format's specification lays it
+    out (a second, independent writer)."""
 
     def string(text: str) -> bytes:
         data = text.encode()
         return struct.pack("<Q", len(data)) + data
 
-    body = b"GGUF" + struct.pack("<IQQ", version, 0, len(metadata))
+    tensors = tensors or {}
+    body = b"GGUF" + struct.pack("<IQQ", version, len(tensors), len(metadata))
     for key, value in metadata.items():
         body += string(key)
         if isinstance(value, str):
@@ -41,6 +43,8 @@ def write_gguf(path: Path, metadata: dict, version: int = 3) -> Path:
             body += struct.pack("<IIQ", 9, 5, len(value)) + b"".join(struct.pack("<i", v) for v in value)
         else:
             body += struct.pack("<I", 4) + struct.pack("<I", value)
+    for offset, (name, shape) in enumerate(tensors.items()):
+        body += string(name) + struct.pack(f"<I{len(shape)}Q", len(shape), *shape) + struct.pack("<IQ", 3, 64 * offset)
     path.write_bytes(body)
     return path
 
@@ -248,3 +252,12 @@ def test_an_adapter_chains_stage_key_holds_every_base(tmp_path, toy_dirs, monkey
     identity = model_identity(ModelConfig(source=str(rl)), ledger)
     assert identity["content"] == ledger.digest(rl)
     assert identity["base_content"] == [ledger.digest(sft), ledger.digest(toy_dirs["llama"])]
+
+
+def test_a_gguf_files_parameter_count_is_read_from_its_tensor_table(tmp_path):
+    shapes = {"token_embd.weight": (576, 49152), "blk.0.attn_q.weight": (576, 576), "output_norm.weight": (576,)}
+    path = write_gguf(tmp_path / "m.gguf", {"general.architecture": "llama", "ids": [1, 2, 3]}, tensors=shapes)
+    assert parameter_count(path) == 576 * 49152 + 576 * 576 + 576
+    path.write_bytes(path.read_bytes()[:-20])  # the last tensor's entry cut short
+    with pytest.raises(ModelLoadError, match="ends inside its GGUF header"):
+        parameter_count(path)

@@ -269,3 +269,31 @@ def test_auto_takes_vllm_where_it_was_measured_faster(monkeypatch, tmp_path):
     assert engines.resolve_engine("auto", str(small)) == "hf"
     monkeypatch.setattr("torch.cuda.is_available", lambda: True)
     assert engines.resolve_engine("auto", str(small)) == "vllm"
+
+
+def test_auto_sizes_a_gguf_file_as_converted_and_an_adapter_by_its_base(monkeypatch, tmp_path):
+    """A GGUF file counts as its float32 conversion (not its quantised file size) and an adapter as
+    the base it runs on (not its own few MB): the choice is the one its converted / merged
+    checkpoint gets, on the first run as on later ones."""
+    import importlib.util
+
+    import cache.sources as sources
+    from probes.responders import engines
+    from tests.cache.test_sources import write_adapter, write_gguf
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "vllm" else real(name, *a))
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    monkeypatch.setattr(sources, "require", lambda *a: None)  # resolving needs neither gguf nor peft
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    enough = engines.CPU_VLLM_FROM_BYTES // 4  # float32 weights
+    large = write_gguf(tmp_path / "large.gguf", {"general.architecture": "llama"}, tensors={"w": (enough, 1)})
+    small = write_gguf(tmp_path / "small.gguf", {"general.architecture": "llama"}, tensors={"w": (enough - 1, 1)})
+    assert large.stat().st_size < 1000  # the file is tiny: its size would have said hf
+    assert engines.weight_bytes(str(large)) == engines.CPU_VLLM_FROM_BYTES
+    assert engines.resolve_engine("auto", str(large)) == "vllm"
+    assert engines.resolve_engine("auto", str(small)) == "hf"
+    adapter = write_adapter(tmp_path / "adapter", str(large), {"blk.0": (4, 4)})
+    assert engines.resolve_engine("auto", str(adapter)) == "vllm"
+    assert engines.resolve_engine("auto", str(adapter), base=str(small)) == "hf"
+    assert engines.weight_bytes("org/not-local") == 0
