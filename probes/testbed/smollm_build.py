@@ -83,9 +83,25 @@ def build_smollm_testbed(
     after = stages.once("after", lambda: pass_rates(rl.model, rl.tokenizer, rows, preset, seed))
     lift = summarise_lift(before["value"], after["value"])
     stages_record = {"screens": screens, "before": before, "after": after, "warm_up": bool(pool)}
+    stages_record["training"] = {stage: training_seconds(work / stage / "train_log.jsonl") for stage in ("sft", "grpo")}
     manifest = _manifest(preset_name, preset, seed, stages_record, rows, lift, time.time() - started)
     _ship(out, work, {"sft": sft_dir if pool else None, "rl": rl_dir}, rows, manifest, overwrite)
     return manifest
+
+
+def training_seconds(log: Path) -> float | None:
+    """Wall time a TRL stage took, over every process that ran it (each resumed process restarts
+    the log's ``seconds`` clock, so the total is the sum of each process's last reading); None
+    when the stage did not run."""
+    if not log.is_file():
+        return None
+    total, last = 0.0, 0.0
+    for line in log.read_text(encoding="utf-8").splitlines():
+        seconds = float(json.loads(line)["seconds"])
+        if seconds < last:  # a new process
+            total += last
+        last = seconds
+    return round(total + last, 1)
 
 
 def _load(source: str, base_spec: str | None = None) -> Any:
@@ -144,7 +160,10 @@ def _manifest(
     name: str, preset: SmollmPreset, seed: int, stages: dict, rows: list[dict], lift: dict, seconds: float
 ) -> dict[str, Any]:
     seconds_by_stage = {f"screen_{k}": v["seconds"] for k, v in stages["screens"].items()}
-    seconds_by_stage.update(before=stages["before"]["seconds"], after=stages["after"]["seconds"], total=seconds)
+    seconds_by_stage.update(before=stages["before"]["seconds"], after=stages["after"]["seconds"])
+    seconds_by_stage.update({k: v for k, v in stages["training"].items() if v is not None})
+    seconds_by_stage["total"] = round(sum(seconds_by_stage.values()), 1)
+    seconds_by_stage["this_invocation"] = round(seconds, 1)
     return {
         "format": FORMAT,
         "preset": name,

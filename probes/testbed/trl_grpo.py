@@ -37,7 +37,7 @@ class TrlGrpoSettings:
     """GRPO's settings: ``num_generations`` completions per prompt (≥ 8), ``prompts_per_step``
     prompts per optimiser step, ``max_completion_length`` tokens per completion."""
 
-    epochs: int = 4
+    epochs: int = 6
     num_generations: int = 8
     prompts_per_step: int = 4
     max_completion_length: int = 48

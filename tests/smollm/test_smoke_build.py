@@ -55,3 +55,13 @@ def test_a_rebuild_resumes_from_the_kept_steps_and_trains_nothing_again(built):
     assert {p.name: p.stat().st_mtime_ns for p in (root / "work").glob("*.json")} == kept
     assert adapter.stat().st_mtime_ns == adapter_time
     assert again["files"] == manifest["files"] and again["pass_rates"] == manifest["pass_rates"]
+
+
+def test_training_seconds_add_up_every_process_that_ran_a_stage(tmp_path):
+    from probes.testbed.smollm_build import training_seconds
+
+    log = tmp_path / "train_log.jsonl"
+    readings = [10.0, 20.5, 30.0, 5.0, 12.0, 3.0]  # a first process to 30 s, a second to 12 s, a third to 3 s
+    log.write_text("".join(json.dumps({"stage": "grpo", "seconds": s}) + "\n" for s in readings))
+    assert training_seconds(log) == 30.0 + 12.0 + 3.0
+    assert training_seconds(tmp_path / "absent.jsonl") is None
