@@ -10,7 +10,10 @@ the RL adapter (merged into SmolLM2-135M-Instruct, float32, CPU), one detector a
 detector: seconds per question, generated responses per question, the share of them that hit the
 token budget (a truncated answer), and the parameters in force. ``paper`` runs every detector
 at its defaults (the papers' budgets: 1,024-token answers, CDD's 50 samples…); ``demo`` at the
-demo config's ``detect.params``. Needs the smollm extra; no score is asserted here, only cost.
+demo config's ``detect.params``. The detectors run in turn on one loaded model, as a run does:
+an answer one of them generated is reused by the next (the toolkit's response cache), so a row
+is what that detector adds and the total is what all of them cost together. Needs the smollm
+extra; no score is asserted here, only cost.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ def main() -> int:
         f"SmolLM2-135M-Instruct + RL adapter, CPU float32, {len(picked)} questions, detectors at "
         f"{'their paper defaults' if args.defaults == 'paper' else 'demo-smollm.yaml budgets'}, sampling T = {temperature}"
     )
+    print("(in this order on one model: a row is what the detector adds to those above it, reused answers free)")
     print("| detector | s / question | responses / question | at the token budget | parameters |")
     print("|---|---|---|---|---|")
     total = 0.0

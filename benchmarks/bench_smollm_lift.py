@@ -29,7 +29,6 @@ from cache.loading import load_model  # noqa: E402
 from probes.testbed.pass_rates import Sampling, chat_prompts, complete, summary  # noqa: E402
 from probes.testbed.smollm import BASE, lift_ok, summarise_lift  # noqa: E402
 
-
 SPLITS = ("member", "non_member")
 
 
@@ -82,11 +81,10 @@ def training_curve(log: Path) -> None:
     for r in steps:
         bins.setdefault(int(float(r["epoch"]) * 4 - 1e-9), []).append(r)
     for b, chunk in sorted(bins.items()):
-        mean = lambda key: sum(float(r[key]) for r in chunk) / len(chunk)  # noqa: E731
-        print(
-            f"| {b / 4:.2f}-{(b + 1) / 4:.2f} | {len(chunk)} | {mean('reward'):.2f} | "
-            f"{mean('frac_reward_zero_std'):.0%} | {mean('step_time'):.0f} |"
+        reward, equal, seconds = (
+            sum(float(r[key]) for r in chunk) / len(chunk) for key in ("reward", "frac_reward_zero_std", "step_time")
         )
+        print(f"| {b / 4:.2f}-{(b + 1) / 4:.2f} | {len(chunk)} | {reward:.2f} | {equal:.0%} | {seconds:.0f} |")
 
 
 def main() -> int:

@@ -73,7 +73,9 @@ def weight_bytes(source: str | None, base: str | None = None) -> int:
 def engine_key(model: Any) -> dict[str, Any] | None:
     """What a model's engine adds to a stage key: None for hf (keys as before engines existed),
     else the engine, its version and its arguments."""
-    engine = resolve_engine(getattr(model, "engine", "hf"), getattr(model, "source", None), getattr(model, "base", None))
+    engine = resolve_engine(
+        getattr(model, "engine", "hf"), getattr(model, "source", None), getattr(model, "base", None)
+    )
     if engine == "hf":
         return None
     if launched():
