@@ -8,6 +8,7 @@ stage runs, and before the ``gguf`` package (needed only to load the weights) is
 
 from __future__ import annotations
 
+import math
 import struct
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -40,15 +41,8 @@ def read_metadata(path: str | Path, wanted: tuple[str, ...] = ("general.architec
     path = Path(path)
     found: dict[str, Any] = {}
     with path.open("rb") as f:
-        if f.read(4) != MAGIC:
-            raise ModelLoadError(f"{str(path)!r} is not a GGUF file (it does not start with 'GGUF')")
         try:
-            (version,) = _unpack(f, "<I")
-            if version not in (2, 3):
-                raise ModelLoadError(f"{str(path)!r} is GGUF version {version}; versions 2 and 3 are read")
-            _n_tensors, n_keys = _unpack(f, "<QQ")
-            if n_keys > MAX_KEYS:
-                raise ModelLoadError(f"{str(path)!r} claims {n_keys} metadata keys: the header is corrupt")
+            version, _n_tensors, n_keys = _open_header(f, path)
             for _ in range(n_keys):
                 key = _string(f)
                 (kind,) = _unpack(f, "<I")
@@ -72,12 +66,8 @@ def parameter_count(path: str | Path) -> int:
     """
     path = Path(path)
     with path.open("rb") as f:
-        if f.read(4) != MAGIC:
-            raise ModelLoadError(f"{str(path)!r} is not a GGUF file (it does not start with 'GGUF')")
         try:
-            _version, n_tensors, n_keys = _unpack(f, "<IQQ")
-            if n_keys > MAX_KEYS or n_tensors > _remaining(f):
-                raise ModelLoadError(f"{str(path)!r}: the GGUF header's counts are corrupt")
+            _version, n_tensors, n_keys = _open_header(f, path)
             for _ in range(n_keys):
                 _string(f)
                 _value(f, _unpack(f, "<I")[0])
@@ -87,15 +77,26 @@ def parameter_count(path: str | Path) -> int:
                 (n_dims,) = _unpack(f, "<I")
                 if n_dims > 8:
                     raise struct.error("too many dimensions")
-                dims = _unpack(f, f"<{n_dims}Q")
+                total += math.prod(_unpack(f, f"<{n_dims}Q"))
                 _unpack(f, "<IQ")
-                count = 1
-                for d in dims:
-                    count *= d
-                total += count
         except struct.error:
             raise ModelLoadError(f"{str(path)!r} ends inside its GGUF header: the file is truncated") from None
     return total
+
+
+def _open_header(f: BinaryIO, path: Path) -> tuple[int, int, int]:
+    """Check the magic and read (version, tensor count, metadata count), refusing what is corrupt."""
+    if f.read(4) != MAGIC:
+        raise ModelLoadError(f"{str(path)!r} is not a GGUF file (it does not start with 'GGUF')")
+    (version,) = _unpack(f, "<I")
+    if version not in (2, 3):
+        raise ModelLoadError(f"{str(path)!r} is GGUF version {version}; versions 2 and 3 are read")
+    n_tensors, n_keys = _unpack(f, "<QQ")
+    if n_keys > MAX_KEYS or n_tensors > _remaining(f):
+        raise ModelLoadError(
+            f"{str(path)!r} claims {n_keys} metadata keys and {n_tensors} tensors: the header is corrupt"
+        )
+    return version, n_tensors, n_keys
 
 
 def _unpack(f: BinaryIO, fmt: str) -> tuple:
