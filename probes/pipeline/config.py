@@ -115,6 +115,11 @@ class DetectSettings:
             (SPEC §5); None keeps each detector's default.
         endpoint: serve the audited model instead of loading it (controls are always local).
         store: response store (SQLite); default ``RUN_DIR/<model>/responses.sqlite``.
+        clean_ref: how many questions of split ``clean_ref`` the detectors score: the first N in
+            the questions file (the detectors' clean set in the verdict's relative mode, fusion's
+            clean reference, ReCaLL's prefixes); LaRA always uses every one. None: all. The
+            detectors' cost on a CPU is mostly sampling, and LaRA wants a clean set twice the
+            audited one (SPEC §9): a smaller one for the detectors halves a real model's run.
     """
 
     names: tuple[str, ...] = ()
@@ -126,8 +131,13 @@ class DetectSettings:
     sampling_temperature: float | None = None
     endpoint: EndpointSettings | None = None
     store: str | None = None
+    clean_ref: int | None = None
 
     def __post_init__(self) -> None:
+        if self.clean_ref is not None and self.clean_ref < 0:
+            raise ConfigError(
+                f"'detect.clean_ref' must be >= 0 (or null for every clean_ref question), got {self.clean_ref}"
+            )
         params = self.params or {}
         if not isinstance(params, Mapping) or not all(isinstance(v, Mapping) for v in params.values()):
             raise ConfigError(

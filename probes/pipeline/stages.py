@@ -27,6 +27,7 @@ from ..lara.sets import distinct_texts
 from ..responders.engines import close_engine, engine_key
 from ..responders.local import PromptFormat
 from ..responders.open import open_responder
+from ..scores import CLEAN_SPLIT
 from .config import RunConfig
 from .layout import RunLayout
 from .ledger import Ledger
@@ -180,6 +181,8 @@ def detect_key(
 
     detect = dataclasses.asdict(config.detect)
     detect.pop("store")
+    if detect["clean_ref"] is None:
+        detect.pop("clean_ref")  # keys of runs made before the option stay as they were
     if name != config.name:
         detect["endpoint"] = None
     key = {
@@ -242,7 +245,7 @@ def detect(
 
     try:
         summary = detect_questions(
-            questions,
+            scored_questions(questions, d.clean_ref),
             detectors,
             responder,
             reference=reference_responder,
@@ -262,6 +265,23 @@ def detect(
     layout = RunLayout(run_dir)
     summary.write(layout.path(layout.model(name).detector_scores))
     logger.info("%s", summary.describe())
+
+
+def scored_questions(questions: list, clean_ref: int | None) -> list:
+    """The questions the detectors score: every one outside split ``clean_ref`` and the first
+    ``clean_ref`` of those in it (None: all), in file order."""
+    if clean_ref is None:
+        return list(questions)
+    clean = [q for q in questions if q.split == CLEAN_SPLIT]
+    kept = {id(q) for q in clean[:clean_ref]}
+    if len(clean) > clean_ref:
+        logger.info(
+            "the detectors score %d of the %d questions of split %s (detect.clean_ref); LaRA uses all",
+            len(kept),
+            len(clean),
+            CLEAN_SPLIT,
+        )
+    return [q for q in questions if q.split != CLEAN_SPLIT or id(q) in kept]
 
 
 def store_path(run_dir: Path, name: str, store: str | None) -> Path:

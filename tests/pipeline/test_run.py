@@ -146,6 +146,38 @@ def test_changing_a_detector_setting_redoes_detection_and_what_follows(first_run
     run_pipeline(load_run_config(path), progress=False)
 
 
+def test_the_detectors_can_score_fewer_clean_ref_questions_than_lara(first_run):
+    """detect.clean_ref N: the detectors score the first N clean_ref questions (file order) and every
+    audited one; LaRA keeps them all; fusion, the verdict and the report run on what was scored."""
+    path, _ = first_run
+    run_dir = path.parent / "run"
+    config = load_run_config(path)
+    questions = [json.loads(line) for line in Path(config.questions).read_text().splitlines() if line.strip()]
+    clean = [q["id"] for q in questions if q.get("split") == "clean_ref"]
+    audited = [q["id"] for q in questions if q.get("split") != "clean_ref"]
+    assert len(clean) > 3
+    fewer = run_pipeline(load_run_config(path, ["detect.clean_ref=3"]), progress=False)
+    assert {"detect/rl", "detect/sft", "fuse/rl", "verdict/rl"} <= set(fewer.ran)
+    assert not {"generate", "cache/rl", "score/rl"} & set(fewer.ran)
+    detected = _ids(run_dir / "rl" / "detectors.csv")
+    assert [i for i in detected if i in set(clean)] == clean[:3] and set(audited) <= set(detected)
+    assert set(clean) <= set(_ids(run_dir / "rl" / "lara.csv"))
+    scores = (run_dir / "rl" / "scores.csv").read_text().splitlines()
+    header = scores[0].split(",")
+    fused = {row.split(",")[0]: row.split(",")[header.index("ppl+lara")] for row in scores[1:]}
+    assert all(fused[i] not in ("", "nan") for i in audited)
+    verdict = json.loads((run_dir / "rl" / "verdict.json").read_text())
+    assert "relative" in verdict["modes"]
+    with pytest.raises(Exception, match="detect.clean_ref"):
+        load_run_config(path, ["detect.clean_ref=-1"])
+    back = run_pipeline(load_run_config(path), progress=False)
+    assert "detect/rl" in back.ran  # null: every clean_ref question again
+
+
+def _ids(csv_path: Path) -> list[str]:
+    return [line.split(",")[0] for line in csv_path.read_text().splitlines()[1:]]
+
+
 def test_turning_calibration_off_leaves_no_stale_controls_to_the_verdict(first_run):
     """Before: the verdict stage read detectors.controls.csv even when calibration was off and the
     ledger no longer tracked it, so the old controls still decided an absolute-mode verdict."""
