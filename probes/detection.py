@@ -26,7 +26,7 @@ from .detectors.selection import (  # noqa: F401 (detector_names, parse_params, 
 )
 from .responders.distributed import sum_counts_over_ranks
 from .scorefiles import ControlTable, write_scored
-from .scores import CLEAN_SPLIT, ScoreTable
+from .scores import CALIBRATED, CLEAN_SPLIT, ScoreTable, derived_column
 
 if TYPE_CHECKING:
     from .responders.base import Responder
@@ -162,7 +162,7 @@ def run_detectors(
             )
             notes += more
             cal, record = calibrated_scores(result.scores, control_table.matrix(detector.name, ids))  # type: ignore[union-attr]
-            table.add(f"{detector.name}@cal", cal)
+            table.add(derived_column(detector.name, CALIBRATED), cal)
             calibration[detector.name]["zero_scale"] = record.to_dict()
         if bar is not None:
             bar.update(1)
@@ -210,7 +210,7 @@ class _ControlRows:
             "n_controls_max": int(control_table.index.max()) if self.keys else 0,
             "n_questions_with_controls": len({k[0] for k in self.keys}),
             "n_control_texts": len(self.keys),
-            "columns": [f"{name}@cal" for name in calibrated],
+            "columns": [derived_column(name, CALIBRATED) for name in calibrated],
             "detectors": detectors,
         }
 

@@ -140,6 +140,24 @@ def read_question_texts(path: str | Path) -> dict[str, str]:
     return out
 
 
+CALIBRATED = "cal"  # a detector's score against its question's matched controls (SPEC §8.1)
+AGAINST_REFERENCE = "ref"  # a detector's score minus the reference model's (SPEC §8.7)
+
+
+def derived_column(detector: str, kind: str) -> str:
+    """The name of a column derived from ``detector``'s: ``<detector>@cal`` or ``<detector>@ref``
+    (``kind``: :data:`CALIBRATED` or :data:`AGAINST_REFERENCE`) — built here and nowhere else."""
+    if kind not in (CALIBRATED, AGAINST_REFERENCE):
+        raise ValueError(f"a derived column is {CALIBRATED!r} or {AGAINST_REFERENCE!r}, not {kind!r}")
+    return f"{detector}@{kind}"
+
+
+def split_column(column: str) -> tuple[str, str | None]:
+    """``(detector, kind)`` of a derived column, ``(column, None)`` of any other."""
+    base, at, kind = column.rpartition("@")
+    return (base, kind) if at and kind in (CALIBRATED, AGAINST_REFERENCE) else (column, None)
+
+
 CLEAN_SPLIT = "clean_ref"  # the split of known-clean questions (LaRA's clean reference, the verdict's clean set)
 MATCH_FIELDS = ("pair", "template")  # a question's matched group, in this order
 

@@ -18,7 +18,16 @@ from ..fusion import fuse as fuse_columns
 from ..lara.metrics_file import MetricsFile
 from ..questions.importing import provenance_for_report
 from ..scorefiles import ScoredFiles, read_scored
-from ..scores import CLEAN_SPLIT, ScoreTable, join_tables, jsonable, match_group
+from ..scores import (
+    AGAINST_REFERENCE,
+    CLEAN_SPLIT,
+    ScoreTable,
+    derived_column,
+    join_tables,
+    jsonable,
+    match_group,
+    split_column,
+)
 from .config import RunConfig
 from .layout import RunLayout
 
@@ -77,12 +86,12 @@ def reference_differences(table: Any, reference: Any) -> dict[str, Any]:
     for column, values in table.columns.items():
         if (
             column in reference.columns
-            and "@" not in column
+            and split_column(column)[1] is None
             and column in REGISTRY
             and not REGISTRY[column].requires_reference
         ):
             theirs = np.array([reference.columns[column][row[i]] if i in row else np.nan for i in table.ids])
-            out[f"{column}@ref"] = values - theirs
+            out[derived_column(column, AGAINST_REFERENCE)] = values - theirs
     return out
 
 

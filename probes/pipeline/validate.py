@@ -22,7 +22,7 @@ from ..errors import ConfigError
 from ..responders.engines import engine_key
 from ..responders.local import LocalResponder
 from ..responders.openai_api import OpenAIResponder
-from ..scores import CLEAN_SPLIT
+from ..scores import AGAINST_REFERENCE, CALIBRATED, CLEAN_SPLIT, derived_column
 from .config import RunConfig
 
 logger = logging.getLogger(__name__)
@@ -221,10 +221,12 @@ def _columns(config: RunConfig, answers: bool) -> set[str]:
     columns = set(names)
     if config.calibrating:
         columns |= {
-            f"{n}@cal" for n in known if config.calibration.detectors is None or n in config.calibration.detectors
+            derived_column(n, CALIBRATED)
+            for n in known
+            if config.calibration.detectors is None or n in config.calibration.detectors
         }
     if config.reference_name() is not None:
-        columns |= {f"{n}@ref" for n in known if not REGISTRY[n].requires_reference}
+        columns |= {derived_column(n, AGAINST_REFERENCE) for n in known if not REGISTRY[n].requires_reference}
     if config.lara:
         columns |= {"lara"}
         if config.score.variants:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..detectors import REGISTRY
 from ..evaluation import auc, roc_points
-from ..scores import ScoreTable
+from ..scores import ScoreTable, split_column
 
 MEMBER_COLOR = "#c0392b"
 NON_MEMBER_COLOR = "#2e6da4"
@@ -42,7 +42,7 @@ def roc_family(name: str) -> str:
     """Which panel of ``roc.png`` a score column belongs to."""
     if "+" in name:
         return "fusion"
-    if "@" in name:
+    if split_column(name)[1] is not None:
         return "calibrated (@cal, @ref)"
     if name.startswith("lara"):
         return "LaRA"
