@@ -13,18 +13,42 @@ higher = member.
 from __future__ import annotations
 
 from ..token_distributions import entropy_from_logprobs
-from .base import REGISTRY, Detector, DetectorResult, check_access, check_declared, check_reference, get_detector
-
-# isort: off
-# importing registers them, in this order: the registry's order is every listing's (the CLI's help,
-# `detect.names: all`, the score files' columns), so it is kept, not sorted
+from .base import (
+    REGISTRY,
+    Detector,
+    DetectorResult,
+    check_access,
+    check_declared,
+    check_reference,
+    get_detector,
+    order_registry,
+)
+from .completion import PartialCompletion
 from .likelihood import PPL, LogProber, MinK, MinKPlusPlus, ReCaLL, Zlib
 from .reference import Ref
-from .sampling import CDD, EntropyNoise, EntropyTemp, MinKNN, SelfCritique
-from .completion import PartialCompletion
 from .rl import PolicyDrift, RewardGain
+from .sampling import CDD, EntropyNoise, EntropyTemp, MinKNN, SelfCritique
 
-# isort: on
+# every listing's order (the CLI's help, `detect.names: all`, the score files' columns), whatever the
+# order of the imports above; a new detector is one module, one import above and one name here
+ORDER = (
+    "ppl",
+    "min_k",
+    "min_k_plus_plus",
+    "zlib",
+    "recall",
+    "logprober",
+    "ref",
+    "cdd",
+    "min_knn",
+    "self_critique",
+    "entropy_temp",
+    "entropy_noise",
+    "partial_completion",
+    "policy_drift",
+    "reward_gain",
+)
+order_registry(ORDER)
 from .stats import (
     cdd_peak,
     cut_point,
@@ -40,6 +64,7 @@ from .stats import (
 )
 
 __all__ = [
+    "ORDER",
     "CDD",
     "PPL",
     "REGISTRY",

@@ -189,6 +189,28 @@ def register(cls: type[Detector]) -> type[Detector]:
     return cls
 
 
+def order_registry(order: Sequence[str]) -> None:
+    """Put :data:`REGISTRY` in the declared ``order`` (in place), refusing a registered detector the
+    order leaves out and a name in it that no imported module registered."""
+    unlisted = [name for name in REGISTRY if name not in order]
+    missing = [name for name in order if name not in REGISTRY]
+    if unlisted or missing:
+        raise ValueError(
+            "probes.detectors.ORDER and the registry differ: "
+            + "; ".join(
+                part
+                for part in (
+                    f"registered but not in ORDER: {', '.join(unlisted)}" if unlisted else "",
+                    f"in ORDER but never registered (is its module imported?): {', '.join(missing)}" if missing else "",
+                )
+                if part
+            )
+        )
+    ordered = {name: REGISTRY[name] for name in order}
+    REGISTRY.clear()
+    REGISTRY.update(ordered)
+
+
 def get_detector(name: str, /, *, params_key: str = "", **params: Any) -> Detector:
     """A detector by registry name, with ``params`` as its hyperparameters, each checked against
     its declared type and range first (``params_key``: how the user wrote them, for the message,
