@@ -101,7 +101,7 @@ class Verdict:
 
     def summary(self) -> str:
         """The verdict as ``lara verdict`` prints it."""
-        from ..calibration.audit import describe_verdict  # lazy: pulls scipy
+        from ..report.verdict_text import describe_verdict
 
         return describe_verdict(self.record)
 
@@ -111,7 +111,7 @@ class Verdict:
         return jsonable(self.record)
 
     def __repr__(self) -> str:
-        from ..calibration.audit import describe_verdict  # lazy: pulls scipy
+        from ..report.verdict_text import describe_verdict
 
         return f"Verdict({describe_verdict(self.record).splitlines()[0].removeprefix('Verdict: ')})"
 

@@ -27,10 +27,6 @@ from scipy.stats import norm
 from . import stats
 
 SIZE_RESAMPLES = 500
-VALIDATED_ON = (
-    "known only where the generator was validated: 0.045–0.050 on our two testbeds; on a third testbed of 45 "
-    "templates of its own a clean checkpoint read within-AUC 0.63–0.65 and was rejected at p = 0.0002"
-)
 
 
 def null_moments(original: np.ndarray, controls: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -97,29 +93,6 @@ def _normal_p(r: np.ndarray, mean: np.ndarray, var: np.ndarray) -> float:
     if spread == 0:
         return math.nan
     return float(norm.sf((float(r.sum()) - float(mean.sum())) / spread))
-
-
-def size_sentence(size: dict[str, Any], test: dict[str, Any] | None = None) -> str:
-    """One line for the verdict's text: the absolute test on the clean questions and its size."""
-    if "error" in size:
-        return f"the absolute mode's size on your clean questions: not measured ({size['error']})"
-    head = f"the absolute mode on the {size['n_clean']} clean questions"
-    if test is not None and math.isfinite(test["combined"]["p_value"]):
-        head += f": {'rejected' if test['reject'] else 'not rejected'}, combined p = {test['combined']['p_value']:.2g}"
-    aucs = ", ".join(f"{k} {v:.2f}" for k, v in size["within_auc"].items())
-    ranges = (
-        ", ".join(
-            f"{k} {100 * lo:.0f}–{100 * hi:.0f} %"
-            for k, (lo, hi) in size["size_range"].items()
-            if _finite(lo) and _finite(hi)
-        )
-        or "not estimable"
-    )
-    return (
-        f"{head} (within-AUC {aucs}; 0.5 if the generator's similars read like real questions); a clean set like "
-        f"them of {size['n_audited']} questions would be flagged in ≈ {100 * size['size']:.0f} % of draws "
-        f"(bootstrap, nominal {100 * size['alpha']:g} %; over the clean bias's 95 % CI: {ranges})"
-    )
 
 
 def _finite(x: float | None) -> bool:

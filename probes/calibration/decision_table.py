@@ -193,25 +193,3 @@ def write_no_decisions(ids: list[str], path: str | Path) -> None:
         ["id", "rank", "mode", "p_value", "q_value", "flagged"],
         ([qid, "", "no verdict", "nan", "nan", ""] for qid in ids),
     )
-
-
-def describe_questions(block: dict[str, Any] | None, where: str = "") -> str:
-    """One line: how many questions are flagged, at which FDR, in which mode, the first ids, and
-    the "at least" bound."""
-    if block is None:
-        return "which questions: none decided (no verdict)"
-    mode = f"{block['mode']} mode" + ("" if block["calibrated"] else ", uncalibrated")
-    shown = ", ".join(block["flagged"][:8]) + (", …" if block["n_flagged"] > 8 else "")
-    method = "BH" if block["method"] == "bh" else "two-stage BH"
-    bound = block.get("at_least")
-    least = (
-        f"; at least {bound['value']} of the {bound['of']} contaminated ({100 * bound['level']:g}% lower bound)"
-        if bound
-        else ""
-    )
-    untested = block["n"] - block["n_tested"]
-    left = f" (of {block['n']}: {untested} not tested: too few scored controls or a NaN score)" if untested else ""
-    return (
-        f"which questions: {block['n_flagged']} of {block['n_tested']} tested flagged{left} at FDR {100 * block['fdr']:g}% "
-        f"({mode}, {method}){': ' + shown if shown else ''}{least}{' -> ' + where if where else ''}"
-    )

@@ -104,7 +104,8 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from ..calibration.audit import audit_verdict, decided, describe_verdict  # lazy: pulls scipy
+    from ..calibration.audit import audit_verdict  # lazy: pulls scipy
+    from ..report.verdict_text import decided, describe_verdict
 
     settings = VerdictSettings(
         alpha=args.alpha,

@@ -119,7 +119,8 @@ def verdict(
     """``RUN/<model>/verdict.json``: the label-free verdict (SPEC §8) on the model's detector scores
     and controls (and LaRA's scores), against the reference model's when there is one; and
     ``RUN/<model>/questions.csv``, its per-question decisions (SPEC §8.10)."""
-    from ..calibration.audit import audit_verdict, describe_verdict  # lazy: pulls scipy
+    from ..calibration.audit import audit_verdict  # lazy: pulls scipy
+    from ..report.verdict_text import describe_verdict
 
     layout = RunLayout(run_dir)
     files = layout.model(name)
@@ -241,7 +242,7 @@ def section(run_dir: Path, name: str, config: RunConfig) -> str:
 
 def verdict_line(run_dir: Path, name: str, config: RunConfig) -> str:
     """The model's verdict as text (``lara run`` prints them first)."""
-    from ..calibration.audit import describe_verdict  # lazy: pulls scipy
+    from ..report.verdict_text import describe_verdict
 
     role = "audited model" if name == config.name else "control"
     return describe_verdict(_read_verdict(run_dir, name), f"Verdict on {name} ({role})")
@@ -249,7 +250,7 @@ def verdict_line(run_dir: Path, name: str, config: RunConfig) -> str:
 
 def verdict_decided(run_dir: Path, name: str) -> bool:
     """Whether the model's verdict decided (False: no verdict)."""
-    from ..calibration.audit import decided  # lazy: pulls scipy
+    from ..report.verdict_text import decided
 
     return decided(_read_verdict(run_dir, name))
 

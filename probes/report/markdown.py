@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..calibration.audit import verdict_markdown
 from .flagged import flagged_markdown
 from .layer_markdown import layers_markdown
 from .markdown_figures import p_text as _p
+from .verdict_text import verdict_markdown
 
 PLOTS = (
     ("verdict.png", "Verdict: within-AUC per detector, mode and subset"),

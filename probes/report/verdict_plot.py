@@ -8,8 +8,8 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..calibration.audit import p_sentence, verdict_word
 from .plots import _axes, _figure, _finish
+from .verdict_text import p_sentence, verdict_word
 
 MODE_COLORS = {"reference": "#1b7837", "relative": "#2e6da4", "absolute": "#999999"}
 

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from probes.calibration import conformal
-from probes.calibration.audit import audit_verdict, describe_verdict, scored_files
+from probes.calibration.audit import audit_verdict, scored_files
 from probes.calibration.verdict import VerdictSettings
+from probes.report.verdict_text import describe_verdict
 from probes.scores import ScoreTable
 
 from .test_verdict import world

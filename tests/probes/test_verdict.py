@@ -142,9 +142,10 @@ def test_control_table_round_trip_and_control_texts(tmp_path):
 
 
 def test_verdict_report_section_figure_and_text(tmp_path):
-    from probes.calibration.audit import audit_verdict, describe_verdict, scored_files, verdict_markdown
+    from probes.calibration.audit import audit_verdict, scored_files
     from probes.report.build import jsonable
     from probes.report.verdict_plot import plot_verdict
+    from probes.report.verdict_text import describe_verdict, verdict_markdown
 
     (a_scores, a_ctl), (r_scores, r_ctl) = world(contamination=1.0, seed=7)
     labels = {qid: int(i < 30) for i, qid in enumerate(a_scores.ids)}
@@ -185,8 +186,8 @@ def test_a_mode_with_no_usable_question_never_decides():
 
 
 def test_no_usable_question_in_any_mode_is_no_verdict_never_not_flagged():
-    from probes.calibration.audit import describe_verdict, verdict_markdown
     from probes.report.build import jsonable
+    from probes.report.verdict_text import describe_verdict, verdict_markdown
 
     (a_scores, a_ctl), (r_scores, r_ctl) = world(seed=9)
     a_scores.columns["ppl"][:] = np.nan
@@ -201,7 +202,8 @@ def test_no_usable_question_in_any_mode_is_no_verdict_never_not_flagged():
 def test_rows_left_out_are_counted_per_detector_and_subset_and_inf_is_ranked():
     """Before: NaN originals vanished from the counts (16 -> 8 questions, nothing said), and an
     original scored +inf (a perfectly predicted question) was dropped instead of ranked first."""
-    from probes.calibration.audit import audit_verdict, describe_verdict, scored_files
+    from probes.calibration.audit import audit_verdict, scored_files
+    from probes.report.verdict_text import describe_verdict
 
     (a_scores, a_ctl), _ = world(seed=10, n=16)
     ppl = a_scores.columns["ppl"]
@@ -253,7 +255,7 @@ def test_a_detector_the_reference_scores_as_one_constant_is_left_out_of_the_refe
     reference mode's Δ is then the audited score itself — the absolute mode's test, with its bias —
     so it may not sit in a calibrated combination. (On the clean world below, the audited model's
     drift has the generator's bias: the absolute test rejects, the reference mode must not.)"""
-    from probes.calibration.audit import describe_verdict
+    from probes.report.verdict_text import describe_verdict
 
     (a_scores, a_ctl), (r_scores, r_ctl) = world(contamination=0.0, seed=14)
     a_scores.add("policy_drift", a_scores.columns["ppl"].copy())  # biased like the absolute mode's PPL
@@ -283,8 +285,8 @@ def test_a_verdict_without_reference_or_clean_set_leads_with_no_calibrated_verdi
     absolute figure as a diagnostic with where its size is known — in the text, the report and the
     CLI, rejecting or not (a non-rejection is no negative answer) — while ``reject`` stays
     machine-readable beside ``calibrated: false``."""
-    from probes.calibration.audit import describe_verdict, verdict_markdown
     from probes.cli import main
+    from probes.report.verdict_text import describe_verdict, verdict_markdown
 
     (a_scores, a_ctl), _ = world(contamination=0.0, seed=15)  # the generator's bias alone: the absolute mode rejects
     verdict = compute_verdict(ScoredSet(a_scores, a_ctl), settings=FAST)
@@ -336,7 +338,7 @@ def test_a_few_dozen_known_clean_questions_measure_the_absolute_modes_size_on_qu
     originals) reads ≈ 100 %; for an unbiased or slightly biased one the range covers the true
     rejection rate of fresh clean sets of the audited size in ≥ 90 % of draws."""
     from probes.calibration.absolute_size import absolute_size
-    from probes.calibration.audit import describe_verdict, verdict_markdown
+    from probes.report.verdict_text import describe_verdict, verdict_markdown
 
     (a_scores, a_ctl), _ = world(n=120, contamination=0.0, seed=21)
     biased = compute_verdict(ScoredSet(a_scores, a_ctl), clean=ScoredSet(*_clean_world(36, 0.8, 22)), settings=FAST)
@@ -369,8 +371,8 @@ def test_a_few_dozen_known_clean_questions_measure_the_absolute_modes_size_on_qu
 def test_the_size_line_reads_a_verdict_json_whose_ranges_are_missing():
     """A detector whose clean controls all tie has no size range (NaN, null once written as JSON):
     the line says so instead of failing (found by lara run on the smoke testbed)."""
-    from probes.calibration.absolute_size import size_sentence
     from probes.report.build import jsonable
+    from probes.report.verdict_text import size_sentence
 
     size = {
         "n_clean": 8,
@@ -451,8 +453,9 @@ def test_the_reference_models_own_comparisons_read_n_a_self_reference_in_the_ver
     """Issue 34, item 4: the reference model audited as a control compares itself with itself for
     ``policy_drift`` and ``reward_gain`` (every score 0); its verdict table showed "0.50 [0.50,
     0.50]" for them, as if measured. The rows read n/a (self-reference) and stay out of the test."""
-    from probes.calibration.audit import audit_verdict, scored_files, verdict_markdown
+    from probes.calibration.audit import audit_verdict, scored_files
     from probes.report.build import jsonable
+    from probes.report.verdict_text import verdict_markdown
 
     (a_scores, a_ctl), _ = world(seed=12)
     for name in ("policy_drift", "reward_gain"):

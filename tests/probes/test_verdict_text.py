@@ -1,0 +1,52 @@
+"""The verdict's words live beside the report; calibration returns numbers."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+CALIBRATION = Path(__file__).resolve().parents[2] / "probes" / "calibration"
+
+
+def test_printing_a_verdict_imports_no_statistics_library():
+    code = (
+        "import sys; from probes.report.verdict_text import describe_verdict, verdict_markdown; "
+        "print(sorted(m for m in ('scipy', 'sklearn', 'statsmodels', 'torch') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=CALIBRATION.parents[1]
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_no_verdict_sentence_is_written_in_calibration():
+    """Before: calibration/audit.py held ~175 lines of the verdict's wording."""
+    phrases = ("CONTAMINATED", "NO CALIBRATED VERDICT", "not flagged", "which questions:", "## Verdict")
+    found = [
+        (path.name, phrase)
+        for path in CALIBRATION.glob("*.py")
+        for text in _strings(path)
+        for phrase in phrases
+        if phrase in text
+    ]
+    assert not found, found
+
+
+def _strings(path: Path) -> list[str]:
+    """The string constants of a module, docstrings left out."""
+    tree = ast.parse(path.read_text())
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    ]
