@@ -18,9 +18,9 @@ from .base import (
     Detector,
     DetectorResult,
     check_access,
-    check_declared,
     check_reference,
     get_detector,
+    known_detector,
     order_registry,
 )
 from .completion import PartialCompletion
@@ -89,7 +89,7 @@ __all__ = [
     "cut_point",
     "entropy_from_logprobs",
     "get_detector",
-    "check_declared",
+    "known_detector",
     "logprober_safe_score",
     "min_k_plus_plus",
     "min_k_prob",

@@ -9,7 +9,6 @@ oriented higher = member, plus the raw statistic under its own name.
 from __future__ import annotations
 
 import difflib
-import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Sequence
@@ -20,7 +19,7 @@ from generation.config import default_prompts_dir
 
 from ..errors import ConfigError, MismatchError
 from ..responders.base import Access
-from .params import Constraint, check_values
+from .params import Constraint, Param, check_values
 
 if TYPE_CHECKING:
     from ..responders.base import Responder
@@ -95,8 +94,27 @@ class Detector:
     samples_at_temperature: ClassVar[bool] = (
         False  # samples answers at its ``temperature`` (the run's sampling temperature applies)
     )
-    parameters: ClassVar[dict[str, Constraint]] = {}  # every ``__init__`` argument's type and range (:mod:`.params`)
+    parameters: ClassVar[dict[str, Constraint]] = {}  # every hyperparameter's type and range, from its Param
+    declared: ClassVar[dict[str, Param]] = {}  # every hyperparameter's declaration (own first, then inherited)
     family: ClassVar[str] = "likelihood & completion"  # its panel of the report's roc.png
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Collect the class's :class:`~.params.Param` attributes (its own first, then its bases')."""
+        super().__init_subclass__(**kwargs)
+        declared: dict[str, Param] = {}
+        for klass in cls.__mro__:
+            for key, value in vars(klass).items():
+                if isinstance(value, Param) and key not in declared:
+                    declared[key] = value
+        cls.declared = declared
+        cls.parameters = {key: p.constraint for key, p in declared.items()}
+
+    def __init__(self, **params: Any) -> None:
+        """Hyperparameters by keyword, each checked against its declaration (unknown, wrong type or
+        out of range: :class:`ConfigError`, one line), stored unchanged; the rest take their defaults."""
+        check_values(getattr(self, "name", type(self).__name__), params, self.parameters)
+        for key, declaration in self.declared.items():
+            setattr(self, key, params.get(key, declaration.default))
 
     def check_params(self) -> None:
         """Refuse what ties hyperparameters together or reads a file (:class:`ConfigError`), before
@@ -125,10 +143,8 @@ class Detector:
         return f"{self.name}({', '.join(f'{k}={v!r}' for k, v in self.get_params().items())})"
 
     def get_params(self) -> dict[str, Any]:
-        """Hyperparameters as given (the ``__init__`` arguments)."""
-        return {
-            name: getattr(self, name) for name in inspect.signature(type(self).__init__).parameters if name != "self"
-        }
+        """Hyperparameters as given (every declared one)."""
+        return {name: getattr(self, name) for name in self.declared}
 
     def _result(
         self,
@@ -212,23 +228,27 @@ def order_registry(order: Sequence[str]) -> None:
 
 
 def get_detector(name: str, /, *, params_key: str = "", **params: Any) -> Detector:
-    """A detector by registry name, with ``params`` as its hyperparameters, each checked against
-    its declared type and range first (``params_key``: how the user wrote them, for the message,
-    e.g. ``detect.params.``)."""
-    check_declared(name, params, params_key)
-    detector = REGISTRY[name](**params)
-    detector.check_params()
+    """A detector by registry name, with ``params`` as its hyperparameters, checked once, where it is
+    built (its ``__init__``: declared types and ranges; then ``check_params``: what ties them
+    together). ``params_key``: how the user wrote them, prefixed to the message (``detect.params.``)."""
+    known_detector(name)
+    try:
+        detector = REGISTRY[name](**params)
+    except ConfigError as error:
+        raise ConfigError(f"{params_key}{error}" if params_key else str(error)) from None
+    try:
+        detector.check_params()
+    except ConfigError as error:
+        raise ConfigError(f"{params_key}{name}: {error}" if params_key else str(error)) from None
     return detector
 
 
-def check_declared(name: str, params: dict[str, Any], params_key: str = "") -> None:
-    """Refuse (:class:`ConfigError`, one line naming the key) an unknown detector, or a parameter it
-    does not have or whose value breaks its declared constraint — before any model work."""
+def known_detector(name: str) -> None:
+    """Refuse (:class:`ConfigError`, one line) a name no detector has, with the closest one."""
     if name not in REGISTRY:
         close = difflib.get_close_matches(name, list(REGISTRY), n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         raise ConfigError(f"unknown detector {name!r}.{hint} Available: {', '.join(sorted(REGISTRY))}")
-    check_values(name, params, REGISTRY[name].parameters, params_key)  # declared = __init__'s (tested)
 
 
 def check_access(detector: Detector, responder: Responder) -> list[str]:

@@ -19,7 +19,7 @@ import numpy as np
 from ..responders.base import Access, GenerationParams
 from . import stats
 from .base import Detector, DetectorResult, register
-from .params import Interval
+from .params import Interval, Param
 
 if TYPE_CHECKING:
     from ..responders.base import Responder
@@ -35,10 +35,9 @@ class PartialCompletion(Detector):
     needs = frozenset({Access.SAMPLING, Access.TOKEN_IDS})
     capped_by_design = True  # the budget is the true remainder's length
 
-    parameters = {"ratio": Interval(integer=False, low=0, high=1, closed="neither")}  # the share of the question kept
-
-    def __init__(self, ratio: float = 0.6) -> None:
-        self.ratio = ratio
+    ratio: float = Param(
+        0.6, Interval(integer=False, low=0, high=1, closed="neither")
+    )  # the share of the question kept
 
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         rouge = np.full(len(questions), np.nan)

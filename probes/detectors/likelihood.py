@@ -12,7 +12,7 @@ from ..errors import ConfigError
 from ..responders.base import Access, GenerationParams
 from . import stats
 from .base import Detector, DetectorResult, builtin_text, register
-from .params import COUNT, SHARE, Interval, Options, Text
+from .params import COUNT, SHARE, Interval, Options, Param, Text
 
 if TYPE_CHECKING:
     from ..responders.base import Responder
@@ -75,11 +75,8 @@ def same_tokens(a: Any, b: Any) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 class _LikelihoodDetector(Detector):
-    parameters = {"target": Options(("response", "question")), "max_new_tokens": COUNT}
-
-    def __init__(self, target: Target = "response", max_new_tokens: int = GREEDY_TOKENS) -> None:
-        self.target = target
-        self.max_new_tokens = max_new_tokens
+    target: Target = Param("response", Options(("response", "question")))
+    max_new_tokens: int = Param(GREEDY_TOKENS, COUNT)
 
     @property
     def needs(self) -> frozenset[Access]:  # type: ignore[override]
@@ -122,11 +119,7 @@ class MinK(_LikelihoodDetector):
     statistic = "mean of the lowest ⌊k·n⌋ token log-probs (k = 0.2, at least one)"  # docs/detectors.md's table
     summary = "Min-K% Prob: mean of the lowest k of token log-probs (k = 0.2)"
 
-    parameters = {"k": SHARE, **_LikelihoodDetector.parameters}
-
-    def __init__(self, k: float = 0.2, target: Target = "response", max_new_tokens: int = GREEDY_TOKENS) -> None:
-        super().__init__(target, max_new_tokens)
-        self.k = k
+    k: float = Param(0.2, SHARE)
 
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         rows, gens = self._targets(questions, responder)
@@ -179,18 +172,8 @@ class ReCaLL(_RescoringDetector):
     statistic = "LL(x ∣ non-member prefix) / LL(x) over the same tokens of x, the greedy response by default"  # docs/detectors.md's table
     summary = "ReCaLL: LL(x | non-member prefix) / LL(x) over the same tokens of x"
 
-    parameters = {"prefix": Text(optional=True), "n_prefix": COUNT, **_LikelihoodDetector.parameters}
-
-    def __init__(
-        self,
-        prefix: str | None = None,
-        n_prefix: int = 5,
-        target: Target = "response",
-        max_new_tokens: int = GREEDY_TOKENS,
-    ) -> None:
-        super().__init__(target, max_new_tokens)
-        self.prefix = prefix
-        self.n_prefix = n_prefix
+    prefix: str | None = Param(None, Text(optional=True))
+    n_prefix: int = Param(5, COUNT)
 
     def fit(
         self,
@@ -263,10 +246,7 @@ class LogProber(Detector):
     summary = "LogProber: log(−integral of the sorted cumulative token log-probs of the question)"
     needs = frozenset({Access.TEXT_LOGPROBS})
 
-    parameters = {"threshold": Interval(integer=False)}
-
-    def __init__(self, threshold: float = 1.0) -> None:
-        self.threshold = threshold
+    threshold: float = Param(1.0, Interval(integer=False))
 
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         # the question as the model reads it: every token that has a prediction (SPEC §5)

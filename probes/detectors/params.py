@@ -20,6 +20,16 @@ from ..errors import ConfigError
 
 
 @dataclass(frozen=True)
+class Param:
+    """One hyperparameter, declared once as a class attribute of its detector: its default and its
+    constraint (``n = Param(50, COUNT)``). The detector's ``__init__`` takes it by keyword, checks it
+    and stores it; ``parameters`` and the docs' tables are read from these."""
+
+    default: Any
+    constraint: "Constraint"
+
+
+@dataclass(frozen=True)
 class Interval:
     """A number, an integer when ``integer``, between ``low`` and ``high`` (None: unbounded),
     each end included when named in ``closed`` (``"both"``, ``"left"``, ``"right"``, ``"neither"``)."""
@@ -92,9 +102,8 @@ def check_values(detector: str, params: Mapping[str, Any], declared: Mapping[str
     its constraint. ``key``: how the user wrote the detector's parameters (``detect.params.``)."""
     unknown = [name for name in params if name not in declared]
     if unknown:
-        where = f"{key}{detector}: " if key else ""
         raise ConfigError(
-            f"{where}detector {detector!r} has no parameter {', '.join(unknown)}; its parameters: "
+            f"{key}{detector}: detector {detector!r} has no parameter {', '.join(unknown)}; its parameters: "
             f"{', '.join(declared) or 'none'}"
         )
     for name, value in params.items():

@@ -27,7 +27,7 @@ from ..errors import ConfigError
 from ..responders.base import Access, GenerationParams
 from ..verifier import judge
 from .base import Detector, DetectorResult, check_reference, has_answer, register
-from .params import COUNT, POSITIVE, SEED, SHARE
+from .params import COUNT, POSITIVE, SEED, SHARE, Param
 
 if TYPE_CHECKING:
     from ..responders.base import Responder
@@ -39,16 +39,11 @@ class _SamplingComparison(Detector):
     requires_reference = True
     samples_at_temperature = True
 
-    parameters = {"n": COUNT, "temperature": POSITIVE, "top_p": SHARE, "max_new_tokens": COUNT, "seed": SEED}
-
-    def __init__(
-        self, n: int = 32, temperature: float = 0.7, top_p: float = 0.95, max_new_tokens: int = 1024, seed: int = 0
-    ) -> None:
-        self.n = n
-        self.temperature = temperature
-        self.top_p = top_p
-        self.max_new_tokens = max_new_tokens
-        self.seed = seed
+    n: int = Param(32, COUNT)
+    temperature: float = Param(0.7, POSITIVE)
+    top_p: float = Param(0.95, SHARE)
+    max_new_tokens: int = Param(1024, COUNT)
+    seed: int = Param(0, SEED)
 
     def fit(
         self,

@@ -12,7 +12,7 @@ from ..responders.base import Access, GenerationParams
 from . import stats
 from .base import Detector, DetectorResult, builtin_text, register, template_text
 from .likelihood import GREEDY_TOKENS, greedy_params
-from .params import COUNT, POSITIVE, SEED, SHARE, Interval, Options, Text
+from .params import COUNT, POSITIVE, SEED, SHARE, Interval, Options, Param, Text
 
 UNIT_SHARE = Interval(integer=False, low=0, high=1, closed="left")  # [0, 1)
 
@@ -32,30 +32,12 @@ class CDD(Detector):
     needs = frozenset({Access.SAMPLING, Access.TOKEN_IDS})
     capped_by_design = True  # it compares the first max_tokens tokens only
 
-    parameters = {
-        "n": COUNT,
-        "temperature": POSITIVE,
-        "alpha": UNIT_SHARE,
-        "xi": UNIT_SHARE,
-        "max_tokens": COUNT,
-        "seed": SEED,
-    }
-
-    def __init__(
-        self,
-        n: int = 50,
-        temperature: float = 0.8,
-        alpha: float = 0.05,
-        xi: float = 0.01,
-        max_tokens: int = 100,
-        seed: int = 0,
-    ) -> None:
-        self.n = n
-        self.temperature = temperature
-        self.alpha = alpha
-        self.xi = xi
-        self.max_tokens = max_tokens
-        self.seed = seed
+    n: int = Param(50, COUNT)
+    temperature: float = Param(0.8, POSITIVE)
+    alpha: float = Param(0.05, UNIT_SHARE)
+    xi: float = Param(0.01, UNIT_SHARE)
+    max_tokens: int = Param(100, COUNT)
+    seed: int = Param(0, SEED)
 
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         greedy = responder.generate(questions, greedy_params(self.max_tokens))
@@ -83,33 +65,13 @@ class MinKNN(Detector):
     samples_at_temperature = True
     needs = frozenset({Access.SAMPLING, Access.TOKEN_IDS})
 
-    parameters = {
-        "n": Interval(integer=True, low=2),
-        "k": COUNT,
-        "temperature": POSITIVE,
-        "top_p": SHARE,
-        "max_new_tokens": COUNT,
-        "unit": Options(("tokens", "characters")),
-        "seed": SEED,
-    }
-
-    def __init__(
-        self,
-        n: int = 32,
-        k: int = 10,
-        temperature: float = 0.7,
-        top_p: float = 0.95,
-        max_new_tokens: int = 1024,
-        unit: Literal["tokens", "characters"] = "tokens",
-        seed: int = 0,
-    ) -> None:
-        self.n = n
-        self.k = k
-        self.temperature = temperature
-        self.top_p = top_p
-        self.max_new_tokens = max_new_tokens
-        self.unit = unit
-        self.seed = seed
+    n: int = Param(32, Interval(integer=True, low=2))
+    k: int = Param(10, COUNT)
+    temperature: float = Param(0.7, POSITIVE)
+    top_p: float = Param(0.95, SHARE)
+    max_new_tokens: int = Param(1024, COUNT)
+    unit: Literal["tokens", "characters"] = Param("tokens", Options(("tokens", "characters")))
+    seed: int = Param(0, SEED)
 
     def check_params(self) -> None:
         self._require(self.k <= self.n, "k", f"it must be between 1 and n = {self.n}")
@@ -149,11 +111,8 @@ class SelfCritique(Detector):
     )
     needs = frozenset({Access.SAMPLING, Access.ENTROPY_EXACT})
 
-    parameters = {"template": Text(), "max_new_tokens": COUNT}
-
-    def __init__(self, template: str = "self_critique.v1.txt", max_new_tokens: int = GREEDY_TOKENS) -> None:
-        self.template = template
-        self.max_new_tokens = max_new_tokens
+    template: str = Param("self_critique.v1.txt", Text())
+    max_new_tokens: int = Param(GREEDY_TOKENS, COUNT)
 
     def check_params(self) -> None:
         text = template_text(self.template)  # a missing template is refused here, naming it
@@ -189,15 +148,10 @@ class EntropyTemp(Detector):
     samples_at_temperature = True
     needs = frozenset({Access.SAMPLING, Access.ENTROPY_EXACT})
 
-    parameters = {"n": COUNT, "temperature": POSITIVE, "max_new_tokens": COUNT, "seed": SEED}
-
-    def __init__(
-        self, n: int = 5, temperature: float = 1.0, max_new_tokens: int = GREEDY_TOKENS, seed: int = 0
-    ) -> None:
-        self.n = n
-        self.temperature = temperature
-        self.max_new_tokens = max_new_tokens
-        self.seed = seed
+    n: int = Param(5, COUNT)
+    temperature: float = Param(1.0, POSITIVE)
+    max_new_tokens: int = Param(GREEDY_TOKENS, COUNT)
+    seed: int = Param(0, SEED)
 
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         greedy = [g[0] for g in responder.generate(questions, greedy_params(self.max_new_tokens))]
@@ -227,11 +181,8 @@ class EntropyNoise(Detector):
     summary = "Entropy-Noise: penalized cosine of the greedy answer's entropies with and without an unrelated prefix"
     needs = frozenset({Access.SAMPLING, Access.ENTROPY_EXACT})
 
-    parameters = {"prefix": Text(optional=True), "max_new_tokens": COUNT}
-
-    def __init__(self, prefix: str | None = None, max_new_tokens: int = GREEDY_TOKENS) -> None:
-        self.prefix = prefix
-        self.max_new_tokens = max_new_tokens
+    prefix: str | None = Param(None, Text(optional=True))
+    max_new_tokens: int = Param(GREEDY_TOKENS, COUNT)
 
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         prefix = self.prefix if self.prefix is not None else builtin_text("noise_prefix.v1.txt")

@@ -15,7 +15,7 @@ from cache.gguf import converted_dir, is_converted
 from cache.loading import TOKENIZER_FILES
 from cache.sources import PACKAGE_PREFIX, resolve_source
 
-from ..detectors import REGISTRY, Detector, check_access, check_declared, check_reference, get_detector
+from ..detectors import REGISTRY, Detector, check_access, check_reference, get_detector
 from ..detectors.base import has_answer
 from ..detectors.selection import detector_names, with_sampling_temperature
 from ..errors import ConfigError
@@ -109,14 +109,11 @@ def _detectors(config: RunConfig, answers: bool, built: dict[str, Detector]) -> 
     params = with_sampling_temperature(d.params, [n for n in names if n in REGISTRY], d.sampling_temperature)
     for name in (n for n in names if n in REGISTRY):
         try:
-            check_declared(name, params.get(name, {}), params_key="detect.params.")  # one line naming the key
+            detector = get_detector(
+                name, params_key="detect.params.", **params.get(name, {})
+            )  # one line naming the key
         except ConfigError as err:
             problems.append(str(err))
-            continue
-        try:
-            detector = get_detector(name, **params.get(name, {}))
-        except ConfigError as err:
-            problems.append(f"detect.params.{name}: {err}")
             continue
         built[name] = detector
         if d.endpoint is not None:

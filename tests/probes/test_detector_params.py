@@ -6,26 +6,39 @@ loaded, and ``n = "20"`` in a TypeError inside the check itself."""
 
 from __future__ import annotations
 
-import inspect
 import json
 
 import pytest
 
 from probes.cli import main
-from probes.detectors import REGISTRY, get_detector
+from probes.detectors import REGISTRY, Detector, get_detector
 from probes.detectors.params import COUNT, SHARE, Interval, Options, Text
 from probes.errors import ConfigError
 
 BAD_N = ((2.5, "2.5"), ("20", '"20"'), ("abc", '"abc"'))
 
 
-def test_every_detector_declares_each_parameter_and_its_defaults_hold():
+def test_every_detector_declares_each_parameter_once_and_its_defaults_hold():
+    """A parameter is one ``Param`` class attribute (before: the ``parameters`` table, the
+    ``__init__`` signature and its assignments — three times); the constructor is the base's."""
     for name, cls in REGISTRY.items():
-        signature = inspect.signature(cls.__init__).parameters
-        init = [p for p in signature if p != "self"]
-        assert sorted(cls.parameters) == sorted(init), name
-        for param in init:
-            assert cls.parameters[param].holds(signature[param].default), (name, param)
+        assert cls.__init__ is Detector.__init__, name
+        built = cls()
+        assert list(built.get_params()) == list(cls.parameters) == list(cls.declared), name
+        for param, declaration in cls.declared.items():
+            assert cls.parameters[param].holds(declaration.default), (name, param)
+            assert getattr(built, param) == declaration.default, (name, param)
+
+
+def test_a_detector_built_directly_is_checked_too():
+    """Before, only ``get_detector`` checked: ``CDD(n="20")`` built, and failed later in a sampler."""
+    from probes.detectors import CDD, MinKNN
+
+    with pytest.raises(ConfigError, match='^cdd.n: must be an integer ≥ 1, got "20"$'):
+        CDD(n="20")
+    with pytest.raises(ConfigError, match="has no parameter nn"):
+        MinKNN(nn=3)
+    assert CDD(n=20).n == 20 and MinKNN(k=3).get_params()["k"] == 3
 
 
 def test_constraints_describe_themselves_as_the_message_prints_them():

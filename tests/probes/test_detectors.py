@@ -121,13 +121,12 @@ def test_a_detector_declares_whether_it_samples_at_a_temperature():
     """The run's sampling temperature goes to the detectors that declare ``samples_at_temperature``
     (before, to any whose constructor had a parameter named ``temperature``): the declaration and
     the constructor agree for every registered detector."""
-    import inspect
 
     from probes.detection import with_sampling_temperature
     from probes.detectors import REGISTRY
 
     for name, cls in REGISTRY.items():
-        assert cls.samples_at_temperature == ("temperature" in inspect.signature(cls.__init__).parameters), name
+        assert cls.samples_at_temperature == ("temperature" in cls.parameters), name
     sampling = sorted(n for n, cls in REGISTRY.items() if cls.samples_at_temperature)
     assert sampling == ["cdd", "entropy_temp", "min_knn", "policy_drift", "reward_gain"]
     from probes.detectors import get_detector
