@@ -208,6 +208,7 @@ def measure(engine: str, source: Path, questions: list[str], n: int, tokens: int
 def detect_wall(engine: str, questions: list[str]) -> float:
     """Seconds of a sampling-heavy detector pass (PPL, CDD n = 20, Min-kNN n = 8, 64 new tokens) on
     the testbed, through an empty response store (engine start left out)."""
+    from generation.records import Question
     from probes.detection import run_detectors
     from probes.responders.store import CachedResponder, ResponseStore
 
@@ -222,8 +223,7 @@ def detect_wall(engine: str, questions: list[str]) -> float:
         start = time.perf_counter()
         run_detectors(
             list(params),
-            [f"q{i}" for i in range(len(questions))],
-            questions,
+            [Question(f"q{i}", q) for i, q in enumerate(questions)],
             CachedResponder(backend, ResponseStore(None)),
             params=params,
         )

@@ -85,7 +85,7 @@ def sft_on_controls_drawn_now(run_dir: Path, config, questions, detectors: list[
     """The SFT control's scores on controls drawn by this checkout's offline generator with
     ``relations`` (``order``: the previous algorithm's order-only similars)."""
     from cache.loading import load_model
-    from probes.detection import run_detectors
+    from probes.detection import ControlPlan, run_detectors
     from probes.responders.local import LocalResponder, PromptFormat
     from probes.responders.store import CachedResponder, ResponseStore
 
@@ -105,13 +105,11 @@ def sft_on_controls_drawn_now(run_dir: Path, config, questions, detectors: list[
     )
     summary = run_detectors(
         detectors,
-        [q.id for q in questions],
-        [q.question for q in questions],
+        questions,
         responder,
-        d.params,
-        clean_questions=[q.question for q in questions if q.split == "clean_ref"],
+        params=d.params,
         sampling_temperature=d.sampling_temperature,
-        controls=controls,
+        controls=ControlPlan(controls),
     )
     return ScoredSet(summary.table, summary.controls)
 

@@ -143,9 +143,8 @@ def run_cache(
             if ranks is not None:  # this rank's share of what is left, the same split on every rank
                 owner = assign([len(encoded[i]) for i in todo], [keys[i] for i in todo], ranks.world_size)
                 work = [i for i, r in zip(todo, owner) if r == ranks.rank]
-            n_computed, n_truncated, n_tokens = _extract_rows(
-                work, unique, keys, encoded, done, writer, extractor, selection, loaded, ex, progress
-            )
+            job = _Job(extractor, selection, loaded, ex)
+            n_computed, n_truncated, n_tokens = _extract_rows(work, unique, keys, encoded, done, writer, job, progress)
         seconds = time.perf_counter() - started
         n_rows = _commit(writer, ranks, n_computed, str(loaded.device))
     summary = CacheSummary(
@@ -166,6 +165,16 @@ def run_cache(
     return summary
 
 
+@dataclass(frozen=True)
+class _Job:
+    """What pools a batch: the backend, the layer selection, the model, the extraction settings."""
+
+    extractor: Extractor
+    selection: Any
+    loaded: LoadedModel
+    ex: Any
+
+
 def _extract_rows(
     work: list[int],
     unique: list[str],
@@ -173,14 +182,12 @@ def _extract_rows(
     encoded: list[Any],
     done: set[str],
     writer: StoreWriter,
-    extractor: Extractor,
-    selection: Any,
-    loaded: LoadedModel,
-    ex: Any,
+    job: _Job,
     progress: bool,
 ) -> tuple[int, int, int]:
     """Pool the texts ``work`` (indices into ``unique``) not yet ``done`` into ``writer``, batch by
     batch; returns (rows computed, of them truncated, tokens)."""
+    extractor, selection, loaded, ex = job.extractor, job.selection, job.loaded, job.ex
     n_computed = n_truncated = n_tokens = 0
     bar = _progress_bar(sum(keys[i] not in done for i in work), progress)
     started = time.perf_counter()

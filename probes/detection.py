@@ -85,21 +85,59 @@ class DetectSummary:
         return write_scored(output, self.table, self.raw, self.controls, self.info)
 
 
+@dataclass(frozen=True)
+class ControlPlan:
+    """The matched controls the detectors score (SPEC §8.1, §8.10).
+
+    Attributes:
+        texts: ``{question id: its controls' texts}``, in order.
+        answers: ``{question id: its controls' answers}`` aligned with ``texts`` (None where
+            unknown; :mod:`generation.answers` re-solves them from worked solutions): a detector
+            that reads answers scores the controls that have one.
+        calibrate: the detectors that score them (None: all); the table gains their
+            ``<det>@cal`` columns.
+        sampling: the detectors that sample score only each question's first this many (the
+            others all of them: SPEC §8.10's decision controls, one forward pass per text); None: all.
+    """
+
+    texts: Mapping[str, Sequence[str]]
+    answers: Mapping[str, Sequence[Any]] | None = None
+    calibrate: Sequence[str] | None = None
+    sampling: int | None = None
+
+    @classmethod
+    def from_sets(
+        cls,
+        sets: Sequence[Any],
+        controls: int = 3,
+        decision_controls: int | None = None,
+        sampling_controls: int | None = None,
+        calibrate: Sequence[str] | None = None,
+    ) -> "ControlPlan":
+        """The plan from perturbation sets: each question's first ``controls`` similars (its first
+        ``decision_controls`` for the detectors that do not sample, ``sampling_controls`` for
+        those that do; both at least ``controls``)."""
+        most = max(controls, decision_controls or 0, sampling_controls or 0)
+        sampling = max(controls, sampling_controls or 0)
+        return cls(
+            control_texts(list(sets), most),
+            control_answers(list(sets), most),
+            list(calibrate) if calibrate is not None else None,
+            sampling if (decision_controls or 0) > sampling else None,
+        )
+
+
 def run_detectors(
     names: Sequence[str | Detector],
-    ids: Sequence[str],
-    questions: Sequence[str],
+    questions: Sequence[Any],
     responder: Responder,
+    *,
     params: dict[str, dict[str, Any]] | None = None,
-    clean_questions: Sequence[str] = (),
-    progress: bool = False,
     reference: Responder | None = None,
     sampling_temperature: float | None = None,
-    controls: Mapping[str, Sequence[str]] | None = None,
-    calibrate: Sequence[str] | None = None,
-    answers: Sequence[Any] | None = None,
-    sampling_controls: int | None = None,
-    control_answers: Mapping[str, Sequence[Any]] | None = None,
+    controls: ControlPlan | None = None,
+    clean_questions: Sequence[str] | None = None,
+    progress: bool = False,
 ) -> DetectSummary:
     """Score ``questions`` with each detector through ``responder``.
 
@@ -107,31 +145,30 @@ def run_detectors(
         names: registry names (built here with ``params`` and ``sampling_temperature``), or
             detectors already built (:func:`probes.detectors.selection.build_detectors`: each
             detector is built once per run, where its parameters are checked).
+        questions: one record per question (``generation.records.Question``: its ``id``, its
+            text ``question``, its known ``answer`` for the detectors that read one, its ``split``).
         reference: a reference model's responder, for the detectors that compare with one.
         sampling_temperature: the temperature of the sampling detectors whose params set none.
-        controls: ``{question id: its matched controls}`` (SPEC §8.1): the detectors in
-            ``calibrate`` (default: all) also score them, with the same parameters, and the
-            table gains their ``<det>@cal`` columns. A detector that reads answers has no
-            controls (generated similars have none).
-        answers: each question's known answer (None where unknown), for the detectors that
-            read one (``reward_gain``).
-        sampling_controls: score only each question's first this many controls with the
-            detectors that sample (the others score them all: SPEC §8.10's decision controls,
-            one forward pass per text); None = all.
-        control_answers: ``{question id: its controls' answers}`` aligned with ``controls``
-            (None where unknown; :mod:`generation.answers` re-solves them from worked
-            solutions): a detector that reads answers scores the controls that have one.
+        controls: the matched controls scored too (:class:`ControlPlan`). A detector that reads
+            answers scores only controls with one.
+        clean_questions: known-clean texts for the detectors that fit on some (ReCaLL's
+            prefixes); None: the questions of split ``clean_ref``.
     """
     start = time.perf_counter()
+    ids = [q.id for q in questions]
+    texts = [q.question for q in questions]
+    answers = [getattr(q, "answer", None) for q in questions]
+    if clean_questions is None:
+        clean_questions = [q.question for q in questions if getattr(q, "split", None) == CLEAN_SPLIT]
     chosen = with_sampling_temperature(params or {}, [n for n in names if isinstance(n, str)], sampling_temperature)
     detectors = [n if isinstance(n, Detector) else get_detector(n, **chosen[n]) for n in names]
     feeding, references, notes = fed_detectors(detectors, responder, reference, ids, answers)  # refuse before any work
-    rows = _ControlRows.of(ids, controls, control_answers)
+    rows = _ControlRows.of(ids, controls)
     calibrated = [
         d
         for d in detectors
         if controls is not None
-        and (calibrate is None or d.name in calibrate)
+        and (controls.calibrate is None or d.name in controls.calibrate)
         and (rows.answered or not d.requires_answers)
     ]
     notes += [
@@ -149,14 +186,14 @@ def run_detectors(
         if bar is not None:
             bar.set_postfix_str(detector.name)
         detector.fit(clean_questions, reference=references[detector.name], answers=answers)
-        result = detector.score(questions, feeding[detector.name])
+        result = detector.score(texts, feeding[detector.name])
         notes += _add_result(table, raw, detector, result, ids)
         described[detector.name] = _described(detector, result, ids)
         if detector in calibrated:
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix_str(f"{detector.name} on controls")
-            limit = sampling_controls if detector.samples_at_temperature and sampling_controls is not None else None
+            limit = controls.sampling if detector.samples_at_temperature else None  # type: ignore[union-attr]
             calibration[detector.name], more = score_controls(
                 detector, rows, control_table, feeding[detector.name], references[detector.name], clean_questions, limit
             )
@@ -184,17 +221,14 @@ class _ControlRows:
     answers: list[Any]
 
     @classmethod
-    def of(
-        cls,
-        ids: Sequence[str],
-        controls: Mapping[str, Sequence[str]] | None,
-        control_answers: Mapping[str, Sequence[Any]] | None,
-    ) -> _ControlRows:
-        rows = [(qid, c, text) for qid in ids for c, text in enumerate((controls or {}).get(qid, ()), start=1)]
+    def of(cls, ids: Sequence[str], controls: ControlPlan | None) -> _ControlRows:
+        texts = controls.texts if controls is not None else {}
+        rows = [(qid, c, text) for qid in ids for c, text in enumerate(texts.get(qid, ()), start=1)]
+        answers = controls.answers if controls is not None else None
         return cls(
             [(r[0], r[1]) for r in rows],
             [r[2] for r in rows],
-            [_control_answer(control_answers, r[0], r[1]) for r in rows],
+            [_control_answer(answers, r[0], r[1]) for r in rows],
         )
 
     @property
@@ -337,44 +371,26 @@ def detect_questions(
     params: dict[str, dict[str, Any]] | None = None,
     reference: Responder | None = None,
     sampling_temperature: float | None = None,
-    sets: Sequence[Any] | None = None,
-    n_controls: int = 3,
-    calibrate: Sequence[str] | None = None,
+    controls: ControlPlan | None = None,
     progress: bool = False,
     ranks: Any = None,
-    decision_controls: int | None = None,
-    sampling_controls: int | None = None,
 ) -> DetectSummary | None:
     """Score ``questions`` (``generation.records.Question``) with the detectors ``names`` (registry
     names, or detectors built once by :func:`probes.detectors.selection.checked_detectors`) — the
-    entry ``lara detect``, the ``detect`` stage and the Python API share. ``sets``: the questions'
-    perturbation sets, whose first ``n_controls`` similar questions are scored as controls
-    (``calibrate``: by these detectors only; ``decision_controls``: the detectors that do not
-    sample score this many, ``sampling_controls`` the ones that do, both at least ``n_controls``);
-    questions of split ``clean_ref`` are the clean set
-    of the detectors that need one; answers are passed to those that need them. Under a launched
+    entry ``lara detect``, the ``detect`` stage and the Python API share. ``controls``: the matched
+    controls scored too (:meth:`ControlPlan.from_sets`); questions of split ``clean_ref`` are the
+    clean set of the detectors that need one; answers go to those that read them. Under a launched
     job (``ranks``), the counts are summed over the ranks and only the main rank gets the summary
     (the others get None)."""
-    controls = answers_of_controls = None
-    if sets is not None:
-        most = max(n_controls, decision_controls or 0, sampling_controls or 0)
-        controls, answers_of_controls = control_texts(list(sets), most), control_answers(list(sets), most)
-    sampling = max(n_controls, sampling_controls or 0)
     summary = run_detectors(
         list(names),
-        [q.id for q in questions],
-        [q.question for q in questions],
+        questions,
         responder,
-        params,
-        clean_questions=[q.question for q in questions if q.split == CLEAN_SPLIT],
-        progress=progress,
+        params=params,
         reference=reference,
         sampling_temperature=sampling_temperature,
         controls=controls,
-        calibrate=list(calibrate) if calibrate is not None else None,
-        answers=[q.answer for q in questions],
-        sampling_controls=sampling if (decision_controls or 0) > sampling else None,
-        control_answers=answers_of_controls,
+        progress=progress,
     )
     if ranks is not None:
         sum_counts_over_ranks(summary.info, ranks)

@@ -210,3 +210,22 @@ def test_no_two_modules_import_each_other_when_imported():
         if module not in done:
             visit(module, [module])
     assert cycles == []
+
+
+def test_no_function_of_the_packages_takes_more_than_ten_parameters():
+    """Settings objects instead of argument lists (issue 43): ``run_detectors`` took 14,
+    ``detect_questions`` 13, ``build_report`` 17. The Python API (``probes/api/``) keeps its keyword
+    arguments as a thin front."""
+    long = []
+    for package in ("probes", "cache", "generation", "lara_core"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if (ROOT / "probes" / "api") in path.parents:
+                continue
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    a = node.args
+                    names = [x.arg for x in (*a.posonlyargs, *a.args, *a.kwonlyargs)]
+                    count = len(names) - (names[:1] in (["self"], ["cls"]))
+                    if count > 10:
+                        long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({count})")
+    assert not long, long

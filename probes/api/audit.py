@@ -62,7 +62,7 @@ def detect(
         engine: ``hf``, ``vllm`` (``model`` a checkpoint directory) or ``auto`` (vLLM on a CUDA
             machine where it is installed); ``vllm``: its ``vllm.LLM`` arguments (``model.vllm``).
     """
-    from ..detection import detect_questions  # lazy: pulls h5py
+    from ..detection import ControlPlan, detect_questions  # lazy: pulls h5py
     from ..responders.open import default_store_path, open_responder  # lazy: pulls h5py
 
     records = as_questions(questions)
@@ -95,9 +95,7 @@ def detect(
         responder,
         reference=ref,
         sampling_temperature=sampling_temperature,
-        sets=sets,
-        n_controls=n_controls,
-        calibrate=calibrate,
+        controls=ControlPlan.from_sets(sets, n_controls, calibrate=calibrate) if sets is not None else None,
         progress=progress,
     )
     return Detection(summary, {q.id: q.label for q in records}, {q.id: q.split for q in records})

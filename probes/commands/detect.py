@@ -14,7 +14,7 @@ from cache.outputs import check_writable
 from generation.records import read_questions, read_sets
 from lara_core.configio import literal_choices, prompt_text
 
-from ..detection import detect_questions
+from ..detection import ControlPlan, detect_questions
 from ..detectors import REGISTRY
 from ..detectors.base import has_answer
 from ..detectors.selection import checked_detectors, detector_names, parse_params
@@ -263,20 +263,22 @@ def handle(args: argparse.Namespace) -> int:
     check_writable(args.output, "scores file")  # before any model is loaded or answer generated
     check_writable(store_path, "response store")
     responder, reference, ranks, progress = _open_models(args, questions, store_path)
-    sets = None
+    controls = None
     if args.sets:
-        sets = read_sets(args.sets)
+        controls = ControlPlan.from_sets(
+            read_sets(args.sets),
+            args.controls,
+            args.decision_controls,
+            args.sampling_controls,
+            [n.strip() for n in args.calibrate.split(",")] if args.calibrate else None,
+        )
     summary = detect_questions(
         questions,
         detectors,
         responder,
         reference=reference,
         sampling_temperature=args.sampling_temperature,
-        sets=sets,
-        n_controls=args.controls,
-        decision_controls=args.decision_controls,
-        sampling_controls=args.sampling_controls,
-        calibrate=[n.strip() for n in args.calibrate.split(",")] if args.calibrate else None,
+        controls=controls,
         progress=progress,
         ranks=ranks,
     )

@@ -78,7 +78,7 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from ..report import build_report, render_markdown, write_report  # lazy: pulls scipy
+    from ..report import ReportContext, ReportSettings, build_report, render_markdown, write_report  # lazy: pulls scipy
 
     table = ScoreTable.read_csv(args.scores)
     metrics = MetricsFile.read(args.metrics) if args.metrics else None
@@ -94,22 +94,10 @@ def handle(args: argparse.Namespace) -> int:
         logger.info("labels: taken from %s", args.metrics)
     detectors = [d.strip() for d in args.detectors.split(",")] if args.detectors else None
     try:
-        report = build_report(
-            table,
-            labels,
-            metrics if labels is not None else None,
-            detectors=detectors,
-            baseline=args.baseline,
-            n_bootstrap=args.bootstrap,
-            seed=args.seed,
-            fpr=args.fpr,
-            strict=args.strict,
-            texts=texts,
-            groups=groups,
-            reference_metrics=reference,
-            lara_info=lara_info,
-            inputs={"scores": str(args.scores), "labels": str(args.labels or ""), "metrics": str(args.metrics or "")},
-        )
+        settings = ReportSettings(detectors, args.baseline, args.bootstrap, args.seed, fpr=args.fpr, strict=args.strict)
+        inputs = {"scores": str(args.scores), "labels": str(args.labels or ""), "metrics": str(args.metrics or "")}
+        context = ReportContext(inputs, texts=texts, groups=groups, reference_metrics=reference, lara_info=lara_info)
+        report = build_report(table, labels, metrics if labels is not None else None, settings, context)
     except KeyError as err:
         raise ProbesError(str(err).strip("'\"")) from None
     files = write_report(report, args.output, table, labels, plots=not args.no_plots)

@@ -187,7 +187,7 @@ def evaluate(
     has_verdict: bool,
     reference_metrics_rel: str | None = None,
 ) -> None:
-    from ..report import build_report, write_report  # lazy: pulls scipy
+    from ..report import ReportContext, ReportSettings, build_report, write_report  # lazy: pulls scipy
 
     e, layout = config.evaluate, RunLayout(run_dir)
     files = layout.model(name)
@@ -198,28 +198,27 @@ def evaluate(
     lara_meta = layout.path(files.lara[1])
     lara_info = json.loads(lara_meta.read_text(encoding="utf-8")) if metrics and lara_meta.is_file() else None
     verdict_json = json.loads(layout.path(files.verdict).read_text(encoding="utf-8")) if has_verdict else None
+    inputs = {
+        "model": name,
+        "weights": describe_model(model.source, model.revision, model.base),  # digests of a GGUF file, an adapter
+        "scores": files.scores[0],
+        "questions": str(config.questions),
+        "questions_provenance": provenance_for_report(config.questions),
+    }
     report = build_report(
         table,
         labels,
         metrics,
-        baseline=e.baseline,
-        n_bootstrap=e.bootstrap,
-        seed=e.seed,
-        fpr=e.fpr,
-        strict=e.strict,
-        verdict=verdict_json,
-        self_reference=name == config.reference_name(),
-        texts={q.id: q.question for q in questions},
-        groups={q.id: match_group(q.extra) for q in questions},
-        reference_metrics=reference,
-        lara_info=lara_info,
-        inputs={
-            "model": name,
-            "weights": describe_model(model.source, model.revision, model.base),  # digests of a GGUF file, an adapter
-            "scores": files.scores[0],
-            "questions": str(config.questions),
-            "questions_provenance": provenance_for_report(config.questions),
-        },
+        ReportSettings(baseline=e.baseline, n_bootstrap=e.bootstrap, seed=e.seed, fpr=e.fpr, strict=e.strict),
+        ReportContext(
+            inputs=inputs,
+            verdict=verdict_json,
+            texts={q.id: q.question for q in questions},
+            groups={q.id: match_group(q.extra) for q in questions},
+            reference_metrics=reference,
+            lara_info=lara_info,
+            self_reference=name == config.reference_name(),
+        ),
     )
     write_report(report, layout.path(files.report), table, labels, plots=e.plots)
 

@@ -20,7 +20,7 @@ from generation.identity import generator_identity
 from generation.pipeline import run_generation
 from generation.records import read_sets
 
-from ..detection import detect_questions
+from ..detection import ControlPlan, detect_questions
 from ..lara.metrics_file import MetricsFile, compute_metrics
 from ..lara.scoring import score_metrics
 from ..lara.sets import distinct_texts
@@ -239,9 +239,12 @@ def detect(
             if ref_name == name
             else open_responder(ref_model.get, prompt_format, store_path(run_dir, ref_name, d.store), **opened)
         )
-    sets = None
+    controls = None
     if config.calibrating:
-        sets = read_sets(RunLayout(run_dir).sets)
+        c = config.calibration
+        controls = ControlPlan.from_sets(
+            read_sets(RunLayout(run_dir).sets), c.controls, c.decision_controls, c.sampling_controls, c.detectors
+        )
 
     try:
         summary = detect_questions(
@@ -250,11 +253,7 @@ def detect(
             responder,
             reference=reference_responder,
             sampling_temperature=d.sampling_temperature,
-            sets=sets,
-            n_controls=config.calibration.controls,
-            decision_controls=config.calibration.decision_controls,
-            sampling_controls=config.calibration.sampling_controls,
-            calibrate=config.calibration.detectors,
+            controls=controls,
             progress=progress,
             ranks=ranks,
         )

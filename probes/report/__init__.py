@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..scores import ScoreTable, align_labels
-from .build import build_report, jsonable, layer_analysis
+from .build import ReportContext, ReportSettings, build_report, jsonable, layer_analysis
 from .markdown import render_markdown
 
-__all__ = ["build_report", "layer_analysis", "render_markdown", "write_report"]
+__all__ = ["ReportContext", "ReportSettings", "build_report", "layer_analysis", "render_markdown", "write_report"]
 
 logger = logging.getLogger(__name__)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
@@ -22,39 +23,68 @@ logger = logging.getLogger(__name__)
 QUANTILES = (0.0, 0.05, 0.25, 0.5, 0.75, 0.95, 1.0)
 
 
+@dataclass(frozen=True)
+class ReportSettings:
+    """How a report computes its figures (``lara evaluate``'s options, the run's ``evaluate``).
+
+    Attributes:
+        detectors: the score columns evaluated, in order (None: every one).
+        baseline: the paired comparisons' baseline column (None: the first).
+        n_bootstrap / seed / ci: the stratified bootstrap of every interval.
+        fpr: the false-positive rate of TPR@FPR.
+        strict: refuse a column with non-finite scores instead of ranking ±inf and leaving NaN out.
+    """
+
+    detectors: Sequence[str] | None = None
+    baseline: str | None = None
+    n_bootstrap: int = 1000
+    seed: int = 0
+    ci: float = 0.95
+    fpr: float = 0.05
+    strict: bool = False
+
+
+@dataclass(frozen=True)
+class ReportContext:
+    """What a report reads beside the scores, labels and metrics (every part optional).
+
+    Attributes:
+        inputs: provenance recorded as is (model, weights, files).
+        verdict: the label-free verdict (SPEC §8), which leads the report.
+        texts: question id → text: the blind text-only baseline of SPEC §8.8 (labelled reports).
+        groups: question id → matched group: the blind baseline's null swaps labels within them
+            (default: clusters of near-identical texts); they also constrain the layer map's
+            permutation null.
+        reference_metrics: the reference checkpoint's metrics: its placebo map and the
+            depth-profile contrast.
+        lara_info: the LaRA scoring's meta (the control-set size, SPEC §4.5 item 5).
+        self_reference: the audited model is the reference model (the detectors that compare with
+            one are constant by construction).
+    """
+
+    inputs: Mapping[str, Any] | None = None
+    verdict: Mapping[str, Any] | None = None
+    texts: Mapping[str, str] | None = None
+    groups: Mapping[str, str | None] | None = None
+    reference_metrics: MetricsFile | None = None
+    lara_info: Mapping[str, Any] | None = None
+    self_reference: bool = False
+
+
 def build_report(
     table: ScoreTable,
     labels: Mapping[str, int | None] | None = None,
     metrics: MetricsFile | None = None,
-    *,
-    detectors: Sequence[str] | None = None,
-    baseline: str | None = None,
-    n_bootstrap: int = 1000,
-    seed: int = 0,
-    ci: float = 0.95,
-    fpr: float = 0.05,
-    strict: bool = False,
-    inputs: Mapping[str, Any] | None = None,
-    verdict: Mapping[str, Any] | None = None,
-    texts: Mapping[str, str] | None = None,
-    self_reference: bool = False,
-    groups: Mapping[str, str | None] | None = None,
-    reference_metrics: MetricsFile | None = None,
-    lara_info: Mapping[str, Any] | None = None,
+    settings: ReportSettings = ReportSettings(),
+    context: ReportContext = ReportContext(),
 ) -> dict[str, Any]:
     """Evaluate every detector column of ``table`` against ``labels`` (or, without labels, describe
-    the score distributions only: an audit), plus the layer analysis when ``metrics`` is given.
-
-    ``verdict`` (SPEC §8, computed without labels) leads the report; ``texts`` (question id →
-    text) add the blind text-only baseline of SPEC §8.8 to a labelled report, its null swapping labels within
-    ``groups`` (question id → matched group; default: clusters of near-identical texts), which also
-    constrain the layer map's permutation null; ``reference_metrics`` (the reference checkpoint's
-    metrics) add its placebo map and the depth-profile contrast, ``lara_info`` (the LaRA scoring's
-    meta) the control-set size (SPEC §4.5 item 5). A column constant by
+    the score distributions only: an audit), plus the layer analysis when ``metrics`` is given, the
+    verdict first and the blind baseline where ``context`` gives them. A column constant by
     construction gets no figure, only ``{"not_applicable": reason, "why", "n", "n_nonfinite"}``:
-    with ``self_reference`` (the audited model is the reference model) every detector that compares
-    with a reference (``requires_reference``), and any column whose finite scores are all equal."""
-    names = list(detectors) if detectors else list(table.columns)
+    with ``context.self_reference`` every detector that compares with a reference
+    (``requires_reference``), and any column whose finite scores are all equal."""
+    names = list(settings.detectors) if settings.detectors else list(table.columns)
     missing = [n for n in names if n not in table.columns]
     if missing:
         raise KeyError(f"no score column {', '.join(missing)}; columns: {', '.join(table.columns)}")
@@ -62,34 +92,65 @@ def build_report(
         "kind": "lara-report",
         "toolkit_version": __version__,
         "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "inputs": dict(inputs or {}),
+        "inputs": dict(context.inputs or {}),
         "settings": {
-            "n_bootstrap": n_bootstrap,
-            "seed": seed,
-            "ci": ci,
-            "fpr": fpr,
-            "strict": strict,
-            "tpr_key": tpr_key(fpr),
+            "n_bootstrap": settings.n_bootstrap,
+            "seed": settings.seed,
+            "ci": settings.ci,
+            "fpr": settings.fpr,
+            "strict": settings.strict,
+            "tpr_key": tpr_key(settings.fpr),
             "bootstrap": "stratified, percentile intervals",
         },
         "detectors_order": names,
         "distributions": {n: _distribution(table.columns[n]) for n in names},
     }
+    verdict, texts = context.verdict, context.texts
     if verdict is not None:
         report["verdict"] = dict(verdict)
         flagged = (verdict.get("questions") or {}).get("flagged") or []
         if texts and flagged:
-            report["texts"] = {
-                i: texts[i] for i in flagged if i in texts
-            }  # the flagged questions' texts, for the report
+            report["texts"] = {i: texts[i] for i in flagged if i in texts}  # the flagged questions' texts
     if labels is None:
         report["mode"] = "audit"
         report["counts"] = {"n_scored": len(table.ids)}
         return report
+    report.update(_evaluation(table, labels, names, settings, context.self_reference))
+    if metrics is not None:
+        report["layers"] = layer_analysis(
+            metrics,
+            labels,
+            n_bootstrap=settings.n_bootstrap,
+            seed=settings.seed,
+            ci=settings.ci,
+            groups=context.groups,
+            reference=context.reference_metrics,
+            lara_info=context.lara_info,
+        )
+    if texts:
+        groups = context.groups
+        ids = [i for i in table.ids if (labels.get(i) if labels.get(i) is not None else -1) >= 0 and i in texts]
+        report["blind"] = blind_baseline(
+            [texts[i] for i in ids],
+            np.array([labels[i] for i in ids]),
+            seed=settings.seed,
+            n_bootstrap=settings.n_bootstrap,
+            groups=[groups.get(i) for i in ids] if groups else None,
+        )
+    return report
+
+
+def _evaluation(
+    table: ScoreTable,
+    labels: Mapping[str, int | None],
+    names: Sequence[str],
+    settings: ReportSettings,
+    self_reference: bool,
+) -> dict[str, Any]:
+    """The labelled part: counts, each column's figures and the paired comparisons."""
     y, unmatched = align_labels(table.ids, labels)
     known = y >= 0
-    report["mode"] = "evaluation"
-    report["counts"] = {
+    counts = {
         "n_scored": len(table.ids),
         "n_labelled": int(known.sum()),
         "members": int((y == 1).sum()),
@@ -97,36 +158,16 @@ def build_report(
         **unmatched,
     }
     yk = y[known].astype(bool)
-    opts = {"n_bootstrap": n_bootstrap, "seed": seed, "ci": ci}
+    opts = {"n_bootstrap": settings.n_bootstrap, "seed": settings.seed, "ci": settings.ci}
     columns = {name: table.columns[name][known] for name in names}
-    report["detectors"] = results = _evaluate_all(yk, columns, self_reference, fpr=fpr, strict=strict, **opts)
-    base = baseline or names[0]
+    results = _evaluate_all(yk, columns, self_reference, fpr=settings.fpr, strict=settings.strict, **opts)
+    base = settings.baseline or names[0]
     if base not in table.columns:
         raise KeyError(f"baseline {base!r} is not a score column; columns: {', '.join(table.columns)}")
     base_values = table.columns[base][known]
     base_reason = not_applicable(base, base_values, self_reference)
-    report["comparisons"] = _comparisons(yk, columns, (base, base_values, base_reason), results, **opts)
-    if metrics is not None:
-        report["layers"] = layer_analysis(
-            metrics,
-            labels,
-            n_bootstrap=n_bootstrap,
-            seed=seed,
-            ci=ci,
-            groups=groups,
-            reference=reference_metrics,
-            lara_info=lara_info,
-        )
-    if texts:
-        ids = [i for i, v in zip(table.ids, y) if v >= 0 and i in texts]
-        report["blind"] = blind_baseline(
-            [texts[i] for i in ids],
-            np.array([labels[i] for i in ids]),
-            seed=seed,
-            n_bootstrap=n_bootstrap,
-            groups=[groups.get(i) for i in ids] if groups else None,
-        )
-    return report
+    comparisons = _comparisons(yk, columns, (base, base_values, base_reason), results, **opts)
+    return {"mode": "evaluation", "counts": counts, "detectors": results, "comparisons": comparisons}
 
 
 def not_applicable(name: str, values: np.ndarray, self_reference: bool = False) -> str | None:

@@ -41,16 +41,14 @@ def audit(toy_dirs, other_gpt2_dir, tmp_path_factory):
 
 
 def test_detect_returns_the_library_scores_as_frames(audit):
+    from generation.records import Question
     from probes.detection import run_detectors
     from probes.responders.local import LocalResponder, PromptFormat
 
     model, _, audited, _, _ = audit
     assert isinstance(audited.scores, pd.DataFrame) and list(audited.scores.index) == [q["id"] for q in QUESTIONS]
     direct = run_detectors(
-        ["ppl", "zlib"],
-        [q["id"] for q in QUESTIONS],
-        [q["question"] for q in QUESTIONS],
-        LocalResponder(model, PromptFormat()),
+        ["ppl", "zlib"], [Question(q["id"], q["question"]) for q in QUESTIONS], LocalResponder(model, PromptFormat())
     )
     np.testing.assert_allclose(audited.scores["ppl"], direct.table.columns["ppl"], rtol=1e-6)
     controls = audited.controls

@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pytest
 
+from generation.records import Question
 from probes.detection import run_detectors
 from probes.responders.base import GenerationParams
 from probes.responders.local import LocalResponder, PromptFormat
@@ -73,7 +74,10 @@ def test_cut_prompts_and_capped_answers_are_recorded_per_question(responder, tmp
     long = _long_question(responder)
     ids = ["q1", "long", "q3"]
     summary = run_detectors(
-        ["ppl", "logprober"], ids, [SHORT[0], long, SHORT[2]], responder, {"ppl": {"max_new_tokens": 4}}
+        ["ppl", "logprober"],
+        [Question(i, q) for i, q in zip(ids, [SHORT[0], long, SHORT[2]])],
+        responder,
+        params={"ppl": {"max_new_tokens": 4}},
     )
     assert summary.raw.columns["ppl_prompt_cut"].tolist() == [0, 1, 0]
     assert summary.raw.columns["logprober_prompt_cut"].tolist() == [0, 1, 0]  # the question scored in its cut context

@@ -82,6 +82,7 @@ def test_responses_default_to_1024_new_tokens():
 
 
 def test_capped_responses_are_counted_and_reported(loaded_models):
+    from generation.records import Question
     from probes.detection import run_detectors
     from probes.responders.base import GenerationParams
     from probes.responders.local import LocalResponder, PromptFormat
@@ -90,10 +91,9 @@ def test_capped_responses_are_counted_and_reported(loaded_models):
     questions = ["What is 2 + 3?", "Hi", "Solve for $x$: $3x - 4 = -10$."]
     summary = run_detectors(
         ["ppl", "self_critique", "cdd"],
-        ["a", "b", "c"],
-        questions,
+        [Question(i, q) for i, q in zip("abc", questions)],
         responder,
-        {"ppl": {"max_new_tokens": 3}, "self_critique": {"max_new_tokens": 3}, "cdd": {"n": 2, "max_tokens": 3}},
+        params={"ppl": {"max_new_tokens": 3}, "self_critique": {"max_new_tokens": 3}, "cdd": {"n": 2, "max_tokens": 3}},
     )
     answers = [g[0] for g in responder.generate(questions, GenerationParams(max_new_tokens=3))]
     capped = sum(len(g.token_ids) == 3 and g.finish_reason == "length" for g in answers)

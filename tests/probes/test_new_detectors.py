@@ -14,6 +14,7 @@ import torch
 from cache.config import ModelConfig
 from cache.loading import load_model
 from cache.toymodels import ToyModelSpec, ensure_toy_model
+from generation.records import Question
 from probes.detection import detector_names, run_detectors
 from probes.detectors import cut_point, get_detector, rouge_l_f1, zlib_ratio
 from probes.errors import ConfigError, MismatchError
@@ -127,13 +128,13 @@ def test_ref_of_a_model_against_itself_is_exactly_zero(loaded_models):
 def test_ref_refuses_a_missing_reference_or_another_tokenizer(loaded_models, tmp_path):
     responder = responder_of(loaded_models["gpt2"])
     with pytest.raises(ConfigError, match="needs a reference model"):
-        run_detectors(["ref"], ["a"], QUESTIONS[:1], responder)
+        run_detectors(["ref"], [Question("a", QUESTIONS[0])], responder)
     other = ensure_toy_model(
         ToyModelSpec(arch="gpt2", n_layers=2, d_model=32, n_heads=4, tokenizer_vocab=300, max_positions=64), tmp_path
     )
     stranger = responder_of(load_model(ModelConfig(source=str(other), device="cpu")))
     with pytest.raises(MismatchError, match="tokenizer differs") as caught:
-        run_detectors(["ppl", "ref"], ["a"], QUESTIONS[:1], responder, reference=stranger)
+        run_detectors(["ppl", "ref"], [Question("a", QUESTIONS[0])], responder, reference=stranger)
     assert len(str(caught.value).splitlines()) == 1
     assert responder.counter.generated == 0  # refused before any work
     assert "ref" not in detector_names("all") and "ref" in detector_names("all", reference=True)

@@ -12,7 +12,7 @@ from probes.evaluation import evaluate
 from probes.evaluation.effect import cohens_d
 from probes.lara.metrics_file import MetricsFile
 from probes.lara.protocol import compress
-from probes.report import build_report, render_markdown, write_report
+from probes.report import ReportContext, ReportSettings, build_report, render_markdown, write_report
 from probes.report.build import jsonable
 from probes.scores import ScoreTable
 
@@ -47,7 +47,7 @@ def synthetic(n=80, seed=0):
 
 def test_report_figures_and_layer_analysis():
     mf, table, labels, y = synthetic()
-    report = build_report(table, labels, mf, n_bootstrap=200, seed=3)
+    report = build_report(table, labels, mf, ReportSettings(n_bootstrap=200, seed=3))
     assert report["detectors"]["strong"] == evaluate(y, table.columns["strong"], n_bootstrap=200, seed=3)
     weak = report["detectors"]["weak"]
     assert weak["n_nonfinite"] == 2 and weak["auc"]["n"] == 78
@@ -82,9 +82,8 @@ def test_the_layer_map_is_read_against_its_nulls():
         table,
         labels,
         mf,
-        n_bootstrap=50,
-        reference_metrics=ref,
-        lara_info={"n_reference": 50, "n_questions": 130, "n_cross_fitted": 50},
+        ReportSettings(n_bootstrap=50),
+        ReportContext(reference_metrics=ref, lara_info={"n_reference": 50, "n_questions": 130, "n_cross_fitted": 50}),
     )
     layers = report["layers"]
     assert layers["null"]["significant_layers"] == ["0", "1", "2", "6", "7", "8"]
@@ -109,17 +108,21 @@ def test_the_layer_map_is_read_against_its_nulls():
     assert "Placebo (random halves of the 40 non-members" in md and "Depth-profile contrast" in md
     assert "50 questions for 80 audited (0.62×). **Warning:** the clean reference is smaller than twice" in md
     null_mf = MetricsFile(**{**vars(mf), "metrics": np.random.default_rng(1).normal(size=mf.metrics.shape)})
-    null_md = render_markdown(jsonable(build_report(table, labels, null_mf, n_bootstrap=50)))
+    null_md = render_markdown(jsonable(build_report(table, labels, null_mf, ReportSettings(n_bootstrap=50))))
     assert "**No layer beyond the permutation null.**" in null_md and " ✱ |" not in null_md
     wide = build_report(
-        table, labels, mf, n_bootstrap=50, lara_info={"n_reference": 200, "n_questions": 80, "n_cross_fitted": 0}
+        table,
+        labels,
+        mf,
+        ReportSettings(n_bootstrap=50),
+        ReportContext(lara_info={"n_reference": 200, "n_questions": 80, "n_cross_fitted": 0}),
     )
     assert wide["layers"]["control_set"]["warning"] is None
 
 
 def test_written_report(tmp_path):
     mf, table, labels, _ = synthetic()
-    report = build_report(table, labels, mf, n_bootstrap=100)
+    report = build_report(table, labels, mf, ReportSettings(n_bootstrap=100))
     files = write_report(report, tmp_path, table, labels)
     assert {f.name for f in files} == {
         "report.json",
@@ -150,7 +153,7 @@ def test_layer_analysis_counts_the_rows_it_leaves_out():
     mf, table, labels, y = synthetic()
     mf.metrics[[0, 1], 2, 4] = np.nan  # two members
     mf.metrics[45, 0, 0] = np.inf  # one non-member
-    report = build_report(table, labels, mf, n_bootstrap=50, seed=3)
+    report = build_report(table, labels, mf, ReportSettings(n_bootstrap=50, seed=3))
     layers = report["layers"]
     assert layers["n_nonfinite"] == {"members": 2, "non_members": 1}
     assert (layers["members"], layers["non_members"]) == (38, 39)
@@ -220,7 +223,9 @@ def test_rows_constant_by_construction_are_not_applicable(tmp_path):
     table.columns["zero"] = np.zeros(len(y))
     table.columns["zero"][3] = np.nan  # non-finite scores aside, every score is 0
     table.columns["policy_drift"] = rng.normal(scale=1e-9, size=len(y))  # self-reference, numerically not constant
-    report = build_report(table, labels, n_bootstrap=50, seed=3, self_reference=True)
+    report = build_report(
+        table, labels, None, ReportSettings(n_bootstrap=50, seed=3), ReportContext(self_reference=True)
+    )
     rows = report["detectors"]
     assert rows["reward_gain"]["not_applicable"] == rows["policy_drift"]["not_applicable"] == "self-reference"
     assert rows["zero"]["not_applicable"] == "constant: every score 0" and rows["zero"]["n_nonfinite"] == 1
@@ -236,11 +241,11 @@ def test_rows_constant_by_construction_are_not_applicable(tmp_path):
     saved = json.loads((tmp_path / "report.json").read_text())["detectors"]
     assert saved["reward_gain"]["not_applicable"] == "self-reference" and "auc" not in saved["reward_gain"]
     # without self_reference a varying column is a detector like any other; a constant one is still n/a
-    plain = build_report(table, labels, n_bootstrap=0, detectors=["policy_drift", "reward_gain"])
+    plain = build_report(table, labels, None, ReportSettings(["policy_drift", "reward_gain"], n_bootstrap=0))
     assert "auc" in plain["detectors"]["policy_drift"]
     assert plain["detectors"]["reward_gain"]["not_applicable"] == "constant: every score 0"
     assert plain["comparisons"]["against"] == {"reward_gain": {"not_applicable": "constant: every score 0"}}
-    base_constant = build_report(table, labels, n_bootstrap=0, detectors=["strong"], baseline="zero")
+    base_constant = build_report(table, labels, None, ReportSettings(["strong"], "zero", n_bootstrap=0))
     assert base_constant["comparisons"] == {
         "baseline": "zero",
         "against": {},

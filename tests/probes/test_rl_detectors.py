@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from probes.detection import run_detectors
+from generation.records import Question
+from probes.detection import ControlPlan, run_detectors
 from probes.detectors import get_detector
 from probes.errors import ConfigError
 from probes.responders.base import GenerationParams
@@ -86,7 +87,11 @@ def test_policy_drift_through_the_store_reuses_min_knn_samples_and_refuses_a_ser
     cached, cached_ref = CachedResponder(audited, store), CachedResponder(reference, store)
     params = {"min_knn": {"n": 4, "k": 2, "max_new_tokens": 8}, "policy_drift": {"n": 4, "max_new_tokens": 8}}
     summary = run_detectors(
-        ["min_knn", "policy_drift"], ["a", "b", "c"], QUESTIONS, cached, params, reference=cached_ref
+        ["min_knn", "policy_drift"],
+        [Question(i, q) for i, q in zip("abc", QUESTIONS)],
+        cached,
+        params=params,
+        reference=cached_ref,
     )
     assert summary.info["counts"]["generated"] == 12  # policy drift read Min-kNN's 12 samples from the store
     direct = get_detector("policy_drift", n=4, max_new_tokens=8).fit(reference=reference).score(QUESTIONS, audited)
@@ -97,7 +102,7 @@ def test_policy_drift_through_the_store_reuses_min_knn_samples_and_refuses_a_ser
         identity = {"kind": "openai"}
 
     with pytest.raises(ConfigError, match="needs full_distribution"):
-        run_detectors(["policy_drift"], ["a"], QUESTIONS[:1], Served(), reference=cached_ref)
+        run_detectors(["policy_drift"], [Question("a", QUESTIONS[0])], Served(), reference=cached_ref)
 
 
 def test_the_verifier_rules_by_hand():
@@ -149,16 +154,14 @@ def test_reward_gain_against_rewards_computed_by_hand_on_the_testbed(tmp_path):
 def test_reward_gain_without_answers_is_refused_in_one_line_and_never_calibrated(pair):
     audited, reference = pair
     with pytest.raises(ConfigError, match="no question has one"):
-        run_detectors(["reward_gain"], ["a", "b"], QUESTIONS[:2], audited, reference=reference, answers=[None, None])
+        run_detectors(["reward_gain"], [Question(i, q) for i, q in zip("ab", QUESTIONS)], audited, reference=reference)
     summary = run_detectors(
         ["reward_gain"],
-        ["a", "b"],
-        QUESTIONS[:2],
+        [Question("a", QUESTIONS[0], answer="5"), Question("b", QUESTIONS[1])],
         audited,
-        {"reward_gain": {"n": 2, "max_new_tokens": 6}},
+        params={"reward_gain": {"n": 2, "max_new_tokens": 6}},
         reference=reference,
-        answers=["5", None],
-        controls={"a": ["What is 3 + 4?", "What is 1 + 9?"]},
+        controls=ControlPlan({"a": ["What is 3 + 4?", "What is 1 + 9?"]}),
     )
     assert "reward_gain@cal" not in summary.table.columns and math.isnan(summary.table.columns["reward_gain"][1])
     assert any("not scored on the controls" in n for n in summary.info["notes"])
@@ -183,14 +186,11 @@ def test_reward_gain_on_the_controls_judges_each_against_its_own_reanswered_answ
     params = {"reward_gain": {"n": 4, "max_new_tokens": 48, "temperature": 1.0}}
     summary = run_detectors(
         ["reward_gain"],
-        ids,
-        questions,
+        [Question(i, q, answer=a) for i, q, a in zip(ids, questions, answers)],
         rl,
-        params,
+        params=params,
         reference=sft,
-        answers=answers,
-        controls=similar,
-        control_answers=given,
+        controls=ControlPlan(similar, given),
     )
     column = summary.controls.columns["reward_gain"]
     assert math.isnan(column[0]) and "reward_gain@cal" in summary.table.columns

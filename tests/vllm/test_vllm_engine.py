@@ -16,6 +16,7 @@ pytest.importorskip(
 )
 from scipy import stats
 
+from generation.records import Question
 from probes.detection import run_detectors
 from probes.responders.base import GenerationParams
 from probes.responders.store import CachedResponder, ResponseStore
@@ -79,7 +80,8 @@ def test_the_likelihood_detectors_score_as_on_the_hf_engine(engines, testbed, tm
     got = {}
     for engine, responder in (("vllm", vllm), ("hf", hf)):
         cached = CachedResponder(responder, ResponseStore(tmp_path / f"{engine}.sqlite"))
-        got[engine] = run_detectors(names, ids, questions, cached, params=params, clean_questions=clean).table
+        records = [Question(i, q) for i, q in zip(ids, questions)]
+        got[engine] = run_detectors(names, records, cached, params=params, clean_questions=clean).table
     for name in names:  # ReCaLL is a ratio of two mean log-likelihoods: equal to 1e-4 relative
         tolerance = {"rtol": 1e-4} if name == "recall" else {"atol": 1e-4}
         np.testing.assert_allclose(got["vllm"].columns[name], got["hf"].columns[name], err_msg=name, **tolerance)
@@ -205,8 +207,7 @@ def test_a_model_compared_with_itself_on_engine_vllm_reads_zero_and_policy_drift
     try:
         summary = run_detectors(
             ["ref", "policy_drift"],
-            [f"q{i}" for i in range(6)],
-            questions,
+            [Question(f"q{i}", q) for i, q in enumerate(questions)],
             responder,
             params=params,
             reference=responder,
