@@ -18,7 +18,7 @@ from typing import Any
 
 from .errors import ModelLoadError
 from .gguf import MARKER, converted_dir, exclusive, is_converted, save_checkpoint
-from .sources import ADAPTER_WEIGHTS, ModelSource, require
+from .source_record import ADAPTER_WEIGHTS, ModelSource, require
 from .toymodels import default_home
 
 logger = logging.getLogger(__name__)

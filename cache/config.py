@@ -33,6 +33,9 @@ OnLong = Literal["truncate", "error"]
 PaddingSide = Literal["right", "left"]
 
 
+ENGINE_FIELDS = ("engine", "vllm")  # the model settings that choose and configure the detectors' engine
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     """Where the model comes from and how it is placed.

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .errors import ModelLoadError
-from .sources import ModelSource, require
+from .source_record import ModelSource, require
 from .toymodels import default_home
 
 logger = logging.getLogger(__name__)

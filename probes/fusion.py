@@ -15,7 +15,7 @@ A sample with a non-finite score in any fused column gets NaN.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
 
@@ -25,6 +25,22 @@ from .robust import ZeroScaleRecord, robust_scale
 from .scores import CLEAN_SPLIT, ScoreTable, align_labels
 
 METHODS = ("robust-z", "rank-mix", "stacking")
+
+
+@dataclass(frozen=True)
+class FusionSpec:
+    """One fused score column (``lara fuse``)."""
+
+    detectors: tuple[str, ...]
+    name: str | None = None
+    method: Literal["robust-z", "rank-mix", "stacking"] = "robust-z"
+    weights: tuple[float, ...] = ()
+    clean_ref: Literal["split", "crossfit", "all"] | None = None
+    folds: int = 5
+    seed: int = 0
+
+    def column(self) -> str:
+        return self.name or "+".join(self.detectors)
 
 
 def robust_z_fusion(

@@ -14,6 +14,7 @@ from ..errors import ConfigError
 from ..evaluation import evaluate as evaluate_column
 from ..responders.engines import resolve_engine
 from ..responders.local import PromptFormat
+from ..responders.registry import LOCAL
 from ..responders.store import ResponseStore
 from ..scores import CLEAN_SPLIT, ScoreTable
 from .lara import as_questions
@@ -73,14 +74,15 @@ def detect(
     prompt = PromptFormat(mode=prompt_format, template=template, system=system_prompt)
 
     chosen_engine = None
-    if resolve_engine(engine, str(model) if isinstance(model, (str, Path)) else None) == "vllm":
+    chosen = resolve_engine(engine, str(model) if isinstance(model, (str, Path)) else None)
+    if chosen != LOCAL:
         from cache.config import ModelConfig  # lazy: pulls h5py
 
         if not isinstance(model, (str, Path)):
             raise ConfigError(
-                "engine 'vllm' reads a checkpoint directory: pass its path as the model, or use engine 'hf'"
+                f"engine {chosen!r} reads a checkpoint directory: pass its path as the model, or use engine {LOCAL!r}"
             )
-        chosen_engine = ModelConfig(source=str(model), engine="vllm", vllm=dict(vllm or {}))
+        chosen_engine = ModelConfig(source=str(model), engine=chosen, vllm=dict(vllm or {}))
     responder = open_responder(
         lambda: load_model(model), prompt, store, batch_size=batch_size, progress=progress, engine=chosen_engine
     )

@@ -162,7 +162,7 @@ def _model_arguments(detect: argparse.ArgumentParser) -> None:
     detect.add_argument("--dtype", choices=literal_choices(ModelConfig, "dtype"), help="compute dtype (default: auto)")
     detect.add_argument(
         "--engine",
-        choices=("auto", "hf", "vllm"),
+        choices=literal_choices(ModelConfig, "engine"),
         help="what runs the audited model: hf, vllm (the vllm extra) or auto (vllm on a CUDA machine where "
         "installed, else hf; the default)",
     )

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
-from ..fusion import fuse
-from ..pipeline.config import FusionSpec
-from ..scores import ScoreTable, join_tables, read_labels, read_splits
+from ..fusion import FusionSpec
+from ..operations.fuse import fused_table, write_fused
+from ..scores import ScoreTable, read_labels, read_splits
 from ._common import from_settings
 
 FUSE_EXAMPLES = """examples:
@@ -54,22 +53,23 @@ def register(sub: Any) -> None:
 def handle(args: argparse.Namespace) -> int:
     import numpy as np
 
-    table = join_tables([ScoreTable.read_csv(p) for p in args.scores])
     names = [n.strip() for n in args.detectors.split(",") if n.strip()]
-    weights = np.array([float(w) for w in args.weights.split(",")]) if args.weights else None
+    spec = FusionSpec(
+        tuple(names),
+        args.name,
+        args.method,
+        tuple(float(w) for w in args.weights.split(",")) if args.weights else (),
+        args.clean_ref,
+        args.folds,
+        args.seed,
+    )
     labels = read_labels(args.labels) if args.labels else None
     splits = read_splits(args.labels) if args.labels else {}
-    fused = fuse(table, names, args.method, weights, labels, splits, args.clean_ref, args.folds, args.seed)
-    name = args.name or "+".join(names)
-    table.add(name, fused.values)
-    table.write_csv(args.output)
-    meta = args.output.with_suffix(".meta.json")
-    meta.write_text(
-        json.dumps({"fusion": {name: {"method": args.method, "detectors": names, **fused.to_dict()}}}, indent=1) + "\n",
-        encoding="utf-8",
-    )
+    fused = fused_table([ScoreTable.read_csv(p) for p in args.scores], [spec], labels, splits)
+    meta_path = write_fused(fused.table, fused.meta, args.output)
+    values = fused.table.columns[spec.column()]
     print(
-        f"{name}: {fused.describe()}; {int(np.isfinite(fused.values).sum())} of {len(fused.values)} questions fused "
-        f"-> {args.output} (settings in {meta})"
+        f"{spec.column()}: {fused.described[spec.column()]}; {int(np.isfinite(values).sum())} of {len(values)} questions fused "
+        f"-> {args.output} (settings in {meta_path})"
     )
     return 0

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
-from ..calibration.decision_table import write_no_decisions
 from ..calibration.verdict import VerdictSettings
 from ..scorefiles import read_scored
-from ..scores import CLEAN_SPLIT, jsonable, read_labels, read_splits
+from ..scores import read_labels, read_splits
 from ._common import from_settings
 
 NO_VERDICT_EXIT = 3  # no mode had a usable detector: not a negative answer
@@ -104,7 +102,7 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from ..calibration.audit import audit_verdict  # lazy: pulls scipy
+    from ..operations.verdict import VerdictInputs, write_verdict  # lazy: pulls scipy
     from ..report.verdict_text import decided, describe_verdict
 
     settings = VerdictSettings(
@@ -127,21 +125,16 @@ def handle(args: argparse.Namespace) -> int:
             tables[key] = read_scored(path, controls)
     labels = read_labels(args.questions, required=False) if args.questions else {}
     splits = read_splits(args.questions) if args.questions else {}
-    verdict, decisions = audit_verdict(
+    inputs = VerdictInputs(
         tables["audited"],
         reference=tables.get("reference"),
         clean=tables.get("clean"),
         labels=labels,
         splits=splits,
         subsets=[x.strip() for x in args.subsets.split(",")] if args.subsets else (),
-        settings=settings,
     )
     table = args.output.with_suffix(".questions.csv")
-    if decisions is not None:
-        decisions.write_csv(table)
-    else:
-        write_no_decisions([i for i in tables["audited"].scores.ids if splits.get(i) != CLEAN_SPLIT], table)
-    args.output.write_text(json.dumps(jsonable(verdict), indent=1) + "\n", encoding="utf-8")
+    verdict = write_verdict(inputs, settings, args.output, table)
     print(describe_verdict(verdict))
     print(f"wrote {args.output}, {table}")
     return 0 if decided(verdict) else NO_VERDICT_EXIT

@@ -26,6 +26,7 @@ from ..calibration.controls import DEFAULT_CONTROLS
 from ..calibration.verdict import VerdictSettings
 from ..detectors import REGISTRY
 from ..errors import ConfigError
+from ..fusion import FusionSpec  # noqa: F401 (its old home)
 from ..lara.protocol import ScoreOptions
 from .config_paths import absolute_if_path, apply_sets, parse_set, resolve_paths
 
@@ -188,22 +189,6 @@ class CalibrationSettings:
     def most(self) -> int:
         """The most controls any detector scores."""
         return max(self.controls, self.decision_controls or 0, self.sampling_controls or 0)
-
-
-@dataclass(frozen=True)
-class FusionSpec:
-    """One fused score column (``lara fuse``)."""
-
-    detectors: tuple[str, ...]
-    name: str | None = None
-    method: Literal["robust-z", "rank-mix", "stacking"] = "robust-z"
-    weights: tuple[float, ...] = ()
-    clean_ref: Literal["split", "crossfit", "all"] | None = None
-    folds: int = 5
-    seed: int = 0
-
-    def column(self) -> str:
-        return self.name or "+".join(self.detectors)
 
 
 @dataclass(frozen=True)

@@ -12,21 +12,14 @@ from typing import Any
 
 from cache.sources import describe_model
 
-from ..calibration.decision_table import write_no_decisions
-from ..detectors import REGISTRY
-from ..fusion import fuse as fuse_columns
 from ..lara.metrics_file import MetricsFile
+from ..operations.fuse import fused_table, write_fused
 from ..questions.importing import provenance_for_report
 from ..scorefiles import ScoredFiles, read_scored
 from ..scores import (
-    AGAINST_REFERENCE,
-    CLEAN_SPLIT,
     ScoreTable,
-    derived_column,
     join_tables,
-    jsonable,
     match_group,
-    split_column,
 )
 from .config import RunConfig
 from .layout import RunLayout
@@ -54,45 +47,17 @@ def fuse(
     reference_table: str | None,
 ) -> None:
     """All score columns of the model joined, its ``<det>@ref`` columns (the reference model's
-    ``reference_table`` subtracted, SPEC §8.7), and the fused columns."""
-    import numpy as np
-
-    table = join_tables([ScoreTable.read_csv(run_dir / t) for t in tables])
-    if reference_table is not None:
-        for column, values in reference_differences(table, ScoreTable.read_csv(run_dir / reference_table)).items():
-            table.add(column, values)
-    meta: dict[str, Any] = {}
-    for spec in config.fusion:
-        weights = np.array(spec.weights) if spec.weights else None
-        fused = fuse_columns(
-            table, list(spec.detectors), spec.method, weights, labels, splits, spec.clean_ref, spec.folds, spec.seed
-        )
-        table.add(spec.column(), fused.values)
-        meta[spec.column()] = {"method": spec.method, "detectors": list(spec.detectors), **fused.to_dict()}
-        logger.info("fusion %s: %s", spec.column(), fused.describe())
+    ``reference_table`` subtracted, SPEC §8.7), and the fused columns (:mod:`probes.operations.fuse`)."""
+    fused = fused_table(
+        [ScoreTable.read_csv(run_dir / t) for t in tables],
+        config.fusion,
+        labels,
+        splits,
+        ScoreTable.read_csv(run_dir / reference_table) if reference_table is not None else None,
+    )
     layout = RunLayout(run_dir)
     scores, scores_meta = layout.model(name).scores
-    table.write_csv(layout.path(scores))
-    layout.path(scores_meta).write_text(json.dumps({"fusion": meta}, indent=1) + "\n", encoding="utf-8")
-
-
-def reference_differences(table: Any, reference: Any) -> dict[str, Any]:
-    """``<det>@ref`` = s_audited(q) − s_reference(q) of every detector column both tables hold (SPEC §8.7),
-    but for the detectors that already compare with the reference (``ref``, ``policy_drift``, ``reward_gain``)."""
-    import numpy as np
-
-    row = {qid: i for i, qid in enumerate(reference.ids)}
-    out = {}
-    for column, values in table.columns.items():
-        if (
-            column in reference.columns
-            and split_column(column)[1] is None
-            and column in REGISTRY
-            and not REGISTRY[column].requires_reference
-        ):
-            theirs = np.array([reference.columns[column][row[i]] if i in row else np.nan for i in table.ids])
-            out[derived_column(column, AGAINST_REFERENCE)] = values - theirs
-    return out
+    write_fused(fused.table, fused.meta, layout.path(scores), layout.path(scores_meta))
 
 
 def verdict_key(
@@ -119,7 +84,7 @@ def verdict(
     """``RUN/<model>/verdict.json``: the label-free verdict (SPEC §8) on the model's detector scores
     and controls (and LaRA's scores), against the reference model's when there is one; and
     ``RUN/<model>/questions.csv``, its per-question decisions (SPEC §8.10)."""
-    from ..calibration.audit import audit_verdict  # lazy: pulls scipy
+    from ..operations.verdict import VerdictInputs, write_verdict  # lazy: pulls scipy
     from ..report.verdict_text import describe_verdict
 
     layout = RunLayout(run_dir)
@@ -135,25 +100,16 @@ def verdict(
         audited.scores = join_tables([audited.scores, *lara])
     else:
         audited = ScoredFiles(join_tables(lara), None)
-    result, decisions = audit_verdict(
+    c = config.calibration
+    inputs = VerdictInputs(
         audited,
         reference=scored(reference) if reference else None,
         labels=labels or {},
         splits=splits,
-        settings=config.verdict,
-        verdict_controls=config.calibration.controls if config.calibration.most > config.calibration.controls else None,
+        verdict_controls=c.controls if c.most > c.controls else None,
+        self_reference=name == config.reference_name(),
     )
-    if name == config.reference_name():  # the reference model's own comparisons with itself (issue 34, item 4)
-        result["self_reference"] = [
-            n for n in result.get("detectors", {}) if n in REGISTRY and REGISTRY[n].requires_reference
-        ]
-    if decisions is not None:
-        decisions.write_csv(layout.path(files.questions))
-    else:
-        write_no_decisions(
-            [i for i in audited.scores.ids if splits.get(i) != CLEAN_SPLIT], layout.path(files.questions)
-        )
-    layout.path(files.verdict).write_text(json.dumps(jsonable(result), indent=1) + "\n", encoding="utf-8")
+    result = write_verdict(inputs, config.verdict, layout.path(files.verdict), layout.path(files.questions))
     logger.info("%s", describe_verdict(result, f"verdict on {name}"))
 
 

@@ -11,7 +11,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from cache.config import CacheConfig, ModelConfig
+from cache.config import ENGINE_FIELDS, CacheConfig, ModelConfig
 from cache.distributed import Ranks
 from cache.loading import load_model
 from cache.runner import run_cache
@@ -81,7 +81,7 @@ def model_identity(model: ModelConfig, ledger: Ledger) -> dict[str, Any]:
     """The model settings plus the content digest of a local source: a checkpoint directory, a
     GGUF file (a ``package:`` one too), or an adapter's directory and every base under it (SPEC §9)."""
     identity: dict[str, Any] = dataclasses.asdict(model)
-    for key in ("engine", "vllm"):  # what runs the detectors is in the detect stage's key alone (detect_key)
+    for key in ENGINE_FIELDS:  # what runs the detectors is in the detect stage's key alone (detect_key)
         identity.pop(key)
     if identity["base"] is None:
         identity.pop("base")  # keys of runs made before adapters were sources stay as they were

@@ -27,6 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import ProbesError
+from .registry import ENGINES
 
 REFUSE_BELOW = 1e-6  # the largest chance that a sampling engine's tokens are all top-1 before it is called greedy
 LOGPROB_SLACK = 1e-4  # a log-prob may exceed 0 by float error only
@@ -41,8 +42,8 @@ def engine_name(identity: dict[str, Any]) -> str:
     kind = identity.get("kind", "engine")
     if kind == "openai":
         return f"the server at {identity.get('base_url')} (model {identity.get('model')})"
-    if kind == "vllm":
-        return f"vLLM {identity.get('version', '')}".strip()
+    if kind in ENGINES:
+        return f"{ENGINES[kind].title} {identity.get('version', '')}".strip()
     return f"the {kind} engine"
 
 

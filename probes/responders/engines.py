@@ -11,17 +11,16 @@ runs on the hf engine instead, loaded only if such a detector runs (:class:`Lazy
 
 from __future__ import annotations
 
-import importlib.util
 import logging
-from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import ConfigError
 from .base import Access
+from .registry import AUTO, ENGINES, LOCAL, engine_entry
+from .weights import weight_bytes, weight_files  # noqa: F401 (weight_files: its old home)
 
 logger = logging.getLogger(__name__)
 
-ENGINES = ("auto", "hf", "vllm")
 CPU_VLLM_FROM_BYTES = 256 * 2**20  # on a CPU, auto takes vLLM from checkpoints this large (GPT-2-small: 500 MB)
 
 
@@ -31,43 +30,15 @@ def resolve_engine(engine: str, source: str | None = None, base: str | None = No
     for a checkpoint whose weight files reach ``CPU_VLLM_FROM_BYTES`` (measured on 2 cores: vLLM
     1.5–2.5x the built-in sampler on GPT-2-small, 0.9x on the 2 MB testbed model); else hf.
     ``base`` is an adapter's base (``model.base``), whose weights are what runs."""
-    if engine not in ENGINES:
-        raise ConfigError(f"model.engine {engine!r}: choose {', '.join(ENGINES)}")
-    if engine != "auto":
-        return engine
-    if importlib.util.find_spec("vllm") is None or launched():
-        return "hf"
+    if engine != AUTO:
+        return engine_entry(engine).name
+    faster = [e for e in ENGINES.values() if e.auto and e.installed() and not (e.single_process and launched())]
+    if not faster:
+        return LOCAL
     import torch
 
-    return "vllm" if torch.cuda.is_available() or weight_bytes(source, base) >= CPU_VLLM_FROM_BYTES else "hf"
-
-
-def weight_files(source: str | None) -> list[Path]:
-    """A checkpoint directory's weight files (``*.safetensors``, ``*.bin``), sorted; none for anything else."""
-    if source is None or not Path(source).is_dir():
-        return []
-    return sorted(p for p in Path(source).iterdir() if p.suffix in (".safetensors", ".bin"))
-
-
-def weight_bytes(source: str | None, base: str | None = None) -> int:
-    """What the weights take as they run: a checkpoint directory's weight files; a GGUF file's
-    weights dequantised to float32 (what it is converted to, whether converted yet or not, so the
-    choice is the same on every run); an adapter's root base's (its own are small); 0 for a hub
-    id. A source that does not resolve (refused elsewhere, with its reason) counts its directory's
-    weight files, if any."""
-    from cache.errors import ModelLoadError
-    from cache.gguf_header import parameter_count
-    from cache.sources import PACKAGE_PREFIX, resolve_source
-
-    if source is None or not (source.startswith(PACKAGE_PREFIX) or Path(source).expanduser().exists()):
-        return 0
-    try:
-        root = resolve_source(source, base=base).chain()[-1]
-    except ModelLoadError:
-        return sum(p.stat().st_size for p in weight_files(source))
-    if root.kind == "gguf":
-        return 4 * parameter_count(root.location)
-    return sum(p.stat().st_size for p in weight_files(root.location))
+    on_cuda = torch.cuda.is_available()
+    return faster[0].name if on_cuda or weight_bytes(source, base) >= CPU_VLLM_FROM_BYTES else LOCAL
 
 
 def engine_key(model: Any) -> dict[str, Any] | None:
@@ -76,17 +47,16 @@ def engine_key(model: Any) -> dict[str, Any] | None:
     engine = resolve_engine(
         getattr(model, "engine", "hf"), getattr(model, "source", None), getattr(model, "base", None)
     )
-    if engine == "hf":
+    entry = engine_entry(engine)
+    if entry.name == LOCAL:
         return None
-    if launched():
+    if entry.single_process and launched():
         raise ConfigError(UNDER_LAUNCHER)
-    from .vllm_engine import vllm_version  # lazy: pulls h5py
-
-    return {"engine": engine, "version": vllm_version(), "args": dict(model.vllm or {})}
+    return {"engine": entry.name, "version": entry.version_string(), "args": dict(getattr(model, entry.name) or {})}
 
 
 UNDER_LAUNCHER = (
-    "model.engine 'vllm' under torchrun: vLLM starts its own workers and process group, which clash with "
+    "this model.engine under torchrun: vLLM starts its own workers and process group, which clash with "
     "the launcher's; run one process with model.vllm.tensor_parallel_size set to the node's GPUs, or serve the "
     "model (python -m vllm.entrypoints.openai.api_server …) and set detect.endpoint (docs/scaling.md)"
 )
@@ -97,33 +67,6 @@ def launched() -> bool:
     import os
 
     return int(os.environ.get("WORLD_SIZE", "1")) > 1
-
-
-def open_vllm(model: Any, prompt_format: Any) -> Any:
-    """The vLLM responder of a model config (``cache.ModelConfig``: source, dtype, vllm arguments)."""
-    from .vllm_engine import TOP_K, VLLMResponder  # lazy: pulls h5py
-
-    if launched():
-        raise ConfigError(UNDER_LAUNCHER)
-    args = dict(model.vllm or {})
-    top = int(args.pop("top_logprobs", TOP_K))
-    dtype = "float32" if model.dtype == "auto" and not _cuda() else model.dtype
-    from cache.loading import checkpoint_directory  # lazy: pulls h5py
-
-    return VLLMResponder(
-        checkpoint_directory(model),  # a GGUF file's conversion, an adapter merged into its base
-        prompt_format,
-        dtype=dtype,
-        top_logprobs=top,
-        engine_args=args,
-        trust_remote_code=model.trust_remote_code,
-    )
-
-
-def _cuda() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
 
 
 class LazyResponder:

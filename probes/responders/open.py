@@ -12,9 +12,10 @@ from generation.config import default_cache_dir
 
 from .base import Responder
 from .distributed import on_ranks
-from .engines import LazyResponder, open_vllm, resolve_engine
+from .engines import LazyResponder, resolve_engine
 from .local import LocalResponder, PromptFormat
 from .openai_api import OpenAIResponder
+from .registry import LOCAL, engine_entry
 from .store import CachedResponder, ResponseStore
 
 
@@ -77,13 +78,17 @@ def open_responder(
             system=prompt_format.system,
             prompt_format=prompt_format,
         )
-    elif engine is not None and resolve_engine(engine.engine, engine.source, getattr(engine, "base", None)) == "vllm":
+    elif (
+        engine is not None
+        and (chosen := resolve_engine(engine.engine, engine.source, getattr(engine, "base", None))) != LOCAL
+    ):
 
         def hf() -> Responder:
             return open_responder(model, prompt_format, store, batch_size=batch_size, ranks=ranks, progress=progress)
 
         cached = on_ranks(
-            CachedResponder(open_vllm(engine, prompt_format), open_store(store), progress=progress), ranks
+            CachedResponder(engine_entry(chosen).open(engine, prompt_format), open_store(store), progress=progress),
+            ranks,
         )
         cached.fallback = LazyResponder(hf, LocalResponder.access)  # type: ignore[union-attr]
         return cached

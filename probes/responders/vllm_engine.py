@@ -29,15 +29,16 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from cache.loading import context_length
+from cache.loading import checkpoint_directory, context_length
 
 from ..errors import ConfigError
 from ..token_distributions import entropy_from_logprobs, padded_rows, topk_moments
 from .base import Access, CallCounter, Generation, GenerationParams, TextScore, sample_seed
 from .checks import SamplingWitness
-from .engines import weight_files
+from .engines import UNDER_LAUNCHER, launched
 from .local import eos_ids
 from .prompting import PromptFormat, PromptTokens
+from .weights import weight_files
 
 logger = logging.getLogger(__name__)
 
@@ -336,3 +337,27 @@ def checkpoint_fingerprint(source: str, sample_bytes: int = 1 << 20) -> str:
                 handle.seek(offset)
                 digest.update(handle.read(sample_bytes))
     return digest.hexdigest()
+
+
+def open_engine(model: Any, prompt_format: Any) -> Any:
+    """The vLLM responder of a model config (``cache.ModelConfig``: source, dtype, vllm arguments)."""
+    if launched():
+        raise ConfigError(UNDER_LAUNCHER)
+    args = dict(model.vllm or {})
+    top = int(args.pop("top_logprobs", TOP_K))
+    dtype = "float32" if model.dtype == "auto" and not _cuda() else model.dtype
+
+    return VLLMResponder(
+        checkpoint_directory(model),  # a GGUF file's conversion, an adapter merged into its base
+        prompt_format,
+        dtype=dtype,
+        top_logprobs=top,
+        engine_args=args,
+        trust_remote_code=model.trust_remote_code,
+    )
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()

@@ -1,0 +1,74 @@
+"""The verdict as an operation (``lara verdict``, the run's verdict stage): the label-free verdict
+(SPEC §8) and the per-question decisions (SPEC §8.10) computed from score files and written — the
+decisions' table first, ``VERDICT.json`` last, each atomically."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from lara_core.files import write_text_atomically
+
+from ..calibration.audit import audit_verdict
+from ..calibration.decision_table import write_no_decisions
+from ..calibration.verdict import VerdictSettings
+from ..detectors import REGISTRY
+from ..scorefiles import ScoredFiles
+from ..scores import CLEAN_SPLIT, jsonable
+
+
+@dataclass
+class VerdictInputs:
+    """What a verdict reads.
+
+    Attributes:
+        audited: the audited model's scores and controls (LaRA's columns joined in, where used).
+        reference: the reference model's (the checkpoint before RL): the reference mode.
+        clean: a clean set's scores (default: the audited questions of split ``clean_ref``).
+        labels: only define the ``members`` / ``non_members`` subsets; never enter the verdict.
+        splits: each question's split.
+        subsets: groups with a verdict of their own (None: the settings').
+        verdict_controls: the verdict reads each question's first this many controls, the
+            decisions all (None: both all).
+        self_reference: the audited model is the reference model: the detectors that compare with
+            one are marked as comparing it with itself.
+    """
+
+    audited: ScoredFiles
+    reference: ScoredFiles | None = None
+    clean: ScoredFiles | None = None
+    labels: Mapping[str, int | None] = field(default_factory=dict)
+    splits: Mapping[str, str | None] = field(default_factory=dict)
+    subsets: Sequence[str] | None = None
+    verdict_controls: int | None = None
+    self_reference: bool = False
+
+
+def write_verdict(
+    inputs: VerdictInputs, settings: VerdictSettings, output: str | Path, questions_table: str | Path
+) -> dict[str, Any]:
+    """Compute the verdict and the decisions; write the decisions to ``questions_table`` (every
+    audited question, none flagged when no verdict) and the verdict to ``output`` (JSON); return it."""
+    result, decisions = audit_verdict(
+        inputs.audited,
+        reference=inputs.reference,
+        clean=inputs.clean,
+        labels=dict(inputs.labels),
+        splits=dict(inputs.splits),
+        subsets=inputs.subsets,
+        settings=settings,
+        verdict_controls=inputs.verdict_controls,
+    )
+    if inputs.self_reference:  # the reference model's own comparisons with itself (issue 34, item 4)
+        result["self_reference"] = [
+            n for n in result.get("detectors", {}) if n in REGISTRY and REGISTRY[n].requires_reference
+        ]
+    if decisions is not None:
+        decisions.write_csv(questions_table)
+    else:
+        audited = [i for i in inputs.audited.scores.ids if inputs.splits.get(i) != CLEAN_SPLIT]
+        write_no_decisions(audited, questions_table)
+    write_text_atomically(output, json.dumps(jsonable(result), indent=1) + "\n")
+    return result
