@@ -386,9 +386,10 @@ def cases(config, run_dir: Path, questions, only: str | None) -> list[Case]:
     """The four model × mode cases of the testbed, and the SFT checkpoint's relative mode with a
     planted broken null: the audited originals raised above their similars, the clean set's not (a
     calibrated mode whose check passes as it is)."""
-    clean_ids = [q.id for q in questions if q.split == "clean_ref"]
-    audited_ids = [q.id for q in questions if q.split != "clean_ref"]
     rl, sft = scored(run_dir, config.name), scored(run_dir, config.reference_name())
+    scored_ids = set(rl.scores.ids)  # detect.clean_ref: the detectors may score fewer clean questions than LaRA
+    clean_ids = [q.id for q in questions if q.split == "clean_ref" and q.id in scored_ids]
+    audited_ids = [q.id for q in questions if q.split != "clean_ref"]
     rl_all, sft_all = rl.subset(audited_ids), sft.subset(audited_ids)
     with_controls, relative = combined(run_dir / config.name, ("reference", "relative"), only)
     sft_absolute, sft_relative = combined(run_dir / config.reference_name(), ("absolute", "relative"), only)

@@ -1,5 +1,5 @@
 """A peer, side by side: benchleak 0.4.0's detectors and our verdicts on the same checkpoints and
-questions of both shipped testbeds.
+questions of the shipped testbeds (the real-model one needs the smollm extra).
 
     pip install -c constraints.txt -e ".[peers]"      # benchleak==0.4.0 (never in the default install)
     lara run configs/demo.yaml && lara run configs/demo-gsm.yaml     # our verdicts (skipped if absent)
@@ -28,7 +28,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TESTBEDS = {"cpu-seed0": ROOT / "runs/demo", "gsm-seed0": ROOT / "runs/demo-gsm"}
+TESTBEDS = {
+    "cpu-seed0": ROOT / "runs/demo",
+    "gsm-seed0": ROOT / "runs/demo-gsm",
+    "smollm-seed0": ROOT / "runs/demo-smollm",
+}
 CHECKPOINTS = {"rl": "rl", "sft": "sft_control"}  # checkpoint dir → its name in the lara run
 SETS = {"members": 1, "non-members": 0}
 NEW_TOKENS, POSITIONS = 48, 256
@@ -42,6 +46,18 @@ def questions(testbed: str) -> dict[str, list[str]]:
     out = {name: [r["question"] for r in rows if r.get("label") == label] for name, label in SETS.items()}
     out["clean_ref"] = [r["question"] for r in rows if r.get("split") == "clean_ref"]
     return out
+
+
+def checkpoint_path(testbed: str, checkpoint: str) -> Path:
+    """A testbed checkpoint as a plain Hugging Face directory: the shipped one, or (the real-model
+    testbed's LoRA adapters) the toolkit's merged copy of it, which benchleak loads like any other."""
+    path = ROOT / "probes/testbed/checkpoints" / testbed / checkpoint
+    if (path / "config.json").is_file():
+        return path
+    from cache.config import ModelConfig
+    from cache.loading import checkpoint_directory
+
+    return Path(checkpoint_directory(ModelConfig(source=str(path))))
 
 
 def detector(kind: str, model, tokenizer):
@@ -68,7 +84,7 @@ def peer_rows(testbed: str, kinds: list[str], limit: int) -> list[dict]:
     references = {"bundled math": load_reference(None, limit=limit, domain="math"), "our clean set": texts["clean_ref"]}
     rows = []
     for checkpoint in CHECKPOINTS:
-        path = ROOT / "probes/testbed/checkpoints" / testbed / checkpoint
+        path = checkpoint_path(testbed, checkpoint)
         tokenizer = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
         for kind in kinds:
@@ -100,7 +116,7 @@ def default_length_check(testbed: str) -> str:
     from benchleak.detectors.rl import SelfCritiqueDetector
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = ROOT / "probes/testbed/checkpoints" / testbed / "rl"
+    path = checkpoint_path(testbed, "rl")
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     try:

@@ -152,6 +152,11 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
+        "--no-before",
+        action="store_true",
+        help="leave out the SFT control's absolute mode on similars drawn as before (order only; scored here)",
+    )
+    parser.add_argument(
         "--absolute-now",
         action="store_true",
         help="only the SFT control's absolute mode, on controls drawn now by this checkout's generator and "
@@ -171,9 +176,10 @@ def main() -> None:
         absolute_now(run_dir, config, questions, groups, args)
         return
     run_pipeline(config, progress=False)  # everything already done is skipped
-    clean_ids = [q.id for q in questions if q.split == "clean_ref"]
     audited_name, reference_name = config.name, config.reference_name()
     rl, sft = (verdict_view(scored(run_dir, name), config) for name in (audited_name, reference_name))
+    scored_ids = set(rl.scores.ids)  # detect.clean_ref: the detectors may score fewer clean questions than LaRA
+    clean_ids = [q.id for q in questions if q.split == "clean_ref" and q.id in scored_ids]
     settings = dataclasses.replace(config.verdict, permutations=2000, bootstrap=1)
     found = {
         "RL, reference and relative modes": rates(
@@ -186,11 +192,12 @@ def main() -> None:
     from probes.detectors import REGISTRY
 
     # the SFT checkpoint is its own reference: drift and reward gain are 0 there, so they are not rescored
-    detectors = [n for n in sft.controls.columns if not REGISTRY[n].requires_reference]
-    before = sft_on_controls_drawn_now(run_dir, config, questions, detectors, "order")
-    found["SFT control, absolute mode, similars as generated before (order only)"] = rates(
-        before, groups, args.subsets, args.size, settings, seed=args.seed
-    )
+    detectors = [] if args.no_before else [n for n in sft.controls.columns if not REGISTRY[n].requires_reference]
+    if detectors:
+        before = sft_on_controls_drawn_now(run_dir, config, questions, detectors, "order")
+        found["SFT control, absolute mode, similars as generated before (order only)"] = rates(
+            before, groups, args.subsets, args.size, settings, seed=args.seed
+        )
     print(
         f"Verdict rejection rates at alpha = {settings.alpha}: {args.subsets} random subsets of {args.size} questions, "
         f"{settings.permutations} permutations each ({time.perf_counter() - start:.0f} s)"
