@@ -81,6 +81,8 @@ def audit_verdict(
     verdict["notes"] = file_notes + verdict.get("notes", [])
     decisions = decide_questions(verdict, audited_set, ref, clean_set, settings)
     verdict["questions"] = decisions.summary() if decisions is not None else None
+    if decisions is not None and decisions.diagnostic() is not None:
+        verdict["questions_diagnostic"] = decisions.diagnostic()
     verdict["subsets"] = {}
     for name in settings.subsets if subsets is None else subsets:
         ids = subset_ids(audited_ids, name, labels, splits)

@@ -14,6 +14,10 @@ import numpy as np
 
 from ..scores import format_number, write_csv_atomically
 
+UNDECIDED = (
+    "no calibrated mode (no reference model, no clean set): the absolute mode's per-question p-values are "
+    "uncalibrated, so no question is flagged and no lower bound is given (its figures: questions_diagnostic)"
+)
 SHOWN_FLAGGED = 50  # flagged questions described in verdict.json (each with its own and its controls' scores)
 
 
@@ -95,7 +99,25 @@ class QuestionDecisions:
 
     def summary(self) -> dict[str, Any]:
         """The ``questions`` block of ``verdict.json``: settings, counts, the "at least" bound, the
-        flagged ids (best first) and the first flagged questions' evidence."""
+        flagged ids (best first) and the first flagged questions' evidence. An uncalibrated
+        (absolute) mode decides nothing: no flag, no bound (null, with the reason); its figures are
+        in :meth:`diagnostic`."""
+        if not self.calibrated:
+            return {
+                "fdr": self.fdr,
+                "method": self.method,
+                "combine": self.combine,
+                "mode": self.mode,
+                "calibrated": False,
+                "n": len(self.ids),
+                "n_tested": int(np.isfinite(self.p_value).sum()),
+                "n_flagged": None,
+                "at_least": None,
+                "undecided": UNDECIDED,
+                "flagged": [],
+                "flagged_detail": [],
+                "notes": self.notes,
+            }
         order = [i for i in np.argsort(self.rank, kind="stable") if self.flagged[i]]
         n_tested = int(np.isfinite(self.p_value).sum())
         return {
@@ -121,6 +143,22 @@ class QuestionDecisions:
             "streams": {s.name: s.to_dict() for s in self.streams},
             "flagged_detail": [self._detail(i) for i in order[:SHOWN_FLAGGED]],
             "notes": self.notes,
+        }
+
+    def diagnostic(self) -> dict[str, Any] | None:
+        """What an uncalibrated mode's decisions would be, kept apart from the ``questions`` block
+        (``verdict.json``'s ``questions_diagnostic``): never a decision. None for a calibrated mode."""
+        if self.calibrated:
+            return None
+        order = [i for i in np.argsort(self.rank, kind="stable") if np.isfinite(self.p_value[i])]
+        return {
+            "mode": self.mode,
+            "calibrated": False,
+            "what": "the absolute mode's per-question p-values, uncalibrated: the generator's similars may not be "
+            "exchangeable with real questions, so these are no decisions (SPEC §8.10)",
+            "below_fdr_threshold": int(self.flagged.sum()),
+            "lower_bound_if_calibrated": self.at_least,
+            "smallest_p": [{"id": self.ids[i], "p_value": float(self.p_value[i])} for i in order[:SHOWN_FLAGGED]],
         }
 
     def _detail(self, i: int) -> dict[str, Any]:
@@ -157,7 +195,8 @@ class QuestionDecisions:
         out.update(
             p_value=self.p_value[order].tolist(),
             q_value=self.q_value[order].tolist(),
-            flagged=[int(self.flagged[i]) for i in order],
+            # an uncalibrated mode flags nothing: empty, which is no decision (never a 0, a "not flagged")
+            flagged=[int(self.flagged[i]) if self.calibrated else "" for i in order],
         )
         return out
 

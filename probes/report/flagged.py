@@ -18,20 +18,17 @@ def flagged_markdown(block: Mapping[str, Any] | None, texts: Mapping[str, str] |
     """Markdown lines of the section (none when the verdict has no per-question decisions)."""
     if not block:
         return []
-    mode = block["mode"] + ("" if block["calibrated"] else ", uncalibrated")
+    if not block["calibrated"]:  # an uncalibrated mode decides nothing (its figures are diagnostic only)
+        return ["## Flagged questions", "", f"None decided: {block['undecided']}.", ""]
+    mode = block["mode"]
     method = "Benjamini–Hochberg" if block["method"] == "bh" else "two-stage adaptive Benjamini–Hochberg"
     lines = [
         "## Flagged questions",
         "",
         f"**{block['n_flagged']} of {block['n_tested']} questions flagged** at a false-discovery rate of "
         f"{100 * block['fdr']:g}% ({mode} mode; {method} over each question's conformal p-value: {COMBINED[block.get('combine', 'cauchy')]}). "
-        "Expected share of clean questions among the flagged: at most the FDR"
-        + (
-            " — if the generator's similars are exchangeable with real questions, which the absolute mode cannot show."
-            if not block["calibrated"]
-            else "."
-        )
-        + " `questions.csv` holds every question's p- and q-value, ranked by evidence.",
+        "Expected share of clean questions among the flagged: at most the FDR."
+        " `questions.csv` holds every question's p- and q-value, ranked by evidence.",
         "",
     ]
     bound = block.get("at_least")

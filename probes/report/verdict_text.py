@@ -221,6 +221,8 @@ def describe_questions(block: dict[str, Any] | None, where: str = "") -> str:
     the "at least" bound."""
     if block is None:
         return "which questions: none decided (no verdict)"
+    if not block["calibrated"]:
+        return f"which questions: none decided — {block['undecided']}"
     mode = f"{block['mode']} mode" + ("" if block["calibrated"] else ", uncalibrated")
     shown = ", ".join(block["flagged"][:8]) + (", …" if block["n_flagged"] > 8 else "")
     method = "BH" if block["method"] == "bh" else "two-stage BH"

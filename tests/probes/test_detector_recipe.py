@@ -56,7 +56,7 @@ def recipe_detector(tmp_path):
 def test_the_recipe_s_detector_runs_through_lara_detect(recipe_detector, audit, tmp_path, capsys):
     assert recipe_detector == "answer_length" and list(REGISTRY)[-1] == "answer_length"
     assert "answer_length" in detector_names("all")
-    assert "| answer_length |" in detector_table()
+    assert "| `answer_length` | tokens of the greedy answer |" in detector_table()
     out = tmp_path / "scores.csv"
     argv = ["detect", "ppl,answer_length", str(audit.questions), "--model", str(audit.model_dir), "--device", "cpu"]
     argv += ["--prompt-format", "raw", "--template", "Q: {prompt}\nA:", "--param", "answer_length.max_new_tokens=6"]

@@ -16,6 +16,7 @@ from probes.calibration import conformal
 from probes.calibration.audit import audit_verdict, scored_files
 from probes.calibration.verdict import VerdictSettings
 from probes.report.verdict_text import describe_verdict
+from probes.scorefiles import ControlTable
 from probes.scores import ScoreTable
 
 from .test_verdict import world
@@ -135,9 +136,39 @@ def test_a_verdict_carries_its_decisions_and_they_find_planted_questions(tmp_pat
     assert header == "id,rank,mode,ppl_residual,ppl_p,learned_controls_score,learned_controls_p,p_value,q_value,flagged"
     assert len(rows) == 80 and [int(r.split(",")[1]) for r in rows] == list(range(1, 81))  # ranked by evidence
     assert sum(r.endswith(",1") for r in rows) == block["n_flagged"]
-    # the absolute mode marks its flags uncalibrated
+    # the absolute mode decides nothing (issue 44, item 4)
     alone, _ = audit_verdict(scored_files(a_scores, a_ctl), settings=FAST)
     assert alone["questions"]["mode"] == "absolute" and not alone["questions"]["calibrated"]
+    assert alone["questions"]["at_least"] is None and alone["questions"]["flagged"] == []
+
+
+def test_an_uncalibrated_mode_flags_nothing_and_bounds_nothing(tmp_path):
+    """Issue 44, item 4: on a clean checkpoint with no reference and no clean set, the absolute mode
+    read the generator's bias and verdict.json said "at least 24 of the 120 contaminated (95 % lower
+    bound)" with flags. Now: no flag, no bound (null, with the reason); the would-be figures live in
+    questions_diagnostic; the table's flagged column is empty (no decision), never 0."""
+    rng = np.random.default_rng(44)
+    n, c = 120, 10
+    ids = [f"q{i}" for i in range(n)]
+    scores = ScoreTable(ids, {"ppl": rng.normal(1.2, 1.0, n)})  # the originals above their similars: a biased generator
+    controls = ControlTable(
+        [i for i in ids for _ in range(c)],
+        np.tile(np.arange(1, c + 1), n),
+        {"ppl": rng.normal(0.0, 1.0, n * c)},
+    )
+    verdict, decisions = audit_verdict(scored_files(scores, controls), settings=FAST)
+    assert verdict["mode"] == "absolute" and verdict["reject"] and not verdict["calibrated"]
+    assert decisions.flagged.sum() > 0 and decisions.at_least > 0  # what the absolute mode would have claimed
+    block = verdict["questions"]
+    assert block["at_least"] is None and block["n_flagged"] is None and block["flagged"] == []
+    assert "no calibrated mode" in block["undecided"]
+    diagnostic = verdict["questions_diagnostic"]
+    assert diagnostic["below_fdr_threshold"] == int(decisions.flagged.sum()) and not diagnostic["calibrated"]
+    text = describe_verdict(verdict)
+    assert "at least" not in text.split("which questions:")[1] and "which questions: none decided" in text
+    decisions.write_csv(tmp_path / "q.csv")
+    rows = (tmp_path / "q.csv").read_text().splitlines()[1:]
+    assert all(r.endswith(",") for r in rows) and all(",absolute (uncalibrated)," in r for r in rows)
 
 
 def test_in_the_relative_mode_the_null_is_the_clean_set():
@@ -289,19 +320,14 @@ def test_lara_verdict_fdr_decides_questions_through_the_cli(tmp_path, capsys):
         == 0
     )
     shown = capsys.readouterr().out
-    block = json.loads((tmp_path / "v.json").read_text())["questions"]
-    assert (
-        block["mode"] == "absolute" and not block["calibrated"] and block["n_tested"] == 60 and block["n_flagged"] >= 8
-    )
-    assert (
-        f"which questions: {block['n_flagged']} of 60 tested flagged at FDR 10% (absolute mode, uncalibrated, BH)"
-        in shown
-    )
+    written = json.loads((tmp_path / "v.json").read_text())
+    block = written["questions"]
+    assert block["mode"] == "absolute" and not block["calibrated"] and block["n_tested"] == 60
+    assert block["n_flagged"] is None and block["at_least"] is None  # an uncalibrated mode decides nothing
+    assert written["questions_diagnostic"]["below_fdr_threshold"] >= 8
+    assert "which questions: none decided — no calibrated mode" in shown
     rows = (tmp_path / "v.questions.csv").read_text().splitlines()
-    assert (
-        rows[1].split(",")[2] == "absolute (uncalibrated)"
-        and sum(r.endswith(",1") for r in rows[1:]) == block["n_flagged"]
-    )
+    assert rows[1].split(",")[2] == "absolute (uncalibrated)" and all(r.endswith(",") for r in rows[1:])
 
 
 def test_the_reference_modes_decisions_read_a_reference_difference_detector_as_it_is():
