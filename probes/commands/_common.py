@@ -15,6 +15,30 @@ def quiet_library_progress_bars(verbose: bool) -> None:
         transformers.utils.logging.disable_progress_bar()
 
 
+def command_parser(sub: Any, name: str, help: str, epilog: str | None = None, **extra: Any) -> Any:
+    """A ``lara NAME`` subcommand parser whose examples (``epilog``) keep their line breaks."""
+    import argparse
+
+    return sub.add_parser(name, help=help, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter, **extra)
+
+
+def add_setting(
+    parser: Any, flag: str, settings: type, name: str, help: str | None = None, *, default: bool = True, **extra: Any
+) -> None:
+    """``parser.add_argument(flag, …)`` for the settings dataclass field ``settings.name``: its type
+    (``int`` or ``float``, from the field's annotation), its choices (a ``Literal``) and, unless
+    ``default`` is False, its default come from the field — the flag and the config key share one
+    source of truth. ``extra``: further ``add_argument`` arguments (they win)."""
+    import dataclasses
+
+    annotation = str({f.name: f for f in dataclasses.fields(settings)}[name].type)
+    kind = {"int": int, "float": float}.get(annotation.removesuffix(" | None"))
+    arguments: dict[str, Any] = {**from_settings(settings, name, default), "help": help}
+    if kind is not None:
+        arguments["type"] = kind
+    parser.add_argument(flag, **{**arguments, **extra})
+
+
 def from_settings(cls: type, name: str, default: bool = True) -> dict[str, Any]:
     """``choices`` (when the field is a ``Literal``) and ``default`` of the settings dataclass field
     ``cls.name``, for ``add_argument``: a flag takes both from the one source of truth."""

@@ -17,7 +17,7 @@ from generation.records import read_sets
 from lara_core.configio import decode_prompt_texts, literal_choices, load_yaml, prompt_text
 
 from ..lara.sets import distinct_texts, looks_like_sets
-from ._common import quiet_library_progress_bars
+from ._common import command_parser, quiet_library_progress_bars
 
 logger = logging.getLogger(__name__)
 
@@ -32,12 +32,7 @@ CACHE_EXAMPLES = """examples:
 
 
 def register(sub: Any) -> None:
-    cache = sub.add_parser(
-        "cache",
-        help="pool per-layer activations of texts into an HDF5 store",
-        epilog=CACHE_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    cache = command_parser(sub, "cache", "pool per-layer activations of texts into an HDF5 store", CACHE_EXAMPLES)
     cache.add_argument(
         "texts",
         type=Path,

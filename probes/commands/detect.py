@@ -23,7 +23,7 @@ from ..questions.chat import default_system_prompt
 from ..responders.local import PromptFormat
 from ..responders.open import default_store_path, open_responder
 from ..responders.store import ResponseStore
-from ._common import from_settings, quiet_library_progress_bars
+from ._common import add_setting, command_parser, quiet_library_progress_bars
 
 DETECT_EXAMPLES = """examples:
   lara detect self_critique,min_knn,ppl questions.jsonl --model ./checkpoints/rl -o scores.csv
@@ -48,11 +48,11 @@ def _detect_epilog() -> str:
 
 
 def register(sub: Any) -> None:
-    detect = sub.add_parser(
+    detect = command_parser(
+        sub,
         "detect",
-        help="score questions with output-level detectors (Self-Critique, Min-kNN, CDD, PPL, Min-K%%, ...)",
-        epilog=_detect_epilog(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "score questions with output-level detectors (Self-Critique, Min-kNN, CDD, PPL, Min-K%%, ...)",
+        _detect_epilog(),
     )
     detect.add_argument("detectors", help="comma-separated detector names, or 'all' (see the list below)")
     detect.add_argument("questions", type=Path, help="questions JSONL (id, question[, label, split])")
@@ -139,17 +139,19 @@ def _model_arguments(detect: argparse.ArgumentParser) -> None:
     detect.add_argument(
         "--api-key-env", help="environment variable holding the API key (with --endpoint; omit for a keyless server)"
     )
-    detect.add_argument(
+    add_setting(
+        detect,
         "--top-logprobs",
-        type=int,
-        **from_settings(EndpointSettings, "top_logprobs"),
-        help=f"top-K log-probs per token requested (with --endpoint; default: {EndpointSettings.top_logprobs})",
+        EndpointSettings,
+        "top_logprobs",
+        f"top-K log-probs per token requested (with --endpoint; default: {EndpointSettings.top_logprobs})",
     )
-    detect.add_argument(
+    add_setting(
+        detect,
         "--concurrency",
-        type=int,
-        **from_settings(EndpointSettings, "concurrency"),
-        help=f"requests in flight (with --endpoint; default: {EndpointSettings.concurrency})",
+        EndpointSettings,
+        "concurrency",
+        f"requests in flight (with --endpoint; default: {EndpointSettings.concurrency})",
     )
     detect.add_argument("--device", help="auto | cpu | cuda | cuda:N (default: auto)")
     detect.add_argument(
@@ -173,23 +175,22 @@ def _model_arguments(detect: argparse.ArgumentParser) -> None:
 
 def _prompt_arguments(detect: argparse.ArgumentParser) -> None:
     """How questions are put to the model, batching, the detectors' parameters."""
-    detect.add_argument(
-        "--prompt-format",
-        **from_settings(DetectSettings, "prompt_format"),
-        help="chat template or raw text (default: auto)",
-    )
-    detect.add_argument(
+    add_setting(detect, "--prompt-format", DetectSettings, "prompt_format", "chat template or raw text (default: auto)")
+    add_setting(
+        detect,
         "--template",
+        DetectSettings,
+        "template",
+        "raw-format prompt text with {prompt}; \\n is a newline, as in a YAML config (default: {prompt})",
         type=prompt_text,
-        **from_settings(DetectSettings, "template"),
-        help="raw-format prompt text with {prompt}; \\n is a newline, as in a YAML config (default: {prompt})",
     )
     detect.add_argument("--system-prompt", type=prompt_text, help="system turn for the chat format (\\n: a newline)")
-    detect.add_argument(
+    add_setting(
+        detect,
         "--batch-size",
-        type=int,
-        **from_settings(DetectSettings, "batch_size"),
-        help=f"completions generated together (default: {DetectSettings.batch_size})",
+        DetectSettings,
+        "batch_size",
+        f"completions generated together (default: {DetectSettings.batch_size})",
     )
     detect.add_argument(
         "--param",
@@ -215,26 +216,31 @@ def _calibration_arguments(detect: argparse.ArgumentParser) -> None:
         help="perturbation sets of the questions (lara generate): their first "
         "--controls similar questions are scored too, as matched controls (SCORES.controls.csv, <det>@cal columns)",
     )
-    detect.add_argument(
+    add_setting(
+        detect,
         "--controls",
-        type=int,
-        **from_settings(CalibrationSettings, "controls"),
-        help=f"matched controls per question with --sets (default: {CalibrationSettings.controls})",
+        CalibrationSettings,
+        "controls",
+        f"matched controls per question with --sets (default: {CalibrationSettings.controls})",
     )
-    detect.add_argument(
+    add_setting(
+        detect,
         "--decision-controls",
-        type=int,
-        **from_settings(CalibrationSettings, "decision_controls"),
-        help="with --sets, the detectors that do not sample score this many controls per question (the "
+        CalibrationSettings,
+        "decision_controls",
+        "with --sets, the detectors that do not sample score this many controls per question (the "
         "per-question decisions use them all; the sampling detectors keep --controls): the sets need "
         "that many similars (lara generate --controls)",
-    )
-    detect.add_argument(
-        "--sampling-controls",
         type=int,
-        **from_settings(CalibrationSettings, "sampling_controls"),
-        help="with --sets, the detectors that sample score this many controls per question (default: "
+    )
+    add_setting(
+        detect,
+        "--sampling-controls",
+        CalibrationSettings,
+        "sampling_controls",
+        "with --sets, the detectors that sample score this many controls per question (default: "
         "--controls; the per-question decisions use them all)",
+        type=int,
     )
     detect.add_argument("--calibrate", help="detectors scored on the controls, comma-separated (default: all that run)")
 

@@ -12,7 +12,7 @@ from ..errors import ProbesError
 from ..lara.metrics_file import MetricsFile
 from ..pipeline.config import EvaluateSettings
 from ..scores import ScoreTable, jsonable, read_labels, read_question_groups, read_question_texts
-from ._common import from_settings
+from ._common import add_setting, command_parser
 
 logger = logging.getLogger(__name__)
 
@@ -25,11 +25,11 @@ EVALUATE_EXAMPLES = """examples:
 
 
 def register(sub: Any) -> None:
-    ev = sub.add_parser(
+    ev = command_parser(
+        sub,
         "evaluate",
-        help="ROC-AUC, TPR@5%%FPR, F1 with bootstrap CIs, paired comparisons, layer analysis, plots",
-        epilog=EVALUATE_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "ROC-AUC, TPR@5%%FPR, F1 with bootstrap CIs, paired comparisons, layer analysis, plots",
+        EVALUATE_EXAMPLES,
     )
     ev.add_argument("scores", type=Path, help="SCORES.csv (id column + one column per detector, higher = member)")
     ev.add_argument(
@@ -54,24 +54,11 @@ def register(sub: Any) -> None:
     )
     ev.add_argument("--detectors", help="score columns to report, comma-separated (default: all)")
     ev.add_argument("--baseline", help="column the others are compared with (default: the first)")
-    ev.add_argument(
-        "--bootstrap",
-        type=int,
-        **from_settings(EvaluateSettings, "bootstrap"),
-        help=f"bootstrap resamples (default: {EvaluateSettings.bootstrap})",
+    add_setting(
+        ev, "--bootstrap", EvaluateSettings, "bootstrap", f"bootstrap resamples (default: {EvaluateSettings.bootstrap})"
     )
-    ev.add_argument(
-        "--seed",
-        type=int,
-        **from_settings(EvaluateSettings, "seed"),
-        help=f"bootstrap seed (default: {EvaluateSettings.seed})",
-    )
-    ev.add_argument(
-        "--fpr",
-        type=float,
-        **from_settings(EvaluateSettings, "fpr"),
-        help=f"FPR of the TPR figure (default: {EvaluateSettings.fpr})",
-    )
+    add_setting(ev, "--seed", EvaluateSettings, "seed", f"bootstrap seed (default: {EvaluateSettings.seed})")
+    add_setting(ev, "--fpr", EvaluateSettings, "fpr", f"FPR of the TPR figure (default: {EvaluateSettings.fpr})")
     ev.add_argument("--strict", action="store_true", help="TPR among ROC points with FPR < target instead of <=")
     ev.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     ev.set_defaults(handler=handle)

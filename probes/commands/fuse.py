@@ -9,7 +9,7 @@ from typing import Any
 from ..fusion import FusionSpec
 from ..operations.fuse import fused_table, write_fused
 from ..scores import ScoreTable, read_labels, read_splits
-from ._common import from_settings
+from ._common import add_setting, command_parser
 
 FUSE_EXAMPLES = """examples:
   lara fuse scores.csv lara_scores.csv --detectors self_critique,lara --labels questions.jsonl -o fused.csv
@@ -19,33 +19,31 @@ FUSE_EXAMPLES = """examples:
 
 
 def register(sub: Any) -> None:
-    fuse = sub.add_parser(
+    fuse = command_parser(
+        sub,
         "fuse",
-        help="fuse detector scores (robust-z mean, rank mix, cross-validated stacking) into one column",
-        epilog=FUSE_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "fuse detector scores (robust-z mean, rank mix, cross-validated stacking) into one column",
+        FUSE_EXAMPLES,
     )
     fuse.add_argument("scores", type=Path, nargs="+", help="one or more score CSVs, joined on id")
     fuse.add_argument("-o", "--output", type=Path, required=True, help="CSV: the joined columns plus the fused one")
     fuse.add_argument("--detectors", required=True, help="comma-separated columns to fuse, e.g. self_critique,lara")
-    fuse.add_argument("--method", **from_settings(FusionSpec, "method"), help=f"(default: {FusionSpec.method})")
+    add_setting(fuse, "--method", FusionSpec, "method", f"(default: {FusionSpec.method})")
     fuse.add_argument(
         "--weights", help="comma-separated weights (robust-z, rank-mix); rank-mix of two: β,1−β e.g. 0.65,0.35"
     )
     fuse.add_argument("--labels", type=Path, help="questions JSONL with label (stacking, crossfit) and split (split)")
-    fuse.add_argument(
+    add_setting(
+        fuse,
         "--clean-ref",
-        **from_settings(FusionSpec, "clean_ref", default=False),
-        help="robust-z reference: split clean_ref, labelled "
+        FusionSpec,
+        "clean_ref",
+        "robust-z reference: split clean_ref, labelled "
         "non-members (cross-fitted), or all rows (an unsupervised audit); default: split, else crossfit",
+        default=False,
     )
-    fuse.add_argument(
-        "--folds",
-        type=int,
-        **from_settings(FusionSpec, "folds"),
-        help=f"cross-fitting / stacking folds (default: {FusionSpec.folds})",
-    )
-    fuse.add_argument("--seed", type=int, **from_settings(FusionSpec, "seed"))
+    add_setting(fuse, "--folds", FusionSpec, "folds", f"cross-fitting / stacking folds (default: {FusionSpec.folds})")
+    add_setting(fuse, "--seed", FusionSpec, "seed")
     fuse.add_argument("--name", help="name of the fused column (default: the detectors joined by '+')")
     fuse.set_defaults(handler=handle)
 

@@ -10,7 +10,7 @@ from generation.config import GenerationConfig
 from generation.pipeline import run_generation
 from generation.records import read_questions
 
-from ._common import from_settings
+from ._common import add_setting, command_parser
 
 GENERATE_EXAMPLES = """examples:
   lara generate questions.jsonl -o sets.jsonl                      # offline, deterministic
@@ -26,11 +26,11 @@ _OPENAI_FLAGS = ("model", "base_url", "concurrency", "cache_dir")
 
 
 def register(sub: Any) -> None:
-    gen = sub.add_parser(
+    gen = command_parser(
+        sub,
         "generate",
-        help="build perturbation sets (similar questions, [BLANK]ed variants, paraphrases) of questions",
-        epilog=GENERATE_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "build perturbation sets (similar questions, [BLANK]ed variants, paraphrases) of questions",
+        GENERATE_EXAMPLES,
     )
     gen.add_argument(
         "questions", type=Path, help='questions JSONL: one {"id", "question", ["label", ...]} object per line'
@@ -43,10 +43,13 @@ def register(sub: Any) -> None:
         help="perturbation sets JSONL (resumed if it or its .partial journal exists)",
     )
     gen.add_argument("--config", type=Path, help="YAML config (see configs/generation.*.yaml); flags override it")
-    gen.add_argument(
+    add_setting(
+        gen,
         "--backend",
-        **from_settings(GenerationConfig, "backend", default=False),
-        help="offline (default, deterministic) or openai (any OpenAI-compatible endpoint)",
+        GenerationConfig,
+        "backend",
+        "offline (default, deterministic) or openai (any OpenAI-compatible endpoint)",
+        default=False,
     )
     gen.add_argument("-K", "--similars", type=int, help="similar questions per question (default: 5)")
     gen.add_argument("-M", "--paraphrases", type=int, help="paraphrases per blanked variant (default: 5)")

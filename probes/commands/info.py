@@ -6,13 +6,15 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ._common import command_parser
+
 
 def register(sub: Any) -> None:
-    info = sub.add_parser(
+    info = command_parser(
+        sub,
         "info",
-        help="show what an activation store holds and how it was made",
-        epilog="examples:\n  lara info acts.h5\n  lara info runs/demo/rl/acts.h5\n",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "show what an activation store holds and how it was made",
+        "examples:\n  lara info acts.h5\n  lara info runs/demo/rl/acts.h5\n",
     )
     info.add_argument("store", type=Path)
     info.set_defaults(handler=handle)

@@ -10,7 +10,7 @@ from cache.outputs import check_writable
 
 from ..lara.metrics_file import compute_metrics
 from ..pipeline.config import MetricsSettings
-from ._common import from_settings
+from ._common import add_setting, command_parser
 
 METRICS_EXAMPLES = """examples:
   lara metrics sets.jsonl acts.h5 -o metrics.h5
@@ -19,27 +19,29 @@ METRICS_EXAMPLES = """examples:
 
 
 def register(sub: Any) -> None:
-    metrics = sub.add_parser(
+    metrics = command_parser(
+        sub,
         "metrics",
-        help="compute zRSM, DC and zRSI per layer for every perturbation set from its cached activations",
-        epilog=METRICS_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "compute zRSM, DC and zRSI per layer for every perturbation set from its cached activations",
+        METRICS_EXAMPLES,
     )
     metrics.add_argument("sets", type=Path, help="perturbation sets JSONL (lara generate)")
     metrics.add_argument("activations", type=Path, help="activation store holding every text of the sets (lara cache)")
     metrics.add_argument("-o", "--output", type=Path, required=True, help="metrics file to write (HDF5)")
     metrics.add_argument("--layers", help="stored layers to use, e.g. 0,1,2 or embed,0 (default: every stored layer)")
-    metrics.add_argument(
+    add_setting(
+        metrics,
         "--eps",
-        type=float,
-        **from_settings(MetricsSettings, "eps"),
-        help=f"numerical floor of the denominators (default: {MetricsSettings.eps:g})",
+        MetricsSettings,
+        "eps",
+        f"numerical floor of the denominators (default: {MetricsSettings.eps:g})",
     )
-    metrics.add_argument(
+    add_setting(
+        metrics,
         "--min-paraphrases",
-        type=int,
-        **from_settings(MetricsSettings, "min_paraphrases"),
-        help=f"paraphrases a group member needs to be used (default: {MetricsSettings.min_paraphrases})",
+        MetricsSettings,
+        "min_paraphrases",
+        f"paraphrases a group member needs to be used (default: {MetricsSettings.min_paraphrases})",
     )
     metrics.add_argument(
         "--chunk-mib",

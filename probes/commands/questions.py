@@ -12,6 +12,7 @@ from lara_core.configio import prompt_text
 from ..errors import InputError
 from ..questions import ImportOptions, TableSource, import_questions, write_questions
 from ..questions.presets import PRESETS
+from ._common import command_parser
 from .pair import register_pair
 
 QUESTIONS_EXAMPLES = """examples:
@@ -25,20 +26,15 @@ QUESTIONS_EXAMPLES = """examples:
 
 
 def register(sub: Any) -> None:
-    questions = sub.add_parser(
-        "questions",
-        help="bring benchmarks in: import a dataset, pair members with non-members",
-        epilog=QUESTIONS_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    questions = command_parser(
+        sub, "questions", "bring benchmarks in: import a dataset, pair members with non-members", QUESTIONS_EXAMPLES
     )
     actions = questions.add_subparsers(dest="questions_command", required=True, metavar="ACTION")
-    imp = actions.add_parser(
+    imp = command_parser(
+        actions,
         "import",
-        help="a hub dataset, save_to_disk directory or Parquet/JSON/JSONL/CSV file -> questions JSONL",
-        epilog=QUESTIONS_EXAMPLES
-        + "\npresets:\n"
-        + "\n".join(f"  {p.name:<14} {p.description}" for p in PRESETS.values()),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "a hub dataset, save_to_disk directory or Parquet/JSON/JSONL/CSV file -> questions JSONL",
+        QUESTIONS_EXAMPLES + "\npresets:\n" + "\n".join(f"  {p.name:<14} {p.description}" for p in PRESETS.values()),
     )
     imp.add_argument(
         "source", help="hub dataset name, a datasets save_to_disk directory, or a .parquet/.json/.jsonl/.csv file"

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ._common import quiet_library_progress_bars
+from ._common import command_parser, quiet_library_progress_bars
 from .verdict import NO_VERDICT_EXIT
 
 RUN_EXAMPLES = """examples:
@@ -26,11 +26,11 @@ and run the same command again: finished stages are skipped, the stage in flight
 
 
 def register(sub: Any) -> None:
-    run = sub.add_parser(
+    run = command_parser(
+        sub,
         "run",
-        help="the whole audit from one YAML config: generate, cache, LaRA, detectors, fusion, report",
-        epilog=RUN_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "the whole audit from one YAML config: generate, cache, LaRA, detectors, fusion, report",
+        RUN_EXAMPLES,
     )
     run.add_argument("config", type=Path, help="run config (YAML; see configs/demo.yaml)")
     run.add_argument(
@@ -44,11 +44,11 @@ def register(sub: Any) -> None:
     run.add_argument("--no-progress", action="store_true", help="no progress bars")
     run.set_defaults(handler=handle)
 
-    demo = sub.add_parser(
+    demo = command_parser(
+        sub,
         "demo",
-        help="the main job on the built-in default: lara run configs/demo.yaml",
-        epilog="examples:\n  lara demo\n  lara demo --set detect.names=[ppl,cdd] --set run_dir=runs/quick\n",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "the main job on the built-in default: lara run configs/demo.yaml",
+        "examples:\n  lara demo\n  lara demo --set detect.names=[ppl,cdd] --set run_dir=runs/quick\n",
     )
     demo.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help="as for lara run")
     demo.add_argument("--no-progress", action="store_true", help="no progress bars")

@@ -11,7 +11,7 @@ from ..lara.protocol import ScoreOptions
 from ..lara.scoring import score_metrics
 from ..pipeline.config import ScoreSettings
 from ..scores import read_labels
-from ._common import from_settings
+from ._common import add_setting, command_parser
 
 SCORE_EXAMPLES = """examples:
   lara score metrics.h5 -o scores.csv                                # clean reference: split clean_ref, else cross-fit
@@ -22,11 +22,11 @@ SCORE_EXAMPLES = """examples:
 
 
 def register(sub: Any) -> None:
-    score = sub.add_parser(
+    score = command_parser(
+        sub,
         "score",
-        help="turn LaRA metrics into one contamination score per question against a clean reference",
-        epilog=SCORE_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "turn LaRA metrics into one contamination score per question against a clean reference",
+        SCORE_EXAMPLES,
     )
     score.add_argument("metrics", type=Path, help="metrics file (lara metrics)")
     score.add_argument(
@@ -52,38 +52,23 @@ def register(sub: Any) -> None:
         default=",".join(ScoreSettings.metric_set),
         help=f"metrics to aggregate (default: {','.join(ScoreSettings.metric_set)})",
     )
-    score.add_argument(
+    add_setting(
+        score,
         "--layers",
-        **from_settings(ScoreSettings, "layers"),
-        help="all | early | mid | late | 9-17 | 0,5,10 (default: all block layers)",
+        ScoreSettings,
+        "layers",
+        "all | early | mid | late | 9-17 | 0,5,10 (default: all block layers)",
     )
-    score.add_argument("--dc", **from_settings(ScoreOptions, "dc"), help="DC alignment: |z| (default) or +z")
+    add_setting(score, "--dc", ScoreOptions, "dc", "DC alignment: |z| (default) or +z")
     score.add_argument(
         "--outer-abs", action="store_true", help="wrap every aligned z in |.| (the public code's variant)"
     )
-    score.add_argument(
-        "--zero-scale",
-        **from_settings(ScoreOptions, "zero_scale"),
-        help="cells with MAD = 0: divide by eps (default) or leave out",
+    add_setting(
+        score, "--zero-scale", ScoreOptions, "zero_scale", "cells with MAD = 0: divide by eps (default) or leave out"
     )
-    score.add_argument(
-        "--eps",
-        type=float,
-        **from_settings(ScoreSettings, "eps"),
-        help=f"added to the reference scale (default: {ScoreSettings.eps:g})",
-    )
-    score.add_argument(
-        "--folds",
-        type=int,
-        **from_settings(ScoreSettings, "folds"),
-        help=f"cross-fitting folds (default: {ScoreSettings.folds})",
-    )
-    score.add_argument(
-        "--seed",
-        type=int,
-        **from_settings(ScoreSettings, "seed"),
-        help=f"seed of the fold assignment (default: {ScoreSettings.seed})",
-    )
+    add_setting(score, "--eps", ScoreSettings, "eps", f"added to the reference scale (default: {ScoreSettings.eps:g})")
+    add_setting(score, "--folds", ScoreSettings, "folds", f"cross-fitting folds (default: {ScoreSettings.folds})")
+    add_setting(score, "--seed", ScoreSettings, "seed", f"seed of the fold assignment (default: {ScoreSettings.seed})")
     score.add_argument(
         "--no-variants", action="store_true", help="only the main 'lara' column (no per-metric / per-window columns)"
     )

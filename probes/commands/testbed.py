@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ._common import command_parser
+
 PRESET_NAMES = ("smoke", "cpu", "gpu", "gsm", "gsm-smoke")  # probes.testbed.PRESETS' keys (a test keeps them equal)
 REAL_PRESET_NAMES = ("smollm", "smollm-smoke")  # probes.testbed.smollm.SMOLLM_PRESETS' keys (the smollm extra)
 
@@ -19,18 +21,12 @@ TESTBED_EXAMPLES = """examples:
 
 
 def register(sub: Any) -> None:
-    testbed = sub.add_parser(
-        "testbed",
-        help="build a small causal LM with a known RL (GRPO) training set",
-        epilog=TESTBED_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    testbed = command_parser(
+        sub, "testbed", "build a small causal LM with a known RL (GRPO) training set", TESTBED_EXAMPLES
     )
     testbed_sub = testbed.add_subparsers(dest="testbed_command", required=True, metavar="ACTION")
-    build = testbed_sub.add_parser(
-        "build",
-        help="draw the problems, train the tokenizer, SFT, then GRPO on the members",
-        epilog=TESTBED_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+    build = command_parser(
+        testbed_sub, "build", "draw the problems, train the tokenizer, SFT, then GRPO on the members", TESTBED_EXAMPLES
     )
     build.add_argument(
         "--out", type=Path, required=True, help="directory to create (sft/, rl/, questions.jsonl, testbed.json, logs)"

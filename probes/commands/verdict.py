@@ -9,7 +9,7 @@ from typing import Any
 from ..calibration.verdict import VerdictSettings
 from ..scorefiles import read_scored
 from ..scores import read_labels, read_splits
-from ._common import from_settings
+from ._common import add_setting, command_parser
 
 NO_VERDICT_EXIT = 3  # no mode had a usable detector: not a negative answer
 
@@ -27,11 +27,11 @@ examples:
 
 
 def register(sub: Any) -> None:
-    verdict = sub.add_parser(
+    verdict = command_parser(
+        sub,
         "verdict",
-        help="label-free verdict: was this benchmark trained on? calibrated tests against each question's matched controls",
-        epilog=VERDICT_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "label-free verdict: was this benchmark trained on? calibrated tests against each question's matched controls",
+        VERDICT_EXAMPLES,
     )
     verdict.add_argument("scores", type=Path, help="SCORES.csv of the audited model (lara detect --sets)")
     verdict.add_argument(
@@ -63,39 +63,39 @@ def register(sub: Any) -> None:
         "--detectors",
         help="detectors combined, comma-separated (default: all with controls, and lara in the relative mode)",
     )
-    verdict.add_argument(
-        "--alpha",
-        type=float,
-        **from_settings(VerdictSettings, "alpha"),
-        help=f"level of the combined test (default: {VerdictSettings.alpha})",
+    add_setting(
+        verdict, "--alpha", VerdictSettings, "alpha", f"level of the combined test (default: {VerdictSettings.alpha})"
     )
-    verdict.add_argument(
-        "--combine", **from_settings(VerdictSettings, "combine"), help=f"(default: {VerdictSettings.combine})"
-    )
-    verdict.add_argument(
+    add_setting(verdict, "--combine", VerdictSettings, "combine", f"(default: {VerdictSettings.combine})")
+    add_setting(
+        verdict,
         "--permutations",
-        type=int,
-        **from_settings(VerdictSettings, "permutations"),
-        help=f"permutations of the within-question test (default: {VerdictSettings.permutations})",
+        VerdictSettings,
+        "permutations",
+        f"permutations of the within-question test (default: {VerdictSettings.permutations})",
     )
-    verdict.add_argument(
+    add_setting(
+        verdict,
         "--bootstrap",
-        type=int,
-        **from_settings(VerdictSettings, "bootstrap"),
-        help=f"bootstrap resamples of the CIs (default: {VerdictSettings.bootstrap})",
+        VerdictSettings,
+        "bootstrap",
+        f"bootstrap resamples of the CIs (default: {VerdictSettings.bootstrap})",
     )
-    verdict.add_argument("--seed", type=int, **from_settings(VerdictSettings, "seed"))
-    verdict.add_argument(
+    add_setting(verdict, "--seed", VerdictSettings, "seed")
+    add_setting(
+        verdict,
         "--fdr",
-        type=float,
-        **from_settings(VerdictSettings, "fdr"),
-        help="false-discovery rate of the per-question "
+        VerdictSettings,
+        "fdr",
+        "false-discovery rate of the per-question "
         f"decisions, written to VERDICT.questions.csv (default: {VerdictSettings.fdr:.2f})",
     )
-    verdict.add_argument(
+    add_setting(
+        verdict,
         "--fdr-method",
-        **from_settings(VerdictSettings, "fdr_method"),
-        help=f"Benjamini-Hochberg, or its two-stage adaptive form (default: {VerdictSettings.fdr_method})",
+        VerdictSettings,
+        "fdr_method",
+        f"Benjamini-Hochberg, or its two-stage adaptive form (default: {VerdictSettings.fdr_method})",
     )
     verdict.add_argument("-o", "--output", type=Path, required=True, help="VERDICT.json")
     verdict.set_defaults(handler=handle)

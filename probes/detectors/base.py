@@ -131,8 +131,13 @@ class Detector:
         answers: Sequence[Any] | None = None,
     ) -> "Detector":
         """Learn what the detector needs before scoring: known-clean questions, a reference model's
-        responder, the scored questions' known answers. Returns ``self``; detectors that need none
-        of them ignore them."""
+        responder, the scored questions' known answers. Returns ``self``. The base keeps what the
+        detector declares it uses: the reference responder (``reference_``) when it compares with
+        one, the answers (``answers_``) when it reads them; the rest is ignored."""
+        if self.requires_reference:
+            self.reference_ = reference
+        if self.requires_answers:
+            self.answers_ = list(answers) if answers is not None else None
         return self
 
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:  # pragma: no cover - abstract

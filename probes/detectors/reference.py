@@ -32,16 +32,6 @@ class Ref(_RescoringDetector):
     requires_reference = True
     reference_difference = True
 
-    def fit(
-        self,
-        clean_questions: Sequence[str] = (),
-        reference: Responder | None = None,
-        answers: Sequence[Any] | None = None,
-    ) -> "Ref":
-        """``reference``: the reference model's responder (same tokenizer)."""
-        self.reference_ = reference
-        return self
-
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         reference = getattr(self, "reference_", None)
         check_reference(self, responder, reference)

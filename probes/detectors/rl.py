@@ -19,7 +19,7 @@ for reward gain, whose generated controls have no answers).
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
@@ -44,15 +44,6 @@ class _SamplingComparison(Detector):
     top_p: float = Param(0.95, SHARE)
     max_new_tokens: int = Param(1024, COUNT)
     seed: int = Param(0, SEED)
-
-    def fit(
-        self,
-        clean_questions: Sequence[str] = (),
-        reference: Responder | None = None,
-        answers: Sequence[Any] | None = None,
-    ) -> "Detector":
-        self.reference_ = reference
-        return self
 
     def _params(self) -> GenerationParams:
         return GenerationParams(
@@ -101,16 +92,6 @@ class RewardGain(_SamplingComparison):
     reference_needs = frozenset({Access.SAMPLING})
     requires_answers = True
     reference_difference = True
-
-    def fit(
-        self,
-        clean_questions: Sequence[str] = (),
-        reference: Responder | None = None,
-        answers: Sequence[Any] | None = None,
-    ) -> "Detector":
-        super().fit(clean_questions, reference)
-        self.answers_ = list(answers) if answers is not None else None
-        return self
 
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         reference = getattr(self, "reference_", None)
