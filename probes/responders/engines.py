@@ -52,7 +52,11 @@ def engine_key(model: Any) -> dict[str, Any] | None:
         return None
     if entry.single_process and launched():
         raise ConfigError(UNDER_LAUNCHER)
-    return {"engine": entry.name, "version": entry.version_string(), "args": dict(getattr(model, entry.name) or {})}
+    return {
+        "engine": entry.name,
+        "version": entry.version_string(),
+        "args": dict(getattr(model, entry.name, None) or {}),
+    }
 
 
 UNDER_LAUNCHER = (
