@@ -38,6 +38,7 @@ import bench_fdr  # noqa: E402
 import bench_verdict  # noqa: E402
 
 from generation.records import read_questions  # noqa: E402
+from probes.detectors import ORDER  # noqa: E402
 from probes.pipeline import load_run_config, run_pipeline  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,25 +47,7 @@ TESTBEDS = {
     "GSM-Symbolic (47 templates)": ROOT / "configs" / "demo-gsm.yaml",
     "SmolLM2-135M (real model)": ROOT / "configs" / "demo-smollm.yaml",  # the smollm extra; hours on 2 cores
 }
-DETECTORS = [
-    "lara",
-    "ppl",
-    "min_k",
-    "min_k_plus_plus",
-    "zlib",
-    "recall",
-    "logprober",
-    "ref",
-    "cdd",
-    "min_knn",
-    "self_critique",
-    "entropy_temp",
-    "entropy_noise",
-    "partial_completion",
-    "policy_drift",
-    "reward_gain",
-    "self_critique+lara",
-]
+DETECTORS = ["lara", *ORDER, "self_critique+lara"]  # the registry's order (probes.detectors.ORDER)
 
 
 def figures(config_path: Path, args: argparse.Namespace) -> dict[str, Any]:

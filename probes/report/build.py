@@ -129,7 +129,7 @@ def build_report(
         )
     if texts:
         groups = context.groups
-        ids = [i for i in table.ids if (labels.get(i) if labels.get(i) is not None else -1) >= 0 and i in texts]
+        ids = [i for i in table.ids if labels.get(i) is not None and labels[i] >= 0 and i in texts]
         report["blind"] = blind_baseline(
             [texts[i] for i in ids],
             np.array([labels[i] for i in ids]),
