@@ -16,7 +16,6 @@ picked up, and one given explicitly that the meta does not bind is refused in on
 
 from __future__ import annotations
 
-import csv
 import json
 import logging
 import math
@@ -29,7 +28,7 @@ import numpy as np
 from lara_core.files import file_sha256, write_text_atomically
 
 from .errors import InputError, MismatchError
-from .scores import ScoreTable, format_number, write_csv_atomically
+from .scores import ScoreTable, format_number, meta_path, read_csv_rows, write_csv_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -87,10 +86,7 @@ class ControlTable:
     @classmethod
     def read_csv(cls, path: str | Path) -> "ControlTable":
         path = Path(path)
-        if not path.is_file():
-            raise InputError(f"control score file not found: {path}")
-        with open(path, encoding="utf-8", newline="") as handle:
-            rows = list(csv.reader(handle))
+        rows = read_csv_rows(path, "control score file")
         if not rows or rows[0][:2] != ["id", "control"]:
             raise InputError(
                 f"{path}: expected a header 'id,control,text_sha256,<score>,...' (lara detect --sets writes one)"
@@ -129,8 +125,9 @@ def write_scored(
     recorded in ``info``), which binds SCORES.csv and the controls file by their sha256 (the old meta
     is removed first, so an interrupted write binds nothing). Returns the paths written."""
     output = Path(output)
-    raw_path, meta_path, controls_path = (output.with_suffix(x) for x in (".raw.csv", ".meta.json", ".controls.csv"))
-    meta_path.unlink(missing_ok=True)  # an interrupted write leaves no meta, so nothing beside it is trusted
+    raw_path, controls_path = output.with_suffix(".raw.csv"), output.with_suffix(".controls.csv")
+    meta_file = meta_path(output)
+    meta_file.unlink(missing_ok=True)  # an interrupted write leaves no meta, so nothing beside it is trusted
     table.write_csv(output)
     info["scores_file"] = {"name": output.name, "sha256": file_sha256(output)}
     raw.write_csv(raw_path)
@@ -144,8 +141,8 @@ def write_scored(
             logger.info("removing %s: it belongs to an earlier run (these scores have no controls)", controls_path)
             controls_path.unlink()
         info["controls_file"] = None
-    write_text_atomically(meta_path, json.dumps(info, indent=1, default=str) + "\n")
-    return [*written, meta_path]
+    write_text_atomically(meta_file, json.dumps(info, indent=1, default=str) + "\n")
+    return [*written, meta_file]
 
 
 @dataclass
@@ -184,7 +181,7 @@ def read_scored(
     """
     scores_path = Path(scores_path)
     table = ScoreTable.read_csv(scores_path)
-    meta = _read_meta(scores_path.with_suffix(".meta.json"))
+    meta = _read_meta(meta_path(scores_path))
     stale_meta = meta is not None and not _meta_describes(meta, scores_path)
     if stale_meta:
         meta = None
@@ -192,7 +189,7 @@ def read_scored(
     out = ScoredFiles(table, None, settings, prompt_format=prompt)
     if stale_meta:
         out.notes.append(
-            f"{scores_path.with_suffix('.meta.json').name} was written with other scores than {scores_path.name} "
+            f"{meta_path(scores_path).name} was written with other scores than {scores_path.name} "
             "(an interrupted write, or another run's file): it is not used"
         )
     if not use_controls:
@@ -205,7 +202,7 @@ def read_scored(
     if bound is None:
         if given is not None:
             raise MismatchError(
-                f"{scores_path} was scored without controls ({scores_path.with_suffix('.meta.json').name} "
+                f"{scores_path} was scored without controls ({meta_path(scores_path).name} "
                 f"says so), so {given} belongs to another run; rerun lara detect with --sets to score controls"
             )
         if beside.exists():
@@ -214,7 +211,7 @@ def read_scored(
     path = given or scores_path.with_name(bound["name"])
     if not path.is_file():
         raise InputError(
-            f"{scores_path.with_suffix('.meta.json').name} records the controls file {bound['name']}, which is "
+            f"{meta_path(scores_path).name} records the controls file {bound['name']}, which is "
             f"missing; rerun lara detect --sets to the same -o"
         )
     digest = file_sha256(path)

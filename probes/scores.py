@@ -67,10 +67,7 @@ class ScoreTable:
     @classmethod
     def read_csv(cls, path: str | Path) -> "ScoreTable":
         path = Path(path)
-        if not path.is_file():
-            raise InputError(f"score file not found: {path}")
-        with open(path, encoding="utf-8", newline="") as handle:
-            rows = list(csv.reader(handle))
+        rows = read_csv_rows(path, "score file")
         if not rows or not rows[0] or rows[0][0] != "id":
             raise InputError(f"{path}: expected a header row starting with 'id' (id,<score>,...)")
         names = rows[0][1:]
@@ -92,6 +89,19 @@ class ScoreTable:
         if not ids:
             raise InputError(f"{path}: no rows")
         return cls(ids, {n: np.array(v, dtype=np.float64) for n, v in zip(names, values)})
+
+
+def meta_path(table: str | Path) -> Path:
+    """The meta written beside a score table: ``SCORES.csv`` → ``SCORES.meta.json``."""
+    return Path(table).with_suffix(".meta.json")
+
+
+def read_csv_rows(path: Path, what: str) -> list[list[str]]:
+    """Every row of the CSV file ``path`` (the ``what`` named when it is missing)."""
+    if not path.is_file():
+        raise InputError(f"{what} not found: {path}")
+    with open(path, encoding="utf-8", newline="") as handle:
+        return list(csv.reader(handle))
 
 
 def format_number(x: float) -> str:

@@ -178,57 +178,48 @@ def _within(
     controls_x, own_x = np.stack(null, axis=-1), np.stack(own, axis=-1)  # [P, C, D], [P, D]
     null_x = controls_x.reshape(-1, len(names))  # [P·C, D]: a control takes its question's fold
     null_fold = np.repeat(fold, controls_x.shape[1])
-    return evidence, _streams(
-        "controls",
-        names,
-        null_x,
-        null_fold,
-        own_x[:n],
-        fold[:n],
-        None if ties is None else ties[:n],
-        "every control's residual",
-        (own_x, fold),
-    )
+    tested = _Residuals(null_x, null_fold, own_x[:n], fold[:n], None if ties is None else ties[:n], (own_x, fold))
+    return evidence, _streams("controls", names, tested, "every control's residual")
 
 
-def _streams(
-    name: str,
-    names: list[str],
-    null_x: np.ndarray,
-    null_fold: np.ndarray,
-    own_x: np.ndarray,
-    own_fold: np.ndarray,
-    ties: np.ndarray | None,
-    what: str,
-    train: tuple[np.ndarray, np.ndarray] | None = None,
-) -> list[Stream]:
+@dataclass
+class _Residuals:
+    """The residuals a stream decides on: the null's ``null_x [M, D]`` and the tested questions'
+    ``own_x [N, D]`` (NaN where a detector has none), each row's cross-fitting fold, the tested
+    questions' tie-break draws, and the originals a learned score is fitted against (``train``:
+    residuals and folds; None: the tested ones)."""
+
+    null_x: np.ndarray
+    null_fold: np.ndarray
+    own_x: np.ndarray
+    own_fold: np.ndarray
+    ties: np.ndarray | None
+    train: tuple[np.ndarray, np.ndarray] | None = None
+
+
+def _streams(name: str, names: list[str], r: _Residuals, what: str) -> list[Stream]:
     """One learned stream per set of detectors the tested questions have residuals for (null
     ``[M, D]``, tested ``[N, D]``, NaN where a detector has none): each question is decided by the
     stream of exactly its detectors, whose null texts and training originals are those scored by all
     of them — so a question without reward gain's residual is decided on the others, not left out."""
     out = []
-    sets, which = _detector_sets(own_x)
+    sets, which = _detector_sets(r.own_x)
     for k, used in enumerate(sets):
-        x_null = null_x[:, used]
+        x_null = r.null_x[:, used]
         kept = ~np.isnan(x_null).any(axis=1)
-        tested = own_x[:, used].copy()
+        tested = r.own_x[:, used].copy()
         tested[which != k] = np.nan
         fit_on = None
-        if train is not None:
-            x_train = train[0][:, used]
+        if r.train is not None:
+            x_train = r.train[0][:, used]
             complete = ~np.isnan(x_train).any(axis=1)
-            fit_on = (x_train[complete], train[1][complete])
+            fit_on = (x_train[complete], r.train[1][complete])
         left = [n for n, u in zip(names, used) if not u]
         stream = _stream(
             name + (f" without {', '.join(left)}" if left else ""),
             [n for n, u in zip(names, used) if u],
-            x_null[kept],
-            null_fold[kept],
-            tested,
-            own_fold,
-            ties,
+            _Residuals(x_null[kept], r.null_fold[kept], tested, r.own_fold, r.ties, fit_on),
             what,
-            fit_on,
         )
         stream.left_out = {"decided by another stream (another set of detectors)": int((which != k).sum())}
         out.append(stream)
@@ -293,17 +284,8 @@ def _relative(
         return evidence, []
     null_x, own_x = np.stack(null, axis=-1), np.stack(own, axis=-1)
     fold = learned.folds(audited.ids, s.seed)
-    return evidence, _streams(
-        "clean set",
-        used,
-        null_x,
-        learned.folds(clean.ids, s.seed),
-        own_x,
-        fold,
-        ties,
-        "the clean set's originals",
-        (own_x, fold),
-    )
+    tested = _Residuals(null_x, learned.folds(clean.ids, s.seed), own_x, fold, ties, (own_x, fold))
+    return evidence, _streams("clean set", used, tested, "the clean set's originals")
 
 
 def _common_width(*controls: np.ndarray) -> int:
@@ -317,21 +299,12 @@ def _common_width(*controls: np.ndarray) -> int:
     )
 
 
-def _stream(
-    name: str,
-    detectors: list[str],
-    null_x: np.ndarray,
-    null_fold: np.ndarray,
-    own_x: np.ndarray,
-    own_fold: np.ndarray,
-    ties: np.ndarray | None,
-    what: str,
-    train: tuple[np.ndarray, np.ndarray] | None = None,
-) -> Stream:
+def _stream(name: str, detectors: list[str], r: _Residuals, what: str) -> Stream:
     """One learned score over ``detectors`` with its null: with one detector, its residual itself
     (higher = member) against the whole pool; with more, the cross-fitted logistic score against
     the own fold's null (fitted on the other fold's null texts against its originals — ``train``,
     or the tested ones). A question missing any detector's residual is left out (counted)."""
+    null_x, null_fold, own_x, own_fold, ties, train = r.null_x, r.null_fold, r.own_x, r.own_fold, r.ties, r.train
     complete = ~np.isnan(own_x).any(axis=1)
     p = np.full(len(own_x), np.nan)
     if len(detectors) == 1:

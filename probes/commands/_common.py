@@ -22,6 +22,15 @@ def command_parser(sub: Any, name: str, help: str, epilog: str | None = None, **
     return sub.add_parser(name, help=help, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter, **extra)
 
 
+def settings_from(settings: type, args: Any, **values: Any) -> Any:
+    """The settings dataclass ``settings`` built from the parsed flags named like its fields;
+    ``values`` give the fields whose flag is parsed differently (a list, a negated switch)."""
+    import dataclasses
+
+    names = [f.name for f in dataclasses.fields(settings) if f.name not in values and hasattr(args, f.name)]
+    return settings(**{name: getattr(args, name) for name in names}, **values)
+
+
 def add_setting(
     parser: Any, flag: str, settings: type, name: str, help: str | None = None, *, default: bool = True, **extra: Any
 ) -> None:

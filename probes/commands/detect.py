@@ -47,13 +47,11 @@ def _detect_epilog() -> str:
     )
 
 
+DETECT_HELP = "score questions with output-level detectors (Self-Critique, Min-kNN, CDD, PPL, Min-K%%, ...)"
+
+
 def register(sub: Any) -> None:
-    detect = command_parser(
-        sub,
-        "detect",
-        "score questions with output-level detectors (Self-Critique, Min-kNN, CDD, PPL, Min-K%%, ...)",
-        _detect_epilog(),
-    )
+    detect = command_parser(sub, "detect", DETECT_HELP, _detect_epilog())
     detect.add_argument("detectors", help="comma-separated detector names, or 'all' (see the list below)")
     detect.add_argument("questions", type=Path, help="questions JSONL (id, question[, label, split])")
     detect.add_argument(

@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
-import logging
 from pathlib import Path
 from typing import Any
 
 from ..errors import ProbesError
-from ..lara.metrics_file import MetricsFile
-from ..pipeline.config import EvaluateSettings
-from ..scores import ScoreTable, jsonable, read_labels, read_question_groups, read_question_texts
-from ._common import add_setting, command_parser
-
-logger = logging.getLogger(__name__)
-
+from ..operations.evaluate import EvaluateInputs, EvaluateSettings, write_evaluation
+from ..scores import jsonable, meta_path, read_labels, read_question_groups, read_question_texts
+from ._common import add_setting, command_parser, settings_from
 
 EVALUATE_EXAMPLES = """examples:
   lara evaluate scores.csv --labels questions.jsonl -o report/
@@ -23,14 +17,11 @@ EVALUATE_EXAMPLES = """examples:
   lara evaluate scores.csv -o audit/                                 # no labels: score distributions only
 """
 
+EVALUATE_HELP = "ROC-AUC, TPR@5%%FPR, F1 with bootstrap CIs, paired comparisons, layer analysis, plots"
+
 
 def register(sub: Any) -> None:
-    ev = command_parser(
-        sub,
-        "evaluate",
-        "ROC-AUC, TPR@5%%FPR, F1 with bootstrap CIs, paired comparisons, layer analysis, plots",
-        EVALUATE_EXAMPLES,
-    )
+    ev = command_parser(sub, "evaluate", EVALUATE_HELP, EVALUATE_EXAMPLES)
     ev.add_argument("scores", type=Path, help="SCORES.csv (id column + one column per detector, higher = member)")
     ev.add_argument(
         "-o", "--output", type=Path, required=True, help="report directory (report.json, report.md, PNG plots)"
@@ -65,40 +56,24 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from ..report import ReportContext, ReportSettings, build_report, render_markdown, write_report  # lazy: pulls scipy
+    from ..report import render_markdown  # lazy: the report package pulls scipy
 
-    table = ScoreTable.read_csv(args.scores)
-    metrics = MetricsFile.read(args.metrics) if args.metrics else None
-    reference = MetricsFile.read(args.reference_metrics) if args.reference_metrics else None
-    if reference is not None and metrics is None:
+    if args.reference_metrics and not args.metrics:
         raise ProbesError("--reference-metrics needs --metrics (the audited model's metrics file)")
-    lara_info = _lara_info(args.scores)
-    labels = read_labels(args.labels) if args.labels else None
-    texts = read_question_texts(args.labels) if args.labels else None  # the blind baseline (SPEC §8.8)
-    groups = read_question_groups(args.labels) if args.labels else None  # its null's matched groups
-    if labels is None and metrics is not None and (metrics.labels >= 0).any():
-        labels = {i: int(v) for i, v in zip(metrics.ids, metrics.labels) if v >= 0}
-        logger.info("labels: taken from %s", args.metrics)
+    settings = settings_from(EvaluateSettings, args, plots=not args.no_plots)
+    inputs = EvaluateInputs(
+        scores=args.scores,
+        labels=read_labels(args.labels) if args.labels else None,
+        metrics=args.metrics,
+        reference_metrics=args.reference_metrics,
+        lara_meta=meta_path(args.scores),  # `lara score`'s, when SCORES.csv is its table
+        texts=read_question_texts(args.labels) if args.labels else None,  # the blind baseline (SPEC §8.8)
+        groups=read_question_groups(args.labels) if args.labels else None,  # its null's matched groups
+        provenance={"scores": str(args.scores), "labels": str(args.labels or ""), "metrics": str(args.metrics or "")},
+    )
     detectors = [d.strip() for d in args.detectors.split(",")] if args.detectors else None
-    try:
-        settings = ReportSettings(detectors, args.baseline, args.bootstrap, args.seed, fpr=args.fpr, strict=args.strict)
-        inputs = {"scores": str(args.scores), "labels": str(args.labels or ""), "metrics": str(args.metrics or "")}
-        context = ReportContext(inputs, texts=texts, groups=groups, reference_metrics=reference, lara_info=lara_info)
-        report = build_report(table, labels, metrics if labels is not None else None, settings, context)
-    except KeyError as err:
-        raise ProbesError(str(err).strip("'\"")) from None
-    files = write_report(report, args.output, table, labels, plots=not args.no_plots)
+    report, files = write_evaluation(inputs, settings, args.output, detectors)
     text = render_markdown(jsonable(report))
     print(text.split("## Paired comparison")[0].split("## Layer analysis")[0].rstrip())
     print(f"\nreport: {', '.join(str(f) for f in files)}")
     return 0
-
-
-def _lara_info(scores: Path) -> dict[str, Any] | None:
-    """The LaRA scoring's meta beside SCORES.csv (``lara score`` writes it), if it is one."""
-    meta = scores.with_suffix(".meta.json")
-    try:
-        info = json.loads(meta.read_text(encoding="utf-8")) if meta.is_file() else None
-    except json.JSONDecodeError:
-        return None
-    return info if isinstance(info, dict) and "n_reference" in info else None

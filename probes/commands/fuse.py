@@ -17,14 +17,11 @@ FUSE_EXAMPLES = """examples:
   lara fuse scores.csv --detectors ppl,cdd,min_knn --method stacking --labels questions.jsonl -o fused.csv
 """
 
+FUSE_HELP = "fuse detector scores (robust-z mean, rank mix, cross-validated stacking) into one column"
+
 
 def register(sub: Any) -> None:
-    fuse = command_parser(
-        sub,
-        "fuse",
-        "fuse detector scores (robust-z mean, rank mix, cross-validated stacking) into one column",
-        FUSE_EXAMPLES,
-    )
+    fuse = command_parser(sub, "fuse", FUSE_HELP, FUSE_EXAMPLES)
     fuse.add_argument("scores", type=Path, nargs="+", help="one or more score CSVs, joined on id")
     fuse.add_argument("-o", "--output", type=Path, required=True, help="CSV: the joined columns plus the fused one")
     fuse.add_argument("--detectors", required=True, help="comma-separated columns to fuse, e.g. self_critique,lara")

@@ -24,14 +24,11 @@ GENERATE_EXAMPLES = """examples:
 _GENERATE_FLAGS = ("backend", "similars", "paraphrases", "blanks", "seed", "controls")
 _OPENAI_FLAGS = ("model", "base_url", "concurrency", "cache_dir")
 
+GENERATE_HELP = "build perturbation sets (similar questions, [BLANK]ed variants, paraphrases) of questions"
+
 
 def register(sub: Any) -> None:
-    gen = command_parser(
-        sub,
-        "generate",
-        "build perturbation sets (similar questions, [BLANK]ed variants, paraphrases) of questions",
-        GENERATE_EXAMPLES,
-    )
+    gen = command_parser(sub, "generate", GENERATE_HELP, GENERATE_EXAMPLES)
     gen.add_argument(
         "questions", type=Path, help='questions JSONL: one {"id", "question", ["label", ...]} object per line'
     )

@@ -6,25 +6,19 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from cache.outputs import check_writable
-
-from ..lara.metrics_file import compute_metrics
-from ..pipeline.config import MetricsSettings
-from ._common import add_setting, command_parser
+from ..operations.metrics import MetricsSettings, write_metrics
+from ._common import add_setting, command_parser, settings_from
 
 METRICS_EXAMPLES = """examples:
   lara metrics sets.jsonl acts.h5 -o metrics.h5
   lara metrics sets.jsonl acts.h5 -o metrics.h5 --layers 0,1,2,3 --chunk-mib 512
 """
 
+METRICS_HELP = "compute zRSM, DC and zRSI per layer for every perturbation set from its cached activations"
+
 
 def register(sub: Any) -> None:
-    metrics = command_parser(
-        sub,
-        "metrics",
-        "compute zRSM, DC and zRSI per layer for every perturbation set from its cached activations",
-        METRICS_EXAMPLES,
-    )
+    metrics = command_parser(sub, "metrics", METRICS_HELP, METRICS_EXAMPLES)
     metrics.add_argument("sets", type=Path, help="perturbation sets JSONL (lara generate)")
     metrics.add_argument("activations", type=Path, help="activation store holding every text of the sets (lara cache)")
     metrics.add_argument("-o", "--output", type=Path, required=True, help="metrics file to write (HDF5)")
@@ -54,17 +48,10 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    layers = [x.strip() for x in args.layers.split(",")] if args.layers else None
-    check_writable(args.output, "metrics file")
-    summary = compute_metrics(
-        args.sets,
-        args.activations,
-        args.output,
-        layers=layers,
-        eps=args.eps,
-        min_paraphrases=args.min_paraphrases,
-        chunk_mib=args.chunk_mib,
-        progress=not args.no_progress,
+    layers = tuple(x.strip() for x in args.layers.split(",")) if args.layers else None
+    settings = settings_from(MetricsSettings, args, layers=layers)
+    summary = write_metrics(
+        args.sets, args.activations, args.output, settings, chunk_mib=args.chunk_mib, progress=not args.no_progress
     )
     print(summary.describe())
     return 0

@@ -24,14 +24,11 @@ model, acts.h5, metrics.h5, lara.csv, detectors.csv, scores.csv and report/. Kil
 and run the same command again: finished stages are skipped, the stage in flight resumes.
 """
 
+RUN_HELP = "the whole audit from one YAML config: generate, cache, LaRA, detectors, fusion, report"
+
 
 def register(sub: Any) -> None:
-    run = command_parser(
-        sub,
-        "run",
-        "the whole audit from one YAML config: generate, cache, LaRA, detectors, fusion, report",
-        RUN_EXAMPLES,
-    )
+    run = command_parser(sub, "run", RUN_HELP, RUN_EXAMPLES)
     run.add_argument("config", type=Path, help="run config (YAML; see configs/demo.yaml)")
     run.add_argument(
         "--set",

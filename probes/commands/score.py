@@ -6,12 +6,10 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ..lara.metrics_file import MetricsFile
 from ..lara.protocol import ScoreOptions
-from ..lara.scoring import score_metrics
-from ..pipeline.config import ScoreSettings
-from ..scores import read_labels
-from ._common import add_setting, command_parser
+from ..operations.score import ScoreSettings, write_scores
+from ..scores import meta_path, read_labels
+from ._common import add_setting, command_parser, settings_from
 
 SCORE_EXAMPLES = """examples:
   lara score metrics.h5 -o scores.csv                                # clean reference: split clean_ref, else cross-fit
@@ -20,14 +18,11 @@ SCORE_EXAMPLES = """examples:
   lara score new_metrics.h5 -o scores.csv --clean-ref ref.json --layers late --dc signed
 """
 
+SCORE_HELP = "turn LaRA metrics into one contamination score per question against a clean reference"
+
 
 def register(sub: Any) -> None:
-    score = command_parser(
-        sub,
-        "score",
-        "turn LaRA metrics into one contamination score per question against a clean reference",
-        SCORE_EXAMPLES,
-    )
+    score = command_parser(sub, "score", SCORE_HELP, SCORE_EXAMPLES)
     score.add_argument("metrics", type=Path, help="metrics file (lara metrics)")
     score.add_argument(
         "-o",
@@ -76,30 +71,10 @@ def register(sub: Any) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
-    options = ScoreOptions(
-        metric_set=tuple(m.strip() for m in args.metric_set.split(",")),
-        layers=args.layers,
-        dc=args.dc,
-        outer_abs=args.outer_abs,
-        eps=args.eps,
-        zero_scale=args.zero_scale,
-    )
-    metrics = MetricsFile.read(args.metrics)
+    metric_set = tuple(m.strip() for m in args.metric_set.split(","))
+    settings = settings_from(ScoreSettings, args, metric_set=metric_set, variants=not args.no_variants)
     labels = read_labels(args.labels) if args.labels else None
-    result = score_metrics(
-        metrics,
-        args.clean_ref,
-        options,
-        labels=labels,
-        n_folds=args.folds,
-        seed=args.seed,
-        variants=not args.no_variants,
-    )
-    result.table.write_csv(args.output)
-    meta = args.output.with_suffix(".meta.json")
-    result.write_info(meta)
-    if args.save_reference:
-        result.reference.save(args.save_reference)
+    result = write_scores(args.metrics, settings, args.output, labels, args.save_reference)
     info = result.info
     print(
         f"{info['n_questions']} questions scored against a clean reference of {info['n_reference']} "
@@ -112,7 +87,7 @@ def handle(args: argparse.Namespace) -> int:
         print(
             f"zero-scale cells (MAD = 0): {len(info['zero_scale_cells'])}, e.g. {', '.join(info['zero_scale_cells'][:4])}"
         )
-    print(f"columns: {', '.join(info['columns'])}; settings in {meta}")
+    print(f"columns: {', '.join(info['columns'])}; settings in {meta_path(args.output)}")
     if args.save_reference:
         print(f"reference saved to {args.save_reference}")
     return 0

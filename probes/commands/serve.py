@@ -12,14 +12,11 @@ SERVE_EXAMPLES = """examples:
   lara generate questions.jsonl -o sets.jsonl --backend openai --base-url http://127.0.0.1:8011/v1 --model smollm
 """
 
+SERVE_HELP = "serve a local model (checkpoint, .gguf, adapter) as an OpenAI-compatible chat endpoint"
+
 
 def register(sub: Any) -> None:
-    serve = command_parser(
-        sub,
-        "serve",
-        "serve a local model (checkpoint, .gguf, adapter) as an OpenAI-compatible chat endpoint",
-        SERVE_EXAMPLES,
-    )
+    serve = command_parser(sub, "serve", SERVE_HELP, SERVE_EXAMPLES)
     serve.add_argument("--model", dest="source", required=True, help="checkpoint directory, .gguf file or adapter")
     serve.add_argument("--base", help="an adapter's base (default: its base_model_name_or_path)")
     serve.add_argument("--name", default="local", help="the model name clients ask for (default: local)")

@@ -9,7 +9,7 @@ from typing import Any
 from ..calibration.verdict import VerdictSettings
 from ..scorefiles import read_scored
 from ..scores import read_labels, read_splits
-from ._common import add_setting, command_parser
+from ._common import add_setting, command_parser, settings_from
 
 NO_VERDICT_EXIT = 3  # no mode had a usable detector: not a negative answer
 
@@ -25,37 +25,27 @@ examples:
   lara verdict rl.csv -o verdict.json                                               # absolute mode (uncalibrated)
 """
 
+VERDICT_HELP = (
+    "label-free verdict: was this benchmark trained on? calibrated tests against each question's matched controls"
+)
+
+INPUT_FILES = {  # the files a verdict reads beside the audited model's scores: flag → help
+    "--controls": "its SCORES.controls.csv (default: the one beside SCORES.csv that "
+    "lara detect recorded in SCORES.meta.json; a file the meta does not bind is refused)",
+    "--reference-scores": "the reference model's SCORES.csv on the same questions (reference mode)",
+    "--reference-controls": "the reference model's SCORES.controls.csv (default: beside it)",
+    "--clean": "SCORES.csv of a clean set drawn like the audited questions (relative mode)",
+    "--clean-controls": "the clean set's SCORES.controls.csv (default: beside it)",
+    "--questions": "questions JSONL: split clean_ref questions are the clean set; labels "
+    "and splits define --subsets (the verdict itself never reads labels)",
+}
+
 
 def register(sub: Any) -> None:
-    verdict = command_parser(
-        sub,
-        "verdict",
-        "label-free verdict: was this benchmark trained on? calibrated tests against each question's matched controls",
-        VERDICT_EXAMPLES,
-    )
+    verdict = command_parser(sub, "verdict", VERDICT_HELP, VERDICT_EXAMPLES)
     verdict.add_argument("scores", type=Path, help="SCORES.csv of the audited model (lara detect --sets)")
-    verdict.add_argument(
-        "--controls",
-        type=Path,
-        help="its SCORES.controls.csv (default: the one beside SCORES.csv that "
-        "lara detect recorded in SCORES.meta.json; a file the meta does not bind is refused)",
-    )
-    verdict.add_argument(
-        "--reference-scores", type=Path, help="the reference model's SCORES.csv on the same questions (reference mode)"
-    )
-    verdict.add_argument(
-        "--reference-controls", type=Path, help="the reference model's SCORES.controls.csv (default: beside it)"
-    )
-    verdict.add_argument(
-        "--clean", type=Path, help="SCORES.csv of a clean set drawn like the audited questions (relative mode)"
-    )
-    verdict.add_argument("--clean-controls", type=Path, help="the clean set's SCORES.controls.csv (default: beside it)")
-    verdict.add_argument(
-        "--questions",
-        type=Path,
-        help="questions JSONL: split clean_ref questions are the clean set; labels "
-        "and splits define --subsets (the verdict itself never reads labels)",
-    )
+    for flag, text in INPUT_FILES.items():
+        verdict.add_argument(flag, type=Path, help=text)
     verdict.add_argument(
         "--subsets", help="also a verdict on these groups, e.g. members,non_members (by label) or a split name"
     )
@@ -105,16 +95,8 @@ def handle(args: argparse.Namespace) -> int:
     from ..operations.verdict import VerdictInputs, write_verdict  # lazy: pulls scipy
     from ..report.verdict_text import decided, describe_verdict
 
-    settings = VerdictSettings(
-        alpha=args.alpha,
-        combine=args.combine,
-        permutations=args.permutations,
-        bootstrap=args.bootstrap,
-        seed=args.seed,
-        detectors=tuple(d.strip() for d in args.detectors.split(",")) if args.detectors else None,
-        fdr=args.fdr,
-        fdr_method=args.fdr_method,
-    )
+    detectors = tuple(d.strip() for d in args.detectors.split(",")) if args.detectors else None
+    settings = settings_from(VerdictSettings, args, detectors=detectors, subsets=())  # --subsets: the inputs'
     tables = {}
     for key, path, controls in (
         ("audited", args.scores, args.controls),

@@ -18,7 +18,7 @@ import numpy as np
 from generation.config import default_prompts_dir
 
 from ..errors import ConfigError, MismatchError
-from ..responders.base import Access
+from ..responders.base import Access, GenerationParams
 from .params import Constraint, Param, check_values
 
 if TYPE_CHECKING:
@@ -119,6 +119,14 @@ class Detector:
     def check_params(self) -> None:
         """Refuse what ties hyperparameters together or reads a file (:class:`ConfigError`), before
         any work; each one's own type and range is declared in ``parameters`` and checked first."""
+
+    def sampling_params(self) -> GenerationParams:
+        """Its sampled answers' settings, from its own declared parameters: ``n``, ``temperature``,
+        ``top_p`` (1 when it declares none), ``seed`` and the token budget (``max_new_tokens``;
+        CDD's ``max_tokens``)."""
+        values = {key: getattr(self, key) for key in ("temperature", "top_p", "n", "seed") if key in self.declared}
+        budget = "max_new_tokens" if "max_new_tokens" in self.declared else "max_tokens"
+        return GenerationParams(max_new_tokens=getattr(self, budget), **values)
 
     def _require(self, ok: bool, parameter: str, rule: str) -> None:
         if not ok:

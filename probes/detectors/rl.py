@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from ..errors import ConfigError
-from ..responders.base import Access, GenerationParams
+from ..responders.base import Access
 from ..verifier import judge
 from .base import Detector, DetectorResult, check_reference, has_answer, register
 from .params import COUNT, POSITIVE, SEED, SHARE, Param
@@ -45,11 +45,6 @@ class _SamplingComparison(Detector):
     max_new_tokens: int = Param(1024, COUNT)
     seed: int = Param(0, SEED)
 
-    def _params(self) -> GenerationParams:
-        return GenerationParams(
-            max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p, n=self.n, seed=self.seed
-        )
-
 
 @register
 class PolicyDrift(_SamplingComparison):
@@ -64,7 +59,7 @@ class PolicyDrift(_SamplingComparison):
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         reference = getattr(self, "reference_", None)
         check_reference(self, responder, reference)
-        samples = responder.generate(questions, self._params())
+        samples = responder.generate(questions, self.sampling_params())
         flat = [s for row in samples for s in row]
         prompts = [q for q, row in zip(questions, samples) for _ in row]
         kl = responder.divergence(
@@ -101,7 +96,10 @@ class RewardGain(_SamplingComparison):
             raise ConfigError(
                 "reward_gain needs each question's known answer (the 'answer' field of the questions file)"
             )
-        ours, theirs = responder.generate(questions, self._params()), reference.generate(questions, self._params())
+        ours, theirs = (
+            responder.generate(questions, self.sampling_params()),
+            reference.generate(questions, self.sampling_params()),
+        )
         rules: Counter = Counter()
         gain, audited, base = (np.full(len(questions), np.nan) for _ in range(3))
         for i, answer in enumerate(answers):

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 import numpy as np
 
-from ..responders.base import Access, GenerationParams
+from ..responders.base import Access
 from . import stats
 from .base import Detector, DetectorResult, builtin_text, register, template_text
 from .likelihood import GREEDY_TOKENS, greedy_params
@@ -41,10 +41,7 @@ class CDD(Detector):
 
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         greedy = responder.generate(questions, greedy_params(self.max_tokens))
-        samples = responder.generate(
-            questions,
-            GenerationParams(max_new_tokens=self.max_tokens, temperature=self.temperature, n=self.n, seed=self.seed),
-        )
+        samples = responder.generate(questions, self.sampling_params())
         peaks = np.array(
             [
                 stats.cdd_peak(g[0].token_ids, [s.token_ids for s in row], self.alpha, self.max_tokens)
@@ -77,16 +74,7 @@ class MinKNN(Detector):
         self._require(self.k <= self.n, "k", f"it must be between 1 and n = {self.n}")
 
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
-        samples = responder.generate(
-            questions,
-            GenerationParams(
-                max_new_tokens=self.max_new_tokens,
-                temperature=self.temperature,
-                top_p=self.top_p,
-                n=self.n,
-                seed=self.seed,
-            ),
-        )
+        samples = responder.generate(questions, self.sampling_params())
         raw = [
             stats.min_knn_statistic([s.token_ids if self.unit == "tokens" else s.text for s in row], self.k)
             for row in samples
@@ -155,12 +143,7 @@ class EntropyTemp(Detector):
 
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         greedy = [g[0] for g in responder.generate(questions, greedy_params(self.max_new_tokens))]
-        samples = responder.generate(
-            questions,
-            GenerationParams(
-                max_new_tokens=self.max_new_tokens, temperature=self.temperature, n=self.n, seed=self.seed
-            ),
-        )
+        samples = responder.generate(questions, self.sampling_params())
         raw = [
             float(np.mean([stats.penalized_cosine(g.entropies, s.entropies) for s in row]))
             for g, row in zip(greedy, samples)

@@ -25,6 +25,7 @@ from typing import Any, Literal, Sequence
 
 import numpy as np
 
+from lara_core.files import write_text_atomically
 from lara_core.version import __version__
 
 from ..errors import ConfigError, InputError, MismatchError
@@ -172,7 +173,7 @@ class Reference:
 
     def save(self, path: str | Path) -> None:
         """Write as JSON (centres/scales per metric × layer, the fitted samples' hashes, provenance)."""
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n", encoding="utf-8")
+        write_text_atomically(path, json.dumps(self.to_dict(), indent=1) + "\n")
 
     @classmethod
     def load(cls, path: str | Path) -> "Reference":

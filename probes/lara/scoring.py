@@ -22,6 +22,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from lara_core.files import write_text_atomically
+
 from ..errors import ConfigError, InputError, MismatchError
 from ..scores import CLEAN_SPLIT, ScoreTable
 from .layers import available_windows
@@ -48,7 +50,7 @@ class ScoringResult:
     info: dict[str, Any] = field(default_factory=dict)
 
     def write_info(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.info, indent=1, default=str) + "\n", encoding="utf-8")
+        write_text_atomically(path, json.dumps(self.info, indent=1, default=str) + "\n")
 
 
 def score_metrics(

@@ -16,6 +16,7 @@ from lara_core.files import write_text_atomically
 from ..detectors import REGISTRY
 from ..fusion import FusionSpec, fuse
 from ..scores import AGAINST_REFERENCE, ScoreTable, derived_column, join_tables, split_column
+from ..scores import meta_path as scores_meta_path
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ def write_fused(
     ``OUTPUT.meta.json`` unless ``meta_path``); returns the meta's path."""
     output = Path(output)
     table.write_csv(output)
-    meta_file = Path(meta_path) if meta_path is not None else output.with_suffix(".meta.json")
+    meta_file = Path(meta_path) if meta_path is not None else scores_meta_path(output)
     write_text_atomically(meta_file, json.dumps({"fusion": dict(meta)}, indent=1) + "\n")
     return meta_file
 

@@ -27,7 +27,9 @@ from ..calibration.verdict import VerdictSettings
 from ..detectors import REGISTRY
 from ..errors import ConfigError
 from ..fusion import FusionSpec  # noqa: F401 (its old home)
-from ..lara.protocol import ScoreOptions
+from ..operations.evaluate import EvaluateSettings
+from ..operations.metrics import MetricsSettings
+from ..operations.score import ScoreSettings
 from .config_paths import absolute_if_path, apply_sets, parse_set, resolve_paths
 
 # prompt texts: "\n" is a newline whether YAML or the shell kept the backslash (lara_core.configio.prompt_text)
@@ -46,49 +48,6 @@ class ControlModel:
     source: str
     reference: bool = False
     base: str | None = None
-
-
-@dataclass(frozen=True)
-class MetricsSettings:
-    """``lara metrics``: layers used (None = every stored one), ε, paraphrases a member needs."""
-
-    layers: tuple[str, ...] | None = None
-    eps: float = 1e-8
-    min_paraphrases: int = 2
-
-
-@dataclass(frozen=True)
-class ScoreSettings:
-    """``lara score``: the clean reference and the aggregation (SPEC §4)."""
-
-    clean_ref: str | None = None
-    metric_set: tuple[str, ...] = ("zRSM", "DC", "zRSI")
-    layers: str = "all"
-    dc: Literal["abs", "signed"] = "abs"
-    outer_abs: bool = False
-    zero_scale: Literal["eps", "drop"] = "eps"
-    eps: float = 1e-8
-    folds: int = 5
-    seed: int = 0
-    variants: bool = True
-
-    def __post_init__(self) -> None:
-        self.options()  # the aggregation's values checked when the config is read, not at the score stage
-
-    def options(self) -> Any:
-        """The aggregation as the library takes it (``probes.lara.protocol.ScoreOptions``)."""
-
-        try:
-            return ScoreOptions(
-                metric_set=self.metric_set,
-                layers=self.layers,
-                dc=self.dc,
-                outer_abs=self.outer_abs,
-                eps=self.eps,
-                zero_scale=self.zero_scale,
-            )
-        except ConfigError as err:
-            raise ConfigError(f"score: {err}") from None
 
 
 @dataclass(frozen=True)
@@ -189,18 +148,6 @@ class CalibrationSettings:
     def most(self) -> int:
         """The most controls any detector scores."""
         return max(self.controls, self.decision_controls or 0, self.sampling_controls or 0)
-
-
-@dataclass(frozen=True)
-class EvaluateSettings:
-    """``lara evaluate``."""
-
-    bootstrap: int = 1000
-    seed: int = 0
-    fpr: float = 0.05
-    strict: bool = False
-    plots: bool = True
-    baseline: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
 """``lara run``'s stages that read every model's scores — fusion, the verdict, the report — each
-stage's ledger key beside its body, and the summary lines ``lara run`` prints; the stages that
-need the model itself are in :mod:`.stages`, the table that drives both in :mod:`.stage_table`."""
+stage's ledger key beside its body, both ``(run: RunState, model) → …``, and the summary lines
+``lara run`` prints; each body calls the operation it shares with its command
+(:mod:`probes.operations`). The stages that need the model itself are in :mod:`.stages`, the table
+that drives both in :mod:`.stage_table`."""
 
 from __future__ import annotations
 
@@ -12,91 +14,97 @@ from typing import Any
 
 from cache.sources import describe_model
 
-from ..lara.metrics_file import MetricsFile
+from ..operations.evaluate import EvaluateInputs, write_evaluation
 from ..operations.fuse import fused_table, write_fused
 from ..questions.importing import provenance_for_report
 from ..scorefiles import ScoredFiles, read_scored
-from ..scores import (
-    ScoreTable,
-    join_tables,
-    match_group,
-)
+from ..scores import CLEAN_SPLIT, ScoreTable, join_tables, match_group
 from .config import RunConfig
 from .layout import RunLayout
+from .run_state import RunState
 
 logger = logging.getLogger(__name__)
 
 
-def fuse_key(tables: dict[str, str], questions: str, config: RunConfig, reference: str | None) -> dict[str, Any]:
+def score_tables(run: RunState, model: str) -> list[str]:
+    """The model's LaRA and detector score tables this run has, in that order."""
+    files = run.layout.model(model)
+    return [t for t in (files.lara[0], files.detector_scores) if t in run.digests]
+
+
+def _reference_table(run: RunState, model: str) -> str | None:
+    """The reference model's detector scores, which the audited model's are compared with."""
+    reference = run.reference
+    if reference and model != reference and run.config.detect.names:
+        return run.layout.model(reference).detector_scores
+    return None
+
+
+def fuse_key(run: RunState, model: str) -> dict[str, Any]:
     """The fuse stage's key: the score tables, the questions, the fusions, the reference's table."""
+    reference = _reference_table(run, model)
     return {
-        "tables": tables,
-        "questions": questions,
-        "fusion": [dataclasses.asdict(f) for f in config.fusion],
-        "reference": reference,
+        "tables": {t: run.digests[t] for t in score_tables(run, model)},
+        "questions": run.q_digest,
+        "fusion": [dataclasses.asdict(f) for f in run.config.fusion],
+        "reference": run.digests.get(reference) if reference else None,
     }
 
 
-def fuse(
-    run_dir: Path,
-    name: str,
-    config: RunConfig,
-    tables: list[str],
-    labels: dict[str, int | None] | None,
-    splits: dict[str, str | None],
-    reference_table: str | None,
-) -> None:
+def fuse(run: RunState, model: str) -> None:
     """All score columns of the model joined, its ``<det>@ref`` columns (the reference model's
-    ``reference_table`` subtracted, SPEC §8.7), and the fused columns (:mod:`probes.operations.fuse`)."""
+    detector scores subtracted, SPEC §8.7), and the fused columns (:mod:`probes.operations.fuse`)."""
+    reference = _reference_table(run, model)
     fused = fused_table(
-        [ScoreTable.read_csv(run_dir / t) for t in tables],
-        config.fusion,
-        labels,
-        splits,
-        ScoreTable.read_csv(run_dir / reference_table) if reference_table is not None else None,
+        [ScoreTable.read_csv(run.layout.path(t)) for t in score_tables(run, model)],
+        run.config.fusion,
+        run.labels,
+        run.splits,
+        ScoreTable.read_csv(run.layout.path(reference)) if reference is not None else None,
     )
-    layout = RunLayout(run_dir)
-    scores, scores_meta = layout.model(name).scores
-    write_fused(fused.table, fused.meta, layout.path(scores), layout.path(scores_meta))
+    scores, scores_meta = run.layout.model(model).scores
+    write_fused(fused.table, fused.meta, run.layout.path(scores), run.layout.path(scores_meta))
 
 
-def verdict_key(
-    tables: dict[str, str], questions: str, config: RunConfig, reference: dict[str, str] | None
-) -> dict[str, Any]:
+def judged(run: RunState, model: str) -> bool:
+    """Whether the model gets a verdict: controls are scored, or LaRA has clean questions."""
+    return run.config.calibrating or (run.config.lara and CLEAN_SPLIT in run.splits.values())
+
+
+def _verdict_reference(run: RunState, model: str) -> str | None:
+    reference = run.reference
+    return reference if reference and model != reference and run.config.calibrating else None
+
+
+def verdict_key(run: RunState, model: str) -> dict[str, Any]:
     """The verdict stage's key: the model's tables, the questions, the verdict settings, the reference's tables."""
+    reference = _verdict_reference(run, model)
     return {
-        "tables": tables,
-        "questions": questions,
-        "verdict": dataclasses.asdict(config.verdict),
-        "reference": reference,
+        "tables": run.model_tables(model),
+        "questions": run.q_digest,
+        "verdict": dataclasses.asdict(run.config.verdict),
+        "reference": run.model_tables(reference) if reference else None,
     }
 
 
-def verdict(
-    run_dir: Path,
-    name: str,
-    config: RunConfig,
-    tables: list[str],
-    labels: dict[str, int | None] | None,
-    splits: dict[str, str | None],
-    reference: str | None,
-) -> None:
+def verdict(run: RunState, model: str) -> None:
     """``RUN/<model>/verdict.json``: the label-free verdict (SPEC §8) on the model's detector scores
     and controls (and LaRA's scores), against the reference model's when there is one; and
     ``RUN/<model>/questions.csv``, its per-question decisions (SPEC §8.10)."""
     from ..operations.verdict import VerdictInputs, write_verdict  # lazy: pulls scipy
     from ..report.verdict_text import describe_verdict
 
-    layout = RunLayout(run_dir)
-    files = layout.model(name)
+    config, layout = run.config, run.layout
+    files = layout.model(model)
+    reference = _verdict_reference(run, model)
 
-    def scored(model: str) -> ScoredFiles:
+    def scored(name: str) -> ScoredFiles:
         # the controls are read only when this run scored them, and only those its detect stage bound
-        return read_scored(layout.path(layout.model(model).detector_scores), use_controls=config.calibrating)
+        return read_scored(layout.path(layout.model(name).detector_scores), use_controls=config.calibrating)
 
-    lara = [ScoreTable.read_csv(run_dir / t) for t in tables]
+    lara = [ScoreTable.read_csv(layout.path(t)) for t in score_tables(run, model) if t == files.lara[0]]
     if config.detect.names:
-        audited = scored(name)
+        audited = scored(model)
         audited.scores = join_tables([audited.scores, *lara])
     else:
         audited = ScoredFiles(join_tables(lara), None)
@@ -104,79 +112,63 @@ def verdict(
     inputs = VerdictInputs(
         audited,
         reference=scored(reference) if reference else None,
-        labels=labels or {},
-        splits=splits,
+        labels=run.labels or {},
+        splits=run.splits,
         verdict_controls=c.controls if c.most > c.controls else None,
-        self_reference=name == config.reference_name(),
+        self_reference=model == config.reference_name(),
     )
     result = write_verdict(inputs, config.verdict, layout.path(files.verdict), layout.path(files.questions))
-    logger.info("%s", describe_verdict(result, f"verdict on {name}"))
+    logger.info("%s", describe_verdict(result, f"verdict on {model}"))
 
 
-def evaluate_key(
-    scores: str,
-    questions: str,
-    metrics: str | None,
-    verdict: str | None,
-    config: RunConfig,
-    reference_metrics: str | None = None,
-) -> dict[str, Any]:
+def _placebo(run: RunState, model: str) -> str | None:
+    """The reference model's LaRA metrics, the audited model's layer map's placebo."""
+    reference = run.reference
+    return run.layout.model(reference).metrics if reference and model != reference and run.config.lara else None
+
+
+def _metrics_of(run: RunState, model: str) -> str | None:
+    return run.layout.model(model).metrics if run.config.lara else None
+
+
+def evaluate_key(run: RunState, model: str) -> dict[str, Any]:
     """The evaluate stage's key: the scores, the questions, the metrics (the audited model's and the
     reference model's, the layer map's placebo), the verdict, the settings."""
+    files, placebo, metrics = run.layout.model(model), _placebo(run, model), _metrics_of(run, model)
     return {
-        "scores": scores,
-        "questions": questions,
-        "metrics": metrics,
-        "verdict": verdict,
-        "reference_metrics": reference_metrics,
-        "evaluate": dataclasses.asdict(config.evaluate),
+        "scores": run.digests[files.scores[0]],
+        "questions": run.q_digest,
+        "metrics": run.digests[metrics] if metrics else None,
+        "verdict": run.digests[files.verdict] if judged(run, model) else None,
+        "reference_metrics": run.digests[placebo] if placebo else None,
+        "evaluate": dataclasses.asdict(run.config.evaluate),
     }
 
 
-def evaluate(
-    run_dir: Path,
-    name: str,
-    config: RunConfig,
-    labels: dict[str, int | None] | None,
-    metrics_rel: str | None,
-    questions: list,
-    has_verdict: bool,
-    reference_metrics_rel: str | None = None,
-) -> None:
-    from ..report import ReportContext, ReportSettings, build_report, write_report  # lazy: pulls scipy
-
-    e, layout = config.evaluate, RunLayout(run_dir)
-    files = layout.model(name)
-    model = dict(config.models())[name]
-    table = ScoreTable.read_csv(layout.path(files.scores[0]))
-    metrics = MetricsFile.read(layout.path(metrics_rel)) if metrics_rel and labels is not None else None
-    reference = MetricsFile.read(layout.path(reference_metrics_rel)) if metrics and reference_metrics_rel else None
-    lara_meta = layout.path(files.lara[1])
-    lara_info = json.loads(lara_meta.read_text(encoding="utf-8")) if metrics and lara_meta.is_file() else None
-    verdict_json = json.loads(layout.path(files.verdict).read_text(encoding="utf-8")) if has_verdict else None
-    inputs = {
-        "model": name,
-        "weights": describe_model(model.source, model.revision, model.base),  # digests of a GGUF file, an adapter
-        "scores": files.scores[0],
-        "questions": str(config.questions),
-        "questions_provenance": provenance_for_report(config.questions),
-    }
-    report = build_report(
-        table,
-        labels,
-        metrics,
-        ReportSettings(baseline=e.baseline, n_bootstrap=e.bootstrap, seed=e.seed, fpr=e.fpr, strict=e.strict),
-        ReportContext(
-            inputs=inputs,
-            verdict=verdict_json,
-            texts={q.id: q.question for q in questions},
-            groups={q.id: match_group(q.extra) for q in questions},
-            reference_metrics=reference,
-            lara_info=lara_info,
-            self_reference=name == config.reference_name(),
-        ),
+def evaluate(run: RunState, model: str) -> None:
+    """``RUN/<model>/report/``: the model's report (:mod:`probes.operations.evaluate`)."""
+    config, layout = run.config, run.layout
+    files, metrics, placebo = layout.model(model), _metrics_of(run, model), _placebo(run, model)
+    source = dict(config.models())[model]
+    inputs = EvaluateInputs(
+        scores=layout.path(files.scores[0]),
+        labels=run.labels,
+        metrics=layout.path(metrics) if metrics and run.labels is not None else None,
+        reference_metrics=layout.path(placebo) if metrics and placebo else None,
+        lara_meta=layout.path(files.lara[1]),
+        verdict=layout.path(files.verdict) if judged(run, model) else None,
+        texts={q.id: q.question for q in run.questions},
+        groups={q.id: match_group(q.extra) for q in run.questions},
+        provenance={
+            "model": model,
+            "weights": describe_model(source.source, source.revision, source.base),  # a GGUF file's, an adapter's
+            "scores": files.scores[0],
+            "questions": str(config.questions),
+            "questions_provenance": provenance_for_report(config.questions),
+        },
+        self_reference=model == config.reference_name(),
     )
-    write_report(report, layout.path(files.report), table, labels, plots=e.plots)
+    write_evaluation(inputs, config.evaluate, layout.path(files.report))
 
 
 def section(run_dir: Path, name: str, config: RunConfig) -> str:

@@ -28,6 +28,7 @@ from typing import Any
 from cache.distributed import Ranks
 from cache.outputs import check_writable
 from generation.records import read_questions, read_sets
+from lara_core.files import write_text_atomically
 
 from ..calibration.controls import control_texts
 from ..errors import InputError
@@ -38,6 +39,7 @@ from .config import RunConfig, dump_config
 from .layout import RunLayout
 from .ledger import Ledger
 from .lock import run_directory_lock
+from .run_state import LazyModel
 from .stage_table import STAGES, Stage  # noqa: F401 (STAGES: the package exports it)
 from .validate import validate_run
 
@@ -105,14 +107,14 @@ class _Run:
         self.detectors = validate_run(config, self.questions)  # every key checked before stage 1; detectors built once
         self.q_digest = self.ledger.digest(path)
         if self.writes:
-            self.layout.config.write_text(dump_config(config), encoding="utf-8")
+            write_text_atomically(self.layout.config, dump_config(config))
             self._record_question_provenance(path)
         labels: dict[str, int | None] = {q.id: q.label for q in self.questions}
         n_labelled = sum(v is not None for v in labels.values())
         self.labels = labels if n_labelled else None  # without labels: an audit, no evaluation
         self.splits = {q.id: q.split for q in self.questions}
         self.reference = config.reference_name()
-        self.models = {name: stages.LazyModel(model, ranks) for name, model in config.models()}
+        self.models = {name: LazyModel(model, ranks) for name, model in config.models()}
         self.digests: dict[str, str] = {}  # every output's digest, as its stage recorded it (path → sha256)
         self._identities: dict[str, dict[str, Any]] = {}
         self._controls: str | None = None
@@ -159,7 +161,7 @@ class _Run:
         judged = [name for name in self.models if self.layout.path(self.layout.model(name).verdict).is_file()]
         result.verdicts = "\n".join(report_stages.verdict_line(self.run_dir, name, config) for name in judged)
         result.undecided = [name for name in judged if not report_stages.verdict_decided(self.run_dir, name)]
-        self.layout.report_md.write_text(result.summary + "\n", encoding="utf-8")
+        write_text_atomically(self.layout.report_md, result.summary + "\n")
         result.ran, result.skipped = list(ledger.ran), list(ledger.skipped)
         logger.info("run %s: %d stages run, %d up to date", self.run_dir, len(ledger.ran), len(ledger.skipped))
         return result

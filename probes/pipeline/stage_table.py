@@ -1,13 +1,13 @@
 """``lara run``'s stages as one table. Each :class:`Stage` declares its name, its phase, when it
 applies, its ledger key (what its outputs depend on: the input files' digests and the settings that
 shape them), its outputs (paths from :mod:`.layout`) and its body (in :mod:`.stages` or
-:mod:`.report_stages`, looked up when it runs). :class:`.run._Run` iterates :data:`STAGES` through the ledger, which skips a stage whose
-key and outputs are unchanged; adding a stage is one entry here plus its key and body
+:mod:`.report_stages`). :class:`.run._Run` iterates :data:`STAGES` through the ledger, which skips a
+stage whose key and outputs are unchanged; adding a stage is one entry here plus its key and body
 (docs/development.md walks through one).
 
-Every function below takes the run (``run``: :class:`.run._Run`, which offers the config, the
-layout, the questions and every output's digest so far) and the model's name (``model``; None for
-a stage of the ``inputs`` phase).
+Every function of a stage is ``(run: RunState, model: str | None) → …``: the run
+(:class:`.run_state.RunState`: the config, the layout, the questions and every output's digest so
+far) and the model's name (None for a stage of the ``inputs`` phase).
 """
 
 from __future__ import annotations
@@ -15,20 +15,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
-from ..scores import CLEAN_SPLIT
 from . import report_stages, stages
 from .layout import SETS
+from .run_state import RunState
 
 Phase = Literal["inputs", "model", "report"]
 PHASES: tuple[Phase, ...] = ("inputs", "model", "report")
-RunFunction = Callable[[Any, Any], Any]
+StageFunction = Callable[[RunState, Any], Any]
 
 
-def _always(run: Any, model: Any) -> bool:
+def _always(run: RunState, model: str | None) -> bool:
     return True
 
 
-def _never(run: Any, model: Any) -> bool:
+def _never(run: RunState, model: str | None) -> bool:
     return False
 
 
@@ -49,207 +49,95 @@ class Stage:
 
     name: str
     phase: Phase
-    key: RunFunction
-    outputs: RunFunction
-    body: RunFunction
-    applies: RunFunction = _always
-    every_rank: RunFunction = _never
+    key: StageFunction
+    outputs: StageFunction
+    body: StageFunction
+    applies: StageFunction = _always
+    every_rank: StageFunction = _never
 
     def label(self, model: str | None) -> str:
         return self.name if model is None else f"{self.name}/{model}"
 
 
-# --- generate: the perturbation sets -------------------------------------------------------------
-
-
-def _needs_sets(run: Any, model: Any) -> bool:
+def _needs_sets(run: RunState, model: None) -> bool:
     return run.config.lara or run.config.calibrating
+
+
+def _lara(run: RunState, model: str) -> bool:
+    return run.config.lara
+
+
+def _detects(run: RunState, model: str) -> bool:
+    return bool(run.config.detect.names)
+
+
+def _detect_every_rank(run: RunState, model: str) -> bool:
+    return stages.detect_ranks(run, model) is not None
 
 
 GENERATE = Stage(
     "generate",
     "inputs",
-    key=lambda run, _: stages.generate_inputs(run.config, run.q_digest),
+    key=stages.generate_key,
     outputs=lambda run, _: [SETS],
-    body=lambda run, _: stages.generate(run.questions, run.layout.sets, run.config, run.progress),
+    body=stages.generate,
     applies=_needs_sets,
 )
-
-# --- LaRA: activations, metrics, the LaRA score ---------------------------------------------------
-
-
-def _lara(run: Any, model: Any) -> bool:
-    return run.config.lara
-
-
 CACHE = Stage(
     "cache",
     "model",
-    key=lambda run, m: stages.cache_key(run.digests[SETS], run.identity(m), run.config),
+    key=stages.cache_key,
     outputs=lambda run, m: [run.layout.model(m).acts],
-    body=lambda run, m: stages.cache(run.run_dir, m, run.config, run.models[m], run.progress),
+    body=stages.cache,
     applies=_lara,
     every_rank=_always,
 )
 METRICS = Stage(
     "metrics",
     "model",
-    key=lambda run, m: stages.metrics_key(run.digests[SETS], run.digests[run.layout.model(m).acts], run.config),
+    key=stages.metrics_key,
     outputs=lambda run, m: [run.layout.model(m).metrics],
-    body=lambda run, m: stages.metrics(run.run_dir, m, run.config, run.progress),
+    body=stages.metrics,
     applies=_lara,
 )
 SCORE = Stage(
     "score",
     "model",
-    key=lambda run, m: stages.score_key(run.digests[run.layout.model(m).metrics], run.q_digest, run.config),
+    key=stages.score_key,
     outputs=lambda run, m: list(run.layout.model(m).lara),
-    body=lambda run, m: stages.score(run.run_dir, m, run.config, run.labels),
+    body=stages.score,
     applies=_lara,
 )
-
-# --- output-level detectors ------------------------------------------------------------------------
-
-
-def _detect_key(run: Any, model: str) -> dict[str, Any]:
-    """The questions, the model, the detector settings, the sets and calibration when controls are
-    scored, and the reference model's identity when a detector uses it."""
-    config = run.config
-    reference = run.identity(run.reference) if run.uses_reference() else None
-    controls = run.controls_digest() if config.calibrating else None
-    return stages.detect_key(run.q_digest, run.identity(model), config, model, reference, controls)
-
-
-def _detect_ranks(run: Any, model: str) -> Any:
-    """The ranks a detect stage splits its work over: none for a served audited model (its server
-    spreads the work)."""
-    served = run.config.detect.endpoint is not None and model == run.config.name
-    return None if served else run.ranks
-
-
 DETECT = Stage(
     "detect",
     "model",
-    key=_detect_key,
+    key=stages.detect_key,
     outputs=lambda run, m: run.layout.model(m).detectors(run.config.calibrating),
-    body=lambda run, m: stages.detect(
-        run.run_dir,
-        m,
-        run.config,
-        run.models[m],
-        run.questions,
-        run.progress,
-        run.detector_objects(),
-        (run.reference, run.models[run.reference]) if run.uses_reference() else None,
-        _detect_ranks(run, m),
-    ),
-    applies=lambda run, _: bool(run.config.detect.names),
-    every_rank=lambda run, m: _detect_ranks(run, m) is not None,
+    body=stages.detect,
+    applies=_detects,
+    every_rank=_detect_every_rank,
 )
-
-# --- what reads every model's scores: fusion, verdict, report ---------------------------------------
-
-
-def _score_tables(run: Any, model: str) -> list[str]:
-    """The model's LaRA and detector score tables this run has, in that order."""
-    files = run.layout.model(model)
-    return [t for t in (files.lara[0], files.detector_scores) if t in run.digests]
-
-
-def _reference_table(run: Any, model: str) -> str | None:
-    """The reference model's detector scores, which the audited model's are compared with."""
-    reference = run.reference
-    if reference and model != reference and run.config.detect.names:
-        return run.layout.model(reference).detector_scores
-    return None
-
-
-def _fuse_key(run: Any, model: str) -> dict[str, Any]:
-    tables = {t: run.digests[t] for t in _score_tables(run, model)}
-    reference = _reference_table(run, model)
-    return report_stages.fuse_key(tables, run.q_digest, run.config, run.digests.get(reference) if reference else None)
-
-
 FUSE = Stage(
     "fuse",
     "report",
-    key=_fuse_key,
+    key=report_stages.fuse_key,
     outputs=lambda run, m: list(run.layout.model(m).scores),
-    body=lambda run, m: report_stages.fuse(
-        run.run_dir, m, run.config, _score_tables(run, m), run.labels, run.splits, _reference_table(run, m)
-    ),
+    body=report_stages.fuse,
 )
-
-
-def _judged(run: Any, model: str) -> bool:
-    return run.config.calibrating or (run.config.lara and CLEAN_SPLIT in run.splits.values())
-
-
-def _verdict_reference(run: Any, model: str) -> str | None:
-    reference = run.reference
-    return reference if reference and model != reference and run.config.calibrating else None
-
-
-def _verdict_key(run: Any, model: str) -> dict[str, Any]:
-    reference = run.model_tables(run.reference) if _verdict_reference(run, model) else None
-    return report_stages.verdict_key(run.model_tables(model), run.q_digest, run.config, reference)
-
-
 VERDICT = Stage(
     "verdict",
     "report",
-    key=_verdict_key,
+    key=report_stages.verdict_key,
     outputs=lambda run, m: [run.layout.model(m).verdict, run.layout.model(m).questions],
-    body=lambda run, m: report_stages.verdict(
-        run.run_dir,
-        m,
-        run.config,
-        [t for t in _score_tables(run, m) if t == run.layout.model(m).lara[0]],
-        run.labels,
-        run.splits,
-        _verdict_reference(run, m),
-    ),
-    applies=_judged,
+    body=report_stages.verdict,
+    applies=report_stages.judged,
 )
-
-
-def _placebo(run: Any, model: str) -> str | None:
-    """The reference model's LaRA metrics, the audited model's layer map's placebo."""
-    reference = run.reference
-    return run.layout.model(reference).metrics if reference and model != reference and run.config.lara else None
-
-
-def _metrics_of(run: Any, model: str) -> str | None:
-    return run.layout.model(model).metrics if run.config.lara else None
-
-
-def _evaluate_key(run: Any, model: str) -> dict[str, Any]:
-    files, placebo, metrics = run.layout.model(model), _placebo(run, model), _metrics_of(run, model)
-    return report_stages.evaluate_key(
-        run.digests[files.scores[0]],
-        run.q_digest,
-        run.digests[metrics] if metrics else None,
-        run.digests[files.verdict] if _judged(run, model) else None,
-        run.config,
-        run.digests[placebo] if placebo else None,
-    )
-
-
 EVALUATE = Stage(
     "evaluate",
     "report",
-    key=_evaluate_key,
+    key=report_stages.evaluate_key,
     outputs=lambda run, m: [run.layout.model(m).report],
-    body=lambda run, m: report_stages.evaluate(
-        run.run_dir,
-        m,
-        run.config,
-        run.labels,
-        _metrics_of(run, m),
-        run.questions,
-        _judged(run, m),
-        _placebo(run, m),
-    ),
+    body=report_stages.evaluate,
 )
 
 STAGES: tuple[Stage, ...] = (GENERATE, CACHE, METRICS, SCORE, DETECT, FUSE, VERDICT, EVALUATE)

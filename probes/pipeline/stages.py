@@ -1,8 +1,9 @@
 """``lara run``'s stages up to the scores (generate, cache, metrics, score, detect; those reading
 every model's scores are in :mod:`.report_stages`): each stage's ledger key (``<stage>_key``: what
 its outputs depend on) beside its body, which reads its inputs from the run directory
-(:mod:`.layout`) and writes its outputs there; :mod:`.stage_table` declares them, and :mod:`.run`
-decides, through the ledger, which of them run."""
+(:mod:`.layout`) and writes its outputs there through the operation it shares with its command
+(:mod:`probes.operations`); both are ``(run: RunState, model) → …``. :mod:`.stage_table` declares
+them, and :mod:`.run` decides, through the ledger, which of them run."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from typing import Any
 
 from cache.config import ENGINE_FIELDS, CacheConfig, ModelConfig
 from cache.distributed import Ranks
-from cache.loading import load_model
 from cache.runner import run_cache
 from cache.sources import PACKAGE_PREFIX, resolve_source
 from generation.identity import generator_identity
@@ -21,36 +21,19 @@ from generation.pipeline import run_generation
 from generation.records import read_sets
 
 from ..detection import ControlPlan, detect_questions
-from ..lara.metrics_file import MetricsFile, compute_metrics
-from ..lara.scoring import score_metrics
 from ..lara.sets import distinct_texts
+from ..operations.metrics import write_metrics
+from ..operations.score import write_scores
 from ..responders.engines import close_engine, engine_key
 from ..responders.local import PromptFormat
 from ..responders.open import open_responder
 from ..scores import CLEAN_SPLIT
 from .config import RunConfig
-from .layout import RunLayout
+from .layout import SETS, RunLayout
 from .ledger import Ledger
+from .run_state import RunState
 
 logger = logging.getLogger(__name__)
-
-
-class LazyModel:
-    """Loads a model on first use, so a run whose model stages are all done never loads it; under
-    torchrun (``ranks``) on this rank's device."""
-
-    def __init__(self, config: ModelConfig, ranks: Ranks | None = None) -> None:
-        self.config = config
-        self.ranks = ranks
-        self._loaded: Any = None
-
-    def get(self) -> Any:
-        if self._loaded is None:
-            self._loaded = load_model(self.config if self.ranks is None else self.ranks.place(self.config))
-        return self._loaded
-
-    def release(self) -> None:
-        self._loaded = None
 
 
 def generation_settings(config: RunConfig) -> dict[str, Any]:
@@ -97,68 +80,68 @@ def model_identity(model: ModelConfig, ledger: Ledger) -> dict[str, Any]:
     return identity
 
 
-def generate(questions: list, output: Path, config: RunConfig, progress: bool) -> None:
-    summary = run_generation(questions, output, config.generation_config, progress=progress, overwrite=True)
+def generate_key(run: RunState, model: None) -> dict[str, Any]:
+    return generate_inputs(run.config, run.q_digest)
+
+
+def generate(run: RunState, model: None) -> None:
+    summary = run_generation(
+        run.questions, run.layout.sets, run.config.generation_config, progress=run.progress, overwrite=True
+    )
     logger.info("%s", summary.describe())
 
 
-def cache_key(sets: str, identity: dict[str, Any], config: RunConfig) -> dict[str, Any]:
+def cache_key(run: RunState, model: str) -> dict[str, Any]:
     """The cache stage's key: the sets, the model, the extraction settings."""
-    return {"sets": sets, "model": identity, "extraction": dataclasses.asdict(config.extraction)}
+    return {
+        "sets": run.digests[SETS],
+        "model": run.identity(model),
+        "extraction": dataclasses.asdict(run.config.extraction),
+    }
 
 
-def cache(run_dir: Path, name: str, config: RunConfig, model: LazyModel, progress: bool) -> None:
-    layout = RunLayout(run_dir)
-    texts = distinct_texts(read_sets(layout.sets))
-    (run_dir / name).mkdir(parents=True, exist_ok=True)
-    loaded = model.get()
+def cache(run: RunState, model: str) -> None:
+    texts = distinct_texts(read_sets(run.layout.sets))
+    (run.run_dir / model).mkdir(parents=True, exist_ok=True)
+    loaded = run.models[model].get()
     summary = run_cache(
         texts,
-        layout.path(layout.model(name).acts),
-        CacheConfig(model=loaded.config, extraction=config.extraction),
+        run.layout.path(run.layout.model(model).acts),
+        CacheConfig(model=loaded.config, extraction=run.config.extraction),
         loaded=loaded,
-        progress=progress,
+        progress=run.progress,
     )
     logger.info("%s", summary.describe())
 
 
-def metrics_key(sets: str, acts: str, config: RunConfig) -> dict[str, Any]:
+def metrics_key(run: RunState, model: str) -> dict[str, Any]:
     """The metrics stage's key: the sets, the activations, the metric settings."""
-    return {"sets": sets, "acts": acts, "metrics": dataclasses.asdict(config.metrics)}
+    acts = run.digests[run.layout.model(model).acts]
+    return {"sets": run.digests[SETS], "acts": acts, "metrics": dataclasses.asdict(run.config.metrics)}
 
 
-def metrics(run_dir: Path, name: str, config: RunConfig, progress: bool) -> None:
-    m, layout = config.metrics, RunLayout(run_dir)
-    files = layout.model(name)
-    summary = compute_metrics(
-        layout.sets,
-        layout.path(files.acts),
-        layout.path(files.metrics),
-        layers=list(m.layers) if m.layers else None,
-        eps=m.eps,
-        min_paraphrases=m.min_paraphrases,
-        progress=progress,
+def metrics(run: RunState, model: str) -> None:
+    files = run.layout.model(model)
+    summary = write_metrics(
+        run.layout.sets,
+        run.layout.path(files.acts),
+        run.layout.path(files.metrics),
+        run.config.metrics,
+        progress=run.progress,
     )
     logger.info("%s", summary.describe())
 
 
-def score_key(metrics: str, questions: str, config: RunConfig) -> dict[str, Any]:
+def score_key(run: RunState, model: str) -> dict[str, Any]:
     """The score stage's key: the metrics, the questions (labels, splits), the score settings."""
-    return {"metrics": metrics, "questions": questions, "score": dataclasses.asdict(config.score)}
+    metrics_digest = run.digests[run.layout.model(model).metrics]
+    return {"metrics": metrics_digest, "questions": run.q_digest, "score": dataclasses.asdict(run.config.score)}
 
 
-def score(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int | None] | None) -> None:
-    s = config.score
-    options = s.options()
-    layout = RunLayout(run_dir)
-    metrics = MetricsFile.read(layout.path(layout.model(name).metrics))
-    result = score_metrics(
-        metrics, s.clean_ref, options, labels=labels, n_folds=s.folds, seed=s.seed, variants=s.variants
-    )
-    table, meta = layout.model(name).lara
-    result.table.write_csv(layout.path(table))
-    result.write_info(layout.path(meta))
-    info = result.info
+def score(run: RunState, model: str) -> None:
+    files = run.layout.model(model)
+    table = run.layout.path(files.lara[0])
+    info = write_scores(run.layout.path(files.metrics), run.config.score, table, labels=run.labels).info
     logger.info(
         "LaRA: %d questions scored against a clean reference of %d (%s)",
         info["n_questions"],
@@ -167,35 +150,44 @@ def score(run_dir: Path, name: str, config: RunConfig, labels: dict[str, int | N
     )
 
 
-def detect_key(
-    questions: str,
-    identity: dict[str, Any],
-    config: RunConfig,
-    name: str,
-    reference: dict[str, Any] | None,
-    controls: str | None,
-) -> dict[str, Any]:
-    """The detect stage's key: the questions, the model, the detector settings (not where answers
-    are stored; a control is always run locally), the reference model's identity when a detector
-    uses it, and the controls' texts and calibration when controls are scored."""
+def detect_key(run: RunState, model: str) -> dict[str, Any]:
+    """The detect stage's key: the questions, the model, the detector settings (each detector's
+    parameters as the built detector holds them; not where answers are stored; a control is always
+    run locally), the reference model's identity when a detector uses it, and the controls' texts
+    and calibration when controls are scored."""
 
+    config = run.config
     detect = dataclasses.asdict(config.detect)
     detect.pop("store")
+    built = {d.name: d for d in run.detector_objects()}
+    detect["params"] = {
+        name: {key: getattr(built[name], key) for key in params} if name in built else params
+        for name, params in detect["params"].items()
+    }
     if detect["clean_ref"] is None:
         detect.pop("clean_ref")  # keys of runs made before the option stay as they were
-    if name != config.name:
+    if model != config.name:
         detect["endpoint"] = None
+    reference = run.identity(run.reference) if run.reference is not None and run.uses_reference() else None
+    controls = run.controls_digest() if config.calibrating else None
     key = {
-        "questions": questions,
-        "model": identity,
+        "questions": run.q_digest,
+        "model": run.identity(model),
         "detect": detect,
         "reference": reference,
         "calibration": {"controls": controls, **_calibration_key(config)} if config.calibrating else None,
     }
-    engine = None if detect["endpoint"] is not None else engine_key(dict(config.models())[name])
+    engine = None if detect["endpoint"] is not None else engine_key(dict(config.models())[model])
     if engine is not None:  # hf: the key as it was before engines existed
         key["engine"] = engine
     return key
+
+
+def detect_ranks(run: RunState, model: str) -> Ranks | None:
+    """The ranks a detect stage splits its work over: none for a served audited model (its server
+    spreads the work)."""
+    served = run.config.detect.endpoint is not None and model == run.config.name
+    return None if served else run.ranks
 
 
 def _calibration_key(config: RunConfig) -> dict[str, Any]:
@@ -208,27 +200,21 @@ def _calibration_key(config: RunConfig) -> dict[str, Any]:
     return settings
 
 
-def detect(
-    run_dir: Path,
-    name: str,
-    config: RunConfig,
-    model: LazyModel,
-    questions: list,
-    progress: bool,
-    detectors: list[Any],
-    reference: tuple[str, LazyModel] | None,
-    ranks: Ranks | None = None,
-) -> None:
-    """Score the questions with ``detectors`` (built once per run, by the validation) on model ``name`` (``reference``: the
-    reference model's name and lazy model, for the detectors that compare with one; ``ranks``:
-    under torchrun, every batch call split across the ranks, rank 0 writing)."""
+def detect(run: RunState, model: str) -> None:
+    """Score the questions with the run's detectors (built once, by the validation) on ``model``;
+    the reference model's responder for the detectors that compare with one; under torchrun, every
+    batch call split across the ranks, rank 0 writing."""
 
+    config, run_dir, name, progress = run.config, run.run_dir, model, run.progress
+    ranks = detect_ranks(run, model)
+    reference = (run.reference, run.models[run.reference]) if run.uses_reference() else None
     d = config.detect
     prompt_format = PromptFormat(mode=d.prompt_format, template=d.template, system=d.system_prompt)
     opened = {"batch_size": d.batch_size, "ranks": ranks, "progress": progress}
     endpoint = d.endpoint if name == config.name else None
+    lazy = run.models[name]
     responder = open_responder(
-        model.get, prompt_format, store_path(run_dir, name, d.store), endpoint=endpoint, engine=model.config, **opened
+        lazy.get, prompt_format, store_path(run_dir, name, d.store), endpoint=endpoint, engine=lazy.config, **opened
     )
     reference_responder = None
     if reference is not None:
@@ -243,13 +229,13 @@ def detect(
     if config.calibrating:
         c = config.calibration
         controls = ControlPlan.from_sets(
-            read_sets(RunLayout(run_dir).sets), c.controls, c.decision_controls, c.sampling_controls, c.detectors
+            read_sets(run.layout.sets), c.controls, c.decision_controls, c.sampling_controls, c.detectors
         )
 
     try:
         summary = detect_questions(
-            scored_questions(questions, d.clean_ref),
-            detectors,
+            scored_questions(run.questions, d.clean_ref),
+            run.detector_objects(),
             responder,
             reference=reference_responder,
             sampling_temperature=d.sampling_temperature,
@@ -261,8 +247,7 @@ def detect(
         close_engine(responder)  # a vLLM engine's memory is free for the next model
     if summary is None:  # a rank other than the main one
         return
-    layout = RunLayout(run_dir)
-    summary.write(layout.path(layout.model(name).detector_scores))
+    summary.write(run.layout.path(run.layout.model(name).detector_scores))
     logger.info("%s", summary.describe())
 
 

@@ -13,6 +13,8 @@ import logging
 from pathlib import Path
 from typing import Any, Mapping
 
+from lara_core.files import write_text_atomically
+
 from ..scores import ScoreTable, align_labels
 from .build import ReportContext, ReportSettings, build_report, jsonable, layer_analysis
 from .markdown import render_markdown
@@ -54,6 +56,6 @@ def write_report(
             draw.plot_cohens_d(layers, out / "cohens_d.png")
             drawn += ["profiles.png", "cohens_d.png"]
     report = {**report, "plots": drawn}
-    (out / "report.json").write_text(json.dumps(jsonable(report), indent=1) + "\n", encoding="utf-8")
-    (out / "report.md").write_text(render_markdown(jsonable(report), drawn), encoding="utf-8")
+    write_text_atomically(out / "report.json", json.dumps(jsonable(report), indent=1) + "\n")
+    write_text_atomically(out / "report.md", render_markdown(jsonable(report), drawn))
     return [out / "report.json", out / "report.md", *(out / name for name in drawn)]

@@ -195,15 +195,15 @@ def test_turning_calibration_off_leaves_no_stale_controls_to_the_verdict(first_r
 def test_a_killed_run_finishes_without_redoing_finished_stages(smoke_testbed, tmp_path, monkeypatch):
     testbed, _ = smoke_testbed
     path = write_config(tmp_path, testbed, controls=[])
-    real_metrics = stages_module.metrics
+    real_metrics = stages_module.write_metrics
 
     def killed(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(stages_module, "metrics", killed)
+    monkeypatch.setattr(stages_module, "write_metrics", killed)  # killed inside the metrics stage
     with pytest.raises(KeyboardInterrupt):
         run_pipeline(load_run_config(path), progress=False)
-    monkeypatch.setattr(stages_module, "metrics", real_metrics)
+    monkeypatch.setattr(stages_module, "write_metrics", real_metrics)
     resumed = run_pipeline(load_run_config(path), progress=False)
     assert resumed.skipped == ["generate", "cache/rl"]
     assert resumed.ran == ["metrics/rl", "score/rl", "detect/rl", "fuse/rl", "verdict/rl", "evaluate/rl"]
@@ -248,6 +248,28 @@ def test_lara_run_cli_prints_the_tables(first_run, capsys):
         out.startswith("Verdict on rl (audited model): ") and "Verdict on sft (control): " in out
     )  # the verdicts first
     assert "## Verdict" in out and "## Detection" in out and "| lara |" in out and "up to date: 15" in out
+
+
+def test_the_commands_write_what_the_stages_wrote(first_run, tmp_path):
+    """One operation per step (issue 43): ``lara metrics``, ``lara score`` and ``lara evaluate`` on the
+    run's own inputs and settings write what its stages wrote."""
+    from probes.lara.metrics_file import MetricsFile
+
+    path, _ = first_run
+    run_dir, questions = path.parent / "run", yaml.safe_load(path.read_text())["questions"]
+    metrics, scores, report = tmp_path / "metrics.h5", tmp_path / "lara.csv", tmp_path / "report"
+    assert main(["metrics", str(run_dir / "sets.jsonl"), str(run_dir / "rl/acts.h5"), "-o", str(metrics)]) == 0
+    ours, theirs = MetricsFile.read(metrics), MetricsFile.read(run_dir / "rl/metrics.h5")
+    assert ours.ids == theirs.ids and np.array_equal(ours.metrics, theirs.metrics, equal_nan=True)
+    assert main(["score", str(metrics), "-o", str(scores), "--clean-ref", "split"]) == 0
+    assert scores.read_bytes() == (run_dir / "rl/lara.csv").read_bytes()
+    stage_meta = json.loads((run_dir / "rl/lara.meta.json").read_text())
+    assert json.loads(scores.with_suffix(".meta.json").read_text())["n_reference"] == stage_meta["n_reference"]
+    evaluate = ["evaluate", str(run_dir / "rl/scores.csv"), "--labels", questions, "--metrics", str(metrics)]
+    assert main([*evaluate, "-o", str(report), "--bootstrap", "50", "--no-plots"]) == 0
+    ours = json.loads((report / "report.json").read_text())
+    theirs = json.loads((run_dir / "rl/report/report.json").read_text())
+    assert ours["detectors"] == theirs["detectors"] and ours["layers"]["cohens_d"] == theirs["layers"]["cohens_d"]
 
 
 def test_a_reference_control_feeds_ref_and_the_sampling_temperature_is_recorded(smoke_testbed, tmp_path, monkeypatch):

@@ -1,50 +1,63 @@
 """``lara run`` is driven by its stage table (issue 35, item 2): a stage is one declared entry, and
-adding one — the worked example of docs/development.md — is that entry plus its key and body; the
-ledger then names it, skips it when its input is unchanged and reruns it when its input changes."""
+adding one — the worked example of docs/development.md, taken from the page as written — is three
+files: its output's path, its key and body, its entry; the ledger then names it, skips it when its
+input is unchanged and reruns it when its input changes."""
 
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 
-import numpy as np
-
 from probes.pipeline import STAGES, load_run_config, run_pipeline
+from probes.pipeline import report_stages as bodies_module
 from probes.pipeline import stage_table as table_module
-from probes.pipeline.stage_table import Stage
+from probes.pipeline.layout import ModelLayout
 from probes.scores import ScoreTable
 from tests.pipeline.test_run import write_config
 
+ROOT = Path(__file__).resolve().parents[2]
+BUILT_IN = ["generate", "cache", "metrics", "score", "detect", "fuse", "verdict", "evaluate"]
+
 
 def test_the_table_declares_the_stages_in_their_order():
-    assert [s.name for s in STAGES] == [
-        "generate",
-        "cache",
-        "metrics",
-        "score",
-        "detect",
-        "fuse",
-        "verdict",
-        "evaluate",
-    ]
-    assert [s.phase for s in STAGES] == ["inputs"] + ["model"] * 4 + ["report"] * 3
+    """The built-in stages in their order and phases (a stage added between them leaves this true)."""
+    assert [s.name for s in STAGES if s.name in BUILT_IN] == BUILT_IN
+    phases = [s.phase for s in STAGES]
+    assert phases == sorted(phases, key=("inputs", "model", "report").index)
+    assert {s.name: s.phase for s in STAGES if s.name in BUILT_IN} == dict(
+        zip(BUILT_IN, ["inputs"] + ["model"] * 4 + ["report"] * 3)
+    )
 
 
-def _ranks_body(run_dir: Path, name: str) -> None:
-    """The docs' example stage: each question's rank by its ``zlib`` score (1 = lowest)."""
-    table = ScoreTable.read_csv(run_dir / name / "scores.csv")
-    order = np.argsort(np.argsort(table.columns["zlib"], kind="stable"), kind="stable") + 1
-    with open(run_dir / name / "ranks.csv", "w", newline="", encoding="utf-8") as handle:
-        csv.writer(handle).writerows([["id", "rank"], *zip(table.ids, order.tolist())])
+def recipe_blocks() -> dict[str, str]:
+    """``{file: code}`` of docs/development.md's stage recipe, split at its ``# probes/…`` lines."""
+    page = (ROOT / "docs" / "development.md").read_text()
+    section = page[page.index("## Adding a stage") :]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    parts = re.split(r"^# (probes/\S+)[,:].*$", code, flags=re.M)
+    return {parts[i]: parts[i + 1] for i in range(1, len(parts), 2)}
 
 
-RANKS = Stage(
-    "ranks",
-    "report",
-    key=lambda run, m: {"scores": run.digests[run.layout.model(m).scores[0]]},
-    outputs=lambda run, m: [f"{m}/ranks.csv"],
-    body=lambda run, m: _ranks_body(run.run_dir, m),
-)
+def _recipe_stage(monkeypatch) -> None:
+    """The page's three edits, made in memory: the layout's property, the key and body beside the
+    other bodies, the table's entry (its ``STAGES`` line included)."""
+    blocks = recipe_blocks()
+    assert list(blocks) == [
+        "probes/pipeline/layout.py",
+        "probes/pipeline/report_stages.py",
+        "probes/pipeline/stage_table.py",
+    ]  # three files, no more
+    holder: dict = {}
+    exec("class _Layout:\n" + blocks["probes/pipeline/layout.py"], {}, holder)
+    monkeypatch.setattr(ModelLayout, "ranks", holder["_Layout"].ranks, raising=False)
+    bodies = dict(vars(bodies_module))
+    exec(blocks["probes/pipeline/report_stages.py"].replace("from ..", "from probes."), bodies)
+    for name in ("ranks_key", "ranks"):
+        monkeypatch.setattr(bodies_module, name, bodies[name], raising=False)
+    table = dict(vars(table_module))
+    exec(blocks["probes/pipeline/stage_table.py"], table)
+    monkeypatch.setattr(table_module, "STAGES", table["STAGES"])
 
 
 def test_a_stage_added_to_the_table_runs_skips_and_reruns(smoke_testbed, tmp_path, monkeypatch):
@@ -64,9 +77,7 @@ def test_a_stage_added_to_the_table_runs_skips_and_reruns(smoke_testbed, tmp_pat
             "params": {"zlib": {"max_new_tokens": 4}},
         },
     )
-    stages = list(STAGES)
-    stages.insert(stages.index(table_module.FUSE) + 1, RANKS)
-    monkeypatch.setattr(table_module, "STAGES", tuple(stages))
+    _recipe_stage(monkeypatch)
     first = run_pipeline(load_run_config(path), progress=False)
     assert first.ran == ["detect/rl", "fuse/rl", "ranks/rl", "evaluate/rl"]
     run_dir = tmp_path / "run"

@@ -140,3 +140,26 @@ def test_a_detector_that_does_not_say_what_it_computes_is_refused():
     with pytest.raises(ValueError, match="say what it computes in `statistic`"):
         register(Unexplained)
     assert "unexplained" not in REGISTRY
+
+
+# each sampling detector's sampled answers, from the papers' settings (SPEC §5): budget, T, top-p
+SAMPLED = {
+    "cdd": (100, 0.8, 1.0),
+    "min_knn": (1024, 0.7, 0.95),
+    "entropy_temp": (1024, 1.0, 1.0),
+    "policy_drift": (1024, 0.7, 0.95),
+    "reward_gain": (1024, 0.7, 0.95),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLED))
+def test_a_sampling_detector_samples_with_its_own_declared_parameters(name):
+    """The sampling parameters are declared once, as ``Param``s, and read from there (issue 43,
+    item 8): the detector's defaults, and a value given at construction, reach the sampler."""
+    from probes.responders.base import GenerationParams
+
+    budget, temperature, top_p = SAMPLED[name]
+    built = REGISTRY[name](n=12, seed=7)
+    assert built.sampling_params() == GenerationParams(budget, temperature, top_p, n=12, seed=7)
+    other = REGISTRY[name](temperature=0.3, **{"max_tokens" if name == "cdd" else "max_new_tokens": 9})
+    assert other.sampling_params() == GenerationParams(9, 0.3, top_p, n=REGISTRY[name].declared["n"].default)

@@ -1,0 +1,106 @@
+"""The evaluation as an operation (``lara evaluate``, the run's evaluate stage): the score table,
+its labels and (optionally) the LaRA metrics, the reference model's metrics and the verdict read;
+ROC-AUC, TPR@FPR, F1 with their intervals, the layer analysis and the blind baseline computed
+(:mod:`probes.report`); ``report.json``, ``report.md`` and the plots written atomically."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from ..errors import InputError
+from ..lara.metrics_file import MetricsFile
+from ..scores import ScoreTable
+
+
+@dataclass(frozen=True)
+class EvaluateSettings:
+    """``lara evaluate``."""
+
+    bootstrap: int = 1000
+    seed: int = 0
+    fpr: float = 0.05
+    strict: bool = False
+    plots: bool = True
+    baseline: str | None = None
+
+
+@dataclass
+class EvaluateInputs:
+    """What an evaluation reads.
+
+    Attributes:
+        scores: the score table (id column, one column per method, higher = member).
+        labels: question id → 1 / 0 / None; without them (and none in ``metrics``) the report is an
+            audit of the score distributions.
+        metrics: the audited model's LaRA metrics file: the layer analysis (labelled reports).
+        reference_metrics: the reference model's, the layer map's placebo (with ``metrics``).
+        lara_meta: the LaRA score's meta (``lara.meta.json``): the control-set size, read with
+            ``metrics`` when it exists and is one.
+        verdict: the verdict's JSON, which leads the report.
+        texts / groups: question id → text / matched group: the blind baseline and its null.
+        provenance: recorded as is in the report's ``inputs``.
+        self_reference: the audited model is the reference model.
+    """
+
+    scores: Path
+    labels: Mapping[str, int | None] | None = None
+    metrics: Path | None = None
+    reference_metrics: Path | None = None
+    lara_meta: Path | None = None
+    verdict: Path | None = None
+    texts: Mapping[str, str] | None = None
+    groups: Mapping[str, str | None] | None = None
+    provenance: Mapping[str, Any] = field(default_factory=dict)
+    self_reference: bool = False
+
+
+def write_evaluation(
+    inputs: EvaluateInputs, settings: EvaluateSettings, output: str | Path, detectors: Sequence[str] | None = None
+) -> tuple[dict[str, Any], list[Path]]:
+    """Evaluate ``detectors`` (None: every column) into the directory ``output``; returns the report
+    and the files written. Raises :class:`InputError` for a column that is not in the table."""
+    from ..report import ReportContext, ReportSettings, build_report, write_report  # lazy: pulls scipy
+
+    if inputs.reference_metrics is not None and inputs.metrics is None:
+        raise InputError("the reference model's metrics need the audited model's metrics file")
+    table = ScoreTable.read_csv(inputs.scores)
+    metrics = MetricsFile.read(inputs.metrics) if inputs.metrics is not None else None
+    labels = inputs.labels
+    if labels is None and metrics is not None and (metrics.labels >= 0).any():
+        labels = {i: int(v) for i, v in zip(metrics.ids, metrics.labels) if v >= 0}
+    if labels is None:
+        metrics = None  # the layer analysis needs labels
+    context = ReportContext(
+        inputs=dict(inputs.provenance),
+        verdict=json.loads(inputs.verdict.read_text(encoding="utf-8")) if inputs.verdict is not None else None,
+        texts=inputs.texts,
+        groups=inputs.groups,
+        reference_metrics=MetricsFile.read(inputs.reference_metrics) if metrics and inputs.reference_metrics else None,
+        lara_info=_lara_info(inputs.lara_meta) if metrics is not None else None,
+        self_reference=inputs.self_reference,
+    )
+    report_settings = ReportSettings(
+        detectors,
+        settings.baseline,
+        settings.bootstrap,
+        settings.seed,
+        fpr=settings.fpr,
+        strict=settings.strict,
+    )
+    try:
+        report = build_report(table, labels, metrics, report_settings, context)
+    except KeyError as err:
+        raise InputError(str(err).strip("'\"")) from None
+    return report, write_report(report, output, table, labels, plots=settings.plots)
+
+
+def _lara_info(meta: Path | None) -> dict[str, Any] | None:
+    """The LaRA scoring's meta (``lara score`` writes it beside its table), if ``meta`` is one."""
+    try:
+        info = json.loads(meta.read_text(encoding="utf-8")) if meta is not None and meta.is_file() else None
+    except json.JSONDecodeError:
+        return None
+    return info if isinstance(info, dict) and "n_reference" in info else None
