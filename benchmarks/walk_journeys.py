@@ -151,11 +151,11 @@ def main() -> None:
         def cdd_only(here, frame) -> bool:  # noqa: ANN001
             values = frame.f_locals
             if here[1] == "check_values":
-                return values.get("name") == "cdd"
+                return values.get("detector") == "cdd"
             if here[1] == "GenerationParams.__post_init__":
                 params = values["self"]
                 return params.n > 1 and params.max_new_tokens == _cdd_budget(args.config)
-            return True
+            return _under(here, frame)
 
         second = _traced([*base, "--set", f"run_dir={tmp}/run2"], StackTracer(CDD_POINTS, cdd_only))
         _print("detect.params.cdd.n -> the sampler", second, CDD_POINTS)
