@@ -52,6 +52,6 @@ def test_ci_installs_every_extra_by_the_command_the_docs_give():
     """Each extra CI installs, with the command a page of the docs gives for it, verbatim."""
     ci = (ROOT / ".ci" / "run").read_text()
     docs = "\n".join(p.read_text() for p in (ROOT / "docs").glob("*.md"))
-    for extra in ("gsm", "smollm"):
+    for extra in ("gsm", "smollm", "lm-eval"):
         command = f'pip install -c constraints.txt -e ".[{extra}]"'
         assert command in ci and command in docs, extra

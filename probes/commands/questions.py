@@ -11,6 +11,7 @@ from lara_core.configio import prompt_text
 
 from ..errors import InputError
 from ..questions import ImportOptions, TableSource, import_questions, write_questions
+from ..questions.lm_eval_tasks import LmEvalSource, import_lm_eval_task
 from ..questions.presets import PRESETS
 from ._common import command_parser
 from .pair import register_pair
@@ -21,6 +22,7 @@ QUESTIONS_EXAMPLES = """examples:
   lara questions import gsm8k_test.parquet --preset gsm8k --limit 200 -o gsm8k.jsonl
   lara questions import rl_data.jsonl --preset chat --label 1 -o members.jsonl                     # prompt = message list
   lara questions import mine.csv --field question=prompt_text --field answer=target -o q.jsonl
+  lara questions import --lm-eval-task gsm8k --num-fewshot task --limit 200 -o gsm8k.jsonl       # the harness's prompts
   lara questions pair --members members.jsonl --nonmembers aime24.jsonl --clean-ref clean.jsonl -o labelled.jsonl
 """
 
@@ -37,7 +39,24 @@ def register(sub: Any) -> None:
         QUESTIONS_EXAMPLES + "\npresets:\n" + "\n".join(f"  {p.name:<14} {p.description}" for p in PRESETS.values()),
     )
     imp.add_argument(
-        "source", help="hub dataset name, a datasets save_to_disk directory, or a .parquet/.json/.jsonl/.csv file"
+        "source",
+        nargs="?",
+        help="hub dataset name, a datasets save_to_disk directory, or a .parquet/.json/.jsonl/.csv file "
+        "(or --lm-eval-task)",
+    )
+    imp.add_argument(
+        "--lm-eval-task",
+        metavar="NAME",
+        help="an lm-evaluation-harness task (or group): one question per evaluation document, its text the "
+        "prompt the harness sends, its answer doc_to_target (the lm-eval extra)",
+    )
+    imp.add_argument("--include-path", help="a directory of further lm-eval task YAMLs (lm_eval --include_path)")
+    imp.add_argument(
+        "--num-fewshot",
+        default="0",
+        metavar="N|task",
+        help="few-shot examples in each lm-eval prompt: N, or 'task' for the count the task is evaluated with "
+        "(default: 0, the bare doc_to_text prompt)",
     )
     imp.add_argument(
         "-o", "--output", type=Path, required=True, help="questions JSONL to write (provenance in OUTPUT.meta.json)"
@@ -100,7 +119,8 @@ def handle_import(args: argparse.Namespace) -> int:
     for flag in ("limit", "sample"):
         if getattr(args, flag) is not None and getattr(args, flag) < 1:
             raise InputError(f"--{flag} must be at least 1")
-    spec = TableSource(args.source, config=args.config, split=args.split, revision=args.revision)
+    if (args.source is None) == (args.lm_eval_task is None):
+        raise InputError("give a source (a dataset or a file) or --lm-eval-task NAME, one of the two")
     options = ImportOptions(
         preset=args.preset,
         fields=parse_pairs(args.field, "--field", "question=problem"),
@@ -112,8 +132,27 @@ def handle_import(args: argparse.Namespace) -> int:
         seed=args.seed,
         strip_suffix=args.strip_suffix,
     )
-    result = import_questions(spec, options)
+    if args.lm_eval_task is not None:
+        result = import_lm_eval_task(lm_eval_source(args), options)
+    else:
+        spec = TableSource(args.source, config=args.config, split=args.split, revision=args.revision)
+        result = import_questions(spec, options)
     files = write_questions(result, args.output)
     print(result.describe())
     print(f"wrote {', '.join(str(f) for f in files)}")
     return 0
+
+
+def lm_eval_source(args: argparse.Namespace) -> LmEvalSource:
+    """The harness task the flags name; the table-only flags are refused with it."""
+    table_only = [
+        f"--{k.replace('_', '-')}" for k in ("preset", "config", "split", "revision", "strip_suffix", "sample")
+    ]
+    given = [flag for flag in table_only if getattr(args, flag[2:].replace("-", "_")) is not None]
+    given += ["--field"] * bool(args.field) + ["--where"] * bool(args.where)
+    if given:
+        raise InputError(f"--lm-eval-task reads the task's own documents and prompts; {', '.join(given)} do not apply")
+    fewshot = args.num_fewshot.strip().lower()
+    if fewshot != "task" and not (fewshot.isdigit()):
+        raise InputError(f"--num-fewshot {args.num_fewshot!r}: a count (0, 5, …) or 'task'")
+    return LmEvalSource(args.lm_eval_task, args.include_path, None if fewshot == "task" else int(fewshot))

@@ -343,7 +343,7 @@ def write_question_file(questions: Sequence[Question], output: str | Path, meta:
     output.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomically(output, "".join(json.dumps(question_record(q), ensure_ascii=False) + "\n" for q in questions))
     meta_path = provenance_path(output)
-    meta_path.write_text(json.dumps(meta, indent=1, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    write_text_atomically(meta_path, json.dumps(meta, indent=1, ensure_ascii=False, default=str) + "\n")
     return output, meta_path
 
 
