@@ -42,8 +42,9 @@ QUESTION_POINTS = (  # (file, function): where a question changes hands
     ("probes/calibration/decision_table.py", "QuestionDecisions.write_csv"),
     ("probes/calibration/decision_table.py", "write_no_decisions"),
 )
-UNDER = {  # a point counts only under this caller: CDD's text to the model, the verdict's join
+UNDER = {  # a point counts only under this caller: CDD's text to the model and its sampler, the verdict's join
     "LocalResponder.generate": "CDD.score",
+    "GenerationParams.__post_init__": "CDD.score",
     "join_tables": "verdict",
 }
 CDD_POINTS = (
@@ -137,6 +138,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", type=Path, default=ROOT / "configs/demo.yaml")
     parser.add_argument("--per-split", type=int, default=8)
+    parser.add_argument("--journey", choices=["question", "cdd", "both"], default="both")
     args = parser.parse_args()
 
     from probes.pipeline.config import load_run_config
@@ -145,8 +147,13 @@ def main() -> None:
         questions = Path(tmp) / "questions.jsonl"
         _subset(Path(load_run_config(args.config).questions), args.per_split, questions)
         base = ["run", str(args.config), "--no-progress", "--set", f"questions={questions}"]
-        first = _traced([*base, "--set", f"run_dir={tmp}/run"], StackTracer(QUESTION_POINTS, _under))
-        _print(f"a question -> questions.csv ({args.config.name}, {args.per_split} per split)", first, QUESTION_POINTS)
+        if args.journey in ("question", "both"):
+            first = _traced([*base, "--set", f"run_dir={tmp}/run"], StackTracer(QUESTION_POINTS, _under))
+            _print(
+                f"a question -> questions.csv ({args.config.name}, {args.per_split} per split)", first, QUESTION_POINTS
+            )
+        if args.journey == "question":
+            return
 
         def cdd_only(here, frame) -> bool:  # noqa: ANN001
             values = frame.f_locals
@@ -154,7 +161,7 @@ def main() -> None:
                 return values.get("detector") == "cdd"
             if here[1] == "GenerationParams.__post_init__":
                 params = values["self"]
-                return params.n > 1 and params.max_new_tokens == _cdd_budget(args.config)
+                return params.n > 1 and params.max_new_tokens == _cdd_budget(args.config) and _under(here, frame)
             return _under(here, frame)
 
         second = _traced([*base, "--set", f"run_dir={tmp}/run2"], StackTracer(CDD_POINTS, cdd_only))
