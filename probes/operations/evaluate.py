@@ -6,6 +6,7 @@ ROC-AUC, TPR@FPR, F1 with their intervals, the layer analysis and the blind base
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -13,6 +14,8 @@ from typing import Any, Mapping, Sequence
 from ..errors import InputError
 from ..lara.metrics_file import MetricsFile
 from ..scores import ScoreTable
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ def write_evaluation(
     labels = inputs.labels
     if labels is None and metrics is not None and (metrics.labels >= 0).any():
         labels = {i: int(v) for i, v in zip(metrics.ids, metrics.labels) if v >= 0}
+        logger.info("labels: taken from %s", inputs.metrics)
     if labels is None:
         metrics = None  # the layer analysis needs labels
     context = ReportContext(
@@ -78,7 +82,11 @@ def write_evaluation(
         verdict=json.loads(inputs.verdict.read_text(encoding="utf-8")) if inputs.verdict is not None else None,
         texts=inputs.texts,
         groups=inputs.groups,
-        reference_metrics=MetricsFile.read(inputs.reference_metrics) if metrics and inputs.reference_metrics else None,
+        reference_metrics=(
+            MetricsFile.read(inputs.reference_metrics)
+            if metrics is not None and inputs.reference_metrics is not None
+            else None
+        ),
         lara_info=_lara_info(inputs.lara_meta) if metrics is not None else None,
         self_reference=inputs.self_reference,
     )

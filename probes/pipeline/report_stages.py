@@ -32,12 +32,15 @@ def score_tables(run: RunState, model: str) -> list[str]:
     return [t for t in (files.lara[0], files.detector_scores) if t in run.digests]
 
 
+def _other_reference(run: RunState, model: str) -> str | None:
+    """The reference model's name when ``model`` is another model (None: no reference, or it is the reference)."""
+    return run.reference if run.reference and model != run.reference else None
+
+
 def _reference_table(run: RunState, model: str) -> str | None:
     """The reference model's detector scores, which the audited model's are compared with."""
-    reference = run.reference
-    if reference and model != reference and run.config.detect.names:
-        return run.layout.model(reference).detector_scores
-    return None
+    reference = _other_reference(run, model)
+    return run.layout.model(reference).detector_scores if reference and run.config.detect.names else None
 
 
 def fuse_key(run: RunState, model: str) -> dict[str, Any]:
@@ -72,8 +75,7 @@ def judged(run: RunState, model: str) -> bool:
 
 
 def _verdict_reference(run: RunState, model: str) -> str | None:
-    reference = run.reference
-    return reference if reference and model != reference and run.config.calibrating else None
+    return _other_reference(run, model) if run.config.calibrating else None
 
 
 def verdict_key(run: RunState, model: str) -> dict[str, Any]:
@@ -102,7 +104,7 @@ def verdict(run: RunState, model: str) -> None:
         # the controls are read only when this run scored them, and only those its detect stage bound
         return read_scored(layout.path(layout.model(name).detector_scores), use_controls=config.calibrating)
 
-    lara = [ScoreTable.read_csv(layout.path(t)) for t in score_tables(run, model) if t == files.lara[0]]
+    lara = [ScoreTable.read_csv(layout.path(files.lara[0]))] if files.lara[0] in run.digests else []
     if config.detect.names:
         audited = scored(model)
         audited.scores = join_tables([audited.scores, *lara])
@@ -123,8 +125,8 @@ def verdict(run: RunState, model: str) -> None:
 
 def _placebo(run: RunState, model: str) -> str | None:
     """The reference model's LaRA metrics, the audited model's layer map's placebo."""
-    reference = run.reference
-    return run.layout.model(reference).metrics if reference and model != reference and run.config.lara else None
+    reference = _other_reference(run, model)
+    return run.layout.model(reference).metrics if reference and run.config.lara else None
 
 
 def _metrics_of(run: RunState, model: str) -> str | None:
