@@ -144,14 +144,11 @@ def handle_import(args: argparse.Namespace) -> int:
 
 
 def lm_eval_source(args: argparse.Namespace) -> LmEvalSource:
-    """The harness task the flags name; the table-only flags are refused with it."""
-    table_only = [
-        f"--{k.replace('_', '-')}" for k in ("preset", "config", "split", "revision", "strip_suffix", "sample")
-    ]
-    given = [flag for flag in table_only if getattr(args, flag[2:].replace("-", "_")) is not None]
-    given += ["--field"] * bool(args.field) + ["--where"] * bool(args.where)
+    """The harness task the flags name; a table source's flags are refused with it (the options
+    that read a table, by the import itself)."""
+    given = [f"--{name}" for name in ("config", "split", "revision") if getattr(args, name) is not None]
     if given:
-        raise InputError(f"--lm-eval-task reads the task's own documents and prompts; {', '.join(given)} do not apply")
+        raise InputError(f"--lm-eval-task reads the task's own documents; {', '.join(given)} do not apply")
     fewshot = args.num_fewshot.strip().lower()
     if fewshot != "task" and not (fewshot.isdigit()):
         raise InputError(f"--num-fewshot {args.num_fewshot!r}: a count (0, 5, …) or 'task'")

@@ -96,7 +96,8 @@ def handle(args: argparse.Namespace) -> int:
     from ..report.verdict_text import decided, describe_verdict
 
     detectors = tuple(d.strip() for d in args.detectors.split(",")) if args.detectors else None
-    settings = settings_from(VerdictSettings, args, detectors=detectors, subsets=())  # --subsets: the inputs'
+    subsets = tuple(x.strip() for x in args.subsets.split(",")) if args.subsets else ()
+    settings = settings_from(VerdictSettings, args, detectors=detectors, subsets=subsets)
     tables = {}
     for key, path, controls in (
         ("audited", args.scores, args.controls),
@@ -113,7 +114,6 @@ def handle(args: argparse.Namespace) -> int:
         clean=tables.get("clean"),
         labels=labels,
         splits=splits,
-        subsets=[x.strip() for x in args.subsets.split(",")] if args.subsets else (),
     )
     table = args.output.with_suffix(".questions.csv")
     verdict = write_verdict(inputs, settings, args.output, table)

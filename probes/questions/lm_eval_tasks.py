@@ -21,6 +21,7 @@ from .importing import ImportOptions, ImportResult
 logger = logging.getLogger(__name__)
 
 INSTALL = "pip install -c constraints.txt -e '.[lm-eval]'"
+TABLE_ONLY = ("preset", "fields", "where", "sample", "strip_suffix")  # ImportOptions that read a table
 FEWSHOT_SEED = 1234  # lm-eval's default few-shot sampler seed (simple_evaluate's fewshot_random_seed)
 
 
@@ -44,16 +45,21 @@ class LmEvalSource:
 
 
 def import_lm_eval_task(source: LmEvalSource, options: ImportOptions = ImportOptions()) -> ImportResult:
-    """The task's documents as questions (``options``: label, split name and limit set on them)."""
-    tasks = _leaf_tasks(source)
+    """The task's documents as questions (``options``: label, split name and limit set on them; the
+    options that read a table — preset, fields, where, sample, strip_suffix — are refused)."""
+    table_only = [f"--{k.replace('_', '-')}" for k in TABLE_ONLY if getattr(options, k)]  # every default is empty
+    if table_only:
+        raise InputError(
+            f"--lm-eval-task reads the task's own documents and prompts; {', '.join(table_only)} do not apply"
+        )
     questions: list[Question] = []
     records = []
-    for name, task in tasks:
-        prompts = _prompts(task, source)
-        for doc_id, (doc, prompt) in sorted(prompts.items()):
-            if options.limit is not None and len(questions) >= options.limit:
-                break
-            questions.append(_question(name, task, doc_id, doc, prompt, options))
+    for name, task in _leaf_tasks(source):
+        left = None if options.limit is None else options.limit - len(questions)
+        if left == 0:
+            break
+        prompts = _prompts(task, source, left)
+        questions += [_question(name, task, i, doc, prompt, options) for i, (doc, prompt) in sorted(prompts.items())]
         records.append(_task_record(name, task, len(prompts)))
     provenance = {
         "source": f"lm-eval:{source.task}",
@@ -86,15 +92,16 @@ def _leaf_tasks(source: LmEvalSource) -> list[tuple[str, Any]]:
     return list(manager.load(source.task)["tasks"].items())  # a group's every task, flat
 
 
-def _prompts(task: Any, source: LmEvalSource) -> dict[int, tuple[dict, str]]:
+def _prompts(task: Any, source: LmEvalSource, limit: int | None) -> dict[int, tuple[dict, str]]:
     """``{doc_id: (document, prompt)}``: the context of each document's first request, as the
-    harness builds it (its few-shot setting and seed as ``simple_evaluate`` sets them)."""
+    harness builds it (its few-shot setting and seed as ``simple_evaluate`` sets them; ``limit``:
+    the first documents only, as ``lm_eval --limit``)."""
     if source.num_fewshot is not None:
         task.set_config(key="num_fewshot", value=source.num_fewshot)
     elif task.get_config("num_fewshot") is None:
         task.set_config(key="num_fewshot", value=0)
     task.set_fewshot_seed(seed=source.fewshot_seed)
-    task.build_all_requests(rank=0, world_size=1)
+    task.build_all_requests(limit=limit, rank=0, world_size=1)
     prompts: dict[int, tuple[dict, str]] = {}
     for instance in task.instances:
         context = instance.args[0]

@@ -16,7 +16,9 @@ lm_eval_tasks = pytest.importorskip("lm_eval.tasks")
 
 from generation.records import read_questions  # noqa: E402
 from probes.cli import main  # noqa: E402
-from probes.questions.importing import read_question_meta  # noqa: E402
+from probes.errors import InputError  # noqa: E402
+from probes.questions.importing import ImportOptions, read_question_meta  # noqa: E402
+from probes.questions.lm_eval_tasks import LmEvalSource, import_lm_eval_task  # noqa: E402
 from probes.responders.prompting import PromptFormat, PromptTokens  # noqa: E402
 
 TRAIN = [{"question": f"What is {a} plus {a + 1}?", "answer": str(2 * a + 1)} for a in range(1, 9)]
@@ -152,6 +154,9 @@ def test_a_group_imports_every_task_under_it(tasks_dir, tmp_path):
     assert sorted(ids) == sorted([f"toy_arith-{i}" for i in range(len(TEST))] + ["toy_choice-0", "toy_choice-1"])
     tasks = read_question_meta(out)["provenance"][0]["tasks"]
     assert sorted(t["task"] for t in tasks) == ["toy_arith", "toy_choice"]
+    limited = tmp_path / "limited.jsonl"  # --limit counts across the group's tasks, as the harness renders them
+    assert main([*argv[:-2], "--limit", str(len(TEST) + 1), "-o", str(limited)]) == 0
+    assert len(read_questions(limited)) == len(TEST) + 1
 
 
 def test_an_unknown_task_and_table_flags_are_refused_in_one_line(tasks_dir, tmp_path, capsys):
@@ -162,3 +167,5 @@ def test_an_unknown_task_and_table_flags_are_refused_in_one_line(tasks_dir, tmp_
     assert "--preset do not apply" in capsys.readouterr().err
     assert main([*base, "data.jsonl", "--lm-eval-task", "toy_arith"]) == 2
     assert "one of the two" in capsys.readouterr().err
+    with pytest.raises(InputError, match="--where do not apply"):  # the Python entry refuses them too
+        import_lm_eval_task(LmEvalSource("toy_arith", str(tasks_dir)), ImportOptions(where={"question": "x"}))
