@@ -6,17 +6,15 @@ input is unchanged and reruns it when its input changes."""
 from __future__ import annotations
 
 import csv
-import re
-from pathlib import Path
 
 from probes.pipeline import STAGES, load_run_config, run_pipeline
 from probes.pipeline import report_stages as bodies_module
 from probes.pipeline import stage_table as table_module
 from probes.pipeline.layout import ModelLayout
 from probes.scores import ScoreTable
+from tests.docs_recipes import recipe_blocks
 from tests.pipeline.test_run import write_config
 
-ROOT = Path(__file__).resolve().parents[2]
 BUILT_IN = ["generate", "cache", "metrics", "score", "detect", "fuse", "verdict", "evaluate"]
 
 
@@ -30,19 +28,10 @@ def test_the_table_declares_the_stages_in_their_order():
     )
 
 
-def recipe_blocks() -> dict[str, str]:
-    """``{file: code}`` of docs/development.md's stage recipe, split at its ``# probes/…`` lines."""
-    page = (ROOT / "docs" / "development.md").read_text()
-    section = page[page.index("## Adding a stage") :]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    parts = re.split(r"^# (probes/\S+)[,:].*$", code, flags=re.M)
-    return {parts[i]: parts[i + 1] for i in range(1, len(parts), 2)}
-
-
 def _recipe_stage(monkeypatch) -> None:
     """The page's three edits, made in memory: the layout's property, the key and body beside the
     other bodies, the table's entry (its ``STAGES`` line included)."""
-    blocks = recipe_blocks()
+    blocks = recipe_blocks("## Adding a stage")
     assert list(blocks) == [
         "probes/pipeline/layout.py",
         "probes/pipeline/report_stages.py",

@@ -8,7 +8,6 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,22 +18,12 @@ from probes.detectors.base import order_registry
 from probes.detectors.selection import detector_names
 from probes.detectors.table import detector_table
 from probes.scores import ScoreTable
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def recipe_blocks() -> dict[str, str]:
-    """``{file: code}`` of the recipe's code block, split at its ``# probes/…: …`` comment lines."""
-    page = (ROOT / "docs" / "development.md").read_text()
-    section = page[page.index("## Adding a detector") :]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    parts = re.split(r"^# (probes/\S+): .*$", code, flags=re.M)
-    return {parts[i]: parts[i + 1] for i in range(1, len(parts), 2)}
+from tests.docs_recipes import recipe_blocks
 
 
 @pytest.fixture()
 def recipe_detector(tmp_path):
-    blocks = recipe_blocks()
+    blocks = recipe_blocks("## Adding a detector")
     assert set(blocks) == {"probes/detectors/length.py", "probes/detectors/__init__.py"}  # two files, no more
     module_file = tmp_path / "length.py"
     module_file.write_text(blocks["probes/detectors/length.py"])
