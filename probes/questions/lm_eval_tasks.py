@@ -56,18 +56,17 @@ def import_lm_eval_task(source: LmEvalSource, options: ImportOptions = ImportOpt
     records = []
     for name, task in _leaf_tasks(source):
         left = None if options.limit is None else options.limit - len(questions)
-        if left == 0:
-            break
-        prompts = _prompts(task, source, left)
+        prompts = _prompts(task, source, left) if left != 0 else {}
         questions += [_question(name, task, i, doc, prompt, options) for i, (doc, prompt) in sorted(prompts.items())]
         records.append(_task_record(name, task, len(prompts)))
+    rows = sum(r["documents"] for r in records)
     provenance = {
         "source": f"lm-eval:{source.task}",
         "kind": "lm_eval_task",
         "preset": "lm-eval",
         "fields": {"question": "the rendered prompt", "answer": "doc_to_target"},
-        "rows": sum(r["documents"] for r in records),
-        "skipped": {},
+        "rows": rows,
+        "skipped": {"beyond --limit": rows - len(questions)} if rows > len(questions) else {},
         "tasks": records,
         "num_fewshot": source.num_fewshot,
         "fewshot_seed": source.fewshot_seed,
@@ -129,8 +128,9 @@ def _question(name: str, task: Any, doc_id: int, doc: dict, prompt: str, options
     )
 
 
-def _task_record(name: str, task: Any, documents: int) -> dict[str, Any]:
-    """A task's provenance: its name, version, evaluated split, few-shot count and config digest."""
+def _task_record(name: str, task: Any, imported: int) -> dict[str, Any]:
+    """A task's provenance: its name, version, evaluated split, few-shot count, config digest, and
+    how many of its evaluation documents there are and were imported."""
     config = task.dump_config()
     digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
     return {
@@ -140,7 +140,8 @@ def _task_record(name: str, task: Any, documents: int) -> dict[str, Any]:
         "num_fewshot": config.get("num_fewshot"),
         "output_type": config.get("output_type"),
         "config_sha256": digest,
-        "documents": documents,
+        "documents": len(task.eval_docs),
+        "imported": imported,
     }
 
 

@@ -133,7 +133,9 @@ def test_without_few_shot_the_question_is_the_bare_doc_to_text_prompt(tasks_dir,
     assert main([*argv, "--limit", "3", "-o", str(out)]) == 0
     questions = read_questions(out)
     assert [q.question for q in questions] == [f"Question: {d['question']}\nAnswer:" for d in TEST[:3]]
-    assert read_question_meta(out)["provenance"][0]["num_fewshot"] == 0
+    provenance = read_question_meta(out)["provenance"][0]
+    assert provenance["num_fewshot"] == 0
+    assert provenance["rows"] == len(TEST) and provenance["skipped"] == {"beyond --limit": len(TEST) - 3}
 
 
 def test_a_multiple_choice_task_s_answer_is_the_right_choice_s_text(tasks_dir, tmp_path):
@@ -157,6 +159,8 @@ def test_a_group_imports_every_task_under_it(tasks_dir, tmp_path):
     limited = tmp_path / "limited.jsonl"  # --limit counts across the group's tasks, as the harness renders them
     assert main([*argv[:-2], "--limit", str(len(TEST) + 1), "-o", str(limited)]) == 0
     assert len(read_questions(limited)) == len(TEST) + 1
+    counts = {t["task"]: (t["documents"], t["imported"]) for t in read_question_meta(limited)["provenance"][0]["tasks"]}
+    assert counts == {"toy_arith": (len(TEST), len(TEST)), "toy_choice": (2, 1)}
 
 
 def test_an_unknown_task_and_table_flags_are_refused_in_one_line(tasks_dir, tmp_path, capsys):
