@@ -14,6 +14,7 @@ import logging
 from pathlib import Path
 
 from lara_core.errors import json_problem
+from lara_core.files import utf8_lines
 
 from .errors import InputError
 
@@ -32,7 +33,7 @@ def read_texts(path: str | Path, field: str = "text") -> list[str]:
         )
     texts: list[str] = []
     blank = 0
-    for lineno, line in _utf8_lines(path):
+    for lineno, line in utf8_lines(path):
         if not line.strip():
             blank += 1
             continue
@@ -45,21 +46,6 @@ def read_texts(path: str | Path, field: str = "text") -> list[str]:
     if not texts:
         raise InputError(f"{path} holds no texts")
     return texts
-
-
-def _utf8_lines(path: Path):
-    with open(path, "rb") as handle:
-        for lineno, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise InputError(
-                    f"{path}:{lineno}: not valid UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1}). "
-                    f"Convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8 {path} > fixed{path.suffix}`"
-                ) from None
-            if lineno == 1:
-                line = line.removeprefix("\ufeff")
-            yield lineno, line.rstrip("\r\n")
 
 
 def _parse_jsonl_line(path: Path, lineno: int, line: str, field: str) -> str:

@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 from typing import Iterator
 
+from .errors import InputError
+
 
 def file_sha256(path: str | Path) -> str:
     """The sha256 hex digest of a file's bytes, read in 1 MiB blocks."""
@@ -50,3 +52,18 @@ def write_text_atomically(path: str | Path, text: str) -> None:
     """``text`` (UTF-8) into ``path`` through a temporary file beside it, renamed over it."""
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+def utf8_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` of a UTF-8 text file, line ends stripped, a leading byte-order mark
+    skipped; another encoding is refused naming the line, the byte and a conversion command."""
+    with open(path, "rb") as handle:
+        for lineno, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise InputError(
+                    f"{path}:{lineno}: not valid UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1}). "
+                    f"Convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8 {path} > fixed{path.suffix}`"
+                ) from None
+            yield lineno, (line.removeprefix("\ufeff") if lineno == 1 else line).rstrip("\r\n")

@@ -64,7 +64,7 @@ def metrics(u: np.ndarray, w: np.ndarray, phi: np.ndarray, eps: float = DEFAULT_
         )
     if phi.shape[1] < 1:
         raise ValueError("phi holds no paraphrases (M = 0)")
-    return batch_metrics_inplace(u[None], w[None], phi[None], eps=eps).metrics[0]
+    return batch_metrics(u[None], w[None], phi[None], eps=eps, overwrite=True).metrics[0]
 
 
 def batch_metrics(
@@ -74,27 +74,9 @@ def batch_metrics(
     member_ok: np.ndarray | None = None,
     paraphrase_ok: np.ndarray | None = None,
     eps: float = DEFAULT_EPS,
+    overwrite: bool = False,
 ) -> BatchMetrics:
-    """Metrics of N questions at once (inputs are copied to float64; see :func:`batch_metrics_inplace`)."""
-    return batch_metrics_inplace(
-        np.array(u, dtype=np.float64),
-        np.array(w, dtype=np.float64),
-        np.array(phi, dtype=np.float64),
-        member_ok,
-        paraphrase_ok,
-        eps,
-    )
-
-
-def batch_metrics_inplace(
-    u: np.ndarray,
-    w: np.ndarray,
-    phi: np.ndarray,
-    member_ok: np.ndarray | None = None,
-    paraphrase_ok: np.ndarray | None = None,
-    eps: float = DEFAULT_EPS,
-) -> BatchMetrics:
-    """Metrics of N questions; overwrites ``u`` and ``phi`` (float64 arrays the caller owns).
+    """Metrics of N questions at once.
 
     Args:
         u, w: ``[N, K+1, L, d]`` float64.
@@ -104,10 +86,15 @@ def batch_metrics_inplace(
         paraphrase_ok: ``[N, K+1, M]`` bool, paraphrases to use (default all); a usable member
             needs at least one.
         eps: numerical floor.
+        overwrite: work in ``u`` and ``phi`` themselves (float64 arrays the caller owns and
+            will not read again) instead of float64 copies: the batched pass of a metrics file.
 
     Rows of missing members or paraphrases may hold anything finite (zeros, typically): they
     are masked out, never averaged in.
     """
+    if not overwrite:
+        u, phi = np.array(u, dtype=np.float64), np.array(phi, dtype=np.float64)
+    w = np.asarray(w, dtype=np.float64)
     n, k1, m = phi.shape[:3]
     member_ok = np.ones((n, k1), dtype=bool) if member_ok is None else np.asarray(member_ok, dtype=bool)
     paraphrase_ok = np.ones((n, k1, m), dtype=bool) if paraphrase_ok is None else np.asarray(paraphrase_ok, dtype=bool)

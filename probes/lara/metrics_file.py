@@ -40,7 +40,7 @@ from lara_core.files import atomic_path, file_sha256
 from lara_core.version import __version__
 
 from ..errors import InputError, MismatchError
-from .geometry import DEFAULT_EPS, METRIC_NAMES, batch_metrics_inplace
+from .geometry import DEFAULT_EPS, METRIC_NAMES, batch_metrics
 from .sets import SetLayout, layout
 
 logger = logging.getLogger(__name__)
@@ -317,7 +317,7 @@ def _metrics_of_chunk(
         u = rows[index.u[q], layers].astype(np.float64)  # [g, K+1, B, d]
         w = rows[index.w[q], layers].astype(np.float64)
         phi = rows[index.phi[q], layers].astype(np.float64)  # [g, K+1, M, B, d]
-        result = batch_metrics_inplace(u, w, phi, index.member_ok[q], index.paraphrase_ok[q], eps)
+        result = batch_metrics(u, w, phi, index.member_ok[q], index.paraphrase_ok[q], eps, overwrite=True)
         out["metrics"][q, :, layers] = result.metrics  # units write disjoint slices
         out["S"][q, :, layers] = result.S
         out["R"][q, :, layers] = result.R

@@ -32,10 +32,9 @@ from typing import Any
 from lara_core.files import file_sha256
 
 from ..errors import InputError
-from ..scores import CLEAN_SPLIT
 from . import gsm
 from .gsm import draw_gsm, usable_templates
-from .problems import PROMPT_TEMPLATE, TEMPLATES, Problem, hash_key, make_splits
+from .problems import PROMPT_TEMPLATE, TEMPLATES, Problem, hash_key, make_splits, question_rows
 from .training import GRPOSettings, SFTSettings, accuracy, grpo, supervised_finetune
 
 logger = logging.getLogger(__name__)
@@ -344,26 +343,14 @@ def _describe(acc: dict[str, float]) -> str:
     return ", ".join(f"{k} {v:.1%}" for k, v in acc.items())
 
 
-def _question_rows(splits: Any, source: str = "testbed") -> list[dict[str, Any]]:
-    rows = []
-    for split, label, problems in (
-        ("member", 1, splits.members),
-        ("non_member", 0, splits.non_members),
-        (CLEAN_SPLIT, None, splits.test),
-    ):
-        for x in problems:
-            rows.append(
-                {
-                    "id": problem_id(x),
-                    "question": x.question,
-                    "label": label,
-                    "answer": x.answer,
-                    "source": source,
-                    "split": split,
-                    "extra": {"template": x.template, "numbers": dict(x.numbers), "solution": x.solution},
-                }
-            )
-    return rows
+def _question_rows(splits: Any, source: str) -> list[dict[str, Any]]:
+    return question_rows(
+        splits,
+        source,
+        id_of=problem_id,
+        question_of=lambda x: x.question,
+        extra_of=lambda x: {"template": x.template, "numbers": dict(x.numbers), "solution": x.solution},
+    )
 
 
 def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:

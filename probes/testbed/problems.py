@@ -16,7 +16,9 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
+
+from ..scores import CLEAN_SPLIT
 
 NAMES = ("Ava", "Ben", "Chen", "Dara", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun", "Kai", "Lea")
 PROMPT_TEMPLATE = "Q: {prompt}\nA:"
@@ -319,3 +321,28 @@ def make_splits(
         else:
             sft.append(problem)
     return Splits(sft, members, non_members, test)
+
+
+def question_rows(
+    splits: Splits,
+    source: str,
+    id_of: Callable[[Problem], str],
+    question_of: Callable[[Problem], str],
+    extra_of: Callable[[Problem], dict[str, Any]],
+) -> list[dict[str, Any]]:
+    """A testbed's questions file: members (label 1), non-members (label 0), clean_ref (no label),
+    one row a problem with its id, question text and ``extra`` from the callables."""
+    labelled = (("member", 1, splits.members), ("non_member", 0, splits.non_members), (CLEAN_SPLIT, None, splits.test))
+    return [
+        {
+            "id": id_of(p),
+            "question": question_of(p),
+            "label": label,
+            "answer": p.answer,
+            "source": source,
+            "split": split,
+            "extra": extra_of(p),
+        }
+        for split, label, problems in labelled
+        for p in problems
+    ]

@@ -31,9 +31,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ..scores import CLEAN_SPLIT
 from .pass_rates import Sampling, chat_prompts, complete, mixed_group_share, summary
-from .problems import TEMPLATES, Problem, draw_problem, hash_key, make_splits
+from .problems import TEMPLATES, Problem, draw_problem, hash_key, make_splits, question_rows
 from .trl_grpo import LoraSettings, TrlGrpoSettings
 from .trl_sft import TrlSftSettings
 
@@ -150,27 +149,15 @@ def screen_table(screen: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def question_rows(splits: Any) -> list[dict[str, Any]]:
+def smollm_question_rows(splits: Any) -> list[dict[str, Any]]:
     """The questions file: members (label 1), non-members (label 0), clean_ref (no label)."""
-    rows = []
-    for split, label, problems in (
-        ("member", 1, splits.members),
-        ("non_member", 0, splits.non_members),
-        (CLEAN_SPLIT, None, splits.test),
-    ):
-        for p in problems:
-            rows.append(
-                {
-                    "id": f"sm{hash_key(p.template, p.numbers):016x}"[:14],
-                    "question": user_turn(p.question),
-                    "label": label,
-                    "answer": p.answer,
-                    "source": "smollm-testbed",
-                    "split": split,
-                    "extra": {"template": p.template, "numbers": dict(p.numbers), "problem": p.question},
-                }
-            )
-    return rows
+    return question_rows(
+        splits,
+        "smollm-testbed",
+        id_of=lambda p: f"sm{hash_key(p.template, p.numbers):016x}"[:14],
+        question_of=lambda p: user_turn(p.question),
+        extra_of=lambda p: {"template": p.template, "numbers": dict(p.numbers), "problem": p.question},
+    )
 
 
 def draw_splits(chosen: list[int], preset: SmollmPreset, seed: int, exclude: set) -> Any:

@@ -26,10 +26,10 @@ from .smollm import (
     lift_ok,
     needs_warmup,
     pass_rates,
-    question_rows,
     screen_table,
     screen_templates,
     sft_pool,
+    smollm_question_rows,
     summarise_lift,
     user_turn,
 )
@@ -74,7 +74,7 @@ def build_smollm_testbed(
         logger.info("after the warm-up (pass rate per template):\n%s", screen_table(screens["sft"]["value"]))
     chosen = screens["sft" if pool else "base"]["value"]["chosen"]
     exclude = {json.dumps(row["key"]) for row in pool}
-    rows = stages.once("splits", lambda: question_rows(draw_splits(chosen, preset, seed, exclude)))["value"]
+    rows = stages.once("splits", lambda: smollm_question_rows(draw_splits(chosen, preset, seed, exclude)))["value"]
     before = stages.once("before", lambda: pass_rates(policy.model, policy.tokenizer, rows, preset, seed))
     rl_dir = work / "rl-adapter"
     if not (rl_dir / "adapter_config.json").is_file():

@@ -84,10 +84,8 @@ def train_grpo(
     dataset = Dataset.from_dict(
         {"prompt": [[{"role": "user", "content": t}] for t in user_turns], "answer": [str(a) for a in answers]}
     )
-    import torch  # lazy: torch
-
     config = GRPOConfig(
-        output_dir=str(work_dir),
+        **run_args(work_dir, settings.seed),
         per_device_train_batch_size=settings.prompts_per_step * settings.num_generations,
         num_generations=settings.num_generations,
         max_completion_length=settings.max_completion_length,
@@ -101,30 +99,51 @@ def train_grpo(
         save_steps=settings.save_steps,
         save_total_limit=2,
         logging_steps=1,
-        seed=settings.seed,
-        data_seed=settings.seed,
-        report_to=[],
-        use_cpu=not torch.cuda.is_available(),
-        bf16=False,
-        fp16=False,
         lr_scheduler_type="constant_with_warmup",
         warmup_steps=5,
-        disable_tqdm=True,
         # activations of 32 completions of a 135 M model fit in memory: recomputing them
         # (TRL's default) costs time and saves nothing here
         gradient_checkpointing=settings.gradient_checkpointing,
     )
     trainer = GRPOTrainer(
-        model=model,
         reward_funcs=verifier_reward,
         args=config,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        peft_config=lora_config(settings.lora),
-        callbacks=[log_callback(work_dir / "train_log.jsonl", "grpo")],
+        **trainer_parts(model, tokenizer, dataset, settings.lora, work_dir, "grpo"),
     )
     logger.info("GRPO on %d members (%s)", len(user_turns), asdict(settings))
     return train_resuming(trainer, work_dir)
+
+
+def run_args(work_dir: Path, seed: int) -> dict[str, Any]:
+    """The training arguments both stages share: output, seeds, no reporting, float32 (on the CPU
+    unless a GPU is there), no progress bars."""
+    import torch  # lazy: torch
+
+    return {
+        "output_dir": str(work_dir),
+        "seed": seed,
+        "data_seed": seed,
+        "report_to": [],
+        "use_cpu": not torch.cuda.is_available(),
+        "bf16": False,
+        "fp16": False,
+        "disable_tqdm": True,
+    }
+
+
+def trainer_parts(
+    model: Any, tokenizer: Any, dataset: Any, lora: LoraSettings, work_dir: Path, stage: str
+) -> dict[str, Any]:
+    """A TRL trainer's model, data, tokenizer, LoRA adapter and log callback (``train_log.jsonl``,
+    its records marked ``stage``)."""
+    callback = log_callback(work_dir / "train_log.jsonl", stage)
+    return {
+        "model": model,
+        "train_dataset": dataset,
+        "processing_class": tokenizer,
+        "peft_config": lora_config(lora),
+        "callbacks": [callback],
+    }
 
 
 def lora_config(lora: LoraSettings) -> Any:

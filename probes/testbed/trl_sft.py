@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from .trl_grpo import LoraSettings, log_callback, lora_config, train_resuming
+from .trl_grpo import LoraSettings, run_args, train_resuming, trainer_parts
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +46,6 @@ def train_sft(
         user_turns / solutions: the pool's user turns and their worked solutions [n].
         work_dir: TRL's output directory (and ``train_log.jsonl``).
     """
-    import torch  # lazy: torch
     from datasets import Dataset  # lazy: datasets
     from trl import SFTConfig, SFTTrainer  # lazy: trl
 
@@ -58,7 +57,7 @@ def train_sft(
         }
     )
     config = SFTConfig(
-        output_dir=str(work_dir),
+        **run_args(work_dir, settings.seed),
         per_device_train_batch_size=settings.batch_size,
         num_train_epochs=settings.epochs,
         learning_rate=settings.learning_rate,
@@ -67,23 +66,9 @@ def train_sft(
         logging_steps=5,
         save_steps=50,
         save_total_limit=1,
-        seed=settings.seed,
-        data_seed=settings.seed,
-        report_to=[],
-        use_cpu=not torch.cuda.is_available(),
-        bf16=False,
-        fp16=False,
         completion_only_loss=True,
         max_length=256,
-        disable_tqdm=True,
     )
-    trainer = SFTTrainer(
-        model=model,
-        args=config,
-        train_dataset=dataset,
-        processing_class=tokenizer,
-        peft_config=lora_config(settings.lora),
-        callbacks=[log_callback(work_dir / "train_log.jsonl", "sft")],
-    )
+    trainer = SFTTrainer(args=config, **trainer_parts(model, tokenizer, dataset, settings.lora, work_dir, "sft"))
     logger.info("SFT warm-up on %d problems (%s)", len(user_turns), asdict(settings))
     return train_resuming(trainer, work_dir)
