@@ -61,3 +61,17 @@ def from_settings(cls: type, name: str, default: bool = True) -> dict[str, Any]:
     if default:
         out["default"] = {f.name: f for f in dataclasses.fields(cls)}[name].default
     return out
+
+
+def add_model_placement(parser: Any) -> None:
+    """``--gpus-per-rank`` and ``--trust-remote-code``: the flags every command loading a model shares."""
+    parser.add_argument(
+        "--gpus-per-rank",
+        type=int,
+        metavar="G",
+        help="a model larger than one GPU: each process (torchrun rank) "
+        "spreads it over G of its node's GPUs (local rank r: GPUs r*G .. r*G+G-1), instead of --device",
+    )
+    parser.add_argument(
+        "--trust-remote-code", action="store_true", default=None, help="run code shipped with the checkpoint"
+    )

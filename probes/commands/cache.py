@@ -17,7 +17,7 @@ from generation.records import read_sets
 from lara_core.configio import decode_prompt_texts, literal_choices, load_yaml, prompt_text
 
 from ..lara.sets import distinct_texts, looks_like_sets
-from ._common import command_parser, quiet_library_progress_bars
+from ._common import add_model_placement, command_parser, quiet_library_progress_bars
 
 logger = logging.getLogger(__name__)
 
@@ -49,16 +49,7 @@ def register(sub: Any) -> None:
     model.add_argument("--dtype", choices=literal_choices(ModelConfig, "dtype"), help="compute dtype (default: auto)")
     model.add_argument("--device", help="auto | cpu | cuda | cuda:N | mps (default: auto)")
     model.add_argument("--device-map", help="accelerate device map, e.g. auto (instead of --device)")
-    model.add_argument(
-        "--gpus-per-rank",
-        type=int,
-        metavar="G",
-        help="a model larger than one GPU: each process (torchrun rank) "
-        "spreads it over G of its node's GPUs (local rank r: GPUs r*G .. r*G+G-1), instead of --device",
-    )
-    model.add_argument(
-        "--trust-remote-code", action="store_true", default=None, help="run code shipped with the checkpoint"
-    )
+    add_model_placement(model)
     model.add_argument("--attn-implementation", help="transformers attention kernel (sdpa, eager, ...)")
     model.add_argument("--blocks-path", help="dotted path of the decoder block list, e.g. model.layers")
     model.add_argument("--final-norm-path", help="dotted path of the final norm, e.g. model.norm")

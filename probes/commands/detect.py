@@ -23,7 +23,7 @@ from ..questions.chat import default_system_prompt
 from ..responders.local import PromptFormat
 from ..responders.open import default_store_path, open_responder
 from ..responders.store import ResponseStore
-from ._common import add_setting, command_parser, quiet_library_progress_bars
+from ._common import add_model_placement, add_setting, command_parser, quiet_library_progress_bars
 
 DETECT_EXAMPLES = """examples:
   lara detect self_critique,min_knn,ppl questions.jsonl --model ./checkpoints/rl -o scores.csv
@@ -152,13 +152,6 @@ def _model_arguments(detect: argparse.ArgumentParser) -> None:
         f"requests in flight (with --endpoint; default: {EndpointSettings.concurrency})",
     )
     detect.add_argument("--device", help="auto | cpu | cuda | cuda:N (default: auto)")
-    detect.add_argument(
-        "--gpus-per-rank",
-        type=int,
-        metavar="G",
-        help="a model larger than one GPU: each process (torchrun "
-        "rank) spreads it over G of its node's GPUs (local rank r: GPUs r*G .. r*G+G-1)",
-    )
     detect.add_argument("--dtype", choices=literal_choices(ModelConfig, "dtype"), help="compute dtype (default: auto)")
     detect.add_argument(
         "--engine",
@@ -166,9 +159,7 @@ def _model_arguments(detect: argparse.ArgumentParser) -> None:
         help="what runs the audited model: hf, vllm (the vllm extra) or auto (vllm on a CUDA machine where "
         "installed, else hf; the default)",
     )
-    detect.add_argument(
-        "--trust-remote-code", action="store_true", default=None, help="run code shipped with the checkpoint"
-    )
+    add_model_placement(detect)
 
 
 def _prompt_arguments(detect: argparse.ArgumentParser) -> None:

@@ -126,34 +126,25 @@ def _save_adapter(trained: Any, target: Path) -> None:
 
 
 def _warm_up(policy: Any, pool: list[dict[str, Any]], preset: SmollmPreset, work: Path, target: Path) -> None:
-    """The LoRA SFT warm-up on the pool; its adapter saved to ``target``."""
+    """The LoRA SFT warm-up on the pool (user turn → worked solution); its adapter saved to ``target``."""
     from .trl_sft import train_sft  # lazy: pulls trl
 
-    trained = train_sft(
-        _trainable(policy),
-        policy.tokenizer,
-        [r["user"] for r in pool],
-        [r["solution"] for r in pool],
-        work / "sft",
-        preset.sft,
-    )
-    _save_adapter(trained, target)
+    pairs = [(r["user"], r["solution"]) for r in pool]
+    _save_adapter(_train(train_sft, policy, pairs, work / "sft", preset.sft), target)
 
 
 def _grpo(policy: Any, rows: list[dict[str, Any]], preset: SmollmPreset, work: Path, target: Path) -> None:
-    """GRPO on the members; the trained adapter saved to ``target``."""
+    """GRPO on the members (question, final answer); the trained adapter saved to ``target``."""
     from .trl_grpo import train_grpo  # lazy: pulls trl
 
-    members = [r for r in rows if r["split"] == "member"]
-    trained = train_grpo(
-        _trainable(policy),
-        policy.tokenizer,
-        [r["question"] for r in members],
-        [r["answer"] for r in members],
-        work / "grpo",
-        preset.grpo,
-    )
-    _save_adapter(trained, target)
+    pairs = [(r["question"], r["answer"]) for r in rows if r["split"] == "member"]
+    _save_adapter(_train(train_grpo, policy, pairs, work / "grpo", preset.grpo), target)
+
+
+def _train(trainer: Any, policy: Any, pairs: list[tuple[Any, Any]], work_dir: Path, settings: Any) -> Any:
+    """``trainer`` (``train_sft`` or ``train_grpo``) on (prompt, target) ``pairs``; the trained model."""
+    prompts, targets = [p for p, _ in pairs], [t for _, t in pairs]
+    return trainer(_trainable(policy), policy.tokenizer, prompts, targets, work_dir, settings)
 
 
 def _manifest(
