@@ -9,8 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import numpy as np
+
 from lara_core.files import write_text_atomically
 
+from ..accuracy import accuracy_table, subsets
 from ..calibration.audit import audit_verdict
 from ..calibration.decision_table import write_no_decisions
 from ..calibration.verdict import VerdictSettings
@@ -34,6 +37,8 @@ class VerdictInputs:
             decisions all (None: both all).
         self_reference: the audited model is the reference model: the detectors that compare with
             one are marked as comparing it with itself.
+        accuracy / reference_accuracy: each audited question's greedy answer judged (True, False,
+            None: not judged) for the audited and the reference model: the accuracy table.
     """
 
     audited: ScoredFiles
@@ -44,6 +49,8 @@ class VerdictInputs:
     subsets: Sequence[str] | None = None
     verdict_controls: int | None = None
     self_reference: bool = False
+    accuracy: Mapping[str, bool | None] | None = None
+    reference_accuracy: Mapping[str, bool | None] | None = None
 
 
 def write_verdict(
@@ -65,10 +72,25 @@ def write_verdict(
         result["self_reference"] = [
             n for n in result.get("detectors", {}) if n in REGISTRY and REGISTRY[n].requires_reference
         ]
+    audited = [i for i in inputs.audited.scores.ids if inputs.splits.get(i) != CLEAN_SPLIT]
     if decisions is not None:
         decisions.write_csv(questions_table)
     else:
-        audited = [i for i in inputs.audited.scores.ids if inputs.splits.get(i) != CLEAN_SPLIT]
         write_no_decisions(audited, questions_table)
+    if inputs.accuracy is not None:
+        result["accuracy"] = _accuracy(inputs, decisions, audited)
     write_text_atomically(output, json.dumps(jsonable(result), indent=1) + "\n")
     return result
+
+
+def _accuracy(inputs: VerdictInputs, decisions: Any, audited: list[str]) -> dict[str, Any]:
+    """The accuracy table: every audited question, and where the decisions are calibrated the
+    flagged ones, the rest, and all but the "at least k" most suspect (by the decisions' ranking)."""
+    assert inputs.accuracy is not None
+    if decisions is None or not decisions.calibrated:
+        rows = subsets(audited, None, None)
+    else:
+        ranked = [decisions.ids[i] for i in np.argsort(decisions.rank, kind="stable")]
+        flagged = [i for i, f in zip(decisions.ids, decisions.flagged) if f]
+        rows = subsets(ranked, flagged, decisions.at_least)
+    return accuracy_table(rows, inputs.accuracy, inputs.reference_accuracy)

@@ -27,6 +27,7 @@ from ..calibration.verdict import VerdictSettings
 from ..detectors import REGISTRY
 from ..errors import ConfigError
 from ..fusion import FusionSpec  # noqa: F401 (its old home)
+from ..operations.accuracy import AccuracySettings
 from ..operations.evaluate import EvaluateSettings
 from ..operations.metrics import MetricsSettings
 from ..operations.score import ScoreSettings
@@ -164,6 +165,7 @@ class RunConfig:
         lara: compute the LaRA metrics and score.
         calibration: matched controls of every question (SPEC §8.1).
         verdict: the label-free verdict of each model (SPEC §8).
+        accuracy: each model's accuracy beside the decisions (whole, flagged, the rest).
         distributed_timeout_min: under torchrun, how long a rank waits for the others (the other
             ranks wait while rank 0 generates, computes metrics and scores) before the job fails.
     """
@@ -182,6 +184,7 @@ class RunConfig:
     fusion: tuple[FusionSpec, ...] = ()
     calibration: CalibrationSettings = field(default_factory=CalibrationSettings)
     verdict: VerdictSettings = field(default_factory=VerdictSettings)
+    accuracy: AccuracySettings = field(default_factory=AccuracySettings)
     evaluate: EvaluateSettings = field(default_factory=EvaluateSettings)
     distributed_timeout_min: float = 240.0
 

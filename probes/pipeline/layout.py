@@ -12,6 +12,7 @@ to the run directory, so a model's files are given as relative names and resolve
     RUN_DIR/<model>/lara.csv       LaRA scores (+ .meta.json)
     RUN_DIR/<model>/detectors.csv  output-level detector scores (+ .raw.csv, .meta.json, .controls.csv)
     RUN_DIR/<model>/responses.sqlite  the model's completions and scores, reused on a rerun
+    RUN_DIR/<model>/accuracy.csv   each audited question's greedy answer, judged by the verifier
     RUN_DIR/<model>/scores.csv     every score column, fused columns included (+ .meta.json: how each was fused)
     RUN_DIR/<model>/verdict.json   the label-free verdict (SPEC §8)
     RUN_DIR/<model>/questions.csv  which questions: per-question p-values, q-values and flags (SPEC §8.10)
@@ -63,6 +64,11 @@ class ModelLayout:
     def scores(self) -> tuple[str, str]:
         """Every score column, fused ones included, and how each was fused."""
         return self._at("scores.csv"), self._at("scores.meta.json")
+
+    @property
+    def accuracy(self) -> str:
+        """Each audited question's greedy answer, judged."""
+        return self._at("accuracy.csv")
 
     @property
     def verdict(self) -> str:

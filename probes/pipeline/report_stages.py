@@ -81,12 +81,36 @@ def _verdict_reference(run: RunState, model: str) -> str | None:
 def verdict_key(run: RunState, model: str) -> dict[str, Any]:
     """The verdict stage's key: the model's tables, the questions, the verdict settings, the reference's tables."""
     reference = _verdict_reference(run, model)
-    return {
+    key = {
         "tables": run.model_tables(model),
         "questions": run.q_digest,
         "verdict": dataclasses.asdict(run.config.verdict),
         "reference": run.model_tables(reference) if reference else None,
     }
+    accuracy = {f: run.digests[f] for f in _accuracy_files(run, model) if f in run.digests}
+    if accuracy:  # a run without the accuracy stage keeps its key
+        key["accuracy"] = accuracy
+    return key
+
+
+def _accuracy_files(run: RunState, model: str) -> list[str]:
+    """The model's accuracy file and its reference model's (where that is another model)."""
+    reference = _other_reference(run, model)
+    return [run.layout.model(m).accuracy for m in (model, reference) if m is not None]
+
+
+def _read_accuracies(run: RunState, model: str) -> tuple[Any, Any]:
+    """The model's and its reference model's judged answers (None where the run has none)."""
+    from ..operations.accuracy import read_accuracy
+
+    reference = _other_reference(run, model)
+    found = [
+        read_accuracy(run.layout.path(run.layout.model(m).accuracy))
+        if m is not None and run.layout.model(m).accuracy in run.digests
+        else None
+        for m in (model, reference)
+    ]
+    return found[0], found[1] if found[0] is not None else None
 
 
 def verdict(run: RunState, model: str) -> None:
@@ -119,6 +143,7 @@ def verdict(run: RunState, model: str) -> None:
         verdict_controls=c.controls if c.most > c.controls else None,
         self_reference=model == config.reference_name(),
     )
+    inputs.accuracy, inputs.reference_accuracy = _read_accuracies(run, model)
     result = write_verdict(inputs, config.verdict, layout.path(files.verdict), layout.path(files.questions))
     logger.info("%s", describe_verdict(result, f"verdict on {model}"))
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
+from ..operations.accuracy import audited_with_answers
 from . import report_stages, stages
 from .layout import SETS
 from .run_state import RunState
@@ -71,6 +72,10 @@ def _detects(run: RunState, model: str) -> bool:
     return bool(run.config.detect.names)
 
 
+def _measures_accuracy(run: RunState, model: str) -> bool:
+    return run.config.accuracy.enabled and bool(audited_with_answers(run.questions))
+
+
 def _detect_every_rank(run: RunState, model: str) -> bool:
     return stages.detect_ranks(run, model) is not None
 
@@ -117,6 +122,14 @@ DETECT = Stage(
     applies=_detects,
     every_rank=_detect_every_rank,
 )
+ACCURACY = Stage(
+    "accuracy",
+    "model",
+    key=stages.accuracy_key,
+    outputs=lambda run, m: [run.layout.model(m).accuracy],
+    body=stages.accuracy,
+    applies=_measures_accuracy,
+)
 FUSE = Stage(
     "fuse",
     "report",
@@ -140,4 +153,4 @@ EVALUATE = Stage(
     body=report_stages.evaluate,
 )
 
-STAGES: tuple[Stage, ...] = (GENERATE, CACHE, METRICS, SCORE, DETECT, FUSE, VERDICT, EVALUATE)
+STAGES: tuple[Stage, ...] = (GENERATE, CACHE, METRICS, SCORE, DETECT, ACCURACY, FUSE, VERDICT, EVALUATE)

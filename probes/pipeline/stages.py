@@ -22,6 +22,7 @@ from generation.records import read_sets
 
 from ..detection import ControlPlan, detect_questions
 from ..lara.sets import distinct_texts
+from ..operations.accuracy import greedy_budget, judge_answers, write_accuracy
 from ..operations.metrics import write_metrics
 from ..operations.score import write_scores
 from ..responders.engines import close_engine, engine_key
@@ -209,13 +210,7 @@ def detect(run: RunState, model: str) -> None:
     ranks = detect_ranks(run, model)
     reference = (run.reference, run.models[run.reference]) if run.uses_reference() else None
     d = config.detect
-    prompt_format = PromptFormat(mode=d.prompt_format, template=d.template, system=d.system_prompt)
-    opened = {"batch_size": d.batch_size, "ranks": ranks, "progress": progress}
-    endpoint = d.endpoint if name == config.name else None
-    lazy = run.models[name]
-    responder = open_responder(
-        lazy.get, prompt_format, store_path(run_dir, name, d.store), endpoint=endpoint, engine=lazy.config, **opened
-    )
+    responder = model_responder(run, name, ranks)
     reference_responder = None
     if reference is not None:
         ref_name, ref_model = reference
@@ -223,7 +218,14 @@ def detect(run: RunState, model: str) -> None:
         reference_responder = (
             responder
             if ref_name == name
-            else open_responder(ref_model.get, prompt_format, store_path(run_dir, ref_name, d.store), **opened)
+            else open_responder(
+                ref_model.get,
+                _prompt_format(config),
+                store_path(run_dir, ref_name, d.store),
+                batch_size=d.batch_size,
+                ranks=ranks,
+                progress=progress,
+            )
         )
     controls = None
     if config.calibrating:
@@ -249,6 +251,46 @@ def detect(run: RunState, model: str) -> None:
         return
     summary.write(run.layout.path(run.layout.model(name).detector_scores))
     logger.info("%s", summary.describe())
+
+
+def _prompt_format(config: RunConfig) -> PromptFormat:
+    d = config.detect
+    return PromptFormat(mode=d.prompt_format, template=d.template, system=d.system_prompt)
+
+
+def model_responder(run: RunState, name: str, ranks: Ranks | None = None) -> Any:
+    """Model ``name``'s responder as the detectors use it: the run's prompt format, its response
+    store, the audited model's endpoint where it is served, the model's engine."""
+    d = run.config.detect
+    endpoint = d.endpoint if name == run.config.name else None
+    lazy = run.models[name]
+    store = store_path(run.run_dir, name, d.store)
+    opened = {"batch_size": d.batch_size, "ranks": ranks, "progress": run.progress}
+    return open_responder(lazy.get, _prompt_format(run.config), store, endpoint=endpoint, engine=lazy.config, **opened)
+
+
+def accuracy_key(run: RunState, model: str) -> dict[str, Any]:
+    """The accuracy stage's key: the questions, the model, how it is prompted, the answer's budget."""
+    d = run.config.detect
+    return {
+        "questions": run.q_digest,
+        "model": run.identity(model),
+        "prompt": [d.prompt_format, d.template, d.system_prompt],
+        "endpoint": d.endpoint if model == run.config.name else None,
+        "engine": engine_key(dict(run.config.models())[model]),
+        "max_new_tokens": greedy_budget(run.config.accuracy, run.detector_objects()),
+    }
+
+
+def accuracy(run: RunState, model: str) -> None:
+    """``RUN/<model>/accuracy.csv``: each audited question's greedy answer judged by the verifier
+    (:mod:`probes.operations.accuracy`), read back from the store where a detector generated it."""
+    responder = model_responder(run, model)
+    try:
+        rows = judge_answers(run.questions, responder, greedy_budget(run.config.accuracy, run.detector_objects()))
+    finally:
+        close_engine(responder)
+    write_accuracy(rows, run.layout.path(run.layout.model(model).accuracy))
 
 
 def scored_questions(questions: list, clean_ref: int | None) -> list:

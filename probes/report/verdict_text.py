@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..accuracy import accuracy_markdown, accuracy_sentence
+
 VALIDATED_ON = (
     "known only where the generator was validated: 0.045–0.050 on our two testbeds; on a third testbed of 45 "
     "templates of its own a clean checkpoint read within-AUC 0.63–0.65 and was rejected at p = 0.0002"
@@ -36,6 +38,8 @@ def describe_verdict(verdict: dict[str, Any], title: str = "Verdict") -> str:
     lines += [f"  note: {n}" for n in verdict.get("notes", [])]
     if "questions" in verdict:
         lines.append(f"  {describe_questions(verdict['questions'])}")
+    if verdict.get("accuracy"):
+        lines.append(f"  {accuracy_sentence(verdict['accuracy'])}")
     return "\n".join(lines)
 
 
@@ -179,6 +183,7 @@ def verdict_markdown(verdict: dict[str, Any]) -> list[str]:
         lines.append("")
     if "absolute" in verdict["modes"]:
         lines += [f"Absolute mode (uncalibrated, a diagnostic): {absolute_size_text(verdict)}.", ""]
+    lines += accuracy_markdown(verdict.get("accuracy"))
     lines += [f"Warning: {w}" for w in verdict.get("warnings", [])]
     lines += [f"Note: {n}" for n in verdict.get("notes", [])]
     lines += [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -19,6 +20,7 @@ ALL_STAGES = {
     "metrics/rl",
     "score/rl",
     "detect/rl",
+    "accuracy/rl",
     "fuse/rl",
     "verdict/rl",
     "evaluate/rl",
@@ -26,6 +28,7 @@ ALL_STAGES = {
     "metrics/sft",
     "score/sft",
     "detect/sft",
+    "accuracy/sft",
     "fuse/sft",
     "verdict/sft",
     "evaluate/sft",
@@ -113,6 +116,47 @@ def test_a_run_does_every_stage_and_writes_the_report(first_run):
     assert resolved["generation"]["similars"] == 2
 
 
+def test_the_verdict_reports_the_accuracy_recounted_from_the_files(first_run):
+    """verdict.json's accuracy rows are a plain recount of accuracy.csv over questions.csv's flags and
+    ranks; the accuracy stage read the detectors' greedy answers from the store (nothing generated)."""
+    import sqlite3
+
+    path, _ = first_run
+    run_dir = path.parent / "run"
+    with (run_dir / "rl" / "accuracy.csv").open() as f:
+        correct = {r["id"]: r["correct"] for r in csv.DictReader(f)}
+    with (run_dir / "rl" / "questions.csv").open() as f:
+        decisions = sorted(csv.DictReader(f), key=lambda r: int(r["rank"]))
+    verdict = json.loads((run_dir / "rl" / "verdict.json").read_text())
+    assert verdict["questions"]["calibrated"] and set(correct) == {r["id"] for r in decisions}
+    k = verdict["questions"]["at_least"]["value"]
+    wanted = {
+        "all": [r["id"] for r in decisions],
+        "flagged": [r["id"] for r in decisions if r["flagged"] == "1"],
+        "not_flagged": [r["id"] for r in decisions if r["flagged"] == "0"],
+        "without_most_suspect": [r["id"] for r in decisions][k:],
+    }
+    rows = {r["subset"]: r["audited"] for r in verdict["accuracy"]["rows"]}
+    assert set(rows) == set(wanted)
+    for name, ids in wanted.items():
+        right = sum(1 for i in ids if correct[i] == "1")
+        judged = sum(1 for i in ids if correct[i] in ("0", "1"))
+        assert (rows[name]["correct"], rows[name]["n"]) == (right, judged), name
+    assert rows["all"]["n"] == len(wanted["all"]) > 0  # the testbed's questions all have answers
+    md = (run_dir / "rl" / "report" / "report.md").read_text()
+    assert "**Accuracy**" in md and f"| every audited question | {rows['all']['n']} |" in md
+
+    def stored(model: str) -> int:
+        with sqlite3.connect(run_dir / model / "responses.sqlite") as db:
+            tables = [t for (t,) in db.execute("select name from sqlite_master where type='table'")]
+            return sum(db.execute(f"select count(*) from {t}").fetchone()[0] for t in tables)
+
+    before = stored("rl")
+    (run_dir / "rl" / "accuracy.csv").unlink()
+    again = run_pipeline(load_run_config(path), progress=False)
+    assert "accuracy/rl" in again.ran and stored("rl") == before
+
+
 def test_a_rerun_skips_every_finished_stage(first_run):
     path, _ = first_run
     again = run_pipeline(load_run_config(path), progress=False)
@@ -122,23 +166,26 @@ def test_a_rerun_skips_every_finished_stage(first_run):
 def test_changing_k_redoes_exactly_the_stages_that_depend_on_it(first_run):
     path, _ = first_run
     changed = run_pipeline(load_run_config(path, ["generation.similars=3"]), progress=False)
-    assert set(changed.skipped) == {"detect/rl", "detect/sft"}
-    assert set(changed.ran) == ALL_STAGES - {"detect/rl", "detect/sft"}
+    unchanged = {"detect/rl", "detect/sft", "accuracy/rl", "accuracy/sft"}
+    assert set(changed.skipped) == unchanged
+    assert set(changed.ran) == ALL_STAGES - unchanged
     # and back: the sets come out as before, the stores already hold their texts
     back = run_pipeline(load_run_config(path), progress=False)
-    assert set(back.skipped) == {"detect/rl", "detect/sft"}
+    assert set(back.skipped) == unchanged
 
 
 def test_changing_a_detector_setting_redoes_detection_and_what_follows(first_run):
     path, _ = first_run
     run_pipeline(load_run_config(path), progress=False)
     changed = run_pipeline(load_run_config(path, ["detect.params.ppl.max_new_tokens=12"]), progress=False)
-    assert set(changed.ran) == {
+    assert set(changed.ran) == {  # the accuracy too: its greedy answer has the detectors' budget
         "detect/rl",
+        "accuracy/rl",
         "fuse/rl",
         "verdict/rl",
         "evaluate/rl",
         "detect/sft",
+        "accuracy/sft",
         "fuse/sft",
         "verdict/sft",
         "evaluate/sft",
@@ -322,6 +369,13 @@ def test_a_reference_control_feeds_ref_and_the_sampling_temperature_is_recorded(
     # the reference model's comparisons with itself are marked, so its report reads n/a (self-reference)
     assert "ref" in sft_verdict["detectors"] and sft_verdict["self_reference"] == ["ref"]
     assert "self_reference" not in json.loads((run_dir / "rl" / "verdict.json").read_text())
+    # the accuracy table holds the reference model's accuracy on the same questions (its accuracy.csv)
+    rl_accuracy = json.loads((run_dir / "rl" / "verdict.json").read_text())["accuracy"]["rows"][0]
+    with (run_dir / "sft" / "accuracy.csv").open() as f:
+        sft_correct = [r["correct"] for r in csv.DictReader(f)]
+    assert rl_accuracy["reference"]["n"] == len(sft_correct) == rl_accuracy["audited"]["n"]
+    assert rl_accuracy["reference"]["correct"] == sft_correct.count("1")
+    assert "reference" not in sft_verdict["accuracy"]["rows"][0]  # the reference model has none of its own
     again = run_pipeline(load_run_config(path), progress=False)
     assert again.ran == []
     other = run_pipeline(load_run_config(path, ["detect.sampling_temperature=0.7"]), progress=False)
