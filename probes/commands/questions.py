@@ -15,6 +15,7 @@ from ..questions.lm_eval_tasks import LmEvalSource, import_lm_eval_task
 from ..questions.presets import PRESETS
 from ._common import command_parser
 from .pair import register_pair
+from .split import register_split
 
 QUESTIONS_EXAMPLES = """examples:
   lara questions import HuggingFaceH4/MATH-500 --preset math500 --split test -o math500.jsonl    # where the hub is reachable
@@ -24,12 +25,16 @@ QUESTIONS_EXAMPLES = """examples:
   lara questions import mine.csv --field question=prompt_text --field answer=target -o q.jsonl
   lara questions import --lm-eval-task gsm8k --num-fewshot task --limit 200 -o gsm8k.jsonl       # the harness's prompts
   lara questions pair --members members.jsonl --nonmembers aime24.jsonl --clean-ref clean.jsonl -o labelled.jsonl
+  lara questions split runs/demo -o runs/demo/split                                             # back to the harness
 """
 
 
 def register(sub: Any) -> None:
     questions = command_parser(
-        sub, "questions", "bring benchmarks in: import a dataset, pair members with non-members", QUESTIONS_EXAMPLES
+        sub,
+        "questions",
+        "bring benchmarks in (import a dataset, pair members with non-members) and out (split a run)",
+        QUESTIONS_EXAMPLES,
     )
     actions = questions.add_subparsers(dest="questions_command", required=True, metavar="ACTION")
     imp = command_parser(
@@ -102,6 +107,7 @@ def register(sub: Any) -> None:
     imp.set_defaults(handler=handle_import)
 
     register_pair(actions)
+    register_split(actions)
 
 
 def parse_pairs(items: list[str], flag: str, example: str) -> dict[str, str]:

@@ -132,7 +132,7 @@ def _task_record(name: str, task: Any, imported: int) -> dict[str, Any]:
     """A task's provenance: its name, version, evaluated split, few-shot count, config digest, and
     how many of its evaluation documents there are and were imported."""
     config = task.dump_config()
-    digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
+    digest = config_digest(task)
     return {
         "task": name,
         "version": (config.get("metadata") or {}).get("version", getattr(task, "VERSION", None)),
@@ -143,6 +143,11 @@ def _task_record(name: str, task: Any, imported: int) -> dict[str, Any]:
         "documents": len(task.eval_docs),
         "imported": imported,
     }
+
+
+def config_digest(task: Any) -> str:
+    """sha256 of the task's dumped config (its provenance: a changed task is told apart)."""
+    return hashlib.sha256(json.dumps(task.dump_config(), sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _version() -> str:

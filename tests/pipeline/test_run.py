@@ -157,6 +157,22 @@ def test_the_verdict_reports_the_accuracy_recounted_from_the_files(first_run):
     assert "accuracy/rl" in again.ran and stored("rl") == before
 
 
+def test_questions_split_writes_the_run_s_flagged_and_not_flagged_questions(first_run, tmp_path, capsys):
+    from generation.records import read_questions
+
+    path, _ = first_run
+    run_dir = path.parent / "run"
+    with (run_dir / "rl" / "questions.csv").open() as f:
+        flags = {r["id"]: r["flagged"] for r in csv.DictReader(f)}
+    assert main(["questions", "split", str(run_dir), "-o", str(tmp_path / "split")]) == 0
+    split = tmp_path / "split"
+    kept = [q.id for q in read_questions(split / "not_flagged.jsonl")]
+    flagged = [q.id for q in read_questions(split / "flagged.jsonl")] if (split / "flagged.jsonl").exists() else []
+    assert sorted(kept) == sorted(i for i, f in flags.items() if f == "0")
+    assert sorted(flagged) == sorted(i for i, f in flags.items() if f == "1")
+    assert f"{len(kept)} not flagged question(s)" in capsys.readouterr().out
+
+
 def test_a_rerun_skips_every_finished_stage(first_run):
     path, _ = first_run
     again = run_pipeline(load_run_config(path), progress=False)
