@@ -17,8 +17,9 @@ LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 
 def github_anchor(heading: str) -> str:
-    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped, spaces to hyphens."""
-    text = re.sub(r"[`*_]", "", heading.strip().lower())
+    """GitHub's anchor of a Markdown heading: lower case, punctuation dropped (underscores kept, as
+    GitHub keeps them: ``questions_source`` → ``#questions_source``), spaces to hyphens."""
+    text = re.sub(r"[`*]", "", heading.strip().lower())
     text = re.sub(r"[^\w\- ]", "", text)
     return text.replace(" ", "-")
 

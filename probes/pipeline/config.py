@@ -152,12 +152,42 @@ class CalibrationSettings:
 
 
 @dataclass(frozen=True)
+class LmEvalQuestions:
+    """A run's questions from an lm-evaluation-harness task (``questions: {lm_eval_task: NAME}``):
+    imported at the start of every run into ``RUN_DIR/questions.jsonl`` (rewritten only when it
+    changes), each question the prompt the harness renders; the detectors read it raw.
+
+    Attributes:
+        lm_eval_task: the task (or group) name, as ``lm_eval --tasks`` takes it.
+        include_path: a directory of further task YAMLs (``lm_eval --include_path``).
+        num_fewshot: few-shot examples in each prompt, or ``task``: the count the task is evaluated with.
+        limit: the first N documents only (``lm_eval --limit``).
+        label: every question's label (1 = member, 0 = non-member; None: an audit).
+    """
+
+    lm_eval_task: str
+    include_path: str | None = None
+    num_fewshot: int | Literal["task"] = 0
+    limit: int | None = None
+    label: int | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.num_fewshot, int) and self.num_fewshot < 0:
+            raise ConfigError(f"questions.num_fewshot must be >= 0 or 'task', got {self.num_fewshot}")
+        if self.limit is not None and self.limit < 1:
+            raise ConfigError(f"questions.limit must be at least 1, got {self.limit}")
+        if self.label not in (None, 0, 1):
+            raise ConfigError(f"questions.label must be 0 or 1, got {self.label}")
+
+
+@dataclass(frozen=True)
 class RunConfig:
     """A whole audit: questions → sets → activations → LaRA → detectors → fusion → report.
 
     Attributes:
         questions: questions JSONL (id, question[, label, split]); labels turn the audit into an
-            evaluation.
+            evaluation. In a config file, also ``{lm_eval_task: NAME, …}`` (:class:`LmEvalQuestions`).
+        questions_source: the lm-eval task the questions are imported from (set from ``questions``).
         model: the audited model (``cache.ModelConfig``).
         name: the audited model's name in the run directory and the report.
         controls: further models audited the same way.
@@ -172,6 +202,7 @@ class RunConfig:
 
     questions: str
     model: ModelConfig
+    questions_source: LmEvalQuestions | None = None
     name: str = "model"
     controls: tuple[ControlModel, ...] = ()
     run_dir: str | None = None
@@ -247,7 +278,23 @@ def load_run_config(path: str | Path, sets: Sequence[str] = ()) -> RunConfig:
     data = decode_prompt_texts(apply_sets(data, overrides), PROMPT_TEXT_KEYS)
     if data.get("run_dir") is None:
         data["run_dir"] = str(Path("runs") / path.stem)
-    return config_from_dict(data)
+    return config_from_dict(with_lm_eval_questions(data))
+
+
+def with_lm_eval_questions(data: dict[str, Any]) -> dict[str, Any]:
+    """``questions: {lm_eval_task: …}`` → the run directory's ``questions.jsonl``, imported from that
+    task (``questions_source``), and the detectors reading the harness's prompt as it is (raw,
+    unless the config chose a format)."""
+    source = data.get("questions")
+    if not isinstance(source, Mapping):
+        return data
+    from_mapping(LmEvalQuestions, source, "questions")  # a bad key named as the file names it
+    data = {**data, "questions": str(Path(data["run_dir"]) / "questions.jsonl"), "questions_source": dict(source)}
+    detect = dict(data.get("detect") or {})
+    if detect.get("prompt_format", "auto") == "auto":
+        detect["prompt_format"] = "raw"
+    data["detect"] = detect
+    return data
 
 
 def config_from_dict(data: Mapping[str, Any]) -> RunConfig:

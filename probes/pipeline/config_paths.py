@@ -13,7 +13,16 @@ import yaml
 from ..errors import ConfigError
 
 # keys holding file-system paths, resolved against the config file's directory
-PATH_KEYS = ("questions", "run_dir", "model.source", "model.base", "score.clean_ref", "detect.store")
+PATH_KEYS = (
+    "questions",
+    "questions.include_path",
+    "questions_source.include_path",
+    "run_dir",
+    "model.source",
+    "model.base",
+    "score.clean_ref",
+    "detect.store",
+)
 MODEL_KEYS = ("model.source", "model.base")  # a path, or a hub id
 SCORE_MODES = ("split", "crossfit")
 

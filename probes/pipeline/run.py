@@ -35,7 +35,7 @@ from ..errors import InputError
 from ..questions.chat import default_system_prompt
 from ..questions.importing import provenance_path
 from . import report_stages, stage_table, stages
-from .config import RunConfig, dump_config
+from .config import LmEvalQuestions, RunConfig, dump_config
 from .layout import RunLayout
 from .ledger import Ledger
 from .lock import run_directory_lock
@@ -96,6 +96,8 @@ class _Run:
         self.writes = ranks is None or ranks.is_main  # the process that writes the run's shared files
         self.ledger = Ledger(run_dir, ranks)
         path = Path(config.questions)
+        if config.questions_source is not None:
+            import_run_questions(config.questions_source, path)
         if not path.is_file():
             raise InputError(
                 f"questions file not found: {path} (config key 'questions'); build one from a benchmark with "
@@ -215,6 +217,24 @@ class _Run:
 def _phase(phase: str) -> list[Stage]:
     """The stages of one phase, in the table's order (read when the run reaches it)."""
     return [s for s in stage_table.STAGES if s.phase == phase]
+
+
+def import_run_questions(source: LmEvalQuestions, path: Path) -> None:
+    """The lm-eval task's documents as the run's questions file (and its provenance), written only
+    when they changed, so an unchanged task leaves every stage's key as it was."""
+    from ..questions.importing import ImportOptions, question_record, write_questions
+    from ..questions.lm_eval_tasks import LmEvalSource, import_lm_eval_task
+
+    fewshot = None if source.num_fewshot == "task" else source.num_fewshot
+    result = import_lm_eval_task(
+        LmEvalSource(source.lm_eval_task, source.include_path, fewshot),
+        ImportOptions(label=source.label, limit=source.limit),
+    )
+    text = "".join(json.dumps(question_record(q), ensure_ascii=False) + "\n" for q in result.questions)
+    if path.is_file() and path.read_text(encoding="utf-8") == text and provenance_path(path).is_file():
+        return
+    write_questions(result, path)
+    logger.info("%s: %s", path, result.describe())
 
 
 def with_chat_system_turn(config: RunConfig, questions: list[Any]) -> RunConfig:

@@ -390,13 +390,12 @@ def provenance_for_report(questions: str | Path) -> list[dict[str, Any]] | None:
     if meta is None:
         return None
     pairing = meta.get("pairing")
-    head = [
-        {
-            "pairing": {
-                "inputs": pairing["inputs"],
-                "near": pairing["near"],
-                "duplicates_removed": len(pairing["duplicates"]),
-            }
+    head = []
+    if pairing:
+        summary = {
+            "inputs": pairing["inputs"],
+            "near": pairing["near"],
+            "duplicates_removed": len(pairing["duplicates"]),
         }
-    ]
-    return (head if pairing else []) + list(meta.get("provenance", []))
+        head.append({"pairing": summary})
+    return head + list(meta.get("provenance", []))

@@ -181,3 +181,18 @@ def test_a_hub_name_offline_fails_at_once_in_one_line(tmp_path, capsys, monkeypa
     assert time.perf_counter() - start < 5
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and err.startswith("error:") and "unreachable" in err and "save_to_disk" in err
+
+
+def test_a_run_reports_an_imported_file_s_provenance_without_a_pairing(tmp_path):
+    """Before: the report's provenance read ``meta['pairing']['inputs']`` even when there was no
+    pairing, so every run on a file straight from `lara questions import` failed in its report."""
+    from probes.questions.importing import provenance_for_report, read_question_meta
+
+    out = tmp_path / "gsm.jsonl"
+    rows = [{"question": "Tom has 3 apples and buys 4. How many?", "answer": "Step.\n#### 7"}]
+    source = tmp_path / "gsm.jsonl.src.json"
+    source.write_text(json.dumps(rows))
+    assert main(["questions", "import", str(source), "--preset", "gsm8k", "-o", str(out)]) == 0
+    meta = read_question_meta(out)
+    assert "pairing" not in meta
+    assert provenance_for_report(out) == meta["provenance"] and meta["provenance"][0]["preset"] == "gsm8k"
