@@ -89,18 +89,22 @@ def accuracy_table(
 
 
 def accuracy_sentence(block: Mapping[str, Any] | None) -> str:
-    """One line for the printed verdict: "accuracy 61 % [55, 67]; 48 % [..] on the 250 not flagged; …"."""
+    """One line for the printed verdict: "accuracy 61 % [55, 67] on all 300 judged; …" (a row with
+    no question, and setting aside none, are not repeated)."""
     if not block:
         return ""
     parts = []
     for row in block["rows"]:
         a = row["audited"]
+        if row["questions"] == 0 or (
+            row["subset"] == "without_most_suspect" and row["questions"] == block["rows"][0]["questions"]
+        ):
+            continue
         if a["accuracy"] is None:
-            parts.append(f"no judged answer {_where(row)}")
+            parts.append(f"no judged answer among {row['what']} ({row['questions']})")
             continue
         low, high = a["ci"]
-        text = f"{100 * a['accuracy']:.0f} % [{100 * low:.0f}, {100 * high:.0f}] {_where(row)}"
-        parts.append(text)
+        parts.append(f"{100 * a['accuracy']:.0f} % [{100 * low:.0f}, {100 * high:.0f}] {_where(row)}")
     left_out = block["rows"][0]["audited"]["not_judged"]
     note = f" ({left_out} question(s) not judged: no answer to judge against, or no response)" if left_out else ""
     return "accuracy " + "; ".join(parts) + note

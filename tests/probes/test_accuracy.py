@@ -74,5 +74,11 @@ def test_a_subset_with_nothing_judged_says_so_rather_than_zero():
     block = accuracy_table(subsets(["a", "b"], ["a"], 1), {"a": None, "b": True})
     flagged = block["rows"][1]
     assert flagged["audited"] == {"n": 0, "correct": 0, "accuracy": None, "ci": None, "not_judged": 1}
-    assert "no judged answer on the 0 flagged" in accuracy_sentence(block)
+    line = accuracy_sentence(block)
+    assert "no judged answer among the questions flagged (1)" in line and "0 flagged" not in line
     assert any("no judged answer" in line for line in accuracy_markdown(block))
+
+
+def test_the_line_leaves_out_an_empty_row_and_setting_none_aside():
+    block = accuracy_table(subsets(["a", "b"], [], 0), {"a": True, "b": False})
+    assert accuracy_sentence(block) == "accuracy 50 % [9, 91] on all 2 judged; 50 % [9, 91] on the 2 not flagged"
