@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping
 
 from lara_core.errors import json_problem
+from lara_core.files import utf8_lines
 
 from .errors import InputError
 
@@ -247,21 +248,10 @@ def unexplained_gaps(record: PerturbationSet) -> list[str]:
 def jsonl_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     """``(line number, line)`` of the non-blank lines of a UTF-8 JSONL file — the one reader of
     question, set and label files: a byte-order mark is skipped, any other encoding is refused
-    naming the line."""
-    path = Path(path)
-    with open(path, "rb") as handle:
-        for lineno, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise InputError(
-                    f"{path}:{lineno}: not UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1}); "
-                    "re-encode the file as UTF-8"
-                ) from None
-            if lineno == 1:
-                line = line.removeprefix("\ufeff")
-            if line.strip():
-                yield lineno, line
+    naming the line (:func:`lara_core.files.utf8_lines`)."""
+    for lineno, line in utf8_lines(Path(path)):
+        if line.strip():
+            yield lineno, line
 
 
 TABLE_SUFFIXES = (".csv", ".tsv", ".parquet", ".arrow", ".xlsx")
