@@ -119,21 +119,37 @@ def discrete(null: np.ndarray, share: float = 0.5) -> bool:
 
 
 def benjamini_hochberg(
-    pvalues: np.ndarray, fdr: float, method: Literal["bh", "two-stage"] = "bh"
+    pvalues: np.ndarray, fdr: float, method: Literal["bh", "two-stage", "storey"] = "bh", storey_lambda: float = 0.5
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Decisions and q-values of BH (or Benjamini–Krieger–Yekutieli's two-stage adaptive BH, which
-    keeps the FDR guarantee) at level ``fdr`` over the non-NaN ``pvalues``, through
-    ``statsmodels.stats.multitest``.
+    """Decisions and q-values at level ``fdr`` over the non-NaN ``pvalues``: Benjamini–Hochberg
+    (``bh``), Benjamini–Krieger–Yekutieli's two-stage adaptive BH (``two-stage``; both through
+    ``statsmodels.stats.multitest``), or Storey's adaptive BH (``storey``): BH at ``fdr / π̂₀`` with
+    π̂₀ = min(1, (1 + #{p > λ}) / (m (1 − λ))), the estimator with the +1 of Storey, Taylor &
+    Siegmund (2004) that AdaDetect (Marandon et al. 2024) shows keeps the FDR for conformal
+    p-values against one exchangeable calibration pool.
     Returns ``(flagged [N] bool, q_values [N], NaN where p is NaN)``."""
     from statsmodels.stats.multitest import multipletests
 
     p = np.asarray(pvalues, dtype=np.float64)
     flagged, q = np.zeros(len(p), dtype=bool), np.full(len(p), np.nan)
     tested = ~np.isnan(p)
-    if tested.any():
-        reject, corrected, _, _ = multipletests(p[tested], alpha=fdr, method=FDR_METHODS[method])
-        flagged[tested], q[tested] = reject, corrected
+    if not tested.any():
+        return flagged, q
+    if method == "storey":
+        pi0 = storey_pi0(p[tested], storey_lambda)
+        adjusted = np.minimum(1.0, multipletests(p[tested], alpha=fdr, method="fdr_bh")[1] * pi0)
+        flagged[tested], q[tested] = adjusted <= fdr, adjusted
+        return flagged, q
+    reject, corrected, _, _ = multipletests(p[tested], alpha=fdr, method=FDR_METHODS[method])
+    flagged[tested], q[tested] = reject, corrected
     return flagged, q
+
+
+def storey_pi0(pvalues: np.ndarray, storey_lambda: float = 0.5) -> float:
+    """Storey's estimate of the share of true nulls, with the +1 that makes adaptive BH valid:
+    min(1, (1 + #{p > λ}) / (m (1 − λ)))."""
+    m = len(pvalues)
+    return min(1.0, (1.0 + float(np.sum(pvalues > storey_lambda))) / (m * (1.0 - storey_lambda)))
 
 
 def combine_per_question(pvalues: dict[str, np.ndarray]) -> np.ndarray:

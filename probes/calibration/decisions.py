@@ -66,7 +66,7 @@ def decide_questions(
     else:
         evidence, streams = _within(mode, names, audited, reference, settings, pool)
     p_value, lines = _combine(evidence, streams, settings, len(audited.ids))
-    flagged, q_value = conformal.benjamini_hochberg(p_value, settings.fdr, settings.fdr_method)
+    flagged, q_value = conformal.benjamini_hochberg(p_value, settings.fdr, settings.fdr_method, settings.storey_lambda)
     bound = max((conformal.at_least(p, size, settings.alpha / len(lines)) for p, size in lines), default=0)
     notes = []
     if mode == "absolute":

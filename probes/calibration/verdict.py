@@ -69,8 +69,9 @@ class VerdictSettings:
         subsets: groups of the audited questions with a verdict of their own (``members``,
             ``non_members`` by label, or a split name); labels never enter a verdict otherwise.
         fdr: the false-discovery rate of the per-question decisions (SPEC §8.10).
-        fdr_method: ``bh`` (Benjamini–Hochberg) or ``two-stage`` (Benjamini–Krieger–Yekutieli's
-            adaptive BH, more power when many questions are contaminated).
+        fdr_method: ``bh`` (Benjamini–Hochberg), ``two-stage`` (Benjamini–Krieger–Yekutieli's
+            adaptive BH) or ``storey`` (Storey's adaptive BH, π̂₀ at ``storey_lambda``): the
+            adaptive ones have more power when many questions are contaminated.
         decision_residual: an original's residual against the median of all but one of its
             controls, dropped at random (``matched``, SPEC §8.10: drawn like a control's residual
             against the others, so the decisions are at level), or of all (``spec``, the form
@@ -94,7 +95,7 @@ class VerdictSettings:
     seed: int = 0
     subsets: tuple[str, ...] = ()
     fdr: float = 0.10
-    fdr_method: Literal["bh", "two-stage"] = "bh"
+    fdr_method: Literal["bh", "two-stage", "storey"] = "bh"
     decision_residual: Literal["matched", "spec"] = "matched"
     decision_pvalue: Literal["randomised", "spec"] = "randomised"
     decision_combine: Literal["learned", "cauchy", "bonferroni"] = "learned"
@@ -104,8 +105,8 @@ class VerdictSettings:
             raise ConfigError(f"verdict alpha must be in (0, 1), got {self.alpha}")
         if not 0 < self.fdr < 1:
             raise ConfigError(f"verdict fdr must be in (0, 1), got {self.fdr}")
-        if self.fdr_method not in ("bh", "two-stage"):
-            raise ConfigError(f"verdict fdr_method: {self.fdr_method!r}; choose bh or two-stage")
+        if self.fdr_method not in ("bh", "two-stage", "storey"):
+            raise ConfigError(f"verdict fdr_method: {self.fdr_method!r}; choose bh, two-stage or storey")
         if self.decision_residual not in ("spec", "matched"):
             raise ConfigError(f"verdict decision_residual: {self.decision_residual!r}; choose spec or matched")
         if self.decision_pvalue not in ("spec", "randomised"):

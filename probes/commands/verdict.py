@@ -85,7 +85,7 @@ def register(sub: Any) -> None:
         "--fdr-method",
         VerdictSettings,
         "fdr_method",
-        f"Benjamini-Hochberg, or its two-stage adaptive form (default: {VerdictSettings.fdr_method})",
+        f"Benjamini-Hochberg, or an adaptive form: two-stage or storey (default: {VerdictSettings.fdr_method})",
     )
     verdict.add_argument("-o", "--output", type=Path, required=True, help="VERDICT.json")
     verdict.set_defaults(handler=handle)

@@ -117,6 +117,24 @@ def test_benjamini_hochberg_against_a_plain_step_up_loop(seed):
     assert two_stage.sum() >= flagged.sum()  # the adaptive form never flags fewer here
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_storey_adaptive_bh_is_bh_at_q_over_a_hand_counted_pi0(seed):
+    rng = np.random.default_rng(seed)
+    p = np.concatenate([rng.uniform(size=60), rng.uniform(0, 0.02, size=int(rng.integers(5, 40)))])
+    p[7] = np.nan
+    finite = [x for x in p.tolist() if not math.isnan(x)]
+    above = sum(1 for x in finite if x > 0.5)  # counted by hand: π̂0 = (1 + #{p > λ}) / (m (1 − λ))
+    pi0 = min(1.0, (1 + above) / (len(finite) * 0.5))
+    flagged, q = conformal.benjamini_hochberg(p, 0.1, "storey", storey_lambda=0.5)
+    want_flagged, want_q = naive_step_up(p.tolist(), 0.1 / pi0)  # BH at q / π̂0 …
+    assert flagged.tolist() == want_flagged
+    _, plain_q = naive_step_up(p.tolist(), 0.1)  # … and its q-values, BH's times π̂0
+    np.testing.assert_allclose(q, np.minimum(1.0, np.array(plain_q) * pi0), atol=1e-12)
+    assert flagged.sum() >= conformal.benjamini_hochberg(p, 0.1)[0].sum()
+    all_null = rng.uniform(size=50)
+    assert conformal.storey_pi0(all_null) == min(1.0, (1 + (all_null > 0.5).sum()) / 25)
+
+
 def test_a_verdict_carries_its_decisions_and_they_find_planted_questions(tmp_path):
     (a_scores, a_ctl), (r_scores, r_ctl) = world(n=80, contamination=0.0, seed=3)
     planted = [f"q{i}" for i in range(10)]
