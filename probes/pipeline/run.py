@@ -108,6 +108,8 @@ class _Run:
         self.config = config = with_chat_system_turn(config, self.questions)
         self.detectors = validate_run(config, self.questions)  # every key checked before stage 1; detectors built once
         self.q_digest = self.ledger.digest(path)
+        if config.calibrating:
+            logger.info("%s", control_cost(config, list(self.detectors.values())))
         if self.writes:
             write_text_atomically(self.layout.config, dump_config(config))
             self._record_question_provenance(path)
@@ -217,6 +219,24 @@ class _Run:
 def _phase(phase: str) -> list[Stage]:
     """The stages of one phase, in the table's order (read when the run reaches it)."""
     return [s for s in stage_table.STAGES if s.phase == phase]
+
+
+def control_cost(config: RunConfig, detectors: list[Any]) -> str:
+    """The matched controls' cost per question under the settings in force (what the verdict and
+    the decisions buy with it: docs/verdicts.md compares the alternatives)."""
+    c = config.calibration
+    chosen = [d for d in detectors if c.detectors is None or d.name in c.detectors]
+    passes = [d.name for d in chosen if not d.samples_at_temperature]
+    sampling = [d for d in chosen if d.samples_at_temperature]
+    decision = max(c.controls, c.decision_controls or 0)
+    sampled = max(c.controls, c.sampling_controls or 0)
+    draws = sum(int(getattr(d, "n", 1)) for d in sampling) * sampled
+    return (
+        f"controls per question: {decision} scored by {len(passes)} detector(s) of one forward pass each "
+        f"({', '.join(passes) or 'none'}: {decision * len(passes)} scorings), {sampled} by {len(sampling)} that "
+        f"sample ({', '.join(d.name for d in sampling) or 'none'}: {draws} sampled completions per model); "
+        f"decisions at q = {config.verdict.fdr:g} by {config.verdict.fdr_method}"
+    )
 
 
 def import_run_questions(source: LmEvalQuestions, path: Path) -> None:

@@ -114,6 +114,11 @@ def test_a_run_does_every_stage_and_writes_the_report(first_run):
     assert "| ppl+lara |" in result.summary
     resolved = yaml.safe_load((run_dir / "config.resolved.yaml").read_text())
     assert resolved["generation"]["similars"] == 2
+    # the controls' cost under the settings in force, printed once (ppl: one pass; cdd: n = 4 samples a control)
+    assert (
+        "controls per question: 2 scored by 1 detector(s) of one forward pass each (ppl: 2 scorings), 2 by 1 that "
+        "sample (cdd: 8 sampled completions per model); decisions at q = 0.1 by bh"
+    ) in (run_dir / "run.log").read_text()
 
 
 def test_the_verdict_reports_the_accuracy_recounted_from_the_files(first_run):
