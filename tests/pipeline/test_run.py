@@ -114,11 +114,17 @@ def test_a_run_does_every_stage_and_writes_the_report(first_run):
     assert "| ppl+lara |" in result.summary
     resolved = yaml.safe_load((run_dir / "config.resolved.yaml").read_text())
     assert resolved["generation"]["similars"] == 2
-    # the controls' cost under the settings in force, printed once (ppl: one pass; cdd: n = 4 samples a control)
-    assert (
+    # the controls' cost under the settings in force, which lara run logs (ppl: one pass; cdd: n = 4 samples a control)
+    from generation.records import read_questions
+    from probes.pipeline.run import control_cost
+    from probes.pipeline.validate import validate_run
+
+    config = load_run_config(path)
+    built = validate_run(config, read_questions(config.questions))
+    assert control_cost(config, list(built.values())) == (
         "controls per question: 2 scored by 1 detector(s) of one forward pass each (ppl: 2 scorings), 2 by 1 that "
         "sample (cdd: 8 sampled completions per model); decisions at q = 0.1 by bh"
-    ) in (run_dir / "run.log").read_text()
+    )
 
 
 def test_the_verdict_reports_the_accuracy_recounted_from_the_files(first_run):
@@ -274,7 +280,7 @@ def test_a_killed_run_finishes_without_redoing_finished_stages(smoke_testbed, tm
     monkeypatch.setattr(stages_module, "write_metrics", real_metrics)
     resumed = run_pipeline(load_run_config(path), progress=False)
     assert resumed.skipped == ["generate", "cache/rl"]
-    assert resumed.ran == ["metrics/rl", "score/rl", "detect/rl", "fuse/rl", "verdict/rl", "evaluate/rl"]
+    assert resumed.ran == ["metrics/rl", "score/rl", "detect/rl", "accuracy/rl", "fuse/rl", "verdict/rl", "evaluate/rl"]
 
 
 def test_an_output_changed_on_disk_is_redone(smoke_testbed, tmp_path):
@@ -286,7 +292,15 @@ def test_an_output_changed_on_disk_is_redone(smoke_testbed, tmp_path):
     again = run_pipeline(load_run_config(path), progress=False)
     # the score is redone; it comes out as before, so (content hashes) what reads it is not
     assert again.ran == ["score/rl"]
-    assert again.skipped == ["generate", "cache/rl", "metrics/rl", "fuse/rl", "verdict/rl", "evaluate/rl"]
+    assert again.skipped == [
+        "generate",
+        "cache/rl",
+        "metrics/rl",
+        "accuracy/rl",
+        "fuse/rl",
+        "verdict/rl",
+        "evaluate/rl",
+    ]
 
 
 def test_without_labels_the_run_is_an_audit(smoke_testbed, tmp_path):
@@ -315,7 +329,7 @@ def test_lara_run_cli_prints_the_tables(first_run, capsys):
     assert (
         out.startswith("Verdict on rl (audited model): ") and "Verdict on sft (control): " in out
     )  # the verdicts first
-    assert "## Verdict" in out and "## Detection" in out and "| lara |" in out and "up to date: 15" in out
+    assert "## Verdict" in out and "## Detection" in out and "| lara |" in out and "up to date: 17" in out
 
 
 def test_the_commands_write_what_the_stages_wrote(first_run, tmp_path):

@@ -68,7 +68,7 @@ def test_a_stage_added_to_the_table_runs_skips_and_reruns(smoke_testbed, tmp_pat
     )
     _recipe_stage(monkeypatch)
     first = run_pipeline(load_run_config(path), progress=False)
-    assert first.ran == ["detect/rl", "fuse/rl", "ranks/rl", "evaluate/rl"]
+    assert first.ran == ["detect/rl", "accuracy/rl", "fuse/rl", "ranks/rl", "evaluate/rl"]
     run_dir = tmp_path / "run"
     scores = ScoreTable.read_csv(run_dir / "rl" / "scores.csv")
     with open(run_dir / "rl" / "ranks.csv", encoding="utf-8") as handle:
@@ -82,4 +82,4 @@ def test_a_stage_added_to_the_table_runs_skips_and_reruns(smoke_testbed, tmp_pat
     (run_dir / "rl" / "ranks.csv").unlink()  # an output gone: only it is redone
     assert run_pipeline(load_run_config(path), progress=False).ran == ["ranks/rl"]
     changed = run_pipeline(load_run_config(path, ["detect.params.zlib.max_new_tokens=5"]), progress=False)
-    assert changed.ran == ["detect/rl", "fuse/rl", "ranks/rl", "evaluate/rl"]
+    assert changed.ran == ["detect/rl", "accuracy/rl", "fuse/rl", "ranks/rl", "evaluate/rl"]
