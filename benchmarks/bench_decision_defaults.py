@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 import time
 from pathlib import Path
@@ -81,7 +82,7 @@ class PerDetectorLimit(ScoredSet):
 def samples(name: str) -> bool:
     """Whether a detector samples to score a text (costly per control) rather than one forward pass."""
     detector = REGISTRY.get(name.split("@")[0])
-    return detector is not None and detector.family == "sampling" or name in ("reward_gain", "policy_drift")
+    return detector is not None and detector.samples_at_temperature  # as ControlPlan and lara run's cost line read it
 
 
 def limited(s: ScoredSet, alt: Alternative) -> ScoredSet:
@@ -96,8 +97,6 @@ def testbed_rows(config_path: Path, fdr: float) -> list[dict]:
     name, reference = config.name, config.reference_name()
     if not (run_dir / name / "verdict.json").is_file():
         raise SystemExit(f"{run_dir} has no finished run: lara run {config_path} first")
-    import json
-
     verdict = json.loads((run_dir / name / "verdict.json").read_text())
     audited_all, ref_all = scored(run_dir, name), scored(run_dir, reference)
     questions = [json.loads(line) for line in Path(config.questions).read_text().splitlines() if line.strip()]

@@ -4,8 +4,8 @@ suspect are set aside — each a proportion with a Wilson score interval — and
 accuracy for the reference model (the checkpoint before RL), so the RL gain on suspect questions
 stands beside the gain on the others.
 
-A question whose answer was not judged (no gold answer, or a failed generation) is left out of
-every row and counted, never read as a wrong answer."""
+A question that has no answer to judge against is left out of every row and counted, never read
+as a wrong answer."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def accuracy_sentence(block: Mapping[str, Any] | None) -> str:
         low, high = a["ci"]
         parts.append(f"{100 * a['accuracy']:.0f} % [{100 * low:.0f}, {100 * high:.0f}] {_where(row)}")
     left_out = block["rows"][0]["audited"]["not_judged"]
-    note = f" ({left_out} question(s) not judged: no answer to judge against, or no response)" if left_out else ""
+    note = f" ({left_out} question(s) not judged: no answer to judge against)" if left_out else ""
     return "accuracy " + "; ".join(parts) + note
 
 
@@ -143,7 +143,7 @@ def accuracy_markdown(block: Mapping[str, Any] | None) -> list[str]:
         lines.append("| " + " | ".join(cells) + " |")
     not_judged = block["rows"][0]["audited"]["not_judged"]
     if not_judged:
-        lines += ["", f"{not_judged} question(s) not judged (no answer to judge against, or no response): left out."]
+        lines += ["", f"{not_judged} question(s) not judged (no answer to judge against): left out."]
     return lines + [""]
 
 

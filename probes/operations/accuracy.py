@@ -40,11 +40,16 @@ class AccuracySettings:
 
 
 def greedy_budget(settings: AccuracySettings, detectors: Sequence[Any]) -> int:
-    """The answer's budget: the settings', else the largest ``max_new_tokens`` among detectors
-    that read the greedy answer (those with the parameter), else :data:`GREEDY_TOKENS`."""
+    """The answer's budget: the settings', else the largest ``max_new_tokens`` among the detectors
+    that answer greedily (those with the parameter that do not sample at a temperature: their
+    answers are in the store), else :data:`GREEDY_TOKENS`."""
     if settings.max_new_tokens is not None:
         return settings.max_new_tokens
-    budgets = [d.max_new_tokens for d in detectors if isinstance(getattr(d, "max_new_tokens", None), int)]
+    budgets = [
+        d.max_new_tokens
+        for d in detectors
+        if not d.samples_at_temperature and isinstance(getattr(d, "max_new_tokens", None), int)
+    ]
     return max(budgets, default=GREEDY_TOKENS)
 
 

@@ -17,14 +17,13 @@ from typing import Any
 import yaml
 
 from generation.records import Question, read_questions
+from lara_core.files import write_text_atomically
 
 from ..errors import InputError
 from ..questions.importing import read_question_meta, write_question_file
 from ..questions.lm_eval_tasks import INSTALL, config_digest
 
 logger = logging.getLogger(__name__)
-
-SUBSETS = ("not_flagged", "flagged")
 
 
 @dataclass
@@ -101,6 +100,7 @@ def _lm_eval_tasks(subsets: dict[str, list[Question]], provenance: list[dict], o
     recorded = {t["task"]: t for t in source["tasks"]}
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
+    expected: dict[str, list[dict]] = {}
     names = sorted({q.extra["lm_eval"]["task"] for qs in subsets.values() for q in qs})
     for name in names:
         task = manager.load(name)["tasks"][name]
@@ -116,16 +116,14 @@ def _lm_eval_tasks(subsets: dict[str, list[Question]], provenance: list[dict], o
             new = f"{name}_{subset}"
             data = _write_docs(chosen, out / f"{new}.jsonl")
             path = out / f"{new}.yaml"
-            path.write_text(yaml.safe_dump(_task_yaml(manager, name, new, data, fewshot), sort_keys=False))
-            _check_loads(out, new, chosen)
-            written[new] = path
+            write_text_atomically(path, yaml.safe_dump(_task_yaml(manager, name, new, data, fewshot), sort_keys=False))
+            written[new], expected[new] = path, chosen
+    _check_loads(out, expected)
     return written
 
 
 def _write_docs(docs: list[dict], path: Path) -> Path:
-    path.write_text(
-        "".join(json.dumps(dict(d), ensure_ascii=False, default=str) + "\n" for d in docs), encoding="utf-8"
-    )
+    write_text_atomically(path, "".join(json.dumps(dict(d), ensure_ascii=False, default=str) + "\n" for d in docs))
     return path.resolve()
 
 
@@ -158,12 +156,16 @@ def _task_yaml(manager: Any, name: str, new: str, data: Path, fewshot: Path | No
     return config
 
 
-def _check_loads(include_path: Path, name: str, expected: list[dict]) -> None:
-    """Load the written task through lm-eval's own loader: its documents must be exactly ``expected``."""
+def _check_loads(include_path: Path, expected: dict[str, list[dict]]) -> None:
+    """Load every written task through lm-eval's own loader (one index of ``include_path``): each
+    one's documents must be exactly those it was written with."""
     from lm_eval.tasks import TaskManager  # lazy: the lm-eval extra
 
-    task = TaskManager(include_path=str(include_path)).load(name)["tasks"][name]
-    got = [json.loads(json.dumps(dict(d), default=str)) for d in task.eval_docs]
-    if got != [json.loads(json.dumps(dict(d), default=str)) for d in expected]:
-        raise InputError(f"the written lm-eval task {name!r} does not load the documents it should; please report it")
-    logger.info("lm-eval task %s: %d documents, loaded back through lm-eval", name, len(got))
+    loaded = TaskManager(include_path=str(include_path)).load(list(expected))["tasks"]
+    for name, docs in expected.items():
+        got = [json.loads(json.dumps(dict(d), default=str)) for d in loaded[name].eval_docs]
+        if got != [json.loads(json.dumps(dict(d), default=str)) for d in docs]:
+            raise InputError(
+                f"the written lm-eval task {name!r} does not load the documents it should; please report it"
+            )
+        logger.info("lm-eval task %s: %d documents, loaded back through lm-eval", name, len(got))

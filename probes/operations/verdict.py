@@ -78,19 +78,20 @@ def write_verdict(
     else:
         write_no_decisions(audited, questions_table)
     if inputs.accuracy is not None:
-        result["accuracy"] = _accuracy(inputs, decisions, audited)
+        result["accuracy"] = _accuracy(decisions, audited, inputs.accuracy, inputs.reference_accuracy)
     write_text_atomically(output, json.dumps(jsonable(result), indent=1) + "\n")
     return result
 
 
-def _accuracy(inputs: VerdictInputs, decisions: Any, audited: list[str]) -> dict[str, Any]:
+def _accuracy(
+    decisions: Any, audited: list[str], correct: Mapping[str, bool | None], reference: Mapping[str, bool | None] | None
+) -> dict[str, Any]:
     """The accuracy table: every audited question, and where the decisions are calibrated the
     flagged ones, the rest, and all but the "at least k" most suspect (by the decisions' ranking)."""
-    assert inputs.accuracy is not None
     if decisions is None or not decisions.calibrated:
         rows = subsets(audited, None, None)
     else:
         ranked = [decisions.ids[i] for i in np.argsort(decisions.rank, kind="stable")]
         flagged = [i for i, f in zip(decisions.ids, decisions.flagged) if f]
         rows = subsets(ranked, flagged, decisions.at_least)
-    return accuracy_table(rows, inputs.accuracy, inputs.reference_accuracy)
+    return accuracy_table(rows, correct, reference)

@@ -100,17 +100,14 @@ def _accuracy_files(run: RunState, model: str) -> list[str]:
 
 
 def _read_accuracies(run: RunState, model: str) -> tuple[Any, Any]:
-    """The model's and its reference model's judged answers (None where the run has none)."""
+    """The model's and its reference model's judged answers (None where this run has none; the
+    reference's only beside the model's)."""
     from ..operations.accuracy import read_accuracy
 
-    reference = _other_reference(run, model)
-    found = [
-        read_accuracy(run.layout.path(run.layout.model(m).accuracy))
-        if m is not None and run.layout.model(m).accuracy in run.digests
-        else None
-        for m in (model, reference)
-    ]
-    return found[0], found[1] if found[0] is not None else None
+    files = [f if f in run.digests else None for f in _accuracy_files(run, model)] + [None]
+    if files[0] is None:
+        return None, None
+    return read_accuracy(run.layout.path(files[0])), read_accuracy(run.layout.path(files[1])) if files[1] else None
 
 
 def verdict(run: RunState, model: str) -> None:

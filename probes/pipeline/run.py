@@ -242,7 +242,7 @@ def control_cost(config: RunConfig, detectors: list[Any]) -> str:
 def import_run_questions(source: LmEvalQuestions, path: Path) -> None:
     """The lm-eval task's documents as the run's questions file (and its provenance), written only
     when they changed, so an unchanged task leaves every stage's key as it was."""
-    from ..questions.importing import ImportOptions, question_record, write_questions
+    from ..questions.importing import ImportOptions, questions_text, write_questions
     from ..questions.lm_eval_tasks import LmEvalSource, import_lm_eval_task
 
     fewshot = None if source.num_fewshot == "task" else source.num_fewshot
@@ -250,8 +250,8 @@ def import_run_questions(source: LmEvalQuestions, path: Path) -> None:
         LmEvalSource(source.lm_eval_task, source.include_path, fewshot),
         ImportOptions(label=source.label, limit=source.limit),
     )
-    text = "".join(json.dumps(question_record(q), ensure_ascii=False) + "\n" for q in result.questions)
-    if path.is_file() and path.read_text(encoding="utf-8") == text and provenance_path(path).is_file():
+    unchanged = path.is_file() and path.read_text(encoding="utf-8") == questions_text(result.questions)
+    if unchanged and provenance_path(path).is_file():
         return
     write_questions(result, path)
     logger.info("%s: %s", path, result.describe())

@@ -341,10 +341,15 @@ def write_question_file(questions: Sequence[Question], output: str | Path, meta:
     its ``meta`` record beside it (``Q.meta.json``)."""
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomically(output, "".join(json.dumps(question_record(q), ensure_ascii=False) + "\n" for q in questions))
+    write_text_atomically(output, questions_text(questions))
     meta_path = provenance_path(output)
     write_text_atomically(meta_path, json.dumps(meta, indent=1, ensure_ascii=False, default=str) + "\n")
     return output, meta_path
+
+
+def questions_text(questions: Sequence[Question]) -> str:
+    """A questions file's content: one JSON record a line (UTF-8; LaTeX and non-ASCII as they are)."""
+    return "".join(json.dumps(question_record(q), ensure_ascii=False) + "\n" for q in questions)
 
 
 def question_record(q: Question) -> dict[str, Any]:
