@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 
 from ..errors import ConfigError
-from ..responders.base import Access
+from ..responders.base import Access, Rollout
 from ..verifier import judge
 from .base import Detector, DetectorResult, check_reference, has_answer, register
 from .params import COUNT, POSITIVE, SEED, SHARE, Param
@@ -60,11 +60,8 @@ class PolicyDrift(_SamplingComparison):
         reference = getattr(self, "reference_", None)
         check_reference(self, responder, reference)
         samples = responder.generate(questions, self.sampling_params())
-        flat = [s for row in samples for s in row]
-        prompts = [q for q, row in zip(questions, samples) for _ in row]
-        kl = responder.divergence(
-            prompts, [s.token_ids for s in flat], reference, [s.finish_reason == "stop" for s in flat]
-        )
+        rollouts = [Rollout.of(q, answer) for q, row in zip(questions, samples) for answer in row]
+        kl = responder.divergence(rollouts, reference)
         per_answer = np.array([float(v.mean()) if len(v) else np.nan for v in kl]).reshape(len(questions), self.n)
         raw = np.array([float(row[~np.isnan(row)].mean()) if (~np.isnan(row)).any() else np.nan for row in per_answer])
         empty = int(np.isnan(per_answer).sum())

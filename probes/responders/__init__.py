@@ -3,6 +3,15 @@ OpenAI-compatible endpoint, behind one interface (:class:`Responder`)."""
 
 from __future__ import annotations
 
-from .base import Access, CallCounter, Generation, GenerationParams, Responder, TextScore, sample_seed
+from .base import Access, CallCounter, Generation, GenerationParams, Responder, Rollout, TextScore, sample_seed
 
-__all__ = ["Access", "CallCounter", "Generation", "GenerationParams", "Responder", "TextScore", "sample_seed"]
+__all__ = [
+    "Access",
+    "CallCounter",
+    "Generation",
+    "GenerationParams",
+    "Responder",
+    "Rollout",
+    "TextScore",
+    "sample_seed",
+]

@@ -176,6 +176,26 @@ class TextScore:
         )
 
 
+@dataclass(frozen=True)
+class Rollout:
+    """One sampled answer to compare under two models: the prompt it answered, its ``[T]`` token
+    ids, and whether it ``stopped`` at its end-of-sequence token (its last position is then the one
+    that chose it; a capped answer has none)."""
+
+    prompt: str
+    token_ids: tuple[int, ...]
+    stopped: bool = False
+
+    @classmethod
+    def of(cls, prompt: str, answer: Generation) -> "Rollout":
+        """A sampled :class:`Generation` as a rollout of ``prompt``."""
+        return cls(prompt, tuple(answer.token_ids), answer.finish_reason == "stop")
+
+    def key(self) -> str:
+        """The rollout as one string (prompt, ids, stopped), to key a store or share out work."""
+        return f"{self.prompt}\x00{list(self.token_ids)}\x00{self.stopped}"
+
+
 def _list(x: np.ndarray | None) -> list[float] | None:
     return None if x is None else x.tolist()
 
@@ -211,15 +231,9 @@ class Responder(Protocol):
         """The formatted prompt's text before the question when the user message is ``lead``
         followed by the question, to score a question in place."""
 
-    def divergence(
-        self,
-        prompts: Sequence[str],
-        completions: Sequence[list[int]],
-        reference: "Responder",
-        stopped: Sequence[bool] | None = None,
-    ) -> list[np.ndarray]:
-        """``[T]`` per-position KL(this model ‖ ``reference``) along each completion of each prompt,
-        and at the end-of-sequence position of those that ``stopped`` (local models: needs
+    def divergence(self, rollouts: Sequence["Rollout"], reference: "Responder") -> list[np.ndarray]:
+        """``[T]`` per-position KL(this model ‖ ``reference``) along each rollout's answer, and at the
+        end-of-sequence position of those that stopped (local models: needs
         :attr:`Access.FULL_DISTRIBUTION`)."""
 
 

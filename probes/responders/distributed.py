@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from cache.distributed import Ranks, assign
 
-from .base import Generation, GenerationParams, TextScore
+from .base import Generation, GenerationParams, Rollout, TextScore
 
 if TYPE_CHECKING:
     from .base import Responder
@@ -58,23 +58,12 @@ class DistributedResponder:
             items, [len(a) + len(b) for a, b in pairs], lambda idx: self.responder.score_ids([pairs[i] for i in idx])
         )
 
-    def divergence(
-        self,
-        prompts: Sequence[str],
-        completions: Sequence[list[int]],
-        reference: Responder,
-        stopped: Sequence[bool] | None = None,
-    ) -> list[Any]:
-        stopped = list(stopped) if stopped is not None else [False] * len(prompts)
-        items = [f"{p}\x00{c}\x00{e}" for p, c, e in zip(prompts, completions, stopped, strict=True)]
+    def divergence(self, rollouts: Sequence[Rollout], reference: Responder) -> list[Any]:
         return self._split(
-            items,
-            [len(p) + len(c) for p, c in zip(prompts, completions)],
+            [r.key() for r in rollouts],
+            [len(r.prompt) + len(r.token_ids) for r in rollouts],
             lambda idx: self.responder.divergence(
-                [prompts[i] for i in idx],
-                [completions[i] for i in idx],
-                getattr(reference, "responder", reference),
-                [stopped[i] for i in idx],
+                [rollouts[i] for i in idx], getattr(reference, "responder", reference)
             ),
         )
 

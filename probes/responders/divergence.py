@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import ConfigError
 
 if TYPE_CHECKING:
-    from .base import Responder
+    from .base import Responder, Rollout
 
 
 def local_of(responder: Responder) -> Any:
@@ -35,23 +35,20 @@ def local_of(responder: Responder) -> Any:
 def policy_kl(
     audited: Responder,
     reference: Responder,
-    prompts: Sequence[str],
-    completions: Sequence[list[int]],
-    stopped: Sequence[bool] | None = None,
+    rollouts: Sequence[Rollout],
 ) -> list[np.ndarray]:
-    """``[T]`` per-position KL(audited ‖ reference) in nats along each completion: one position per
-    token, plus, for a completion that ``stopped`` at its end-of-sequence token, the position that
-    chose it (so an answer that stops at once still has a drift). A completion cut to fit the
+    """``[T]`` per-position KL(audited ‖ reference) in nats along each rollout's answer: one position
+    per token, plus, for an answer that stopped at its end-of-sequence token, the position that
+    chose it (so an answer that stops at once still has a drift). An answer cut to fit the
     context keeps the positions that fit (and loses its end)."""
     import torch
 
     audited, reference = local_of(audited), local_of(reference)
-    stopped = list(stopped) if stopped is not None else [False] * len(prompts)
     pairs = []
-    for prompt, completion, stop in zip(prompts, completions, stopped, strict=True):
-        context, _ = audited._fit_prompt(audited.encode_prompt(prompt))
-        fitted = audited._fit_pair(list(context), list(completion))
-        pairs.append((fitted[0], fitted[1], bool(stop) and not fitted[3]))
+    for rollout in rollouts:
+        context, _ = audited._fit_prompt(audited.encode_prompt(rollout.prompt))
+        fitted = audited._fit_pair(list(context), list(rollout.token_ids))
+        pairs.append((fitted[0], fitted[1], rollout.stopped and not fitted[3]))
     vocab = audited.model.get_output_embeddings().weight.shape[0]
     budget = max(1, int(audited.score_budget_mib * 2**20 // (vocab * 4 * 2)))  # two models' logits at once
     order = sorted(range(len(pairs)), key=lambda i: -(len(pairs[i][0]) + len(pairs[i][1])))

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..errors import ConfigError, NonFiniteError
-from .base import Access, CallCounter, Generation, GenerationParams, Responder, TextScore, sample_seed
+from .base import Access, CallCounter, Generation, GenerationParams, Responder, Rollout, TextScore, sample_seed
 from .divergence import policy_kl
 from .prompting import PromptFormat, PromptTokens
 
@@ -225,17 +225,10 @@ class LocalResponder(PromptTokens):
         """
         return self.score_ids(self.scored_pairs(contexts, texts))
 
-    def divergence(
-        self,
-        prompts: Sequence[str],
-        completions: Sequence[list[int]],
-        reference: Responder,
-        stopped: Sequence[bool] | None = None,
-    ) -> list[np.ndarray]:
-        """Per-position KL(this model ‖ ``reference``) along each completion (:mod:`.divergence`)."""
-
-        self.counter.scored += len(prompts)
-        return policy_kl(self, reference, prompts, completions, stopped)
+    def divergence(self, rollouts: Sequence[Rollout], reference: Responder) -> list[np.ndarray]:
+        """Per-position KL(this model ‖ ``reference``) along each rollout (:mod:`.divergence`)."""
+        self.counter.scored += len(rollouts)
+        return policy_kl(self, reference, rollouts)
 
     def score_ids(self, pairs: Sequence[tuple[list[int], list[int]]]) -> list[TextScore]:
         """Like :meth:`score` on token ids: ``(context_ids, text_ids)`` pairs."""

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from .base import CallCounter, Generation, GenerationParams, TextScore
+from .base import CallCounter, Generation, GenerationParams, Rollout, TextScore
 from .checks import check_generations, check_scores
 
 if TYPE_CHECKING:
@@ -188,19 +188,12 @@ class CachedResponder:
             keys, [len(t) for _, t in pairs], lambda idx: self.responder.score_ids([pairs[i] for i in idx])
         )
 
-    def divergence(
-        self,
-        prompts: Sequence[str],
-        completions: Sequence[list[int]],
-        reference: Responder,
-        stopped: Sequence[bool] | None = None,
-    ) -> list[np.ndarray]:
-        """Per-position KL(this model ‖ ``reference``) along each completion, kept in the store (keyed
-        by both models' identities, the prompt, the completion's ids and whether it stopped)."""
-        stopped = list(stopped) if stopped is not None else [False] * len(prompts)
+    def divergence(self, rollouts: Sequence[Rollout], reference: Responder) -> list[np.ndarray]:
+        """Per-position KL(this model ‖ ``reference``) along each rollout, kept in the store (keyed
+        by both models' identities, the prompt, the answer's ids and whether it stopped)."""
         keys = [
-            _key("divergence", self.identity, reference.identity, p, list(c), bool(e))
-            for p, c, e in zip(prompts, completions, stopped, strict=True)
+            _key("divergence", self.identity, reference.identity, r.prompt, list(r.token_ids), r.stopped)
+            for r in rollouts
         ]
         found = self.store.get_many(keys)
         self.counter.cache_hits += len(found)
@@ -212,9 +205,7 @@ class CachedResponder:
         with self._bar(len(todo), "score", len(todo) > self.chunk_rows) as bar:
             for start in range(0, len(todo), self.chunk_rows):
                 chunk = todo[start : start + self.chunk_rows]
-                values = self.responder.divergence(
-                    [prompts[i] for i in chunk], [completions[i] for i in chunk], reference, [stopped[i] for i in chunk]
-                )
+                values = self.responder.divergence([rollouts[i] for i in chunk], reference)
                 new = {keys[i]: {"kl": v.tolist()} for i, v in zip(chunk, values)}
                 self.store.put_many("divergence", new)
                 self.counter.scored += len(new)

@@ -24,12 +24,14 @@ from tests.torchrun import ENV, kill_rank_one_when, lara_command, names_rank_one
 DETECTORS = "ppl,min_k,recall,cdd,self_critique"
 
 
-def detect_command(procs: int, questions: Path, sets: Path, model: Path, out: Path, store: Path) -> list[str]:
+def detect_command(
+    procs: int, questions: Path, sets: Path, model: Path, out: Path, store: Path, *extra: str
+) -> list[str]:
     return lara_command(
         procs,
         "-q",
         "detect",
-        DETECTORS,
+        DETECTORS if not extra else f"{DETECTORS},policy_drift",
         str(questions),
         "--model",
         str(model),
@@ -60,6 +62,7 @@ def detect_command(procs: int, questions: Path, sets: Path, model: Path, out: Pa
         "-o",
         str(out),
         "--no-progress",
+        *extra,
     )
 
 
@@ -82,7 +85,7 @@ def calibrated_within_rounding(scores: Path, name: str, rtol: float = 1e-6) -> t
 
 
 @pytest.mark.slow
-def test_two_processes_score_exactly_what_one_does(tmp_path, toy_dirs):
+def test_two_processes_score_exactly_what_one_does(tmp_path, toy_dirs, other_gpt2_dir):
     questions = [
         Question(
             f"q{i}",
@@ -102,7 +105,18 @@ def test_two_processes_score_exactly_what_one_does(tmp_path, toy_dirs):
     for procs in (1, 2):
         out = tmp_path / f"scores{procs}.csv"
         result = subprocess.run(
-            detect_command(procs, qfile, sets, toy_dirs["gpt2"], out, tmp_path / f"store{procs}.sqlite"),
+            detect_command(
+                procs,
+                *(qfile, sets, toy_dirs["gpt2"], out, tmp_path / f"store{procs}.sqlite"),
+                *(
+                    "--reference",
+                    str(other_gpt2_dir),
+                    "--param",
+                    "policy_drift.n=2",
+                    "--param",
+                    "policy_drift.max_new_tokens=6",
+                ),
+            ),
             env=ENV,
             capture_output=True,
             text=True,
@@ -111,7 +125,8 @@ def test_two_processes_score_exactly_what_one_does(tmp_path, toy_dirs):
         outs[procs] = out
     one, two = ScoreTable.read_csv(outs[1]), ScoreTable.read_csv(outs[2])
     assert one.ids == two.ids and list(one.columns) == list(two.columns)
-    assert {"ppl@cal", "cdd@cal"} <= set(two.columns)
+    assert {"ppl@cal", "cdd@cal", "policy_drift"} <= set(two.columns)  # drift: KL shared out by rank
+    assert np.isfinite(two.columns["policy_drift"]).all() and (two.columns["policy_drift"] > 0).all()
     for name in ("recall", "cdd"):  # token choices and edit distances: the same completions
         np.testing.assert_array_equal(two.columns[name], one.columns[name], err_msg=name)
     for name in one.columns:  # log-probabilities: float32 rounding

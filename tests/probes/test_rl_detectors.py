@@ -17,7 +17,7 @@ from generation.records import Question
 from probes.detection import ControlPlan, run_detectors
 from probes.detectors import get_detector
 from probes.errors import ConfigError
-from probes.responders.base import GenerationParams
+from probes.responders.base import GenerationParams, Rollout
 from probes.responders.local import LocalResponder, PromptFormat
 from probes.responders.store import CachedResponder, ResponseStore
 from probes.verifier import judge
@@ -73,11 +73,11 @@ def test_policy_drift_against_a_naive_full_vocabulary_kl_and_zero_against_itself
 def test_policy_drift_counts_the_end_of_sequence_position_of_a_stopped_answer(pair):
     audited, reference = pair
     completions = [audited.tokenizer.encode(" 5"), []]  # the second stopped at once: only its EOS position
-    kl = audited.divergence(QUESTIONS[:2], completions, reference, [True, True])
+    kl = audited.divergence([Rollout(q, tuple(c), True) for q, c in zip(QUESTIONS[:2], completions)], reference)
     assert [len(x) for x in kl] == [len(completions[0]) + 1, 1]
     for question, completion, row in zip(QUESTIONS, completions, kl):
         assert row.mean() == pytest.approx(naive_kl(audited, reference, question, completion, True), rel=1e-5)
-    cut = audited.divergence(QUESTIONS[:1], completions[:1], reference, [False])[0]
+    cut = audited.divergence([Rollout(QUESTIONS[0], tuple(completions[0]), False)], reference)[0]
     np.testing.assert_allclose(cut, kl[0][:-1], rtol=1e-5)  # a capped answer has no end position
 
 
