@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 Arch = Literal["gpt2", "llama", "qwen2"]
 TOY_FORMAT_VERSION = 1
@@ -113,7 +113,7 @@ def build_toy_model(out_dir: str | Path, spec: ToyModelSpec = ToyModelSpec()) ->
     tokenizer = train_tokenizer(spec.tokenizer_vocab, add_bos=spec.arch == "llama")
     if len(tokenizer) > spec.vocab_size:
         raise ValueError(f"vocab_size {spec.vocab_size} is smaller than the tokenizer's {len(tokenizer)} tokens")
-    config = _model_config(spec, tokenizer)
+    config = model_config(spec, tokenizer)
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(spec.seed)
@@ -193,7 +193,8 @@ def corpus() -> list[str]:
     return out
 
 
-def _model_config(spec: ToyModelSpec, tokenizer):
+def model_config(spec: ToyModelSpec, tokenizer: Any) -> Any:
+    """The ``transformers`` config of a model of ``spec``'s shape over ``tokenizer`` (its BOS/EOS/PAD ids)."""
     from transformers import GPT2Config, LlamaConfig, Qwen2Config
 
     ids = {

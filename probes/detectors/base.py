@@ -75,7 +75,8 @@ class Detector:
     """Base class. Subclasses set the class attributes and implement :meth:`score`."""
 
     name: ClassVar[str]
-    raw_name: ClassVar[str]
+    raw_column: ClassVar[tuple[str, str]]  # the natural statistic's name and direction, e.g. ("ppl", "lower = member")
+    raw_name: ClassVar[str]  # raw_column's two halves, set by register()
     raw_direction: ClassVar[str]  # "higher = member" or "lower = member"
     needs: ClassVar[frozenset[Access]]
     summary: ClassVar[str]
@@ -201,8 +202,17 @@ REGISTRY: dict[str, type[Detector]] = {}
 
 
 def register(cls: type[Detector]) -> type[Detector]:
+    column = getattr(cls, "raw_column", None)
+    if not (isinstance(column, tuple) and len(column) == 2):
+        raise ValueError(
+            f"{cls.__name__}: declare its natural statistic as raw_column = (name, 'higher = member' or 'lower = member')"
+        )
+    cls.raw_name, cls.raw_direction = column
     if cls.raw_direction not in ("higher = member", "lower = member"):
-        raise ValueError(f"{cls.__name__}: raw_direction must be 'higher = member' or 'lower = member'")
+        raise ValueError(
+            f"{cls.__name__}: raw_column's direction must be 'higher = member' or 'lower = member', "
+            f"not {cls.raw_direction!r}"
+        )
     if not getattr(cls, "statistic", ""):
         raise ValueError(f"{cls.__name__}: say what it computes in `statistic` (docs/detectors.md's table shows it)")
     taken = REGISTRY.get(cls.name)

@@ -28,8 +28,7 @@ if TYPE_CHECKING:
 @register
 class PartialCompletion(Detector):
     name = "partial_completion"
-    raw_name = "partial_rouge_l"
-    raw_direction = "higher = member"
+    raw_column = "partial_rouge_l", "higher = member"
     statistic = "ROUGE-L F1 (tokens) of the greedy plain-text continuation of the question's first 60 % against the rest; exact match in the raw file"  # docs/detectors.md's table
     summary = "partial-prompt completion: ROUGE-L F1 of the greedy plain-text continuation of the question's first 60 % vs the rest"
     needs = frozenset({Access.SAMPLING, Access.TOKEN_IDS})

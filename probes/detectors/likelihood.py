@@ -101,8 +101,7 @@ class _RescoringDetector(_LikelihoodDetector):
 @register
 class PPL(_LikelihoodDetector):
     name = "ppl"
-    raw_name = "perplexity"
-    raw_direction = "lower = member"
+    raw_column = "perplexity", "lower = member"
     statistic = "exp(−mean token log-prob) of the greedy response (`target=question`: of the question)"  # docs/detectors.md's table
     summary = "perplexity of the greedy response (or the question): exp(−mean token log-prob)"
 
@@ -114,8 +113,7 @@ class PPL(_LikelihoodDetector):
 @register
 class MinK(_LikelihoodDetector):
     name = "min_k"
-    raw_name = "min_k_logprob"
-    raw_direction = "higher = member"
+    raw_column = "min_k_logprob", "higher = member"
     statistic = "mean of the lowest ⌊k·n⌋ token log-probs (k = 0.2, at least one)"  # docs/detectors.md's table
     summary = "Min-K% Prob: mean of the lowest k of token log-probs (k = 0.2)"
 
@@ -133,8 +131,7 @@ class MinK(_LikelihoodDetector):
 @register
 class MinKPlusPlus(MinK):
     name = "min_k_plus_plus"
-    raw_name = "min_k_plus_plus_z"
-    raw_direction = "higher = member"
+    raw_column = "min_k_plus_plus_z", "higher = member"
     statistic = "lowest k of (log p − μ)/σ, μ and σ over the full vocabulary (an API: over the top K, flagged)"  # docs/detectors.md's table
     summary = "Min-K%++: lowest k of (log p − μ)/σ over the full vocabulary (k = 0.2)"
 
@@ -152,8 +149,7 @@ class MinKPlusPlus(MinK):
 @register
 class Zlib(_LikelihoodDetector):
     name = "zlib"
-    raw_name = "zlib_ratio"
-    raw_direction = "lower = member"
+    raw_column = "zlib_ratio", "lower = member"
     statistic = (
         "mean token NLL of the greedy response / its zlib-compressed length in bytes"  # docs/detectors.md's table
     )
@@ -167,8 +163,7 @@ class Zlib(_LikelihoodDetector):
 @register
 class ReCaLL(_RescoringDetector):
     name = "recall"
-    raw_name = "recall_ratio"
-    raw_direction = "higher = member"
+    raw_column = "recall_ratio", "higher = member"
     statistic = "LL(x ∣ non-member prefix) / LL(x) over the same tokens of x, the greedy response by default"  # docs/detectors.md's table
     summary = "ReCaLL: LL(x | non-member prefix) / LL(x) over the same tokens of x"
 
@@ -240,8 +235,7 @@ class ReCaLL(_RescoringDetector):
 @register
 class LogProber(Detector):
     name = "logprober"
-    raw_name = "logprober_safe_score"
-    raw_direction = "lower = member"
+    raw_column = "logprober_safe_score", "lower = member"
     statistic = "log(−∫ cumulative sorted log-probs) of the question (decision: < 1)"  # docs/detectors.md's table
     summary = "LogProber: log(−integral of the sorted cumulative token log-probs of the question)"
     needs = frozenset({Access.TEXT_LOGPROBS})

@@ -25,8 +25,7 @@ if TYPE_CHECKING:
 @register
 class Ref(_RescoringDetector):
     name = "ref"
-    raw_name = "ref_ll_difference"
-    raw_direction = "higher = member"
+    raw_column = "ref_ll_difference", "higher = member"
     statistic = "mean token log-prob of the greedy response under the audited model − under a reference model (same tokenizer)"  # docs/detectors.md's table
     summary = "Ref: mean token log-prob of the greedy response (or the question) under the audited model minus under a reference (pre-RL) model"
     requires_reference = True

@@ -49,8 +49,7 @@ class _SamplingComparison(Detector):
 @register
 class PolicyDrift(_SamplingComparison):
     name = "policy_drift"
-    raw_name = "policy_kl"
-    raw_direction = "higher = member"
+    raw_column = "policy_kl", "higher = member"
     statistic = "mean over the audited model's sampled answers of the per-token full-vocabulary KL(π_audited ‖ π_reference) along the answer"  # docs/detectors.md's table
     summary = "policy drift: mean full-vocabulary KL(audited ‖ reference) along the audited model's sampled answers"
     needs = frozenset({Access.SAMPLING, Access.TOKEN_IDS, Access.FULL_DISTRIBUTION})
@@ -76,8 +75,7 @@ class PolicyDrift(_SamplingComparison):
 @register
 class RewardGain(_SamplingComparison):
     name = "reward_gain"
-    raw_name = "reward_gain"
-    raw_direction = "higher = member"
+    raw_column = "reward_gain", "higher = member"
     statistic = "mean verifier reward of sampled answers, audited minus reference (the raw file also holds each model's mean reward)"  # docs/detectors.md's table
     summary = "reward gain: mean verifier reward of sampled answers, audited minus reference (needs answers)"
     needs = frozenset({Access.SAMPLING})

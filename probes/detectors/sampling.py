@@ -24,8 +24,7 @@ if TYPE_CHECKING:
 class CDD(Detector):
     family = "sampling"
     name = "cdd"
-    raw_name = "cdd_peak"
-    raw_direction = "higher = member"
+    raw_column = "cdd_peak", "higher = member"
     statistic = "share of 50 samples (T = 0.8) within α·ℓ_max token edits of the greedy output (decision: > ξ)"  # docs/detectors.md's table
     summary = "CDD: share of samples within α·ℓ_max token edits of the greedy output (N = 50, T = 0.8)"
     samples_at_temperature = True
@@ -55,8 +54,7 @@ class CDD(Detector):
 class MinKNN(Detector):
     family = "sampling"
     name = "min_knn"
-    raw_name = "min_knn_distance"
-    raw_direction = "lower = member"
+    raw_column = "min_knn_distance", "lower = member"
     statistic = "mean of the 10 smallest nearest-neighbour normalised edit distances among 32 samples (T = 0.7, top-p 0.95)"  # docs/detectors.md's table
     summary = "Min-kNN distance: mean of the k smallest nearest-neighbour edit distances among 32 samples"
     samples_at_temperature = True
@@ -91,8 +89,7 @@ def _entropy_notes(gens: Sequence[Any], name: str) -> list[str]:
 class SelfCritique(Detector):
     family = "sampling"
     name = "self_critique"
-    raw_name = "self_critique_similarity"
-    raw_direction = "higher = member"
+    raw_column = "self_critique_similarity", "higher = member"
     statistic = 'penalized cosine of the entropy sequences of the answer and of a "solve it differently" answer'  # docs/detectors.md's table
     summary = (
         "Self-Critique: penalized cosine of the entropy sequences of the answer and of a 'solve it differently' answer"
@@ -129,8 +126,7 @@ class SelfCritique(Detector):
 class EntropyTemp(Detector):
     family = "sampling"
     name = "entropy_temp"
-    raw_name = "entropy_temp_similarity"
-    raw_direction = "higher = member"
+    raw_column = "entropy_temp_similarity", "higher = member"
     statistic = "the same similarity as Self-Critique, against sampled answers"  # docs/detectors.md's table
     summary = "Entropy-Temp: penalized cosine of the greedy answer's entropies and sampled answers' (mean over samples)"
     samples_at_temperature = True
@@ -158,8 +154,7 @@ class EntropyTemp(Detector):
 class EntropyNoise(Detector):
     family = "sampling"
     name = "entropy_noise"
-    raw_name = "entropy_noise_similarity"
-    raw_direction = "higher = member"
+    raw_column = "entropy_noise_similarity", "higher = member"
     statistic = "the same similarity as Self-Critique, against the answer to an unrelated-prefix prompt"  # docs/detectors.md's table
     summary = "Entropy-Noise: penalized cosine of the greedy answer's entropies with and without an unrelated prefix"
     needs = frozenset({Access.SAMPLING, Access.ENTROPY_EXACT})

@@ -252,22 +252,14 @@ def problem_source(p: Preset, seed: int) -> dict[str, Any]:
 def _fresh_model(p: Preset, splits: Any, seed: int, device: str) -> tuple[Any, Any]:
     """The tokenizer trained on the SFT pool (one digit per token) and a freshly initialised GPT-2."""
     import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import GPT2LMHeadModel
 
-    from cache.toymodels import train_tokenizer  # lazy: pulls h5py
+    from cache.toymodels import ToyModelSpec, model_config, train_tokenizer  # lazy: pulls h5py
 
     tokenizer = train_tokenizer(p.vocab_size, texts=[x.text() for x in splits.sft], split_digits=True)
     tokenizer.chat_template = None
-    config = GPT2Config(
-        vocab_size=len(tokenizer),
-        n_positions=p.n_positions,
-        n_embd=p.d_model,
-        n_layer=p.n_layer,
-        n_head=p.n_head,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
+    shape = ToyModelSpec("gpt2", p.n_layer, p.d_model, p.n_head, len(tokenizer), max_positions=p.n_positions)
+    config = model_config(shape, tokenizer)
     torch.manual_seed(seed)
     return tokenizer, GPT2LMHeadModel(config).to(device)
 

@@ -134,12 +134,29 @@ def test_a_detector_that_does_not_say_what_it_computes_is_refused():
 
     class Unexplained(Detector):
         name = "unexplained"
-        raw_name = "x"
-        raw_direction = "higher = member"
+        raw_column = "x", "higher = member"
 
     with pytest.raises(ValueError, match="say what it computes in `statistic`"):
         register(Unexplained)
     assert "unexplained" not in REGISTRY
+
+
+@pytest.mark.parametrize(
+    "column, message",
+    [(None, "declare its natural statistic as raw_column"), (("x", "up"), "not 'up'")],
+)
+def test_a_detector_without_a_raw_column_and_its_direction_is_refused(column, message):
+    from probes.detectors.base import Detector, register
+
+    class Unoriented(Detector):
+        name = "unoriented"
+        statistic = "x"
+
+    if column is not None:
+        Unoriented.raw_column = column
+    with pytest.raises(ValueError, match=message):
+        register(Unoriented)
+    assert "unoriented" not in REGISTRY
 
 
 # each sampling detector's sampled answers, from the papers' settings (SPEC §5): budget, T, top-p
