@@ -4,14 +4,21 @@ alternative a config can choose — the FDR procedure (BH, Benjamini–Krieger�
 Storey's adaptive BH), the controls the detectors that do not sample score, the controls the
 sampling ones score, and which detectors are scored on controls.
 
-    python benchmarks/bench_decision_defaults.py [--config configs/demo.yaml ...] [--fdr 0.10]
+    python benchmarks/bench_decision_defaults.py [--config configs/demo.yaml ...] [--set KEY=VALUE ...] [--fdr 0.10]
 
 For each testbed (a config whose run has finished; run it first) and each alternative it prints,
 with the labels (never used by the decisions): the questions flagged, the members among them, the
 false-discovery proportion, the "at least k" bound, and the cost — the controls scored per
 question by one forward pass each (the likelihood family) and by sampling (n samples per control,
 from the audited and the reference model). The alternatives read the controls the run scored, so
-a run with 20 decision and 5 sampling controls shows every count up to those.
+a run with 20 decision and 5 sampling controls shows every count up to those; an alternative that
+needs more than its run scored is shown as such. The figures in docs/verdicts.md come from such a
+wide run of each demo (``--set`` applies to every config, as ``lara run``'s does):
+
+    lara run configs/demo.yaml --set run_dir=runs/demo-wide \
+        --set calibration.decision_controls=20 --set calibration.sampling_controls=5
+    python benchmarks/bench_decision_defaults.py --config configs/demo.yaml --set run_dir=runs/demo-wide \
+        --set calibration.decision_controls=20 --set calibration.sampling_controls=5
 """
 
 from __future__ import annotations
@@ -49,13 +56,15 @@ class Alternative:
 
 
 ALTERNATIVES = [
-    Alternative("20 / 5 controls, BH (the demo's)"),
+    Alternative("10 / 3 controls, Storey (the defaults)", method="storey", decision=10, sampling=3),
+    Alternative("20 / 5 controls, BH (the demo's before)"),
     Alternative("20 / 5 controls, two-stage", method="two-stage"),
     Alternative("20 / 5 controls, Storey", method="storey"),
-    Alternative("3 / 3 controls, BH (no calibration keys)", decision=3, sampling=3),
+    Alternative("3 / 3 controls, BH (the defaults before)", decision=3, sampling=3),
     Alternative("3 / 3 controls, Storey", method="storey", decision=3, sampling=3),
     Alternative("20 / 3 controls, Storey", method="storey", sampling=3),
     Alternative("10 / 5 controls, Storey", method="storey", decision=10),
+    Alternative("5 / 3 controls, Storey", method="storey", decision=5, sampling=3),
     Alternative("likelihood family only, 20, BH", detectors=LIKELIHOOD),
     Alternative("likelihood family only, 20, Storey", method="storey", detectors=LIKELIHOOD),
 ]
@@ -91,8 +100,8 @@ def limited(s: ScoredSet, alt: Alternative) -> ScoredSet:
     )
 
 
-def testbed_rows(config_path: Path, fdr: float) -> list[dict]:
-    config = load_run_config(config_path)
+def testbed_rows(config_path: Path, fdr: float, sets: list[str]) -> list[dict]:
+    config = load_run_config(config_path, sets)
     run_dir = Path(config.run_dir)
     name, reference = config.name, config.reference_name()
     if not (run_dir / name / "verdict.json").is_file():
@@ -102,8 +111,18 @@ def testbed_rows(config_path: Path, fdr: float) -> list[dict]:
     questions = [json.loads(line) for line in Path(config.questions).read_text().splitlines() if line.strip()]
     audited_ids = [q["id"] for q in questions if q.get("split") != "clean_ref"]
     labels = {q["id"]: q.get("label") for q in questions}
+    c = config.calibration
+    scored_counts = (c.decision_controls or c.controls, max(c.controls, c.sampling_controls or 0))
     rows = []
     for alt in ALTERNATIVES:
+        if alt.decision > scored_counts[0] or alt.sampling > scored_counts[1]:
+            rows.append(
+                {
+                    "alternative": alt.name,
+                    "missing": f"needs more controls than the run scored ({scored_counts[0]} / {scored_counts[1]})",
+                }
+            )
+            continue
         names = [d for d in verdict["combined"]["detectors"] if alt.detectors is None or d in alt.detectors]
         settings = dataclasses.replace(config.verdict, fdr=fdr, fdr_method=alt.method)
         start = time.perf_counter()
@@ -136,12 +155,13 @@ def testbed_rows(config_path: Path, fdr: float) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", type=Path, action="append", help="a finished run's config (repeatable)")
+    parser.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE", help="as lara run's")
     parser.add_argument("--fdr", type=float, default=0.10)
     args = parser.parse_args()
     configs = args.config or [ROOT / "configs" / "demo.yaml"]
     for path in configs:
-        rows = testbed_rows(path, args.fdr)
-        first = rows[0]
+        rows = testbed_rows(path, args.fdr, args.sets)
+        first = next(r for r in rows if "missing" not in r)
         print(
             f"\n{path.name}: the audited model's {first['n']} questions ({first['n_members']} members), decided at "
             f"q = {args.fdr} in one pass"
@@ -151,6 +171,9 @@ def main() -> None:
             f"{'passes/q':>9}{'sampled/q':>10}"
         )
         for r in rows:
+            if "missing" in r:
+                print(f"  {r['alternative']:<42}  {r['missing']}")
+                continue
             print(
                 f"  {r['alternative']:<42}{r['flagged']:>8}{r['members']:>8}{r['fdp']:>7.2f}{r['at_least']:>9}"
                 f"{r['passes']:>9}{r['sampled']:>10}"

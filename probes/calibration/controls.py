@@ -13,6 +13,17 @@ from ..errors import InputError
 from ..scorefiles import HASH_COLUMN, ControlTable  # noqa: F401 (their home is probes.scorefiles; imported here too)
 
 DEFAULT_CONTROLS = 3
+# the per-question decisions' controls for the detectors that do not sample, where none is named:
+# the measured best (docs/verdicts.md, "Which settings": on the demo 10 flag what 20 do, 3 far fewer)
+DEFAULT_DECISION_CONTROLS = 10
+
+
+def decision_control_count(controls: int, decision_controls: int | None) -> int:
+    """The controls the detectors that do not sample score: ``decision_controls`` where given, else
+    :data:`DEFAULT_DECISION_CONTROLS` (never fewer than the verdict's ``controls``; 0 without controls)."""
+    if decision_controls is not None:
+        return decision_controls
+    return max(controls, DEFAULT_DECISION_CONTROLS) if controls > 0 else 0
 
 
 def control_texts(sets: Sequence[Any], n_controls: int = DEFAULT_CONTROLS) -> dict[str, list[str]]:

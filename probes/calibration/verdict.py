@@ -95,7 +95,7 @@ class VerdictSettings:
     seed: int = 0
     subsets: tuple[str, ...] = ()
     fdr: float = 0.10
-    fdr_method: Literal["bh", "two-stage", "storey"] = "bh"
+    fdr_method: Literal["bh", "two-stage", "storey"] = "storey"
     decision_residual: Literal["matched", "spec"] = "matched"
     decision_pvalue: Literal["randomised", "spec"] = "randomised"
     decision_combine: Literal["learned", "cauchy", "bonferroni"] = "learned"

@@ -14,6 +14,7 @@ from cache.outputs import check_writable
 from generation.records import read_questions, read_sets
 from lara_core.configio import literal_choices, prompt_text
 
+from ..calibration.controls import DEFAULT_DECISION_CONTROLS, decision_control_count
 from ..detection import ControlPlan, detect_questions
 from ..detectors import REGISTRY
 from ..detectors.base import has_answer
@@ -217,9 +218,10 @@ def _calibration_arguments(detect: argparse.ArgumentParser) -> None:
         "--decision-controls",
         CalibrationSettings,
         "decision_controls",
-        "with --sets, the detectors that do not sample score this many controls per question (the "
-        "per-question decisions use them all; the sampling detectors keep --controls): the sets need "
-        "that many similars (lara generate --controls)",
+        "with --sets, the detectors that do not sample score this many controls per question (default: "
+        f"{DEFAULT_DECISION_CONTROLS}, or --controls if more; the per-question decisions use them all, the "
+        "sampling detectors keep --controls): the sets need that many similars (lara generate --controls; "
+        "a question with fewer uses what it has)",
         type=int,
     )
     add_setting(
@@ -263,7 +265,7 @@ def handle(args: argparse.Namespace) -> int:
         controls = ControlPlan.from_sets(
             read_sets(args.sets),
             args.controls,
-            args.decision_controls,
+            decision_control_count(args.controls, args.decision_controls),
             args.sampling_controls,
             [n.strip() for n in args.calibrate.split(",")] if args.calibrate else None,
         )

@@ -22,7 +22,7 @@ from cache.config import ExtractionConfig, ModelConfig
 from generation.config import GenerationConfig
 from lara_core.configio import decode_prompt_texts, encode_prompt_text, from_mapping, load_yaml
 
-from ..calibration.controls import DEFAULT_CONTROLS
+from ..calibration.controls import DEFAULT_CONTROLS, decision_control_count
 from ..calibration.verdict import VerdictSettings
 from ..detectors import REGISTRY
 from ..errors import ConfigError
@@ -120,7 +120,8 @@ class CalibrationSettings:
     ``sampling_controls``: how many the detectors that sample score (reward gain, policy drift;
     n samples per text from each model). The verdict reads the first ``controls`` of them, the
     decisions all. The generator draws the similars beyond its K as controls only (no blanks, no
-    paraphrases). None: the same as ``controls``.
+    paraphrases). Where not named: ``decision_controls`` 10 (or ``controls`` if more),
+    ``sampling_controls`` the same as ``controls`` — the measured best (docs/verdicts.md).
 
     Why the verdict keeps its few: a generator's later similars drift (each must differ from the
     ones before, and after misses fewer relations are kept). On the demo's SFT checkpoint the
@@ -144,6 +145,9 @@ class CalibrationSettings:
                     f"'calibration.{key}' ({value}) must be at least 'calibration.controls' "
                     f"({self.controls}): the decisions use the verdict's controls and more"
                 )
+        object.__setattr__(
+            self, "decision_controls", decision_control_count(self.controls, self.decision_controls) or None
+        )
 
     @property
     def most(self) -> int:

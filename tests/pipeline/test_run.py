@@ -114,7 +114,8 @@ def test_a_run_does_every_stage_and_writes_the_report(first_run):
     assert "| ppl+lara |" in result.summary
     resolved = yaml.safe_load((run_dir / "config.resolved.yaml").read_text())
     assert resolved["generation"]["similars"] == 2
-    # the controls' cost under the settings in force, which lara run logs (ppl: one pass; cdd: n = 4 samples a control)
+    # the controls' cost under the settings in force, which lara run logs (ppl: one pass, on the decisions'
+    # default 10; cdd: n = 4 samples a control, on the verdict's 2)
     from generation.records import read_questions
     from probes.pipeline.run import control_cost
     from probes.pipeline.validate import validate_run
@@ -122,8 +123,8 @@ def test_a_run_does_every_stage_and_writes_the_report(first_run):
     config = load_run_config(path)
     built = validate_run(config, read_questions(config.questions))
     assert control_cost(config, list(built.values())) == (
-        "controls per question: 2 scored by 1 detector(s) of one forward pass each (ppl: 2 scorings), 2 by 1 that "
-        "sample (cdd: 8 sampled completions per model); decisions at q = 0.1 by bh"
+        "controls per question: 10 scored by 1 detector(s) of one forward pass each (ppl: 10 scorings), 2 by 1 that "
+        "sample (cdd: 8 sampled completions per model); decisions at q = 0.1 by storey"
     )
 
 

@@ -53,44 +53,22 @@ def test_the_generator_draws_further_distinct_similars_as_controls_only(sets_wit
     assert "further similars drawn as controls only" in summary.describe() and "ms per question" in summary.describe()
 
 
+def detect_on_controls(audit, root, sets, out, *counts: str) -> int:
+    """``lara detect ppl,cdd`` on the audit's questions with ``sets``' controls (``counts``: the flags)."""
+    return main(
+        [
+            *("detect", "ppl,cdd", str(audit.questions), "--model", str(audit.model_dir), "--device", "cpu"),
+            *("--prompt-format", "raw", "--template", "Q: {prompt}\nA:", "--param", "ppl.max_new_tokens=6"),
+            *("--param", "cdd.n=2", "--param", "cdd.max_tokens=6", "--sets", str(sets), *counts),
+            *("--store", str(root / "s.sqlite"), "-o", str(out), "--no-progress"),
+        ]
+    )
+
+
 def test_detectors_that_do_not_sample_score_every_control_and_the_decisions_use_them(sets_with_controls, audit):
     root, _, more, _ = sets_with_controls
     out = root / "rl.csv"
-    assert (
-        main(
-            [
-                "detect",
-                "ppl,cdd",
-                str(audit.questions),
-                "--model",
-                str(audit.model_dir),
-                "--device",
-                "cpu",
-                "--prompt-format",
-                "raw",
-                "--template",
-                "Q: {prompt}\nA:",
-                "--param",
-                "ppl.max_new_tokens=6",
-                "--param",
-                "cdd.n=2",
-                "--param",
-                "cdd.max_tokens=6",
-                "--sets",
-                str(more),
-                "--controls",
-                "3",
-                "--decision-controls",
-                "7",
-                "--store",
-                str(root / "s.sqlite"),
-                "-o",
-                str(out),
-                "--no-progress",
-            ]
-        )
-        == 0
-    )
+    assert detect_on_controls(audit, root, more, out, "--controls", "3", "--decision-controls", "7") == 0
     controls = ControlTable.read_csv(out.with_suffix(".controls.csv"))
     ids = read_scored(out).scores.ids
     ppl, cdd = controls.matrix("ppl", ids), controls.matrix("cdd", ids)
@@ -180,6 +158,27 @@ def test_the_run_config_refuses_fewer_sampling_controls_than_the_verdicts():
     from probes.pipeline.config import CalibrationSettings
 
     assert CalibrationSettings(controls=3, sampling_controls=5, decision_controls=20).most == 20
-    assert CalibrationSettings(controls=3, sampling_controls=5).most == 5
+    assert CalibrationSettings(controls=3, sampling_controls=5).most == 10  # the decisions' default
     with pytest.raises(ConfigError, match="calibration.sampling_controls"):
         CalibrationSettings(controls=3, sampling_controls=2)
+
+
+def test_the_decisions_default_to_ten_controls_for_the_detectors_that_do_not_sample(sets_with_controls, audit):
+    """The measured best (docs/verdicts.md, "Which settings"; issue 44 item 5): where no count is
+    named, the detectors that do not sample score 10 controls (the verdict's count if more; none
+    without controls), the sampling ones the verdict's; a question with fewer uses what it has."""
+    from probes.calibration.controls import decision_control_count
+    from probes.pipeline.config import CalibrationSettings
+
+    assert [decision_control_count(c, None) for c in (0, 2, 3, 10, 20)] == [0, 10, 10, 10, 20]
+    assert decision_control_count(3, 5) == 5
+    assert CalibrationSettings().decision_controls == 10 and CalibrationSettings(controls=0).decision_controls is None
+    assert VerdictSettings().fdr_method == "storey"
+    root, _, more, _ = sets_with_controls
+    out = root / "default.csv"
+    assert detect_on_controls(audit, root, more, out, "--controls", "3") == 0  # the sets hold 3 + 5 = 8
+    controls = ControlTable.read_csv(out.with_suffix(".controls.csv"))
+    ids = read_scored(out).scores.ids
+    ppl, cdd = controls.matrix("ppl", ids), controls.matrix("cdd", ids)
+    assert np.isfinite(ppl).sum(axis=1).max() == 8  # all it has, short of 10
+    assert np.isfinite(cdd[:, :3]).any() and np.isnan(cdd[:, 3:]).all()

@@ -143,7 +143,7 @@ def test_a_verdict_carries_its_decisions_and_they_find_planted_questions(tmp_pat
         scored_files(a_scores, a_ctl), reference=scored_files(r_scores, r_ctl), settings=FAST
     )
     block = verdict["questions"]
-    assert block["mode"] == "reference" and block["calibrated"] and block["fdr"] == 0.1 and block["method"] == "bh"
+    assert block["mode"] == "reference" and block["calibrated"] and block["fdr"] == 0.1 and block["method"] == "storey"
     assert set(block["flagged"]) >= set(planted[:8]) and len(set(block["flagged"]) - set(planted)) <= 2
     assert block["n_flagged"] == len(block["flagged"]) == int(decisions.flagged.sum())
     first = block["flagged_detail"][0]
