@@ -84,5 +84,7 @@ def test_the_benches_read_the_verdicts_controls_as_lara_run_does():
         calibration = CalibrationSettings(controls=3, decision_controls=20)
 
     assert bench_verdict.verdict_view(full, Config).control_matrix("ppl").shape[1] == 3
-    Config.calibration = CalibrationSettings(controls=3)
+    Config.calibration = CalibrationSettings(controls=3)  # the decisions' default: 10, the verdict still 3
+    assert bench_verdict.verdict_view(full, Config).control_matrix("ppl").shape[1] == 3
+    Config.calibration = CalibrationSettings(controls=3, decision_controls=3)
     assert bench_verdict.verdict_view(full, Config).width == 20  # no further controls: as it is
