@@ -14,6 +14,14 @@ COMBINED = {
 SHOWN = 25  # questions listed in report.md (verdict.json holds up to 50, questions.csv all)
 
 
+# each FDR procedure's name in the report (long) and in the printed line (short)
+FDR_METHODS = {
+    "bh": ("Benjamini–Hochberg", "BH"),
+    "two-stage": ("Benjamini–Krieger–Yekutieli's two-stage adaptive Benjamini–Hochberg", "two-stage BH"),
+    "storey": ("Storey's adaptive Benjamini–Hochberg", "Storey's adaptive BH"),
+}
+
+
 def flagged_markdown(block: Mapping[str, Any] | None, texts: Mapping[str, str] | None = None) -> list[str]:
     """Markdown lines of the section (none when the verdict has no per-question decisions)."""
     if not block:
@@ -21,7 +29,7 @@ def flagged_markdown(block: Mapping[str, Any] | None, texts: Mapping[str, str] |
     if not block["calibrated"]:  # an uncalibrated mode decides nothing (its figures are diagnostic only)
         return ["## Flagged questions", "", f"None decided: {block['undecided']}.", ""]
     mode = block["mode"]
-    method = "Benjamini–Hochberg" if block["method"] == "bh" else "two-stage adaptive Benjamini–Hochberg"
+    method = FDR_METHODS[block["method"]][0]
     lines = [
         "## Flagged questions",
         "",

@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from ..accuracy import accuracy_markdown, accuracy_sentence
+from .flagged import FDR_METHODS
 
 VALIDATED_ON = (
     "known only where the generator was validated: 0.045–0.050 on our two testbeds; on a third testbed of 45 "
@@ -230,7 +231,7 @@ def describe_questions(block: dict[str, Any] | None, where: str = "") -> str:
         return f"which questions: none decided — {block['undecided']}"
     mode = f"{block['mode']} mode" + ("" if block["calibrated"] else ", uncalibrated")
     shown = ", ".join(block["flagged"][:8]) + (", …" if block["n_flagged"] > 8 else "")
-    method = "BH" if block["method"] == "bh" else "two-stage BH"
+    method = FDR_METHODS[block["method"]][1]
     bound = block.get("at_least")
     least = (
         f"; at least {bound['value']} of the {bound['of']} contaminated ({100 * bound['level']:g}% lower bound)"

@@ -40,3 +40,19 @@ def test_a_flagged_question_shows_its_scores_controls_and_p_values_and_a_detecto
         row == "| `q7` What is \\| 6 times 7? | 0.016 | 2.5 (0.1, -0.2, 0.3) → 0.012 | -2.99 (-3, -3) → – (left out) |"
     )
     assert any("at most the FDR." in line for line in lines)
+
+
+def test_each_fdr_procedure_is_named_as_it_is_in_the_report_and_the_printed_line():
+    """Before: every procedure but BH was called "two-stage" (so Storey's, the default, was misnamed)."""
+    from probes.report.verdict_text import describe_questions
+
+    named = {"bh": "Benjamini–Hochberg", "two-stage": "two-stage adaptive", "storey": "Storey's adaptive"}
+    short = {"bh": ", BH)", "two-stage": ", two-stage BH)", "storey": ", Storey's adaptive BH)"}
+    for method, words in named.items():
+        decided = {
+            **block({"ppl": {"score": 1.0, "residual": 1.0, "p_value": 0.01, "controls": [0.0] * 3}}),
+            "method": method,
+        }
+        head = next(line for line in flagged_markdown(decided) if "questions flagged" in line)
+        assert words in head and (method == "two-stage") == ("two-stage" in head), (method, head)
+        assert short[method] in describe_questions(decided), (method, describe_questions(decided))
