@@ -135,7 +135,7 @@ def decide_subsets(
     for draw in range(args.subsets):
         ids = list(rng.choice(members, k, replace=False)) + list(rng.choice(non_members, args.size - k, replace=False))
         d = case.decide(ids, dataclasses.replace(settings, seed=args.seed + draw))
-        assert (bh_flags(d.p_value, settings.fdr) == d.flagged).all()  # the fast BH below is the shipped one
+        assert (fdr_flags(d.p_value, settings) == d.flagged).all()  # the fast procedure below is the shipped one
         out.append(Decided(list(d.ids), d.p_value, d.lines, np.array([i in truth for i in d.ids])))
     return out
 
@@ -153,6 +153,18 @@ def bh_flags(p: np.ndarray, q: float) -> np.ndarray:
     return flagged
 
 
+def fdr_flags(p: np.ndarray, settings: VerdictSettings) -> np.ndarray:
+    """The flags of the run's FDR procedure (``verdict.fdr_method``): BH vectorised; Storey's adaptive
+    BH as BH at q / π̂₀ over the non-NaN ``p``; the two-stage one through the shipped function."""
+    if settings.fdr_method == "bh":
+        return bh_flags(p, settings.fdr)
+    if settings.fdr_method == "storey":
+        finite = p[~np.isnan(p)]
+        pi0 = conformal.storey_pi0(finite, settings.storey_lambda) if len(finite) else 1.0
+        return bh_flags(p, settings.fdr / pi0)
+    return conformal.benjamini_hochberg(p, settings.fdr, settings.fdr_method, settings.storey_lambda)[0]
+
+
 def mix_rates(
     decided: list[Decided], settings: VerdictSettings, replaced: list[np.ndarray] | None = None
 ) -> dict[str, float]:
@@ -161,7 +173,7 @@ def mix_rates(
     rows: dict[str, list[float]] = {k: [] for k in ("fdp", "power", "any", "oracle", "bound", "covered")}
     for k, d in enumerate(decided):
         p = d.p if replaced is None else replaced[k]
-        flagged, member = bh_flags(p, settings.fdr), d.truth
+        flagged, member = fdr_flags(p, settings), d.truth
         rows["fdp"].append((flagged & ~member).sum() / max(int(flagged.sum()), 1))
         rows["any"].append(float(flagged.any()))
         if member.any():
