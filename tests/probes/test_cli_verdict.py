@@ -34,6 +34,8 @@ def scored(audit, other_gpt2_dir, tmp_path_factory):
         str(audit.sets),
         "--controls",
         "2",
+        "--decision-controls",
+        "2",  # the verdict's 2 for every detector (the decisions' default would score all 3 similars)
         "--store",
         str(root / "s.sqlite"),
         "--no-progress",
