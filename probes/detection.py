@@ -12,7 +12,7 @@ import numpy as np
 
 from cache.fingerprint import text_hash
 
-from .calibration.controls import control_answers, control_texts
+from .calibration.controls import control_answers, control_texts, decision_control_count
 from .calibration.stats import calibrated_scores
 from .detectors import Detector, get_detector
 from .detectors.base import has_answer
@@ -115,15 +115,17 @@ class ControlPlan:
         calibrate: Sequence[str] | None = None,
     ) -> "ControlPlan":
         """The plan from perturbation sets: each question's first ``controls`` similars (its first
-        ``decision_controls`` for the detectors that do not sample, ``sampling_controls`` for
+        ``decision_controls`` for the detectors that do not sample — None: the default,
+        :func:`~probes.calibration.controls.decision_control_count` — and ``sampling_controls`` for
         those that do; both at least ``controls``)."""
-        most = max(controls, decision_controls or 0, sampling_controls or 0)
+        decision_controls = decision_control_count(controls, decision_controls)
+        most = max(controls, decision_controls, sampling_controls or 0)
         sampling = max(controls, sampling_controls or 0)
         return cls(
             control_texts(list(sets), most),
             control_answers(list(sets), most),
             list(calibrate) if calibrate is not None else None,
-            sampling if (decision_controls or 0) > sampling else None,
+            sampling if decision_controls > sampling else None,
         )
 
 

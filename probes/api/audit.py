@@ -54,7 +54,8 @@ def detect(
         reference: the model before RL (anything :func:`probes.load_model` takes), for ``ref``,
             ``policy_drift``, ``reward_gain`` and the verdict's reference mode.
         sets: the questions' perturbation sets (:func:`probes.perturb`): their first
-            ``n_controls`` similar questions are scored as controls, for the verdict.
+            ``n_controls`` similar questions are scored as controls, for the verdict (the likelihood
+            family scores up to 10 of them, for the per-question decisions: `calibration.decision_controls`).
         params: per-detector parameters, ``{"min_knn": {"n": 8}}``.
         store: the response store keeping every answer and score (default: the one ``lara
             detect`` uses, ``~/.cache/lara-probes/responses.sqlite``), so a repeated call is served from it.

@@ -14,7 +14,7 @@ from cache.outputs import check_writable
 from generation.records import read_questions, read_sets
 from lara_core.configio import literal_choices, prompt_text
 
-from ..calibration.controls import DEFAULT_DECISION_CONTROLS, decision_control_count
+from ..calibration.controls import DEFAULT_DECISION_CONTROLS
 from ..detection import ControlPlan, detect_questions
 from ..detectors import REGISTRY
 from ..detectors.base import has_answer
@@ -265,7 +265,7 @@ def handle(args: argparse.Namespace) -> int:
         controls = ControlPlan.from_sets(
             read_sets(args.sets),
             args.controls,
-            decision_control_count(args.controls, args.decision_controls),
+            args.decision_controls,
             args.sampling_controls,
             [n.strip() for n in args.calibrate.split(",")] if args.calibrate else None,
         )
