@@ -21,6 +21,7 @@ left out, and the table says so.
     python benchmarks/bench_engines.py                          # the table in docs/performance.md
     python benchmarks/bench_engines.py --models gpt2-small --n 8 32 --new-tokens 64 512
     python benchmarks/bench_engines.py --models smollm --n 8 --new-tokens 64 --detect-questions 0
+    python benchmarks/bench_engines.py --device cuda --engines builtin hf-generate   # on a GPU
 """
 
 from __future__ import annotations
@@ -76,13 +77,16 @@ def prompts(count: int) -> list[str]:
     return [r["question"] for r in rows[:count]]
 
 
+DEVICE = {"device": "cpu", "dtype": "float32"}  # where builtin and hf-generate run (--device, --dtype)
+
+
 def run_builtin(source: Path, questions: list[str], n: int, tokens: int) -> Callable[[], int]:
     from cache.config import ModelConfig
     from cache.loading import load_model
     from probes.responders.local import LocalResponder, PromptFormat
 
     responder = LocalResponder(
-        load_model(ModelConfig(source=str(source), device="cpu", dtype="float32")),
+        load_model(ModelConfig(source=str(source), **DEVICE)),
         PromptFormat(mode="raw", template=TEMPLATE),
         batch_size=64,
     )
@@ -93,7 +97,8 @@ def run_hf_generate(source: Path, questions: list[str], n: int, tokens: int) -> 
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=getattr(torch, DEVICE["dtype"]))
+    model = model.to(DEVICE["device"]).eval()
     tokenizer = AutoTokenizer.from_pretrained(source)
     tokenizer.padding_side = "left"
     from cache.loading import context_length
@@ -104,7 +109,7 @@ def run_hf_generate(source: Path, questions: list[str], n: int, tokens: int) -> 
         total = 0
         for start in range(0, len(questions), max(1, 64 // n)):
             batch = [TEMPLATE.replace("{prompt}", q) for q in questions[start : start + max(1, 64 // n)]]
-            enc = tokenizer(batch, return_tensors="pt", padding=True)
+            enc = tokenizer(batch, return_tensors="pt", padding=True).to(model.device)
             with torch.inference_mode():
                 out = model.generate(
                     **enc,
@@ -232,6 +237,12 @@ def detect_wall(engine: str, questions: list[str]) -> float:
         close()
 
 
+def _where(device: str) -> str:
+    import torch
+
+    return torch.cuda.get_device_name(device) if device.startswith("cuda") else "CPU"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--models", nargs="+", default=["testbed", "gpt2-small"])
@@ -240,7 +251,10 @@ def main() -> None:
     parser.add_argument("--new-tokens", nargs="+", type=int, default=[64, 512])
     parser.add_argument("--prompts", type=int, default=2)
     parser.add_argument("--detect-questions", type=int, default=20, help="questions of the detector pass (0: none)")
+    parser.add_argument("--device", default="cpu", help="where builtin and hf-generate run (vLLM picks its own)")
+    parser.add_argument("--dtype", default="float32", help="their dtype (float32, bfloat16)")
     args = parser.parse_args()
+    DEVICE.update(device=args.device, dtype=args.dtype)
     import importlib.util
 
     have_vllm = importlib.util.find_spec("vllm") is not None
@@ -249,7 +263,7 @@ def main() -> None:
     import torch
 
     print(
-        f"threads {torch.get_num_threads()}; prompts {args.prompts}; T = 1; tokens/s after one warm-up call"
+        f"{_where(args.device)}, {args.dtype}; threads {torch.get_num_threads()}; prompts {args.prompts}; T = 1; tokens/s after one warm-up call"
         + (f"; left out (vLLM not installed): {', '.join(left_out)}" if left_out else "")
     )
     with tempfile.TemporaryDirectory() as tmp:

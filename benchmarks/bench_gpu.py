@@ -15,8 +15,9 @@ cost per token.
     Targets: ``hf`` within 10 % of ``floor``; ``hf`` ≥ 5× ``naive``.
 (b) Sampling as Min-kNN / CDD do: ``--n`` completions (32) of ``--new-tokens`` tokens (256) of
     each of ``--prompts`` prompts through the local responder (T = 1.0, top-p 1), with tokens/s
-    and the peak of allocated GPU memory; with vLLM installed, the same through engine vllm (the
-    random weights saved to a temporary checkpoint for it to load; ``--no-vllm`` skips it).
+    and the peak of allocated GPU memory; the same through Hugging Face ``model.generate``
+    (hf-generate); with vLLM installed, the same through engine vllm (the random weights saved
+    to a temporary checkpoint for it to load; ``--no-vllm`` skips it).
 
     python benchmarks/bench_gpu.py                          # on a GPU: the 7B shape in bf16
     python benchmarks/bench_gpu.py --shape tiny --device cpu  # a smoke run of the same code on a CPU
@@ -181,6 +182,44 @@ def bench_sampling(
     return seconds, tokens, torch.cuda.max_memory_allocated() / 2**30 if cuda else None
 
 
+def bench_hf_generate(loaded: Any, prompts: int, n: int, new_tokens: int) -> tuple[float, int]:
+    """(seconds, tokens generated) of the same sampling through Hugging Face ``model.generate``
+    (do_sample, num_return_sequences = n, all prompts in one left-padded batch)."""
+    import torch
+
+    tokenizer = loaded.tokenizer
+    side, tokenizer.padding_side = tokenizer.padding_side, "left"
+    questions = [
+        "Q: " + f"A train travels {60 + 7 * i} km in {2 + i % 3} hours. What is its average speed in km/h?" + "\nA:"
+        for i in range(prompts)
+    ]
+    enc = tokenizer(questions, return_tensors="pt", padding=True).to(loaded.device)
+    tokenizer.padding_side = side
+    special = {tokenizer.pad_token_id, tokenizer.eos_token_id}
+
+    def sample(count: int, tokens: int) -> int:
+        with torch.inference_mode():
+            out = loaded.model.generate(
+                **enc,
+                do_sample=True,
+                temperature=1.0,
+                top_k=0,
+                top_p=1.0,
+                num_return_sequences=count,
+                max_new_tokens=tokens,
+                pad_token_id=tokenizer.pad_token_id,
+            )
+        new = out[:, enc["input_ids"].shape[1] :]
+        return int((~torch.isin(new, torch.tensor(sorted(special), device=new.device))).sum())
+
+    sample(2, 4)  # warm-up
+    _sync(loaded.device)()
+    start = time.perf_counter()
+    made = sample(n, new_tokens)
+    _sync(loaded.device)()
+    return time.perf_counter() - start, made
+
+
 def bench_vllm_sampling(loaded: Any, prompts: int, n: int, new_tokens: int, dtype: str) -> tuple[float, int]:
     """(seconds, tokens generated) of the same sampling through engine vllm (issue 33)."""
     import tempfile
@@ -262,6 +301,11 @@ def main() -> None:
         f"(b) sampling {args.n} completions of up to {args.new_tokens} tokens for each of {args.prompts} prompts (T=1.0)"
     )
     print(f"    builtin {s:9.1f} s  {tokens / s:9.1f} tokens/s  ({tokens} tokens){memory}")
+    gs, gtokens = bench_hf_generate(loaded, args.prompts, args.n, args.new_tokens)
+    print(
+        f"    hf-generate {gs:5.1f} s  {gtokens / gs:9.1f} tokens/s  ({gtokens} tokens); "
+        f"{(gtokens / gs) / (tokens / s):.2f}x the builtin sampler's tokens/s"
+    )
     import importlib.util
 
     if args.no_vllm or importlib.util.find_spec("vllm") is None:
