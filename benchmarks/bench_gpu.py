@@ -271,6 +271,9 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=4)
     parser.add_argument("--n", type=int, default=32)
     parser.add_argument("--new-tokens", type=int, default=256)
+    parser.add_argument(
+        "--sample-batch-size", type=int, default=0, help="rows per sampling batch (0: all prompts x n, as hf-generate)"
+    )
     parser.add_argument("--no-vllm", action="store_true", help="leave out the vLLM row")
     args = parser.parse_args()
     import torch
@@ -295,10 +298,12 @@ def main() -> None:
         f"    hf against the floor: {seconds['hf'] / seconds['floor'] - 1:+.1%} (target: within 10 %); "
         f"hf against naive: {seconds['naive'] / seconds['hf']:.1f}x faster (target: >= 5x)\n"
     )
-    s, tokens, peak = bench_sampling(loaded, args.prompts, args.n, args.new_tokens, args.batch_size)
+    rows = args.sample_batch_size or args.prompts * args.n
+    s, tokens, peak = bench_sampling(loaded, args.prompts, args.n, args.new_tokens, rows)
     memory = f", peak allocated {peak:.1f} GiB" if peak is not None else ""
     print(
-        f"(b) sampling {args.n} completions of up to {args.new_tokens} tokens for each of {args.prompts} prompts (T=1.0)"
+        f"(b) sampling {args.n} completions of up to {args.new_tokens} tokens for each of {args.prompts} prompts "
+        f"(T=1.0), {rows} rows per batch"
     )
     print(f"    builtin {s:9.1f} s  {tokens / s:9.1f} tokens/s  ({tokens} tokens){memory}")
     gs, gtokens = bench_hf_generate(loaded, args.prompts, args.n, args.new_tokens)
