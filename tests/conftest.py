@@ -32,6 +32,31 @@ SAMPLE_TEXTS = (
 )
 
 
+SLOW_TIER = "python -m pytest --slow (everything) or -m slow (the tier alone); CI runs it"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--slow", action="store_true", help="also run the slow tier (tests marked slow)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The default suite leaves the slow tier out (many processes, kills and resumes, trained
+    models; about 12 minutes on 2 cores), unless --slow is given or -m chooses by marker."""
+    if config.getoption("--slow") or config.option.markexpr:
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    if slow:
+        items[:] = [item for item in items if not item.get_closest_marker("slow")]
+        config.hook.pytest_deselected(items=slow)
+        config._lara_slow_left_out = len(slow)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    left_out = getattr(config, "_lara_slow_left_out", 0)
+    if left_out:
+        terminalreporter.write_line(f"{left_out} tests of the slow tier left out: {SLOW_TIER}")
+
+
 def toy_spec(arch: str, seed: int = 0):
     from cache.toymodels import ToyModelSpec
 

@@ -65,6 +65,7 @@ def texts(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_disk_that_fills_during_lara_cache_gives_one_line_and_the_rerun_resumes(texts, toy_dirs, tmp_path):
     mount = tmp_path / "small"
     cache = _lara(
@@ -243,6 +244,7 @@ def test_a_byte_order_mark_is_read_by_every_command(bank_questions, toy_dirs, tm
     assert json.loads(lines[0])["id"] in (tmp_path / "s.csv").read_text()
 
 
+@pytest.mark.slow
 def test_a_full_disk_under_the_response_store_gives_one_line_and_the_rerun_resumes(bank_questions, toy_dirs, tmp_path):
     mount = tmp_path / "store"
     detect = _lara(

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from probes.scores import ScoreTable
 from tests.torchrun import ENV, lara_command, stored_responses
@@ -64,6 +65,7 @@ def _detect(questions: Path, model: Path, store: Path, out: Path) -> list[str]:
     )
 
 
+@pytest.mark.slow
 def test_sigint_mid_detector_keeps_committed_completions_and_the_rerun_ends_equal(bank_questions, toy_dirs, tmp_path):
     model = toy_dirs["gpt2"]
     n_questions = 40

@@ -191,6 +191,7 @@ def test_a_rerun_skips_every_finished_stage(first_run):
     assert again.ran == [] and set(again.skipped) == ALL_STAGES
 
 
+@pytest.mark.slow
 def test_changing_k_redoes_exactly_the_stages_that_depend_on_it(first_run):
     path, _ = first_run
     changed = run_pipeline(load_run_config(path, ["generation.similars=3"]), progress=False)
@@ -267,6 +268,7 @@ def test_turning_calibration_off_leaves_no_stale_controls_to_the_verdict(first_r
     assert (run_dir / "rl" / "detectors.controls.csv").exists()
 
 
+@pytest.mark.slow
 def test_a_killed_run_finishes_without_redoing_finished_stages(smoke_testbed, tmp_path, monkeypatch):
     testbed, _ = smoke_testbed
     path = write_config(tmp_path, testbed, controls=[])

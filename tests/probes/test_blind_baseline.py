@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
@@ -51,6 +52,7 @@ def test_label_swaps_stay_inside_mixed_groups_and_mix_the_rest_freely():
     assert len(seen_rest) == 10  # C(5, 3) arrangements of the five questions in no mixed group, all reached
 
 
+@pytest.mark.slow
 def test_no_warning_without_a_confound_and_a_warning_on_a_confounded_split():
     splits = make_splits(500, 150, 10, seed=0)
     pool = splits.members + splits.non_members
@@ -128,6 +130,7 @@ def _planted(rows: list[dict], fraction: float, seed: int) -> tuple[list[str], n
     return texts, np.array([r["label"] for r in chosen]), [str(r["extra"]["template"]) for r in chosen]
 
 
+@pytest.mark.slow
 def test_a_planted_confound_in_the_matched_testbed_warns_and_no_confound_does_not():
     """Issue 34 item 2. Half of the members carry " Show your work.": the stratified CV reads ≈ 0.57
     with a CI touching 0.5 (no warning under the CI rule), far above its null (95th pct ≈ 0.25).

@@ -98,6 +98,7 @@ def test_paper_config_file_loads() -> None:
     assert (config.similars, config.paraphrases, config.blanks) == (5, 5, 1)
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_then_rerun_equals_an_uninterrupted_run(tmp_path: Path) -> None:
     questions = tmp_path / "q.jsonl"
     write_questions(
