@@ -142,6 +142,7 @@ def testbed_rows(config_path: Path, fdr: float, sets: list[str]) -> list[dict]:
                 "members": members,
                 "fdp": (len(flagged) - members) / max(len(flagged), 1),
                 "at_least": d.at_least,
+                "untested": int(np.isnan(d.p_value).sum()),  # no p-value: no detector has a residual for it
                 "passes": sum(alt.decision for n in names if not samples(n)),
                 "sampled": sum(alt.sampling for n in names if samples(n)),
                 "seconds": time.perf_counter() - start,
@@ -168,7 +169,7 @@ def main() -> None:
         )
         print(
             f"  {'alternative':<42}{'flagged':>8}{'members':>8}{'FDP':>7}{'at least':>9}"
-            f"{'passes/q':>9}{'sampled/q':>10}"
+            f"{'untested':>9}{'passes/q':>9}{'sampled/q':>10}"
         )
         for r in rows:
             if "missing" in r:
@@ -176,10 +177,11 @@ def main() -> None:
                 continue
             print(
                 f"  {r['alternative']:<42}{r['flagged']:>8}{r['members']:>8}{r['fdp']:>7.2f}{r['at_least']:>9}"
-                f"{r['passes']:>9}{r['sampled']:>10}"
+                f"{r['untested']:>9}{r['passes']:>9}{r['sampled']:>10}"
             )
     print(
-        "\npasses/q: controls per question scored by one forward pass (per detector of the likelihood family); "
+        "\nuntested: questions left without a p-value (no detector the alternative uses has a residual for them); "
+        "passes/q: controls per question scored by one forward pass (per detector of the likelihood family); "
         "sampled/q: controls per question scored by sampling (n samples each, from both models)"
     )
 
