@@ -85,6 +85,17 @@ def build(shape: str, device: str, dtype: str) -> Any:
     )
 
 
+TEMPLATE = "Q: {prompt}\nA:"  # the raw prompt every sampling row uses
+
+
+def sampling_questions(count: int) -> list[str]:
+    """The ``count`` questions every sampling row samples."""
+    return [
+        f"A train travels {60 + 7 * i} km in {2 + i % 3} hours. What is its average speed in km/h?"
+        for i in range(count)
+    ]
+
+
 def make_texts(tokenizer: Any, n: int, max_tokens: int) -> list[str]:
     """``n`` corpus texts of 16..``max_tokens`` tokens (seeded)."""
     import numpy as np
@@ -163,11 +174,8 @@ def bench_sampling(
     from probes.responders.base import GenerationParams
     from probes.responders.local import LocalResponder, PromptFormat
 
-    responder = LocalResponder(loaded, PromptFormat(mode="raw", template="Q: {prompt}\nA:"), batch_size=batch_size)
-    questions = [
-        f"A train travels {60 + 7 * i} km in {2 + i % 3} hours. What is its average speed in km/h?"
-        for i in range(prompts)
-    ]
+    responder = LocalResponder(loaded, PromptFormat(mode="raw", template=TEMPLATE), batch_size=batch_size)
+    questions = sampling_questions(prompts)
     responder.generate(questions[:1], GenerationParams(max_new_tokens=4, temperature=1.0, n=2, seed=1))  # warm-up
     cuda = loaded.device.type == "cuda"
     if cuda:
@@ -189,11 +197,8 @@ def bench_hf_generate(loaded: Any, prompts: int, n: int, new_tokens: int) -> tup
 
     tokenizer = loaded.tokenizer
     side, tokenizer.padding_side = tokenizer.padding_side, "left"
-    questions = [
-        "Q: " + f"A train travels {60 + 7 * i} km in {2 + i % 3} hours. What is its average speed in km/h?" + "\nA:"
-        for i in range(prompts)
-    ]
-    enc = tokenizer(questions, return_tensors="pt", padding=True).to(loaded.device)
+    texts = [TEMPLATE.replace("{prompt}", q) for q in sampling_questions(prompts)]
+    enc = tokenizer(texts, return_tensors="pt", padding=True).to(loaded.device)
     tokenizer.padding_side = side
     special = {tokenizer.pad_token_id, tokenizer.eos_token_id}
 
@@ -237,14 +242,11 @@ def bench_vllm_sampling(loaded: Any, prompts: int, n: int, new_tokens: int, dtyp
         torch.cuda.empty_cache()
         responder = VLLMResponder(
             tmp,
-            PromptFormat(mode="raw", template="Q: {prompt}\nA:"),
+            PromptFormat(mode="raw", template=TEMPLATE),
             dtype=dtype,
             engine_args={"gpu_memory_utilization": 0.85, "max_model_len": 4096},
         )
-        questions = [
-            f"A train travels {60 + 7 * i} km in {2 + i % 3} hours. What is its average speed in km/h?"
-            for i in range(prompts)
-        ]
+        questions = sampling_questions(prompts)
         responder.generate(questions[:1], GenerationParams(max_new_tokens=4, temperature=1.0, n=2, seed=1))  # warm-up
         start = time.perf_counter()
         gens = responder.generate(questions, GenerationParams(max_new_tokens=new_tokens, temperature=1.0, n=n, seed=0))

@@ -167,7 +167,7 @@ class LocalResponder(PromptTokens):
             chosen = logp.gather(1, nxt[:, None])[:, 0]
             # one device-to-host transfer per step (float64 holds the ids and the float32 values exactly)
             host = torch.stack([nxt.double(), chosen.double(), mu.double(), sigma.double()]).cpu().numpy()
-            _check_finite_host(host[1:3])
+            _check_finite(torch.from_numpy(host[1:3]))  # chosen log-probs and mu, already on the host
             keep = []
             for k, (i, (token, lp, m, s)) in enumerate(zip(active, host.T.tolist())):
                 if int(token) in self.eos_ids:
@@ -324,25 +324,16 @@ class _Steps:
         )
 
 
-_NON_FINITE = (
-    "the model produced non-finite log-probabilities (NaN/inf): its weights hold NaN/inf, or "
-    "the compute dtype overflows (try --dtype float32 or bfloat16)"
-)
-
-
 def _check_finite(*tensors: Any) -> None:
     """Refuse non-finite model outputs at their source: NaN logits mean broken weights or an
     overflow of the compute dtype, and would become NaN scores downstream."""
     import torch
 
     if not all(bool(torch.isfinite(t).all()) for t in tensors):
-        raise NonFiniteError(_NON_FINITE)
-
-
-def _check_finite_host(values: np.ndarray) -> None:
-    """:func:`_check_finite` for values already copied to the host."""
-    if not np.isfinite(values).all():
-        raise NonFiniteError(_NON_FINITE)
+        raise NonFiniteError(
+            "the model produced non-finite log-probabilities (NaN/inf): its weights hold NaN/inf, or "
+            "the compute dtype overflows (try --dtype float32 or bfloat16)"
+        )
 
 
 def _moments(logp: Any) -> tuple[Any, Any]:

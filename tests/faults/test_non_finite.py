@@ -200,3 +200,19 @@ def test_part_nan_scores_are_counted_where_the_verdict_is_shown(tmp_path, capsys
     assert "8 (8 nan score)" in out
     saved = json.loads((tmp_path / "v.json").read_text())
     assert saved["detectors"]["ppl"]["n"] == 8 and saved["detectors"]["ppl"]["left_out"]["nan_score"] == 8
+
+
+def test_greedy_decoding_refuses_non_finite_log_probs_at_the_step_that_makes_them(overflowing_checkpoint):
+    """The decoding loop's own check (one host copy per step), not only teacher-forced scoring's:
+    with the cache check already done, the first greedy step on an overflowing model is refused."""
+    from cache.config import ModelConfig
+    from cache.loading import load_model
+    from probes.errors import NonFiniteError
+    from probes.responders.base import GenerationParams
+    from probes.responders.local import LocalResponder, PromptFormat
+
+    loaded = load_model(ModelConfig(source=str(overflowing_checkpoint), device="cpu", dtype="float32"))
+    responder = LocalResponder(loaded, PromptFormat(mode="raw", template="Q: {prompt}\nA:"))
+    responder._cache_checked = True  # its teacher-forced comparison would refuse first; test the loop itself
+    with pytest.raises(NonFiniteError, match="non-finite log-probabilities"):
+        responder.generate(["What is 2 + 3?"], GenerationParams(max_new_tokens=4))
