@@ -58,8 +58,7 @@ class DetectSummary:
             f"{len(self.table.ids)} questions x {len(detectors)} detector(s)"
             + (f" (+ {extra} calibrated column(s))" if extra else "")
             + f" in {self.info['seconds']:.1f} s: "
-            f"{c['generated']} completions generated, {c['scored']} texts scored, {c['cache_hits']} served from the response store"
-            + (f"; {c['requests']} requests to the served model" if c.get("requests") else "")
+            + _describe_counts(c)
         ]
         if self.info.get("sampling_temperature") is not None:
             lines.append(
@@ -72,10 +71,7 @@ class DetectSummary:
                 f"scored by {', '.join(self.controls.columns)}; calibrated columns {', '.join(cal['columns'])}"
             )
         if self.info.get("reference_counts"):
-            r = self.info["reference_counts"]
-            lines.append(
-                f"reference model: {r['scored']} texts scored, {r['cache_hits']} served from the response store"
-            )
+            lines.append("reference model: " + _describe_counts(self.info["reference_counts"]))
         lines += [f"note: {n}" for n in self.info["notes"]]
         return "\n".join(lines)
 
@@ -354,6 +350,16 @@ def _progress(progress: bool, total: int) -> Any:
     from tqdm.auto import tqdm
 
     return tqdm(total=total, unit="pass", desc="detect")
+
+
+def _describe_counts(c: Mapping[str, int]) -> str:
+    """What one model did, as the summary prints it (the reference's sampling counted as the
+    audited model's is: reward gain and policy drift sample both)."""
+    return (
+        f"{c['generated']} completions generated, {c['scored']} texts scored, "
+        f"{c['cache_hits']} served from the response store"
+        + (f"; {c['requests']} requests to the served model" if c.get("requests") else "")
+    )
 
 
 def _counts(counter: Any) -> dict[str, int]:

@@ -165,6 +165,9 @@ def test_reward_gain_without_answers_is_refused_in_one_line_and_never_calibrated
     )
     assert "reward_gain@cal" not in summary.table.columns and math.isnan(summary.table.columns["reward_gain"][1])
     assert any("not scored on the controls" in n for n in summary.info["notes"])
+    # the reference's sampling is counted where the summary is shown, as the audited model's is
+    drawn = reference.counter.generated
+    assert drawn >= 2 and f"reference model: {drawn} completions generated, " in summary.describe()
 
 
 def test_reward_gain_on_the_controls_judges_each_against_its_own_reanswered_answer(tmp_path):
