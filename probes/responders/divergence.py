@@ -49,6 +49,8 @@ def policy_kl(
         context, _ = audited._fit_prompt(audited.encode_prompt(rollout.prompt))
         fitted = audited._fit_pair(list(context), list(rollout.token_ids))
         pairs.append((fitted[0], fitted[1], rollout.stopped and not fitted[3]))
+    if audited.model is reference.model:  # a model against itself: every term p·(log p − log p) is 0
+        return [np.zeros(max(0, len(c) + len(t) + ended - max(len(c), 1))) for c, t, ended in pairs]
     vocab = audited.model.get_output_embeddings().weight.shape[0]
     budget = max(1, int(audited.score_budget_mib * 2**20 // (vocab * 4 * 2)))  # two models' logits at once
     order = sorted(range(len(pairs)), key=lambda i: -(len(pairs[i][0]) + len(pairs[i][1])))

@@ -70,6 +70,23 @@ def test_policy_drift_against_a_naive_full_vocabulary_kl_and_zero_against_itself
     assert (itself.score(QUESTIONS, audited).raw == 0.0).all()  # a model is its own reference: exactly 0
 
 
+def test_policy_drift_of_a_model_against_itself_is_zero_at_every_position_without_a_forward_pass(pair):
+    """The reference's own detect stage compares it with itself: the positions are those a real
+    comparison has, each exactly 0, and the model is never run for them."""
+    audited, reference = pair
+    five = tuple(audited.tokenizer.encode(" 5"))
+    rollouts = [Rollout(QUESTIONS[0], five, True), Rollout(QUESTIONS[1], (), True), Rollout(QUESTIONS[2], five, False)]
+    lengths = [len(x) for x in audited.divergence(rollouts, reference)]
+    calls: list[int] = []
+    hook = audited.model.register_forward_hook(lambda *_: calls.append(1))
+    try:
+        itself = audited.divergence(rollouts, audited)
+    finally:
+        hook.remove()
+    assert calls == [] and [len(x) for x in itself] == lengths == [len(five) + 1, 1, len(five)]
+    assert all((x == 0.0).all() for x in itself)
+
+
 def test_policy_drift_counts_the_end_of_sequence_position_of_a_stopped_answer(pair):
     audited, reference = pair
     completions = [audited.tokenizer.encode(" 5"), []]  # the second stopped at once: only its EOS position
