@@ -50,7 +50,7 @@ def policy_kl(
         fitted = audited._fit_pair(list(context), list(rollout.token_ids))
         pairs.append((fitted[0], fitted[1], rollout.stopped and not fitted[3]))
     if audited.model is reference.model:  # a model against itself: every term p·(log p − log p) is 0
-        return [np.zeros(max(0, len(c) + len(t) + ended - max(len(c), 1))) for c, t, ended in pairs]
+        return [np.zeros(max(0, stop - first)) for first, stop in (_span(*pair) for pair in pairs)]
     vocab = audited.model.get_output_embeddings().weight.shape[0]
     budget = max(1, int(audited.score_budget_mib * 2**20 // (vocab * 4 * 2)))  # two models' logits at once
     order = sorted(range(len(pairs)), key=lambda i: -(len(pairs[i][0]) + len(pairs[i][1])))
@@ -60,6 +60,12 @@ def policy_kl(
             for i, kl in zip(batch, _batch_kl(audited, reference, [pairs[i] for i in batch])):
                 out[i] = kl
     return out  # type: ignore[return-value]
+
+
+def _span(context: list[int], text: list[int], ended: bool) -> tuple[int, int]:
+    """The positions ``[first, stop)`` of a rollout whose KL is taken: its answer's tokens and,
+    if it ended, the end-of-sequence position (logits at i − 1 predict token i)."""
+    return max(len(context), 1), len(context) + len(text) + ended
 
 
 def _batches(order: list[int], lengths: list[int], budget_tokens: int) -> list[list[int]]:
@@ -90,7 +96,7 @@ def _batch_kl(
     ).logits
     out = []
     for row, (context, text, ended) in enumerate(pairs):
-        first, stop = max(len(context), 1), len(context) + len(text) + ended  # logits at i predict token i + 1
+        first, stop = _span(context, text, ended)
         if stop <= first:
             out.append(np.zeros(0))
             continue
