@@ -50,7 +50,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from bench_verdict import scored  # the scores and controls as lara run reads them
+from bench_verdict import ensure_run, scored  # the scores and controls as lara run reads them
 
 from generation.records import read_questions
 from probes.calibration import conformal, stats
@@ -58,7 +58,7 @@ from probes.calibration.decision_table import QuestionDecisions
 from probes.calibration.decisions import decide_questions
 from probes.calibration.power import auc_needed, labelled_oracle, residual_auc, uniformity_check
 from probes.calibration.verdict import ScoredSet, VerdictSettings
-from probes.pipeline import load_run_config, run_pipeline
+from probes.pipeline import load_run_config
 from probes.scores import ScoreTable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -506,8 +506,7 @@ def main() -> None:
     config = load_run_config(args.config, [f"run_dir={args.run}"] if args.run else [])
     run_dir = Path(config.run_dir)
     start = time.perf_counter()
-    if not (run_dir / config.name / "verdict.json").is_file():
-        run_pipeline(config, progress=False)
+    ensure_run(config)
     found = run(config, run_dir, args)
     print(f"\n({time.perf_counter() - start:.0f} s)")
     (run_dir / "bench").mkdir(exist_ok=True)

@@ -39,7 +39,7 @@ import bench_verdict  # noqa: E402
 
 from generation.records import read_questions  # noqa: E402
 from probes.detectors import ORDER  # noqa: E402
-from probes.pipeline import load_run_config, run_pipeline  # noqa: E402
+from probes.pipeline import load_run_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTBEDS = {
@@ -54,7 +54,7 @@ def figures(config_path: Path, args: argparse.Namespace) -> dict[str, Any]:
     """One testbed's figures (its demo run first, where missing)."""
     config = load_run_config(config_path)
     run_dir = Path(config.run_dir)
-    run_pipeline(config, progress=False)
+    bench_verdict.ensure_run(config)
     questions = read_questions(config.questions)
     members, non_members = [q.id for q in questions if q.label == 1], [q.id for q in questions if q.label == 0]
     rl, sft = bench_verdict.scored(run_dir, config.name), bench_verdict.scored(run_dir, config.reference_name())

@@ -36,6 +36,15 @@ from probes.scores import ScoreTable, join_tables
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def ensure_run(config) -> None:
+    """Run the config's demo where it has not finished (a model without its ``verdict.json``); a
+    finished run is read as it is, also one finished on another machine and copied here without its
+    activations (``acts.h5``, gigabytes), which ``lara run`` would recompute before anything else."""
+    run_dir = Path(config.run_dir)
+    if not all((run_dir / name / "verdict.json").is_file() for name, _ in config.models()):
+        run_pipeline(config, progress=False)
+
+
 def scored(run_dir: Path, model: str, with_lara: bool = True) -> ScoredSet:
     """The model's scores with the controls its detect stage bound (and its settings digests), as ``lara run`` reads them."""
     files = read_scored(run_dir / model / "detectors.csv")
@@ -175,7 +184,7 @@ def main() -> None:
     if args.absolute_now:
         absolute_now(run_dir, config, questions, groups, args)
         return
-    run_pipeline(config, progress=False)  # everything already done is skipped
+    ensure_run(config)
     audited_name, reference_name = config.name, config.reference_name()
     rl, sft = (verdict_view(scored(run_dir, name), config) for name in (audited_name, reference_name))
     scored_ids = set(rl.scores.ids)  # detect.clean_ref: the detectors may score fewer clean questions than LaRA
