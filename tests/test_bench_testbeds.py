@@ -88,3 +88,28 @@ def test_the_benches_read_the_verdicts_controls_as_lara_run_does():
     assert bench_verdict.verdict_view(full, Config).control_matrix("ppl").shape[1] == 3
     Config.calibration = CalibrationSettings(controls=3, decision_controls=3)
     assert bench_verdict.verdict_view(full, Config).width == 20  # no further controls: as it is
+
+
+def test_a_finished_run_is_read_as_it_is_and_an_unfinished_one_is_run(tmp_path, monkeypatch):
+    """The benches read a run whose every model has its verdict.json without calling lara run: one
+    finished on another machine and copied without its activations (acts.h5) would be recomputed
+    from the start (hours on 2 cores). A run missing a model's verdict is run."""
+    bench_verdict = pytest.importorskip("bench_verdict")
+    calls = []
+    monkeypatch.setattr(bench_verdict, "run_pipeline", lambda config, progress: calls.append(config))
+
+    class Config:
+        run_dir = str(tmp_path)
+
+        @staticmethod
+        def models():
+            return [("rl", None), ("sft_control", None)]
+
+    (tmp_path / "rl").mkdir()
+    (tmp_path / "rl" / "verdict.json").write_text("{}")
+    bench_verdict.ensure_run(Config)
+    assert calls == [Config]  # the reference has no verdict yet: run
+    (tmp_path / "sft_control").mkdir()
+    (tmp_path / "sft_control" / "verdict.json").write_text("{}")
+    bench_verdict.ensure_run(Config)
+    assert calls == [Config]  # finished: read as it is, not run again
