@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import ConfigError, NonFiniteError
 from .base import Access, CallCounter, Generation, GenerationParams, Responder, Rollout, TextScore, sample_seed
+from .counter_sampler import SAMPLER_VERSION, draw_tokens
 from .divergence import policy_kl
 from .prompting import PromptFormat, PromptTokens
 
@@ -36,6 +37,7 @@ class LocalResponder(PromptTokens):
     """
 
     access = frozenset(Access)
+    sampler_version = SAMPLER_VERSION  # part of a sampled answer's key in the response store
 
     def __init__(
         self,
@@ -153,8 +155,9 @@ class LocalResponder(PromptTokens):
         ids = torch.tensor([[pad] * (width - len(x)) + x for x in prompt_ids], device=device)
         attention = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in prompt_ids], device=device)
         positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        generators = [torch.Generator(device=device).manual_seed(s) for s in seeds]
+        keys = torch.tensor(seeds, dtype=torch.int64, device=device)  # [b] each row's counter-based sampler key
         steps = [_Steps() for _ in prompt_ids]
+        t = 0  # the decoding step: tokens every active row has drawn so far
         active = list(range(len(prompt_ids)))  # rows still generating, in batch order
         out = self.model(
             input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True, logits_to_keep=1
@@ -163,7 +166,7 @@ class LocalResponder(PromptTokens):
             logits = out.logits[:, -1, :].float()  # [b_active, V]
             logp = torch.log_softmax(logits, dim=-1)
             mu, sigma = _moments(logp)
-            nxt = self._choose(logits, params, [generators[i] for i in active])  # [b_active]
+            nxt = self._choose(logits, params, keys, t)  # [b_active]
             chosen = logp.gather(1, nxt[:, None])[:, 0]
             # one device-to-host transfer per step (float64 holds the ids and the float32 values exactly)
             host = torch.stack([nxt.double(), chosen.double(), mu.double(), sigma.double()]).cpu().numpy()
@@ -184,10 +187,11 @@ class LocalResponder(PromptTokens):
             if len(keep) < len(active):  # finished rows leave the batch
                 index = torch.tensor(keep, device=device)
                 past.reorder_cache(index)
-                nxt, attention, positions = nxt[index], attention[index], positions[index]
+                nxt, attention, positions, keys = nxt[index], attention[index], positions[index], keys[index]
                 active = [active[k] for k in keep]
             attention = torch.cat([attention, attention.new_ones((len(active), 1))], dim=1)
             positions = positions[:, -1:] + 1
+            t += 1
             out = self.model(
                 input_ids=nxt[:, None],
                 attention_mask=attention,
@@ -198,20 +202,12 @@ class LocalResponder(PromptTokens):
         return [step.generation(self.tokenizer) for step in steps]
 
     @staticmethod
-    def _choose(logits: Any, params: GenerationParams, generators: list[Any]) -> Any:
-        """Next token per row: argmax, or a draw from the tempered (and top-p-truncated)
-        distribution with the row's own generator."""
-        import torch
-
+    def _choose(logits: Any, params: GenerationParams, keys: Any, step: int) -> Any:
+        """Next token per row: argmax, or the counter-based draw (:mod:`.counter_sampler`) from the
+        tempered, top-p-truncated distribution, keyed by each row's ``keys`` and ``step``."""
         if params.greedy:
             return logits.argmax(dim=-1)
-        probs = torch.softmax(logits / params.temperature, dim=-1)
-        if params.top_p < 1.0:
-            sorted_p, index = probs.sort(dim=-1, descending=True)
-            keep = sorted_p.cumsum(-1) - sorted_p < params.top_p  # the smallest prefix reaching top_p
-            sorted_p = sorted_p * keep
-            probs = torch.zeros_like(probs).scatter(-1, index, sorted_p)
-        return torch.stack([torch.multinomial(probs[i], 1, generator=g)[0] for i, g in enumerate(generators)])
+        return draw_tokens(logits, keys, step, params.temperature, params.top_p)
 
     # ------------------------------------------------------------------ scoring
 

@@ -10,6 +10,12 @@ Min-kNN reuse each other's samples when their parameters match.
 The store is SQLite (WAL mode, one committed row per response), safe to interrupt: a call is
 run and committed chunk by chunk (about one batch of the wrapped responder each), so an
 interrupted detector pass keeps every chunk it finished and the next run generates only the rest.
+
+A sampled answer's key also holds the version of the sampler that drew it (a local model's:
+:data:`~.counter_sampler.SAMPLER_VERSION`), and the store records, per responder kind, the
+version its sampled answers were drawn with: a store never holds the sampled answers of two
+versions (SPEC §10). A store written before versions were recorded holds the per-row generator
+sampler's answers (:data:`~.counter_sampler.LEGACY_SAMPLER`) and is refused for sampling.
 """
 
 from __future__ import annotations
@@ -25,8 +31,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from ..errors import MismatchError
 from .base import CallCounter, Generation, GenerationParams, Rollout, TextScore
 from .checks import check_generations, check_scores
+from .counter_sampler import LEGACY_SAMPLER
 
 if TYPE_CHECKING:
     from .base import Responder
@@ -53,6 +61,10 @@ class ResponseStore:
                 if self._db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
                     self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, kind TEXT, value TEXT)")
+                self._db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)")
+                if self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0] == 0:
+                    # a new (empty) store records the samplers of the answers it will hold
+                    self._db.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (_RECORDED, "1"))
                 self._db.commit()
                 return
             except sqlite3.OperationalError as err:
@@ -78,12 +90,36 @@ class ResponseStore:
             )
             self._db.commit()
 
+    def claim_sampler(self, kind: str, version: str) -> None:
+        """Record that ``kind``'s sampled answers here are drawn by sampler ``version``; refuse a
+        store whose sampled answers of that kind come from another version."""
+        name = f"sampler/{kind}"
+        with self._lock:
+            row = self._db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+            held = row[0] if row is not None else None
+            if held is None and self._db.execute("SELECT 1 FROM meta WHERE name = ?", (_RECORDED,)).fetchone() is None:
+                answers = "SELECT 1 FROM responses WHERE kind IN ('generate', 'complete') LIMIT 1"
+                held = LEGACY_SAMPLER if self._db.execute(answers).fetchone() is not None else None
+            if held is not None and held != version:
+                where = self.path if self.path is not None else "this response store"
+                raise MismatchError(
+                    f"{where} holds answers sampled by the {held} sampler and this toolkit samples with {version}; "
+                    "the two never mix in one store: move the store aside (or delete it) and the answers are drawn again"
+                )
+            if row is None:
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (name, version))
+                self._db.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (_RECORDED, "1"))
+                self._db.commit()
+
     def __len__(self) -> int:
         with self._lock:
             return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
 
     def close(self) -> None:
         self._db.close()
+
+
+_RECORDED = "samplers_recorded"  # set in a store made since sampler versions are recorded
 
 
 def prompts_per_chunk(batch_rows: int, n: int) -> int:
@@ -148,6 +184,10 @@ class CachedResponder:
         self, kind: str, prompts: Sequence[str], params: GenerationParams, run: Any
     ) -> list[list[Generation]]:
         decoding = {k: v for k, v in asdict(params).items() if k != "n"}
+        sampler = getattr(self.responder, "sampler_version", None)
+        if sampler is not None and not params.greedy:  # greedy decoding is the same under every sampler
+            self.store.claim_sampler(str(self.identity.get("kind", "local")), sampler)
+            decoding["sampler"] = sampler
         keys = [[_key(kind, self.identity, p, decoding, j) for j in range(params.n)] for p in prompts]
         found = self.store.get_many([k for row in keys for k in row])
         self.counter.cache_hits += len(found)

@@ -1,0 +1,177 @@
+"""The counter-based sampler (SPEC §10, issue 55): each row's noise a pure function of (its key, the
+step, the token id), computed for all rows at once.
+
+- the hash against a deliberately naive pure-Python version of it;
+- a row's answer identical alone, in any batch, at any batch size and order (tiny real models);
+- the draws' token frequencies match the softmax they sample from (chi-square on a small
+  vocabulary), and the same test, at the same size, fails when a bias is planted;
+- the response store refuses to mix sampler versions (and a store from before they were recorded).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from probes.errors import MismatchError
+from probes.responders import counter_sampler
+from probes.responders.base import GenerationParams, sample_seed
+from probes.responders.counter_sampler import LEGACY_SAMPLER, SAMPLER_VERSION, draw_tokens, uniforms
+from probes.responders.local import LocalResponder, PromptFormat
+from probes.responders.store import CachedResponder, ResponseStore
+
+PROMPTS = ["What is 2 + 3?", "A train travels 60 km in 1.5 hours. What is its speed?", "Hi", "Solve $3x - 4 = -10$."]
+
+
+def _naive_mix(x: int) -> int:
+    for _ in range(2):
+        x = (((x >> 16) ^ x) * 0x45D9F3B) % 2**32
+    return (x >> 16) ^ x
+
+
+def _naive_uniform(key: int, step: int, token: int) -> float:
+    """The sampler's uniform for one (key, step, token), by Python integers one at a time."""
+    step_word = _naive_mix((step * 0x9E3779B1 + 0x7F4A7C15) % 2**32)
+    row = _naive_mix(_naive_mix((key % 2**32) ^ step_word) ^ (key >> 32))
+    word = _naive_mix(row ^ _naive_mix((token * 0x85EBCA77) % 2**32))
+    return ((word >> 8) + 0.5) / 2**24
+
+
+def test_uniforms_equal_a_naive_python_hash():
+    keys = [0, 1, 2**62 + 12345, sample_seed(0, "What is 2 + 3?", 7), 2**63 - 1]
+    for step in (0, 1, 17, 1023):
+        batched = uniforms(torch.tensor(keys, dtype=torch.int64), step, 300).numpy()
+        for i, key in enumerate(keys):
+            for token in (0, 1, 2, 150, 299):
+                assert batched[i, token] == np.float32(_naive_uniform(key, step, token))
+    assert 0 < batched.min() and batched.max() < 1
+
+
+def test_a_rows_noise_depends_on_its_key_step_and_token_only():
+    keys = torch.tensor([sample_seed(0, p, j) for p in PROMPTS for j in range(3)], dtype=torch.int64)
+    together = uniforms(keys, 5, 1000)
+    for i in range(len(keys)):
+        assert torch.equal(uniforms(keys[i : i + 1], 5, 1000)[0], together[i])  # alone
+    order = torch.randperm(len(keys), generator=torch.Generator().manual_seed(0))
+    assert torch.equal(uniforms(keys[order], 5, 1000), together[order])  # another order
+    assert not torch.equal(uniforms(keys, 6, 1000), together)  # another step: other noise
+    assert torch.equal(uniforms(keys, 5, 1200)[:, :1000], together)  # a wider vocabulary adds tokens
+
+
+def _chi_square_p(draws: np.ndarray, probs: np.ndarray) -> float:
+    """The chi-square goodness-of-fit p-value of the draws' counts over the tokens of positive mass."""
+    kept = probs > 0
+    counts = np.bincount(draws, minlength=len(probs))[kept]
+    mass = probs[kept].astype(np.float64)
+    expected = mass / mass.sum() * counts.sum()
+    return float(stats.chisquare(counts, expected).pvalue)
+
+
+LOGITS = torch.tensor([2.0, 1.0, 0.5, 0.0, -0.5, -1.0, -3.0, 1.5])
+
+
+@pytest.mark.parametrize("temperature,top_p", [(1.0, 1.0), (0.7, 1.0), (1.3, 0.8)])
+def test_token_frequencies_match_the_softmax_sampled_from(temperature, top_p):
+    """40,000 rows (distinct keys), each drawing at steps 0 and 3: the counts of each token against
+    softmax(logits / T) over the nucleus — and the same test fails when u is planted biased."""
+    n = 40_000
+    keys = torch.tensor([sample_seed(11, "q", j) for j in range(n)], dtype=torch.int64)
+    logits = LOGITS.expand(n, -1).contiguous()
+    probs = torch.softmax(counter_sampler.filtered_logits(LOGITS[None], temperature, top_p), -1)[0].numpy()
+    kept = probs > 0
+    if top_p < 1:
+        assert 0 < (~kept).sum() < len(kept)  # the nucleus drops some tokens here
+    for step in (0, 3):
+        draws = draw_tokens(logits, keys, step, temperature, top_p).numpy()
+        assert not np.isin(draws, np.flatnonzero(~kept)).any()
+        assert _chi_square_p(draws, probs) > 1e-3
+
+
+def test_the_frequency_check_fails_on_a_planted_bias(monkeypatch):
+    """At the size the check runs at, a mild bias on one token's uniforms (u → u^1.1: its Gumbel
+    noise 0.095 lower, its probability 0.405 → 0.38) makes it fail."""
+    n = 40_000
+    keys = torch.tensor([sample_seed(11, "q", j) for j in range(n)], dtype=torch.int64)
+    logits = LOGITS.expand(n, -1).contiguous()
+    probs = torch.softmax(LOGITS, -1).numpy()
+    real = uniforms
+    bias = torch.ones(len(LOGITS))
+    bias[0] = 1.1
+    monkeypatch.setattr(counter_sampler, "uniforms", lambda *a: real(*a).pow(bias))
+    draws = draw_tokens(logits, keys, 0, 1.0).numpy()
+    assert _chi_square_p(draws, probs) < 1e-6
+
+
+@pytest.fixture(scope="module", params=["gpt2", "llama"])
+def raw_model(request, loaded_models):
+    return loaded_models[request.param]
+
+
+def _answers(responder: LocalResponder, prompts: list[str], params: GenerationParams) -> dict:
+    rows = responder.generate(prompts, params)
+    return {p: [(g.token_ids, g.finish_reason) for g in gens] for p, gens in zip(prompts, rows)}
+
+
+@pytest.mark.parametrize("params", [GenerationParams(24, 1.0, 1.0, 4, 3), GenerationParams(24, 0.8, 0.9, 3, 0)])
+def test_a_sampled_row_is_the_same_alone_in_any_batch_size_and_order(raw_model, params):
+    fmt = PromptFormat(mode="raw", template="Q: {prompt}\nA:")
+    reference = _answers(LocalResponder(raw_model, fmt, batch_size=1), [PROMPTS[0]], params)
+    for batch_size in (1, 3, 16):
+        responder = LocalResponder(raw_model, fmt, batch_size=batch_size)
+        for prompts in (PROMPTS, PROMPTS[::-1], [PROMPTS[2], PROMPTS[0]]):
+            got = _answers(responder, prompts, params)
+            assert got[PROMPTS[0]] == reference[PROMPTS[0]], (batch_size, prompts)
+            if batch_size == 1 and prompts is PROMPTS:
+                first = got
+            else:
+                assert all(got[p] == first[p] for p in prompts)
+    assert len({tuple(ids) for ids, _ in first[PROMPTS[1]]}) > 1  # the samples differ from each other
+
+
+def test_a_larger_budget_continues_the_same_draws(raw_model):
+    """The key holds no budget: a row with 24 tokens continues the one with 8, token for token."""
+    responder = LocalResponder(raw_model, PromptFormat(mode="raw"), batch_size=4)
+    short = responder.generate(PROMPTS, GenerationParams(8, 1.0, 1.0, 2, 5))
+    long = responder.generate(PROMPTS, GenerationParams(24, 1.0, 1.0, 2, 5))
+    for s_row, l_row in zip(short, long):
+        for s, g in zip(s_row, l_row):
+            assert g.token_ids[: len(s.token_ids)] == s.token_ids
+
+
+SAMPLED = GenerationParams(max_new_tokens=6, temperature=1.0, n=2)
+
+
+def test_the_store_records_the_sampler_and_refuses_another(loaded_models, tmp_path, monkeypatch):
+    path = tmp_path / "responses.sqlite"
+    local = LocalResponder(loaded_models["gpt2"], PromptFormat(mode="raw"))
+    CachedResponder(local, ResponseStore(path)).generate(PROMPTS[:2], SAMPLED)
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT value FROM meta WHERE name = 'sampler/local'").fetchone() == (SAMPLER_VERSION,)
+    monkeypatch.setattr(LocalResponder, "sampler_version", "counter-2")
+    later = CachedResponder(LocalResponder(loaded_models["gpt2"], PromptFormat(mode="raw")), ResponseStore(path))
+    with pytest.raises(MismatchError, match=f"sampled by the {SAMPLER_VERSION} sampler .* samples with counter-2"):
+        later.generate(PROMPTS[:2], SAMPLED)
+    later.generate(PROMPTS[:2], GenerationParams(max_new_tokens=6))  # greedy answers: no sampler, served
+
+
+def test_a_store_from_before_sampler_versions_is_refused_for_sampling(loaded_models, tmp_path):
+    """A store written before versions were recorded (no meta table, answers in it) holds the per-row
+    generator sampler's answers: sampling into it is refused with one line; greedy still runs."""
+    path = tmp_path / "old.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE responses (key TEXT PRIMARY KEY, kind TEXT, value TEXT)")
+        db.execute("INSERT INTO responses VALUES ('k', 'generate', '{}')")
+    cached = CachedResponder(LocalResponder(loaded_models["gpt2"], PromptFormat(mode="raw")), ResponseStore(path))
+    with pytest.raises(MismatchError, match=LEGACY_SAMPLER) as refused:
+        cached.generate(PROMPTS[:1], SAMPLED)
+    assert "\n" not in str(refused.value) and "move the store aside" in str(refused.value)
+    cached.generate(PROMPTS[:1], GenerationParams(max_new_tokens=4))
+    fresh = CachedResponder(
+        LocalResponder(loaded_models["gpt2"], PromptFormat(mode="raw")), ResponseStore(tmp_path / "new.sqlite")
+    )
+    fresh.generate(PROMPTS[:1], GenerationParams(max_new_tokens=4))  # a new store with greedy answers only
+    fresh.generate(PROMPTS[:1], SAMPLED)  # is not mistaken for an old one
