@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -57,9 +58,52 @@ def read_metadata(path: str | Path, wanted: tuple[str, ...] = ("general.architec
     return found
 
 
-def parameter_count(path: str | Path) -> int:
-    """How many weights the file's tensors hold (the product of each tensor's dimensions, summed):
-    what its dequantised checkpoint holds, whatever the file's quantisation.
+@dataclass(frozen=True)
+class TensorEntry:
+    """One row of a GGUF file's tensor table: its dimensions, ggml type id and data offset."""
+
+    name: str
+    dims: tuple[int, ...]
+    ggml_type: int
+    offset: int
+
+    def n_bytes(self) -> int | None:
+        """Its data's size in bytes (None for a type this table does not know)."""
+        size = GGML_BLOCKS.get(self.ggml_type)
+        if size is None:
+            return None
+        block, block_bytes = size
+        return math.prod(self.dims) // block * block_bytes
+
+
+# ggml type id -> (values per block, bytes per block), as the GGUF specification lists them
+GGML_BLOCKS = {
+    0: (1, 4),  # F32
+    1: (1, 2),  # F16
+    2: (32, 18),  # Q4_0
+    3: (32, 20),  # Q4_1
+    6: (32, 22),  # Q5_0
+    7: (32, 24),  # Q5_1
+    8: (32, 34),  # Q8_0
+    9: (32, 36),  # Q8_1
+    10: (256, 84),  # Q2_K
+    11: (256, 110),  # Q3_K
+    12: (256, 144),  # Q4_K
+    13: (256, 176),  # Q5_K
+    14: (256, 210),  # Q6_K
+    15: (256, 292),  # Q8_K
+    24: (1, 1),  # I8
+    25: (1, 2),  # I16
+    26: (1, 4),  # I32
+    27: (1, 8),  # I64
+    28: (1, 8),  # F64
+    30: (1, 2),  # BF16
+}
+
+
+def tensor_table(path: str | Path) -> tuple[list[TensorEntry], int]:
+    """The file's tensor table and where its tensor data begins (the table's end, aligned to
+    ``general.alignment``, 32 by default).
 
     Raises:
         ModelLoadError: not a GGUF file, or its header or tensor table is cut short or corrupt.
@@ -68,20 +112,49 @@ def parameter_count(path: str | Path) -> int:
     with path.open("rb") as f:
         try:
             _version, n_tensors, n_keys = _open_header(f, path)
+            alignment = 32
             for _ in range(n_keys):
-                _string(f)
-                _value(f, _unpack(f, "<I")[0])
-            total = 0
+                key = _string(f)
+                value = _value(f, _unpack(f, "<I")[0])
+                if key == "general.alignment" and isinstance(value, int) and value > 0:
+                    alignment = value
+            entries = []
             for _ in range(n_tensors):  # name, n_dims, dims [n_dims], type, offset
-                _string(f)
+                name = _string(f)
                 (n_dims,) = _unpack(f, "<I")
                 if n_dims > 8:
                     raise struct.error("too many dimensions")
-                total += math.prod(_unpack(f, f"<{n_dims}Q"))
-                _unpack(f, "<IQ")
+                dims = _unpack(f, f"<{n_dims}Q")
+                ggml_type, offset = _unpack(f, "<IQ")
+                entries.append(TensorEntry(name, tuple(dims), ggml_type, offset))
         except struct.error:
             raise ModelLoadError(f"{str(path)!r} ends inside its GGUF header: the file is truncated") from None
-    return total
+        start = -(-f.tell() // alignment) * alignment
+    return entries, start
+
+
+def parameter_count(path: str | Path) -> int:
+    """How many weights the file's tensors hold (the product of each tensor's dimensions, summed):
+    what its dequantised checkpoint holds, whatever the file's quantisation."""
+    return sum(math.prod(entry.dims) for entry in tensor_table(path)[0])
+
+
+def check_complete(path: str | Path) -> None:
+    """Refuse a file shorter than its tensor table says (cut short while copying or downloading):
+    every tensor's data, at its offset after the table, must lie inside the file.
+
+    Raises:
+        ModelLoadError: the file is truncated (or its header is corrupt).
+    """
+    path = Path(path)
+    entries, start = tensor_table(path)
+    needed = max((start + e.offset + (e.n_bytes() or 0) for e in entries), default=0)
+    size = path.stat().st_size
+    if size < needed:
+        raise ModelLoadError(
+            f"{str(path)!r} is truncated: its tensor table needs {needed:,} bytes and the file holds {size:,} "
+            f"({size / needed:.0%}); copy or download it again"
+        )
 
 
 def _open_header(f: BinaryIO, path: Path) -> tuple[int, int, int]:

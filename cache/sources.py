@@ -31,7 +31,7 @@ from lara_core.files import file_sha256
 
 from .adapters import base_config, check_adapter_fits
 from .errors import ModelLoadError
-from .gguf_header import is_gguf, read_metadata
+from .gguf_header import check_complete, is_gguf, read_metadata
 from .source_record import (  # noqa: F401 (SourceKind, SMOLLM_PIP, MissingPackage: their old home)
     ADAPTER_CONFIG,
     ADAPTER_WEIGHTS,
@@ -120,6 +120,7 @@ def _gguf_source(spec: str, path: Path) -> ModelSource:
             f"the GGUF file {spec!r} holds a {architecture!r} model, which transformers' GGUF loader cannot load "
             f"(it loads: {', '.join(sorted(supported))}); convert it to a Hugging Face checkpoint another way"
         )
+    check_complete(path)  # a file cut short is refused here, before any stage runs
     require("gguf", f"the model {spec!r} is a GGUF file")
     location = str(path.resolve())
     return ModelSource(

@@ -16,6 +16,7 @@ from typing import Sequence
 
 from cache.outputs import disk_error_message
 from lara_core.errors import LaraError
+from lara_core.version import __version__
 
 from .commands import command_modules
 
@@ -64,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=MAIN_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"lara-probes {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     parser.add_argument("-q", "--quiet", action="store_true", help="log warnings and errors only")
     parser.add_argument("--debug", action="store_true", help="show tracebacks of user errors")

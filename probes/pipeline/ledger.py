@@ -3,7 +3,13 @@ from the same inputs, redo it otherwise.
 
 A stage's *key* is the sha256 of its inputs: its settings and the content digests of the files
 it reads (upstream outputs included), so a changed setting or file redoes exactly the stages
-downstream of it. After a stage finishes, ``ledger/<stage>.json`` records the key and the
+downstream of it. Where and how fast a stage ran (device, batch sizes, the toolkit's version, a
+local model's path: :mod:`.portable`) is not in the key but in the record's ``placement``, so a
+run moves between machines and batch sizes without redoing what is done.
+
+A stage with *bulky* outputs (activations: gigabytes a model) may be copied to another machine
+without them: its record stands for them (``absent``) and the stages after it read their recorded
+digests; :class:`.run._Run` redoes it only when a stage that reads them has to run. After a stage finishes, ``ledger/<stage>.json`` records the key and the
 sha256 of every output; a stage is done when that record exists, its key matches, and every
 output still has the recorded digest. Records are written last and atomically, so a stage
 killed half-way is redone on the next run (its own resume machinery — the generation journal,
@@ -24,11 +30,14 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import shutil
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from lara_core.files import write_text_atomically
+
+from .portable import placement, portable
 
 if TYPE_CHECKING:
     from cache.distributed import Ranks
@@ -51,6 +60,7 @@ class Ledger:
         self._memo_changed = False
         self.ran: list[str] = []
         self.skipped: list[str] = []
+        self.absent: dict[str, list[str]] = {}  # stage → its recorded outputs that are not here
 
     def digest(self, path: str | Path) -> str:
         """sha256 of a file, or of a directory's files (names and contents, sorted); on ranks other
@@ -89,17 +99,32 @@ class Ledger:
     def record(self, stage: str) -> dict[str, Any] | None:
         return _read_json(self.dir / f"{_safe(stage)}.json")
 
-    def done_record(self, stage: str, key: str) -> dict[str, Any] | None:
-        """The stage's record if it was made for ``key`` and its outputs are unchanged, else None."""
+    def done_record(self, stage: str, key: str, absent_ok: bool = False) -> dict[str, Any] | None:
+        """The stage's record if it was made for ``key`` and its outputs are unchanged, else None.
+        A record written before keys left out placement is read through :func:`.portable.portable`.
+        With ``absent_ok`` an output that is missing (not changed) leaves the record standing; its
+        ``absent`` entry lists them."""
         rec = self.record(stage)
-        if rec is None or rec.get("key") != key:
+        if rec is None or key not in (rec.get("key"), stage_key(portable(rec.get("inputs", {})))):
             return None
+        missing = []
         for rel, digest in rec["outputs"].items():
             path = self.run_dir / rel
-            if not path.exists() or self.digest(path) != digest:
+            if absent_ok and not path.exists():
+                missing.append(rel)
+            elif not path.exists() or self.digest(path) != digest:
                 logger.info("%s: output %s changed or is missing; redoing the stage", stage, rel)
                 return None
-        return rec
+        return {**rec, "absent": missing} if missing else rec
+
+    def is_done(self, stage: str, inputs: dict[str, Any]) -> bool:
+        """Whether ``stage`` is done for ``inputs`` with every output here (rank 0 decides)."""
+        done = self.done_record(stage, stage_key(portable(inputs))) is not None if self._decides else None
+        return bool(done if self.ranks is None else self.ranks.broadcast(done))
+
+    @property
+    def _decides(self) -> bool:
+        return self.ranks is None or self.ranks.is_main
 
     def run(
         self,
@@ -108,25 +133,39 @@ class Ledger:
         outputs: Iterable[str | Path],
         work: Callable[[], Any],
         every_rank: bool = False,
+        absent_ok: bool = False,
     ) -> dict[str, str]:
         """Run ``work`` unless ``stage`` is done for ``inputs``; returns the outputs' digests.
 
         Args:
             stage: stage name (unique in the run).
-            inputs: JSON-able settings and upstream digests that decide the outputs.
+            inputs: JSON-able settings and upstream digests that decide the outputs; the placement
+                entries (:mod:`.portable`) are recorded but left out of the key.
             outputs: paths, relative to the run directory, that ``work`` writes.
             work: does the stage.
             every_rank: under torchrun, every rank runs ``work`` (its own share of it); else rank 0
                 alone does while the others wait.
+            absent_ok: a done stage whose outputs were left behind (not changed) stays done
+                (:attr:`absent` lists them).
         """
-        key = stage_key(inputs)
+        key = stage_key(portable(inputs))
         ranks = self.ranks
-        here = ranks is None or ranks.is_main  # the process that decides, works and records
-        done = self.done_record(stage, key) if here else None
+        here = self._decides  # the process that decides, works and records
+        done = self.done_record(stage, key, absent_ok) if here else None
+        if here and done is None:
+            self._clear_stale(stage, key, outputs)  # before any rank starts on them
         if ranks is not None:
             done = ranks.broadcast(done)
         if done is not None:
-            logger.info("%s: up to date, skipped", stage)
+            if done.get("absent"):
+                self.absent[stage] = list(done["absent"])
+                logger.info(
+                    "%s: up to date; its %s not here (made elsewhere): redone only if a stage that reads it runs",
+                    stage,
+                    ", ".join(done["absent"]),
+                )
+            else:
+                logger.info("%s: up to date, skipped", stage)
             self.skipped.append(stage)
             self.save_memo()
             return dict(done["outputs"])
@@ -139,10 +178,31 @@ class Ledger:
         digests = self._work_and_record(stage, key, inputs, [Path(p).as_posix() for p in outputs], work)
         return digests if ranks is None else ranks.broadcast(digests)
 
+    def _clear_stale(self, stage: str, key: str, outputs: Iterable[str | Path]) -> None:
+        """Remove the outputs a stage made for another key (a stage that appends to its output —
+        activations — would otherwise refuse or mix them), and mark the stage started for ``key``:
+        one interrupted under the same key keeps what it wrote and resumes."""
+        marker = self.dir / f"{_safe(stage)}.started.json"
+        started, rec = _read_json(marker), self.record(stage)
+        if started is not None:
+            made_for = {started.get("key")}
+        elif rec is not None:
+            made_for = {rec.get("key"), stage_key(portable(rec.get("inputs", {})))}
+        else:
+            made_for = {key}  # outputs of unknown origin: the stage's own checks decide
+        if key not in made_for:
+            for rel in outputs:
+                for path in (self.run_dir / rel, self.run_dir / f"{rel}.parts"):  # .parts: a store's shards
+                    if path.exists():
+                        logger.info("%s: %s was made with other settings; removed", stage, path.name)
+                        shutil.rmtree(path) if path.is_dir() else path.unlink()
+        _write_json(marker, {"stage": stage, "key": key})
+
     def _work_and_record(
         self, stage: str, key: str, inputs: dict[str, Any], rels: list[str], work: Callable[[], Any]
     ) -> dict[str, str]:
-        """Run ``work``, check it wrote ``rels``, and record the stage; the outputs' digests."""
+        """Run ``work``, check it wrote ``rels``, and record the stage (its portable inputs, and its
+        placement apart); the outputs' digests."""
         started = time.perf_counter()
         logger.info("%s: running", stage)
         work()
@@ -156,12 +216,14 @@ class Ledger:
             {
                 "stage": stage,
                 "key": key,
-                "inputs": inputs,
+                "inputs": portable(inputs),
+                "placement": placement(inputs),
                 "outputs": digests,
                 "seconds": round(time.perf_counter() - started, 3),
             },
         )
         logger.info("%s: done in %.1f s", stage, time.perf_counter() - started)
+        self.absent.pop(stage, None)
         return digests
 
 

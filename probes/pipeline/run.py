@@ -175,6 +175,7 @@ class _Run:
         each of its outputs is recorded for the keys of the stages after it."""
         if not stage.applies(self, model):
             return
+        self._bring_back(stage, model)
         self.digests.update(
             self.ledger.run(
                 stage.label(model),
@@ -182,8 +183,29 @@ class _Run:
                 stage.outputs(self, model),
                 lambda: stage.body(self, model),
                 every_rank=stage.every_rank(self, model),
+                absent_ok=stage.bulky,
             )
         )
+
+    def _bring_back(self, stage: Stage, model: str | None) -> None:
+        """Redo the stages whose bulky outputs ``stage`` reads and were left behind (a run directory
+        copied without its activations) — only when ``stage`` itself has to run."""
+        left = [s for s in _phase(stage.phase) if s.name in stage.reads and s.label(model) in self.ledger.absent]
+        if not left or self.ledger.is_done(stage.label(model), stage.key(self, model)):
+            return
+        for needed in left:
+            label = needed.label(model)
+            logger.info("%s must run and reads %s, which is not here: redoing %s", stage.label(model), label, label)
+            self.ledger.absent.pop(label)
+            self.digests.update(
+                self.ledger.run(
+                    label,
+                    needed.key(self, model),
+                    needed.outputs(self, model),
+                    lambda needed=needed: needed.body(self, model),
+                    every_rank=needed.every_rank(self, model),
+                )
+            )
 
     # --- what the stage table reads of the run ----------------------------------------------------
 

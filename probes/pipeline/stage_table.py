@@ -46,6 +46,9 @@ class Stage:
         body: ``(run, model) → None``, writes the outputs.
         applies: ``(run, model) → bool``, whether the run has this stage at all.
         every_rank: ``(run, model) → bool``, whether every torchrun rank takes part.
+        bulky: its outputs may be left behind when a run directory moves (activations: gigabytes a
+            model); its record stands for them until a stage that reads them has to run.
+        reads: the stages (of the same model) whose bulky outputs the body reads.
     """
 
     name: str
@@ -55,6 +58,8 @@ class Stage:
     body: StageFunction
     applies: StageFunction = _always
     every_rank: StageFunction = _never
+    bulky: bool = False
+    reads: tuple[str, ...] = ()
 
     def label(self, model: str | None) -> str:
         return self.name if model is None else f"{self.name}/{model}"
@@ -96,6 +101,7 @@ CACHE = Stage(
     body=stages.cache,
     applies=_lara,
     every_rank=_always,
+    bulky=True,
 )
 METRICS = Stage(
     "metrics",
@@ -104,6 +110,7 @@ METRICS = Stage(
     outputs=lambda run, m: [run.layout.model(m).metrics],
     body=stages.metrics,
     applies=_lara,
+    reads=("cache",),
 )
 SCORE = Stage(
     "score",

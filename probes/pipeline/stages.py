@@ -25,6 +25,7 @@ from ..lara.sets import distinct_texts
 from ..operations.accuracy import greedy_budget, judge_answers, write_accuracy
 from ..operations.metrics import write_metrics
 from ..operations.score import write_scores
+from ..responders.counter_sampler import SAMPLER_VERSION
 from ..responders.engines import close_engine, engine_key
 from ..responders.local import PromptFormat
 from ..responders.open import open_responder
@@ -181,6 +182,8 @@ def detect_key(run: RunState, model: str) -> dict[str, Any]:
     engine = None if detect["endpoint"] is not None else engine_key(dict(config.models())[model])
     if engine is not None:  # hf: the key as it was before engines existed
         key["engine"] = engine
+    elif detect["endpoint"] is None:
+        key["sampler"] = SAMPLER_VERSION  # the built-in sampler's answers change with its version
     return key
 
 

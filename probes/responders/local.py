@@ -14,10 +14,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import ConfigError, NonFiniteError
+from ..errors import ConfigError
 from .base import Access, CallCounter, Generation, GenerationParams, Responder, Rollout, TextScore, sample_seed
 from .counter_sampler import SAMPLER_VERSION, draw_tokens
 from .divergence import policy_kl
+from .forward_scoring import check_finite, moments, prefix_order, score_batch
 from .prompting import PromptFormat, PromptTokens
 
 __all__ = ["LocalResponder", "PromptFormat"]
@@ -165,12 +166,12 @@ class LocalResponder(PromptTokens):
         while True:
             logits = out.logits[:, -1, :].float()  # [b_active, V]
             logp = torch.log_softmax(logits, dim=-1)
-            mu, sigma = _moments(logp)
+            mu, sigma = moments(logp)
             nxt = self._choose(logits, params, keys, t)  # [b_active]
             chosen = logp.gather(1, nxt[:, None])[:, 0]
             # one device-to-host transfer per step (float64 holds the ids and the float32 values exactly)
             host = torch.stack([nxt.double(), chosen.double(), mu.double(), sigma.double()]).cpu().numpy()
-            _check_finite(torch.from_numpy(host[1:3]))  # chosen log-probs and mu, already on the host
+            check_finite(torch.from_numpy(host[1:3]))  # chosen log-probs and mu, already on the host
             keep = []
             for k, (i, (token, lp, m, s)) in enumerate(zip(active, host.T.tolist())):
                 if int(token) in self.eos_ids:
@@ -235,7 +236,7 @@ class LocalResponder(PromptTokens):
         pairs = [(c, t) for c, t, _, _ in fitted]
         vocab = self.model.get_output_embeddings().weight.shape[0]
         budget_tokens = max(1, int(self.score_budget_mib * 2**20 // (vocab * 4)))
-        order = sorted(range(len(pairs)), key=lambda i: -(len(pairs[i][0]) + len(pairs[i][1])))
+        order = prefix_order([len(c) + len(t) for c, t in pairs], [c for c, _ in pairs])  # shared prefixes together
         results: list[TextScore | None] = [None] * len(pairs)
         with torch.inference_mode():
             batch: list[int] = []
@@ -254,38 +255,7 @@ class LocalResponder(PromptTokens):
         return results  # type: ignore[return-value]
 
     def _score_batch(self, pairs: list[tuple[list[int], list[int]]]) -> list[TextScore]:
-        import torch
-
-        device = self.loaded.device
-        pad = self.tokenizer.pad_token_id
-        full = [c + t for c, t in pairs]
-        width = max(len(x) for x in full)
-        ids = torch.tensor([x + [pad] * (width - len(x)) for x in full], device=device)
-        attention = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in full], device=device)
-        logits = self.model(input_ids=ids, attention_mask=attention).logits  # [b, S, V]
-        out = []
-        for row, (context, text) in enumerate(pairs):
-            first = max(len(context), 1)  # the first position with a prediction
-            stop = len(context) + len(text)
-            if stop <= first:
-                out.append(TextScore(token_ids=[], logprobs=np.zeros(0), mu=np.zeros(0), sigma=np.zeros(0)))
-                continue
-            logp = torch.log_softmax(
-                logits[row, first - 1 : stop - 1].float(), dim=-1
-            )  # [T, V] predicts tokens first..stop-1
-            target = ids[row, first:stop]
-            chosen = logp.gather(1, target[:, None])[:, 0]
-            mu, sigma = _moments(logp)
-            _check_finite(mu)
-            out.append(
-                TextScore(
-                    token_ids=target.tolist(),
-                    logprobs=chosen.double().cpu().numpy(),
-                    mu=mu.double().cpu().numpy(),
-                    sigma=sigma.double().cpu().numpy(),
-                )
-            )
-        return out
+        return score_batch(self.model, self.tokenizer.pad_token_id, self.loaded.device, pairs)
 
 
 @dataclass
@@ -318,30 +288,6 @@ class _Steps:
             mu=as_array(self.mus),
             sigma=as_array(self.sigmas),
         )
-
-
-def _check_finite(*tensors: Any) -> None:
-    """Refuse non-finite model outputs at their source: NaN logits mean broken weights or an
-    overflow of the compute dtype, and would become NaN scores downstream."""
-    import torch
-
-    if not all(bool(torch.isfinite(t).all()) for t in tensors):
-        raise NonFiniteError(
-            "the model produced non-finite log-probabilities (NaN/inf): its weights hold NaN/inf, or "
-            "the compute dtype overflows (try --dtype float32 or bfloat16)"
-        )
-
-
-def _moments(logp: Any) -> tuple[Any, Any]:
-    """μ = Σ p log p and σ = sqrt(Σ p (log p)² − μ²) over the last axis of log-probs (p = 0 terms
-    count 0, never 0·(−inf))."""
-    import torch
-
-    p = logp.exp()
-    finite = torch.where(p > 0, logp, torch.zeros_like(logp))
-    mu = (p * finite).sum(-1)
-    sigma = ((p * finite.square()).sum(-1) - mu.square()).clamp(min=0).sqrt()
-    return mu, sigma
 
 
 def eos_ids(generation_config: Any, tokenizer: Any) -> set[int]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import struct
 from pathlib import Path
 
@@ -24,10 +25,13 @@ from cache.loading import load_model
 from cache.sources import resolve_source
 
 
-def write_gguf(path: Path, metadata: dict, version: int = 3, tensors: dict | None = None) -> Path:
+def write_gguf(
+    path: Path, metadata: dict, version: int = 3, tensors: dict | None = None, complete: bool = True
+) -> Path:
     """A GGUF file with ``metadata`` (str, int or list-of-int values) and the table of ``tensors``
-    (name -> shape; type Q4_1, no tensor data), byte by byte as the format's specification lays it
-    out (a second, independent writer)."""
+    (name -> shape; type Q4_1: 20 bytes per 32 values), byte by byte as the format's specification
+    lays it out (a second, independent writer); ``complete``: the file runs on to the end of the
+    last tensor's data (a sparse tail of zeros, so a large table costs no disk)."""
 
     def string(text: str) -> bytes:
         data = text.encode()
@@ -43,9 +47,15 @@ def write_gguf(path: Path, metadata: dict, version: int = 3, tensors: dict | Non
             body += struct.pack("<IIQ", 9, 5, len(value)) + b"".join(struct.pack("<i", v) for v in value)
         else:
             body += struct.pack("<I", 4) + struct.pack("<I", value)
-    for offset, (name, shape) in enumerate(tensors.items()):
-        body += string(name) + struct.pack(f"<I{len(shape)}Q", len(shape), *shape) + struct.pack("<IQ", 3, 64 * offset)
+    offset = end = 0
+    for name, shape in tensors.items():
+        body += string(name) + struct.pack(f"<I{len(shape)}Q", len(shape), *shape) + struct.pack("<IQ", 3, offset)
+        end = offset + -(-math.prod(shape) // 32) * 20  # Q4_1 blocks
+        offset = -(-end // 32) * 32  # the next one aligned to 32
     path.write_bytes(body)
+    if complete and tensors:
+        with path.open("r+b") as f:
+            f.truncate(-(-len(body) // 32) * 32 + end)
     return path
 
 
@@ -190,6 +200,48 @@ def test_lara_run_refuses_a_bad_source_before_any_stage(tmp_path, toy_dirs):
     assert not (tmp_path / "run" / "sets.jsonl").exists()
 
 
+def test_a_gguf_file_cut_short_is_refused_as_truncated_before_any_stage(tmp_path, monkeypatch):
+    """Issue 55: a GGUF file cut in half (its header intact) was refused only at the detect stage,
+    by transformers' 'cannot reshape array'. Its tensor table against its size says so at once:
+    when the source is resolved, and by lara run before stage 1."""
+    from probes.errors import ConfigError
+    from probes.pipeline.config import load_run_config
+    from probes.pipeline.run import run_pipeline
+
+    monkeypatch.setattr(sources, "require", lambda *a: None)  # resolving needs no gguf package
+    shapes = {"token_embd.weight": (64, 1000), "blk.0.attn_q.weight": (64, 64), "output_norm.weight": (64,)}
+    path = write_gguf(tmp_path / "m.gguf", {"general.architecture": "llama", "general.alignment": 32}, tensors=shapes)
+    whole = path.stat().st_size
+    assert resolve_source(str(path)).kind == "gguf"  # complete: resolves
+    with path.open("r+b") as f:
+        f.truncate(whole - 1)  # one byte short of the last tensor's end
+    with pytest.raises(
+        ModelLoadError, match=f"is truncated: its tensor table needs {whole:,} bytes and the file holds {whole - 1:,}"
+    ):
+        resolve_source(str(path))
+    with path.open("r+b") as f:
+        f.truncate(whole // 2)
+    questions = tmp_path / "q.jsonl"
+    questions.write_text('{"id": "a", "question": "What is 2 + 3?"}\n')
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        f"questions: {questions}\nrun_dir: {tmp_path / 'run'}\nlara: false\nmodel: {{source: {path}}}\n"
+        "detect: {names: [ppl]}\ncalibration: {controls: 0}\n"
+    )
+    with pytest.raises(ConfigError, match="model 'model'.*is truncated"):
+        run_pipeline(load_run_config(config), progress=False)
+    assert not (tmp_path / "run" / "sets.jsonl").exists()
+
+
+def test_the_gguf_type_sizes_are_the_gguf_packages():
+    """The byte sizes the completeness check uses, against the gguf package's own table (where installed)."""
+    gguf = pytest.importorskip("gguf")
+    from cache.gguf_header import GGML_BLOCKS
+
+    for type_id, (block, size) in GGML_BLOCKS.items():
+        assert gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType(type_id)] == (block, size)
+
+
 def test_the_header_reader_reads_version_2_and_refuses_a_corrupt_length(tmp_path):
     path = write_gguf(tmp_path / "v2.gguf", {"general.name": "x", "general.architecture": "qwen2"}, version=2)
     assert read_metadata(path) == {"general.name": "x", "general.architecture": "qwen2", "version": 2}
@@ -256,7 +308,9 @@ def test_an_adapter_chains_stage_key_holds_every_base(tmp_path, toy_dirs, monkey
 
 def test_a_gguf_files_parameter_count_is_read_from_its_tensor_table(tmp_path):
     shapes = {"token_embd.weight": (576, 49152), "blk.0.attn_q.weight": (576, 576), "output_norm.weight": (576,)}
-    path = write_gguf(tmp_path / "m.gguf", {"general.architecture": "llama", "ids": [1, 2, 3]}, tensors=shapes)
+    path = write_gguf(
+        tmp_path / "m.gguf", {"general.architecture": "llama", "ids": [1, 2, 3]}, tensors=shapes, complete=False
+    )
     assert parameter_count(path) == 576 * 49152 + 576 * 576 + 576
     path.write_bytes(path.read_bytes()[:-20])  # the last tensor's entry cut short
     with pytest.raises(ModelLoadError, match="ends inside its GGUF header"):

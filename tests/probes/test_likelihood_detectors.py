@@ -129,3 +129,58 @@ def test_logprober_uses_every_token_that_has_a_prediction(loaded_models, templat
             curve += v / len(values)
             total += curve
         assert safe == pytest.approx(math.log(-total), rel=1e-6)
+
+
+LONG_PREFIX = "Two cats and a dog."  # with "Q: ", over 16 tokens on the toys (about one a character)
+SHORT = ["What is 2 + 3?", "Half of 8?", "Is 7 odd?"]  # the toys have 64 positions
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama"])
+def test_recall_encodes_its_shared_prefix_once_per_batch_and_equals_its_naive_form(loaded_models, arch):
+    """Issue 55: the conditioned texts share the prefix (and the template before it): it is run once
+    per batch, its KV cache copied to every row; every ratio equals the naive one-text-at-a-time
+    forward passes to 1e-6."""
+    from probes.responders import forward_scoring
+
+    responder = LocalResponder(loaded_models[arch], PromptFormat(mode="raw", template="Q: {prompt}\nA:"))
+    detector = get_detector("recall", max_new_tokens=5, prefix=LONG_PREFIX)
+    shapes: list[tuple[int, ...]] = []
+    answers = responder.generate(SHORT, GenerationParams(max_new_tokens=5))
+    hook = responder.model.register_forward_pre_hook(
+        lambda module, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)), with_kwargs=True
+    )
+    try:
+        result = detector.score(SHORT, responder)
+    finally:
+        hook.remove()
+    prefix_ids = responder.tokenizer(f"Q: {LONG_PREFIX}")["input_ids"]
+    shared = [s for s in shapes if s[0] == 1 and s[1] >= forward_scoring.MIN_SHARED_TOKENS]
+    assert len(shared) == 1 and shared[0][1] >= len(prefix_ids) - 1  # one batch, its prefix run once
+    for question, (answer,), ratio in zip(SHORT, answers, result.raw):
+        conditioned = naive_mean_ll(responder, f"Q: {LONG_PREFIX}\n\n{question}\nA:", answer.text, 0)
+        plain = naive_mean_ll(responder, f"Q: {question}\nA:", answer.text, 0)
+        assert abs(ratio - conditioned / plain) < 1e-6
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama", "qwen2"])
+def test_a_shared_prefix_scores_as_the_whole_batch_does(loaded_models, arch, monkeypatch):
+    """The prefix path against the whole-sequence path on the same batch: every log-prob and μ
+    within 1e-6, σ (a square root of a difference: float32 rounding shows) within 1e-5; a prefix
+    reaching into a scored text, or too short, runs the batch whole."""
+    from probes.responders import forward_scoring
+
+    responder = LocalResponder(loaded_models[arch], PromptFormat(mode="raw", template="Q: {prompt}\nA:"))
+    contexts = [responder.format(LONG_PREFIX + " " + q) for q in SHORT]
+    pairs = responder.scored_pairs(contexts, [" It is 5.", " Four.", " Yes, it is"])
+    model, pad, device = responder.model, responder.tokenizer.pad_token_id, responder.loaded.device
+    assert forward_scoring.shared_prefix_length([c + t for c, t in pairs], 10**6) >= forward_scoring.MIN_SHARED_TOKENS
+    with torch.inference_mode():
+        reused = forward_scoring.score_batch(model, pad, device, pairs)
+        monkeypatch.setattr(forward_scoring, "MIN_SHARED_TOKENS", 10**6)
+        whole = forward_scoring.score_batch(model, pad, device, pairs)
+    for a, b in zip(reused, whole):
+        assert a.token_ids == b.token_ids
+        for field, atol in (("logprobs", 1e-6), ("mu", 1e-6), ("sigma", 1e-5)):
+            np.testing.assert_allclose(getattr(a, field), getattr(b, field), atol=atol, rtol=0)
+    assert forward_scoring.shared_prefix_length([[1, 2, 3], [1, 2, 4], [1, 2]], 10) == 2
+    assert forward_scoring.shared_prefix_length([[1, 2, 3], [1, 2, 3]], 1) == 1  # never into a scored text
