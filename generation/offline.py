@@ -34,7 +34,7 @@ from .rewrite import paraphrase_candidates
 from .source_digest import code_digest
 from .validate import check_blanked, check_paraphrase, check_similar, removed_spans
 
-ALGORITHM_VERSION = "offline-v2"  # v2: joint draws, then quantities in order keeping their relations with the earlier ones; shares; years by context
+ALGORITHM_VERSION = "offline-v3"  # v3: each similar its own draws and relaxations (prefix-stable); v2: joint draws, then quantities in order keeping their relations with the earlier ones; shares; years by context
 
 _TIME_UNITS = {
     "second",
@@ -216,23 +216,29 @@ class OfflineGenerator:
     def _draw_similars(
         self, q0: str, slots: list[Slot], rng: random.Random, count: int, taken: list[str]
     ) -> tuple[list[str], int]:
-        """Up to ``count`` distinct similars of ``q0``, also distinct from ``taken``; and the draws allowed."""
+        """Up to ``count`` distinct similars of ``q0``, also distinct from ``taken``; and the draws made.
+
+        Each similar has its own ``max_tries`` draws and its own schedule of relaxations, one
+        after the other from one stream, so the first n of a draw of N > n are the draw of n:
+        asking for more only adds (a similar not found in its draws is left out; the next one
+        has draws of its own)."""
         accepted: list[str] = []
-        tries = self.config.offline.max_tries * count
-        arithmetic, misses = self.config.offline.relations == "arithmetic", 0
-        for attempt in range(tries):
-            if len(accepted) == count:
-                break
-            # all relations are kept while distinct similars that keep them can be found; after a few
-            # misses or half the draws, order, divisibility and shares alone; a question with little
-            # room (2, 2 and 6) falls back to order alone for the last quarter of the draws
-            full = attempt < tries // 2 and misses < 3
-            arithmetic = arithmetic and attempt < 3 * tries // 4
-            values, held = draw_values(slots, rng, arithmetic=arithmetic, full=full)
-            misses += arithmetic and full and not held
-            candidate = replace_spans(q0, [(s.start, s.end, new) for s, new in zip(slots, values)])
-            if check_similar(q0, candidate, taken + accepted, self.config.min_changed) is None:
-                accepted.append(candidate)
+        per_similar = self.config.offline.max_tries
+        keeps_arithmetic, misses, tries = self.config.offline.relations == "arithmetic", 0, 0
+        for _ in range(count):
+            for attempt in range(per_similar):
+                tries += 1
+                # all relations are kept while distinct similars that keep them can be found; after a few
+                # misses or half its draws, order, divisibility and shares alone; a question with little
+                # room (2, 2 and 6) falls back to order alone for the last quarter of its draws
+                full = attempt < per_similar // 2 and misses < 3
+                arithmetic = keeps_arithmetic and attempt < 3 * per_similar // 4
+                values, held = draw_values(slots, rng, arithmetic=arithmetic, full=full)
+                misses += arithmetic and full and not held
+                candidate = replace_spans(q0, [(s.start, s.end, new) for s, new in zip(slots, values)])
+                if check_similar(q0, candidate, taken + accepted, self.config.min_changed) is None:
+                    accepted.append(candidate)
+                    break
         return accepted, tries
 
     # -- key information and blanking --------------------------------------------------------
