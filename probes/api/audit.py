@@ -19,6 +19,7 @@ from ..responders.store import ResponseStore
 from ..scores import CLEAN_SPLIT, ScoreTable
 from .lara import as_questions
 from .models import load_model
+from .progress import show_progress
 from .results import Detection, Verdict
 
 
@@ -38,9 +39,10 @@ def detect(
     batch_size: int = 16,
     sampling_temperature: float | None = None,
     calibrate: Sequence[str] | None = None,
-    progress: bool = False,
+    progress: bool | None = None,
     engine: str = "auto",
     vllm: Mapping[str, Any] | None = None,
+    decoding: str = "auto",
 ) -> Detection:
     """Score ``questions`` with output-level detectors (SPEC §5), as ``lara detect`` does.
 
@@ -61,12 +63,16 @@ def detect(
             detect`` uses, ``~/.cache/lara-probes/responses.sqlite``), so a repeated call is served from it.
         prompt_format, template, system_prompt, batch_size, sampling_temperature, calibrate: as
             the flags of ``lara detect``.
+        progress: progress bars of the sampling and scoring; default: on in a notebook or a
+            terminal, off in a script whose output goes elsewhere.
         engine: ``hf``, ``vllm`` (``model`` a checkpoint directory) or ``auto`` (vLLM on a CUDA
             machine where it is installed); ``vllm``: its ``vllm.LLM`` arguments (``model.vllm``).
+        decoding: the built-in sampler's loop (``dynamic``, ``static``, ``auto``: ``detect.decoding``).
     """
     from ..detection import ControlPlan, detect_questions  # lazy: pulls h5py
     from ..responders.open import default_store_path, open_responder  # lazy: pulls h5py
 
+    progress = show_progress(progress)
     records = as_questions(questions)
     built = checked_detectors(  # each built once, before any model work
         detectors, records, reference is not None, params, sampling_temperature
@@ -85,10 +91,18 @@ def detect(
             )
         chosen_engine = ModelConfig(source=str(model), engine=chosen, vllm=dict(vllm or {}))
     responder = open_responder(
-        lambda: load_model(model), prompt, store, batch_size=batch_size, progress=progress, engine=chosen_engine
+        lambda: load_model(model),
+        prompt,
+        store,
+        batch_size=batch_size,
+        progress=progress,
+        engine=chosen_engine,
+        decoding=decoding,
     )
     ref = (
-        open_responder(load_model(reference), prompt, store, batch_size=batch_size, progress=progress)
+        open_responder(
+            load_model(reference), prompt, store, batch_size=batch_size, progress=progress, decoding=decoding
+        )
         if reference is not None
         else None
     )

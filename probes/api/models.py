@@ -7,6 +7,8 @@ import logging
 from pathlib import Path
 from typing import Any, Sequence
 
+from .progress import show_progress
+
 logger = logging.getLogger(__name__)
 
 
@@ -95,12 +97,13 @@ def cache_activations(
     layers: str | int | Sequence[str | int] = "all",
     prompt_format: str = "raw",
     backend: str = "hf",
-    progress: bool = False,
+    progress: bool | None = None,
     **extraction: Any,
 ) -> Any:
     """Pool ``texts`` into the HDF5 store at ``path`` (created, or appended to when it was made
     with the same model and settings; texts already there are skipped) and return the
-    :class:`~cache.store.ActivationStore`. Arguments as :func:`pool`."""
+    :class:`~cache.store.ActivationStore`. Arguments as :func:`pool`; ``progress``: a bar (default:
+    on in a notebook or a terminal)."""
     from cache.config import CacheConfig, ExtractionConfig  # lazy: pulls h5py
     from cache.runner import run_cache  # lazy: pulls h5py
     from cache.store import ActivationStore  # lazy: pulls h5py
@@ -111,7 +114,11 @@ def cache_activations(
         backend=backend, layers=layer_tokens(layers), prompt_format=prompt_format, **extraction
     )
     summary = run_cache(
-        texts, path, CacheConfig(model=loaded.config, extraction=extraction_config), loaded=loaded, progress=progress
+        texts,
+        path,
+        CacheConfig(model=loaded.config, extraction=extraction_config),
+        loaded=loaded,
+        progress=show_progress(progress),
     )
     logger.info("%s", summary.describe())
     return ActivationStore(path)

@@ -107,7 +107,7 @@ def _open_models(args: argparse.Namespace, questions: list[Any], store_path: Pat
     )
     store = ResponseStore(store_path)  # one store for the audited model and the reference
     progress = not args.no_progress and (ranks is None or ranks.rank == 0)
-    opened = {"batch_size": args.batch_size, "ranks": ranks, "progress": progress}
+    opened = {"batch_size": args.batch_size, "ranks": ranks, "progress": progress, "decoding": args.decoding}
     responder = open_responder(
         loader(args.source),
         prompt_format,
@@ -181,6 +181,14 @@ def _prompt_arguments(detect: argparse.ArgumentParser) -> None:
         DetectSettings,
         "batch_size",
         f"completions generated together (default: {DetectSettings.batch_size})",
+    )
+    add_setting(
+        detect,
+        "--decoding",
+        DetectSettings,
+        "decoding",
+        "the built-in sampler's loop: dynamic (a growing KV cache), static (a pre-allocated one, its step "
+        "captured with CUDA graphs on a GPU), auto (dynamic; docs/performance.md)",
     )
     detect.add_argument(
         "--param",

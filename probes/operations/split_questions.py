@@ -3,7 +3,13 @@ questions split by its decisions into ``not_flagged.jsonl`` and ``flagged.jsonl`
 provenance kept); where they came from an lm-evaluation-harness task (``--lm-eval-task``), also an
 lm-eval task per subset — its documents exactly that subset's, written as JSONL, and a task YAML
 that includes the original task and reads them — checked by loading it through lm-eval's own
-``TaskManager`` before it is reported written."""
+``TaskManager`` before it is reported written.
+
+The task directory moves as a whole (issue 55): every path in it is relative — the documents are
+read by a small loader written beside the YAMLs (``custom_dataset``, which lm-eval imports from the
+YAML's directory and which reads the files beside itself), and the original task's YAML is
+included by a relative path, except a task of the harness's own, included from where it is installed.
+"""
 
 from __future__ import annotations
 
@@ -116,8 +122,10 @@ def _lm_eval_tasks(subsets: dict[str, list[Question]], provenance: list[dict], o
             new = f"{name}_{subset}"
             data = _write_docs(chosen, out / f"{new}.jsonl")
             path = out / f"{new}.yaml"
-            write_text_atomically(path, yaml.safe_dump(_task_yaml(manager, name, new, data, fewshot), sort_keys=False))
+            config = yaml.safe_dump(_task_yaml(manager, name, new, data, fewshot, out), sort_keys=False)
+            write_text_atomically(path, config + f"custom_dataset: !function {LOADER}.load\n")
             written[new], expected[new] = path, chosen
+    write_text_atomically(out / f"{LOADER}.py", LOADER_SOURCE)
     _check_loads(out, expected)
     return written
 
@@ -134,14 +142,30 @@ def _write_fewshot(task: Any, path: Path) -> Path | None:
     return _write_docs(list(task.fewshot_docs()), path)
 
 
-def _task_yaml(manager: Any, name: str, new: str, data: Path, fewshot: Path | None) -> dict[str, Any]:
-    """The new task: the original's YAML included, its data the subset's documents, already processed."""
+LOADER = "lara_split_data"  # the module beside the task YAMLs that reads their documents
+LOADER_SOURCE = '''"""Reads a task's documents from the files beside this module (written by lara questions split),
+so the directory can move as a whole."""
+
+from pathlib import Path
+
+import datasets
+
+
+def load(data_files, **_):
+    here = Path(__file__).resolve().parent
+    return datasets.load_dataset("json", data_files={split: str(here / name) for split, name in data_files.items()})
+'''
+
+
+def _task_yaml(manager: Any, name: str, new: str, data: Path, fewshot: Path | None, out: Path) -> dict[str, Any]:
+    """The new task: the original's YAML included, its data the subset's documents (file names beside
+    it, read by :data:`LOADER`), already processed."""
     yaml_path = manager.task_index[name].yaml_path
     if yaml_path is None:
         raise InputError(f"lm-eval task {name!r} has no YAML file to include (a task defined in Python)")
-    files = {"test": str(data)} | ({"fewshot": str(fewshot)} if fewshot else {})
+    files = {"test": data.name} | ({"fewshot": fewshot.name} if fewshot else {})
     config: dict[str, Any] = {
-        "include": str(Path(yaml_path).resolve()),
+        "include": _include_path(Path(yaml_path).resolve(), out.resolve()),
         "task": new,
         "dataset_path": "json",
         "dataset_name": None,
@@ -154,6 +178,19 @@ def _task_yaml(manager: Any, name: str, new: str, data: Path, fewshot: Path | No
     if fewshot:
         config["fewshot_split"] = "fewshot"
     return config
+
+
+def _include_path(yaml_path: Path, out: Path) -> str:
+    """The original task's YAML as the new one includes it: relative to the output directory, except
+    a task of the installed harness's own (absolute: it lies wherever lm-eval is installed)."""
+    import os
+
+    import lm_eval  # lazy: the lm-eval extra
+
+    harness = Path(lm_eval.__file__).resolve().parent
+    if harness in yaml_path.parents:
+        return str(yaml_path)
+    return os.path.relpath(yaml_path, out)
 
 
 def _check_loads(include_path: Path, expected: dict[str, list[dict]]) -> None:

@@ -70,6 +70,10 @@ class DetectSettings:
         names: registry names, or ``[all]``; empty runs none.
         prompt_format / template / system_prompt: how a question becomes a prompt.
         batch_size: completions generated together (local model).
+        decoding: the built-in sampler's loop: ``dynamic`` (a growing KV cache), ``static`` (a
+            pre-allocated cache and a step captured with CUDA graphs on a GPU) or ``auto``
+            (dynamic until a GPU measurement shows where static pays: docs/performance.md). Like
+            the batch size, it changes no result and is no part of a stage's key.
         params: ``{detector: {parameter: value}}``.
         sampling_temperature: the temperature of every sampling detector (CDD, Min-kNN,
             Entropy-Temp, policy drift, reward gain) whose ``params`` set none — the RL rollouts' temperature when known
@@ -88,6 +92,7 @@ class DetectSettings:
     template: str = "{prompt}"
     system_prompt: str | None = None
     batch_size: int = 16
+    decoding: Literal["auto", "dynamic", "static"] = "auto"
     params: Any = None
     sampling_temperature: float | None = None
     endpoint: EndpointSettings | None = None

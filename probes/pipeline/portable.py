@@ -41,7 +41,7 @@ LEFT_OUT: dict[str, tuple[str, ...]] = {
     "model": MODEL_PLACEMENT,
     "reference": MODEL_PLACEMENT,
     "extraction": ("batch_size", "max_batch_tokens", "flush_every", "padding_side"),
-    "detect": ("batch_size", "store"),
+    "detect": ("batch_size", "decoding", "store"),
     "endpoint": ("concurrency",),
     "args": VLLM_THROUGHPUT,
     "generator": ("toolkit_version",),

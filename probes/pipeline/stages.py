@@ -226,6 +226,7 @@ def detect(run: RunState, model: str) -> None:
                 _prompt_format(config),
                 store_path(run_dir, ref_name, d.store),
                 batch_size=d.batch_size,
+                decoding=d.decoding,
                 ranks=ranks,
                 progress=progress,
             )
@@ -268,7 +269,7 @@ def model_responder(run: RunState, name: str, ranks: Ranks | None = None) -> Any
     endpoint = d.endpoint if name == run.config.name else None
     lazy = run.models[name]
     store = store_path(run.run_dir, name, d.store)
-    opened = {"batch_size": d.batch_size, "ranks": ranks, "progress": run.progress}
+    opened = {"batch_size": d.batch_size, "ranks": ranks, "progress": run.progress, "decoding": d.decoding}
     return open_responder(lazy.get, _prompt_format(run.config), store, endpoint=endpoint, engine=lazy.config, **opened)
 
 

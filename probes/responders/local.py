@@ -7,21 +7,23 @@ scoring materialises ``[batch, tokens, vocab]`` logits only up to ``score_budget
 
 from __future__ import annotations
 
-import functools
 import logging
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..errors import ConfigError
 from .base import Access, CallCounter, Generation, GenerationParams, Responder, Rollout, TextScore, sample_seed
-from .counter_sampler import SAMPLER_VERSION, draw_tokens
+from .counter_sampler import SAMPLER_VERSION
+from .decoding import DecodeJob, decode_dynamic, decode_static
 from .divergence import policy_kl
-from .forward_scoring import check_finite, moments, prefix_order, score_batch
+from .forward_scoring import prefix_order, score_batch
 from .prompting import PromptFormat, PromptTokens
 
 __all__ = ["LocalResponder", "PromptFormat"]
+
+DECODING = ("auto", "dynamic", "static")
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +37,8 @@ class LocalResponder(PromptTokens):
         prompt_format: how prompts are formatted.
         batch_size: rows (prompt × completion) generated together.
         score_budget_mib: float32 logits materialised per scoring batch.
+        decoding: ``dynamic`` (a growing KV cache, finished rows leave the batch), ``static`` (a
+            pre-allocated cache and a fixed-shape step, captured on a GPU) or ``auto``.
     """
 
     access = frozenset(Access)
@@ -46,7 +50,10 @@ class LocalResponder(PromptTokens):
         prompt_format: PromptFormat = PromptFormat(),
         batch_size: int = 16,
         score_budget_mib: float = 512,
+        decoding: str = "auto",
     ) -> None:
+        if decoding not in DECODING:
+            raise ConfigError(f"decoding {decoding!r}: choose {', '.join(DECODING)}")
         self.loaded = loaded
         self.model = loaded.model
         self.tokenizer = loaded.tokenizer
@@ -54,6 +61,8 @@ class LocalResponder(PromptTokens):
         self.use_prompt_format(prompt_format)
         self.batch_size = batch_size
         self.score_budget_mib = score_budget_mib
+        self.decoding = decoding
+        self._compiled: Any = None
         self.counter = CallCounter()
         self.eos_ids = eos_ids(getattr(self.model, "generation_config", None), self.tokenizer)
         self._cache_checked = False
@@ -141,74 +150,35 @@ class LocalResponder(PromptTokens):
     def _generate_batch(
         self, prompt_ids: list[list[int]], params: GenerationParams, seeds: list[int]
     ) -> list[Generation]:
-        """One batch of rows, left-padded. Row i's budget is its own, min(max_new_tokens, context −
-        len(prompt_i)); a row stops at its end-of-sequence token or its budget, and finished rows
-        leave the batch (their cache rows dropped), so the others never wait on them."""
-        import torch
-
-        device = self.loaded.device
-        pad = self.tokenizer.pad_token_id
+        """One batch of rows (:mod:`.decoding`): row i's budget is its own, min(max_new_tokens,
+        context − len(prompt_i)); the static loop where :attr:`decoding` asks for it."""
         limit = self.max_positions
-        width = max(len(x) for x in prompt_ids)
         budgets = [
             params.max_new_tokens if limit is None else min(params.max_new_tokens, limit - len(x)) for x in prompt_ids
         ]
-        ids = torch.tensor([[pad] * (width - len(x)) + x for x in prompt_ids], device=device)
-        attention = torch.tensor([[0] * (width - len(x)) + [1] * len(x) for x in prompt_ids], device=device)
-        positions = (attention.cumsum(-1) - 1).clamp(min=0)
-        keys = torch.tensor(seeds, dtype=torch.int64, device=device)  # [b] each row's counter-based sampler key
-        steps = [_Steps() for _ in prompt_ids]
-        t = 0  # the decoding step: tokens every active row has drawn so far
-        active = list(range(len(prompt_ids)))  # rows still generating, in batch order
-        out = self.model(
-            input_ids=ids, attention_mask=attention, position_ids=positions, use_cache=True, logits_to_keep=1
-        )
-        while True:
-            logits = out.logits[:, -1, :].float()  # [b_active, V]
-            logp = torch.log_softmax(logits, dim=-1)
-            mu, sigma = moments(logp)
-            nxt = self._choose(logits, params, keys, t)  # [b_active]
-            chosen = logp.gather(1, nxt[:, None])[:, 0]
-            # one device-to-host transfer per step (float64 holds the ids and the float32 values exactly)
-            host = torch.stack([nxt.double(), chosen.double(), mu.double(), sigma.double()]).cpu().numpy()
-            check_finite(torch.from_numpy(host[1:3]))  # chosen log-probs and mu, already on the host
-            keep = []
-            for k, (i, (token, lp, m, s)) in enumerate(zip(active, host.T.tolist())):
-                if int(token) in self.eos_ids:
-                    steps[i].finish = "stop"
-                    continue
-                steps[i].add(int(token), lp, -m, m, s)
-                if len(steps[i].tokens) >= budgets[i]:
-                    steps[i].finish = "length"
-                else:
-                    keep.append(k)
-            if not keep:
-                break
-            past = out.past_key_values
-            if len(keep) < len(active):  # finished rows leave the batch
-                index = torch.tensor(keep, device=device)
-                past.reorder_cache(index)
-                nxt, attention, positions, keys = nxt[index], attention[index], positions[index], keys[index]
-                active = [active[k] for k in keep]
-            attention = torch.cat([attention, attention.new_ones((len(active), 1))], dim=1)
-            positions = positions[:, -1:] + 1
-            t += 1
-            out = self.model(
-                input_ids=nxt[:, None],
-                attention_mask=attention,
-                position_ids=positions,
-                past_key_values=past,
-                use_cache=True,
-            )
+        job = DecodeJob(prompt_ids, params, seeds, budgets, self.tokenizer.pad_token_id, frozenset(self.eos_ids), limit)
+        if self.static_decoding:
+            steps = decode_static(self.model, job, self.loaded.device, self._captured_step())
+        else:
+            steps = decode_dynamic(self.model, job, self.loaded.device)
         return [step.generation(self.tokenizer) for step in steps]
 
-    @staticmethod
-    def _choose(logits: Any, params: GenerationParams, keys: Any, step: int) -> Any:
-        """Next token per row: argmax, or the counter-based draw (:mod:`.counter_sampler`) from the
-        tempered, top-p-truncated distribution, keyed by each row's ``keys`` and ``step``."""
-        if params.greedy:
-            return logits.argmax(dim=-1)
-        return draw_tokens(logits, keys, step, params.temperature, params.top_p)
+    @property
+    def static_decoding(self) -> bool:
+        """Whether batches decode with a static cache: ``static`` asks for it; ``auto`` is dynamic
+        everywhere until a GPU measurement shows where static pays (docs/performance.md)."""
+        return self.decoding == "static"
+
+    def _captured_step(self) -> Any:
+        """The fixed-shape decoding step: compiled with CUDA graphs (``torch.compile``,
+        reduce-overhead) on a CUDA device, recompiled once per static bucket; the eager model elsewhere."""
+        import torch
+
+        if self.loaded.device.type != "cuda":
+            return None
+        if self._compiled is None:
+            self._compiled = torch.compile(self.model, mode="reduce-overhead", dynamic=False)
+        return self._compiled
 
     # ------------------------------------------------------------------ scoring
 
@@ -256,38 +226,6 @@ class LocalResponder(PromptTokens):
 
     def _score_batch(self, pairs: list[tuple[list[int], list[int]]]) -> list[TextScore]:
         return score_batch(self.model, self.tokenizer.pad_token_id, self.loaded.device, pairs)
-
-
-@dataclass
-class _Steps:
-    """One row's generated tokens and per-step statistics, as they come."""
-
-    tokens: list[int] = field(default_factory=list)
-    logprobs: list[float] = field(default_factory=list)
-    entropies: list[float] = field(default_factory=list)
-    mus: list[float] = field(default_factory=list)
-    sigmas: list[float] = field(default_factory=list)
-    finish: str = "length"
-
-    def add(self, token: int, logprob: float, entropy: float, mu: float, sigma: float) -> None:
-        self.tokens.append(token)
-        self.logprobs.append(logprob)
-        self.entropies.append(entropy)
-        self.mus.append(mu)
-        self.sigmas.append(sigma)
-
-    def generation(self, tokenizer: Any) -> Generation:
-        as_array = functools.partial(np.array, dtype=np.float64)
-        return Generation(
-            text=tokenizer.decode(self.tokens, skip_special_tokens=True),
-            token_ids=self.tokens,
-            logprobs=as_array(self.logprobs),
-            entropies=as_array(self.entropies),
-            entropy_kind="exact",
-            finish_reason=self.finish,
-            mu=as_array(self.mus),
-            sigma=as_array(self.sigmas),
-        )
 
 
 def eos_ids(generation_config: Any, tokenizer: Any) -> set[int]:

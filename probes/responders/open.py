@@ -53,6 +53,7 @@ def open_responder(
     ranks: Any = None,
     progress: bool = False,
     engine: Any = None,
+    decoding: str = "auto",
 ) -> Responder:
     """The cached responder of one model.
 
@@ -67,6 +68,7 @@ def open_responder(
         progress: show progress bars.
         engine: the model's config (``cache.ModelConfig``) when its ``engine`` may be other than
             hf: with vLLM, the detectors vLLM cannot feed get the hf engine (``fallback``).
+        decoding: the built-in sampler's loop (``auto``, ``dynamic``, ``static``: :mod:`.decoding`).
     """
     if endpoint is not None:
         backend: Any = OpenAIResponder(
@@ -84,7 +86,9 @@ def open_responder(
     ):
 
         def hf() -> Responder:
-            return open_responder(model, prompt_format, store, batch_size=batch_size, ranks=ranks, progress=progress)
+            return open_responder(
+                model, prompt_format, store, batch_size=batch_size, ranks=ranks, progress=progress, decoding=decoding
+            )
 
         cached = on_ranks(
             CachedResponder(engine_entry(chosen).open(engine, prompt_format), open_store(store), progress=progress),
@@ -94,5 +98,5 @@ def open_responder(
         return cached
     else:
         loaded = model() if callable(model) and not hasattr(model, "layout") else model
-        backend = LocalResponder(loaded, prompt_format, batch_size=batch_size)
+        backend = LocalResponder(loaded, prompt_format, batch_size=batch_size, decoding=decoding)
     return on_ranks(CachedResponder(backend, open_store(store), progress=progress), ranks)

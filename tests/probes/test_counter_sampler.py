@@ -175,3 +175,33 @@ def test_a_store_from_before_sampler_versions_is_refused_for_sampling(loaded_mod
     )
     fresh.generate(PROMPTS[:1], GenerationParams(max_new_tokens=4))  # a new store with greedy answers only
     fresh.generate(PROMPTS[:1], SAMPLED)  # is not mistaken for an old one
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama", "qwen2"])
+def test_static_decoding_answers_as_dynamic_decoding(loaded_models, arch):
+    """The static loop (a pre-allocated cache of bucketed shape, finished rows kept in the batch,
+    filler rows up to a power of two) gives every row the dynamic loop's tokens and, within 1e-5,
+    its log-probs and entropies — greedy and sampled, rows of uneven lengths, one stopping early."""
+    from probes.responders.decoding import static_shape
+
+    prompts = [*PROMPTS, " ".join(["q"] * 40)]  # the last prompt leaves room for fewer tokens
+    dynamic = LocalResponder(loaded_models[arch], PromptFormat(mode="raw"), batch_size=3, decoding="dynamic")
+    static = LocalResponder(loaded_models[arch], PromptFormat(mode="raw"), batch_size=3, decoding="static")
+    assert static.static_decoding and not dynamic.static_decoding
+    for params in (GenerationParams(20), GenerationParams(20, 1.0, 0.9, 2, 7)):
+        a, b = dynamic.generate(prompts, params), static.generate(prompts, params)
+        lengths = set()
+        for row_a, row_b in zip(a, b):
+            for x, y in zip(row_a, row_b):
+                assert x.token_ids == y.token_ids and x.finish_reason == y.finish_reason
+                np.testing.assert_allclose(x.logprobs, y.logprobs, atol=1e-5)
+                np.testing.assert_allclose(x.entropies, y.entropies, atol=1e-5)
+                lengths.add(len(x.token_ids))
+        assert len(lengths) > 1
+    assert (
+        static_shape(3, 10, 20) == (4, 128)
+        and static_shape(4, 120, 9) == (4, 256)
+        and static_shape(1, 5, 5) == (1, 128)
+    )
+    with pytest.raises(Exception, match="decoding 'fast'"):
+        LocalResponder(loaded_models[arch], PromptFormat(mode="raw"), decoding="fast")
