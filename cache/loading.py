@@ -26,6 +26,7 @@ from .config import ModelConfig
 from .distributed import Ranks, gpu_share, local_rank
 from .errors import ModelLoadError
 from .fingerprint import tokenizer_fingerprint, weights_fingerprint
+from .quiet import quiet_transformers
 from .sources import ModelSource, hub_reachable, resolve_source
 
 __all__ = [
@@ -166,7 +167,8 @@ def load_model(config: ModelConfig) -> LoadedModel:
     if config.attn_implementation is not None:
         model_kwargs["attn_implementation"] = config.attn_implementation
     try:
-        model = AutoModelForCausalLM.from_pretrained(weights.location, **model_kwargs)
+        with quiet_transformers():
+            model = AutoModelForCausalLM.from_pretrained(weights.location, **model_kwargs)
     except Exception as err:  # noqa: BLE001
         broken = broken_companions()
         if broken:
@@ -178,7 +180,8 @@ def load_model(config: ModelConfig) -> LoadedModel:
     if source.kind == "adapter":
         from .adapters import merge_adapters  # lazy: peft
 
-        model = merge_adapters(model, source)
+        with quiet_transformers():
+            model = merge_adapters(model, source)
     if device is not None:
         model = model.to(device)
     model.eval()

@@ -159,3 +159,25 @@ def test_the_adapters_identity_is_in_the_provenance_and_store_key(adapted):
             "base": {"kind": "checkpoint"},
         },
     }
+
+
+def test_an_adapter_loads_without_bars_or_deprecation_warnings(adapted, capfd):
+    """Issue 55: every adapter merge printed transformers' 'Loading weights' bar and the FutureWarning
+    PEFT's use of a deprecated transformers attribute raises. A load is quiet now (its one log line
+    aside), and transformers' bars are on again afterwards."""
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    before = hf_logging.is_progress_bar_enabled()
+    hf_logging.enable_progress_bar()  # as in a fresh session (an earlier --no-progress turns them off)
+    capfd.readouterr()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", FutureWarning)
+            load_model(ModelConfig(source=str(adapted["rl"]), device="cpu"))
+        captured = capfd.readouterr()
+        assert "Loading weights" not in captured.err and "%|" not in captured.err, captured.err
+        assert hf_logging.is_progress_bar_enabled()
+    finally:
+        (hf_logging.enable_progress_bar if before else hf_logging.disable_progress_bar)()
