@@ -1,0 +1,147 @@
+"""The counter-based sampler against the one it replaced, side by side in one run (not a test;
+issue 55): the per-row generators (one ``torch.Generator`` per row and one ``torch.multinomial``
+each: ``b`` small kernels a step) against one hash-and-Gumbel-max draw for every row at once.
+
+(a) one step's draw alone, on ``[rows, vocab]`` float32 logits, for the vocabularies the toolkit
+    meets (the testbed's, GPT-2's, SmolLM2's, Qwen2.5's), T = 1, top-p 1 and 0.95;
+(b) whole sampling through the local responder (T = 1, n samples of each prompt) on the shipped
+    testbed's RL checkpoint and on a GPT-2-small-shaped model with random weights, with each sampler.
+
+    python benchmarks/bench_sampler.py                       # the table in docs/performance.md (CPU)
+    python benchmarks/bench_sampler.py --device cuda         # on a GPU
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_engines import TESTBED, gpt2_small, prompts  # noqa: E402
+
+VOCABULARIES = {"testbed": 512, "gpt2": 50257, "smollm2": 49152, "qwen2.5": 152064}
+
+
+def legacy_choose(logits: Any, params: Any, keys: Any, t: int) -> Any:
+    """The sampler before issue 55: a generator per row seeded by the row's key, advanced one draw a
+    step, ``torch.multinomial`` on the tempered, top-p-truncated probabilities (a baseline only)."""
+    import torch
+
+    if params.greedy:
+        return logits.argmax(dim=-1)
+    probs = torch.softmax(logits / params.temperature, dim=-1)
+    if params.top_p < 1.0:
+        sorted_p, index = probs.sort(dim=-1, descending=True)
+        keep = sorted_p.cumsum(-1) - sorted_p < params.top_p
+        probs = torch.zeros_like(probs).scatter(-1, index, sorted_p * keep)
+    draws = []
+    for i, key in enumerate(keys.tolist()):
+        if key not in _GENERATORS:
+            _GENERATORS[key] = torch.Generator(device=logits.device).manual_seed(key)
+        draws.append(torch.multinomial(probs[i], 1, generator=_GENERATORS[key])[0])
+    return torch.stack(draws)
+
+
+_GENERATORS: dict[int, Any] = {}  # each row's generator, by its key (cleared between measurements)
+
+
+def time_draws(device: str, rows: int, repeats: int) -> list[tuple[str, float, float, float]]:
+    """(vocabulary, top_p, ms per step legacy, ms per step counter) for each vocabulary."""
+    import torch
+
+    from probes.responders.base import GenerationParams
+    from probes.responders.decoding import choose_tokens
+
+    out = []
+    for name, vocab in VOCABULARIES.items():
+        for top_p in (1.0, 0.95):
+            logits = torch.randn(rows, vocab, device=device) * 3
+            keys = torch.arange(rows, dtype=torch.int64, device=device) * 7919 + 11
+            params = GenerationParams(8, 1.0, top_p, 2, 0)
+            timings = []
+            for choose in (legacy_choose, choose_tokens):
+                _GENERATORS.clear()
+                choose(logits, params, keys, 0)  # warm-up
+                _sync(device)
+                start = time.perf_counter()
+                for t in range(repeats):
+                    choose(logits, params, keys, t)
+                _sync(device)
+                timings.append((time.perf_counter() - start) / repeats * 1e3)
+            out.append((name, top_p, *timings))
+    return out
+
+
+def time_sampling(source: Path, device: str, questions: list[str], n: int, tokens: int, batch: int) -> list[float]:
+    """tokens/s of the local responder with the legacy sampler, then with the counter-based one."""
+    from cache.config import ModelConfig
+    from cache.loading import load_model
+    from probes.responders import decoding
+    from probes.responders.base import GenerationParams
+    from probes.responders.local import LocalResponder, PromptFormat
+
+    loaded = load_model(ModelConfig(source=str(source), device=device, dtype="float32"))
+    rates = []
+    for choose in (legacy_choose, decoding.choose_tokens):
+        real, decoding.choose_tokens = decoding.choose_tokens, choose
+        try:
+            responder = LocalResponder(loaded, PromptFormat(mode="raw", template="Q: {prompt}\nA:"), batch_size=batch)
+            responder.generate(questions[:1], GenerationParams(4, 1.0, 1.0, 2, 1))  # warm-up
+            _GENERATORS.clear()
+            start = time.perf_counter()
+            gens = responder.generate(questions, GenerationParams(tokens, 1.0, 1.0, n, 0))
+            _sync(device)
+            rates.append(sum(len(g.token_ids) for row in gens for g in row) / (time.perf_counter() - start))
+        finally:
+            decoding.choose_tokens = real
+    return rates
+
+
+def _sync(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--rows", type=int, default=64, help="rows drawn at once in (a)")
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--questions", type=int, default=16)
+    parser.add_argument("--n", type=int, default=8)
+    parser.add_argument("--new-tokens", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=64)
+    args = parser.parse_args()
+    import torch
+
+    where = (
+        torch.cuda.get_device_name(0) if args.device.startswith("cuda") else f"CPU ({torch.get_num_threads()} threads)"
+    )
+    print(f"on {where}; torch {torch.__version__}\n")
+    print(f"(a) one step's draw for {args.rows} rows, ms (mean of {args.repeats}); per-row generators vs counter-based")
+    print(f"    {'vocabulary':<10} {'size':>7} {'top-p':>6} {'generators':>11} {'counter':>9} {'speed-up':>9}")
+    for name, top_p, legacy, counter in time_draws(args.device, args.rows, args.repeats):
+        print(
+            f"    {name:<10} {VOCABULARIES[name]:>7} {top_p:>6} {legacy:>11.2f} {counter:>9.2f} {legacy / counter:>8.2f}x"
+        )
+    print(
+        f"\n(b) sampling through the local responder: {args.n} completions of up to {args.new_tokens} tokens of "
+        f"{args.questions} questions (T = 1), {args.batch_size} rows a batch; tokens/s"
+    )
+    questions = prompts(args.questions)
+    with tempfile.TemporaryDirectory() as tmp:
+        models = {"testbed RL": TESTBED / "rl", "gpt2-small (random)": gpt2_small(Path(tmp) / "gpt2-small")}
+        for label, source in models.items():
+            legacy, counter = time_sampling(source, args.device, questions, args.n, args.new_tokens, args.batch_size)
+            print(f"    {label:<20} generators {legacy:8.1f}   counter {counter:8.1f}   {counter / legacy:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
