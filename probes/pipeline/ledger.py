@@ -134,6 +134,7 @@ class Ledger:
         work: Callable[[], Any],
         every_rank: bool = False,
         absent_ok: bool = False,
+        appends_unless: tuple[str, ...] = (),
     ) -> dict[str, str]:
         """Run ``work`` unless ``stage`` is done for ``inputs``; returns the outputs' digests.
 
@@ -147,13 +148,15 @@ class Ledger:
                 alone does while the others wait.
             absent_ok: a done stage whose outputs were left behind (not changed) stays done
                 (:attr:`absent` lists them).
+            appends_unless: for a stage that appends to its outputs, the inputs they must have been made
+                with to be appended to; made with others, they are removed first.
         """
         key = stage_key(portable(inputs))
         ranks = self.ranks
         here = self._decides  # the process that decides, works and records
         done = self.done_record(stage, key, absent_ok) if here else None
-        if here and done is None:
-            self._clear_stale(stage, key, outputs)  # before any rank starts on them
+        if here and done is None and appends_unless:
+            self._clear_stale(stage, inputs, outputs, appends_unless)  # before any rank starts on them
         if ranks is not None:
             done = ranks.broadcast(done)
         if done is not None:
@@ -178,25 +181,29 @@ class Ledger:
         digests = self._work_and_record(stage, key, inputs, [Path(p).as_posix() for p in outputs], work)
         return digests if ranks is None else ranks.broadcast(digests)
 
-    def _clear_stale(self, stage: str, key: str, outputs: Iterable[str | Path]) -> None:
-        """Remove the outputs a stage made for another key (a stage that appends to its output —
-        activations — would otherwise refuse or mix them), and mark the stage started for ``key``:
-        one interrupted under the same key keeps what it wrote and resumes."""
+    def _clear_stale(
+        self, stage: str, inputs: dict[str, Any], outputs: Iterable[str | Path], appends_unless: Any
+    ) -> None:
+        """Remove the outputs of a stage that appends to them (activations: the texts already there
+        are kept) when they were made with other ``appends_unless`` inputs (another model, dtype, layers…:
+        the store would refuse or mix them); a stage interrupted under the same ones resumes. The
+        marker ``<stage>.started.json`` records what the outputs are being made with."""
+        made_with = stage_key({k: portable(inputs).get(k) for k in appends_unless})
         marker = self.dir / f"{_safe(stage)}.started.json"
         started, rec = _read_json(marker), self.record(stage)
         if started is not None:
-            made_for = {started.get("key")}
+            before = started.get("made_with")
         elif rec is not None:
-            made_for = {rec.get("key"), stage_key(portable(rec.get("inputs", {})))}
+            before = stage_key({k: portable(rec.get("inputs", {})).get(k) for k in appends_unless})
         else:
-            made_for = {key}  # outputs of unknown origin: the stage's own checks decide
-        if key not in made_for:
+            before = made_with  # outputs of unknown origin: the stage's own checks decide
+        if before != made_with:
             for rel in outputs:
                 for path in (self.run_dir / rel, self.run_dir / f"{rel}.parts"):  # .parts: a store's shards
                     if path.exists():
                         logger.info("%s: %s was made with other settings; removed", stage, path.name)
                         shutil.rmtree(path) if path.is_dir() else path.unlink()
-        _write_json(marker, {"stage": stage, "key": key})
+        _write_json(marker, {"stage": stage, "made_with": made_with})
 
     def _work_and_record(
         self, stage: str, key: str, inputs: dict[str, Any], rels: list[str], work: Callable[[], Any]

@@ -184,6 +184,7 @@ class _Run:
                 lambda: stage.body(self, model),
                 every_rank=stage.every_rank(self, model),
                 absent_ok=stage.bulky,
+                appends_unless=stage.appends_unless,
             )
         )
 
@@ -204,6 +205,7 @@ class _Run:
                     needed.outputs(self, model),
                     lambda needed=needed: needed.body(self, model),
                     every_rank=needed.every_rank(self, model),
+                    appends_unless=needed.appends_unless,
                 )
             )
 

@@ -49,6 +49,8 @@ class Stage:
         bulky: its outputs may be left behind when a run directory moves (activations: gigabytes a
             model); its record stands for them until a stage that reads them has to run.
         reads: the stages (of the same model) whose bulky outputs the body reads.
+        appends_unless: a stage that appends to its outputs (the activation store keeps the texts
+            it holds) starts them anew when these inputs of its key changed.
     """
 
     name: str
@@ -60,6 +62,7 @@ class Stage:
     every_rank: StageFunction = _never
     bulky: bool = False
     reads: tuple[str, ...] = ()
+    appends_unless: tuple[str, ...] = ()
 
     def label(self, model: str | None) -> str:
         return self.name if model is None else f"{self.name}/{model}"
@@ -102,6 +105,7 @@ CACHE = Stage(
     applies=_lara,
     every_rank=_always,
     bulky=True,
+    appends_unless=("model", "extraction"),  # new texts (more similars) append; a new model or dtype starts anew
 )
 METRICS = Stage(
     "metrics",

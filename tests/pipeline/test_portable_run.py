@@ -78,11 +78,19 @@ def test_a_run_resumes_at_another_batch_size_and_device_with_nothing_redone(fini
 
 
 @pytest.mark.slow
-def test_a_changed_dtype_reruns_what_it_changes(finished):
+def test_a_changed_dtype_reruns_what_it_changes(finished, caplog):
+    """Another dtype redoes the activations from nothing (the store made in float32 is removed: it
+    would refuse bfloat16 rows); more similars redo them too but keep every row already there."""
     changed = run_pipeline(load_run_config(finished, ["model.dtype=bfloat16"]), progress=False)
     assert {"cache/rl", "detect/rl", "accuracy/rl"} <= set(changed.ran) and changed.skipped == ["generate"]
     back = run_pipeline(load_run_config(finished), progress=False)  # float32 again: every stage once more
     assert "cache/rl" in back.ran
+    caplog.set_level("INFO", logger="probes.pipeline.stages")
+    more = run_pipeline(load_run_config(finished, ["generation.similars=3"]), progress=False)
+    assert "cache/rl" in more.ran
+    cached = next(r.getMessage() for r in caplog.records if "already cached" in r.getMessage())
+    assert int(cached.split(" already cached")[0].rsplit(" ", 1)[1]) > 0  # the rows of K = 2 kept
+    run_pipeline(load_run_config(finished), progress=False)
 
 
 def test_a_run_copied_elsewhere_without_its_activations_finishes_there(finished, smoke_testbed, tmp_path):
