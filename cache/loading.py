@@ -402,6 +402,15 @@ def _resolve_device(device: str) -> Any:
     return resolved
 
 
+def auto_dtype(config: ModelConfig) -> str:
+    """What ``dtype: auto`` computes in here: ``float32`` on a CPU, ``checkpoint`` (the checkpoint's
+    own dtype) on an accelerator or spread by a device map — a result-changing setting that
+    depends on the device, so a stage's key holds it (not the device)."""
+    if config.device_map is not None or config.gpus_per_rank:
+        return "checkpoint"
+    return "float32" if _resolve_device(config.device).type == "cpu" else "checkpoint"
+
+
 def _resolve_dtype(dtype: str, device: Any) -> Any:
     import torch
 

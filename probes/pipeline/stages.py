@@ -14,6 +14,7 @@ from typing import Any
 
 from cache.config import ENGINE_FIELDS, CacheConfig, ModelConfig
 from cache.distributed import Ranks
+from cache.loading import auto_dtype
 from cache.runner import run_cache
 from cache.sources import PACKAGE_PREFIX, resolve_source
 from generation.identity import generator_identity
@@ -70,6 +71,8 @@ def model_identity(model: ModelConfig, ledger: Ledger) -> dict[str, Any]:
         identity.pop(key)
     if identity["base"] is None:
         identity.pop("base")  # keys of runs made before adapters were sources stay as they were
+    if model.dtype == "auto":  # float32 on a CPU, the checkpoint's elsewhere: the key holds which
+        identity["dtype"] = f"auto: {auto_dtype(model)}"
     path = Path(model.source).expanduser()
     if not path.exists() and not model.source.startswith(PACKAGE_PREFIX):
         return identity  # a hub id: its revision is in the settings

@@ -11,7 +11,14 @@ size or the order of the rows — by construction, with no generator object per 
 
 The hash works on 32-bit words held in int64 tensors: two xor-shift-multiply rounds (the
 multiplier is under 2³¹, so no product overflows) — exact integer arithmetic, the same on every
-device. The top 24 bits give u = (h + ½) / 2²⁴ ∈ (0, 1), exactly representable in float32.
+device. The top 23 bits give u = (h + ½) / 2²³ ∈ [2⁻²⁴, 1 − 2⁻²⁴], every value exact in float32
+(24 significant bits): never 0 or 1, so the noise is always finite. (With 24 bits, h + ½ rounds to
+an even float32 above 2²³, and the largest h gave u = 1 and an infinite noise that took a random
+token whatever the logits: caught in review before it landed.)
+
+A row's word for a step is 32 bits (its key's two halves and the step hashed together), so two
+(row, step) pairs share a noise vector with probability 2⁻³² — a few pairs among millions, each
+one coincidence between two unrelated draws.
 
 The key does not hold the temperature, top-p or budget: the same row at another temperature
 reads the same noise (common random numbers), and a row with a larger budget continues the one
@@ -68,11 +75,11 @@ def token_words(vocab: int, device: Any) -> Any:
 
 
 def uniforms(keys: Any, step: int, vocab: int) -> Any:
-    """``[b, vocab]`` float32 uniforms in (0, 1): u[i, v] from (keys[i], step, v) alone."""
+    """``[b, vocab]`` float32 uniforms in [2⁻²⁴, 1 − 2⁻²⁴]: u[i, v] from (keys[i], step, v) alone."""
     import torch
 
     words = row_words(keys, step)[:, None] ^ token_words(vocab, keys.device)[None, :]
-    return (_mix32_(words) >> 8).to(torch.float32).add_(0.5).mul_(2.0**-24)
+    return (_mix32_(words) >> 9).to(torch.float32).add_(0.5).mul_(2.0**-23)
 
 
 def gumbel_noise(keys: Any, step: int, vocab: int) -> Any:

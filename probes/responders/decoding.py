@@ -104,7 +104,8 @@ def record_step(logits: Any, job: DecodeJob, keys: Any, t: int, rows: list[int],
     chosen = logp.gather(1, nxt[:, None])[:, 0]
     # one device-to-host transfer per step (float64 holds the ids and the float32 values exactly)
     host = torch.stack([nxt.double(), chosen.double(), mu.double(), sigma.double()]).cpu().numpy()
-    check_finite(torch.from_numpy(host[1:3]))  # chosen log-probs and mu, already on the host
+    live = [k for k, i in enumerate(rows) if not steps[i].done]  # a finished row (static loop) may overflow
+    check_finite(torch.from_numpy(host[1:3, live]))  # chosen log-probs and mu, already on the host
     for i, (token, lp, m, s) in zip(rows, host.T.tolist()):
         row = steps[i]
         if row.done:
@@ -170,10 +171,14 @@ def static_shape(n_rows: int, width: int, budget: int) -> tuple[int, int]:
     return rows, length
 
 
-def decode_static(model: Any, job: DecodeJob, device: Any, step_fn: Any = None) -> list[RowSteps]:
+def decode_static(
+    model: Any, job: DecodeJob, device: Any, step_fn: Any = None, caches: dict | None = None
+) -> list[RowSteps]:
     """The batch with a pre-allocated cache of bucketed shape and a fixed-shape step
     (``step_fn(**inputs)``, default the model itself: a compiled or graph-captured step where the
-    caller gives one). Filler rows (to the bucket's size) repeat row 0 and are discarded."""
+    caller gives one). Filler rows (to the bucket's size) repeat row 0 and are discarded.
+    ``caches``: one cache per bucket, kept by the caller and reset between batches (its tensors
+    keep their addresses, as a captured graph needs)."""
     import torch
     from transformers import StaticCache
 
@@ -185,7 +190,13 @@ def decode_static(model: Any, job: DecodeJob, device: Any, step_fn: Any = None) 
     keys = torch.tensor(job.seeds + [job.seeds[0]] * (rows - n), dtype=torch.int64, device=device)
     mask = torch.ones((rows, length), dtype=attention.dtype, device=device)  # generated positions: attended
     mask[:, : attention.shape[1]] = attention  # prompt padding: not
-    cache = StaticCache(config=model.config, max_cache_len=length)
+    cache = (caches if caches is not None else {}).get((rows, length))
+    if cache is None:
+        cache = StaticCache(config=model.config, max_cache_len=length)
+        if caches is not None:
+            caches[(rows, length)] = cache
+    else:
+        cache.reset()
     out = model(
         input_ids=ids,
         attention_mask=mask,

@@ -47,22 +47,27 @@ def prefix_order(lengths: list[int], sequences: list[list[int]]) -> list[int]:
     return [i for rows in groups.values() for i in rows]  # dicts keep the order groups first appear in
 
 
-def score_batch(model: Any, pad: int, device: Any, pairs: list[tuple[list[int], list[int]]]) -> list[TextScore]:
+def score_batch(
+    model: Any, pad: int, device: Any, pairs: list[tuple[list[int], list[int]]], reuse: bool = True
+) -> list[TextScore]:
     """``[T]`` log-probs (and the vocabulary's μ, σ) of each text after its context, one forward
-    pass over the batch (after one over its shared prefix, where there is one worth it)."""
+    pass over the batch (after one over its shared prefix, where there is one worth it and
+    ``reuse``)."""
     import torch
 
     full = [c + t for c, t in pairs]
     firsts = [max(len(c), 1) for c, _ in pairs]  # the first position with a prediction
-    shared = shared_prefix_length(full, min(firsts) - 1) if len(pairs) > 1 else 0
+    shared = shared_prefix_length(full, min(firsts) - 1) if reuse and len(pairs) > 1 else 0
     shared = shared if shared >= MIN_SHARED_TOKENS else 0
     rest = [x[shared:] for x in full]
     width = max(len(x) for x in rest)
     ids = torch.tensor([x + [pad] * (width - len(x)) for x in rest], device=device)
     attention = torch.tensor([[1] * (shared + len(x)) + [0] * (width - len(x)) for x in rest], device=device)
-    if shared:
-        prefix = model(input_ids=torch.tensor([full[0][:shared]], device=device), use_cache=True)
+    if shared:  # the prefix's logits are never read: one row kept, not [1, shared, V]
+        prefix = model(input_ids=torch.tensor([full[0][:shared]], device=device), use_cache=True, logits_to_keep=1)
         past = prefix.past_key_values
+        if not hasattr(past, "reorder_cache"):  # a legacy tuple cache (remote code): the batch runs whole
+            return score_batch(model, pad, device, pairs, reuse=False)
         past.reorder_cache(torch.zeros(len(pairs), dtype=torch.long, device=device))  # the prefix for every row
         positions = torch.arange(shared, shared + width, device=device).expand(len(pairs), -1)
         logits = model(input_ids=ids, attention_mask=attention, position_ids=positions, past_key_values=past).logits

@@ -63,6 +63,7 @@ class LocalResponder(PromptTokens):
         self.score_budget_mib = score_budget_mib
         self.decoding = decoding
         self._compiled: Any = None
+        self._static_caches: dict[tuple[int, int], Any] = {}  # one pre-allocated cache per static bucket
         self.counter = CallCounter()
         self.eos_ids = eos_ids(getattr(self.model, "generation_config", None), self.tokenizer)
         self._cache_checked = False
@@ -133,7 +134,7 @@ class LocalResponder(PromptTokens):
 
         self._cache_checked = True
         with torch.inference_mode():
-            decoded = self._generate_batch([prompt_ids], GenerationParams(max_new_tokens=steps), [0])[0]
+            decoded = self._generate_batch([prompt_ids], GenerationParams(max_new_tokens=steps), [0], static=False)[0]
             if not decoded.token_ids:
                 return
             forced = self._score_batch([(prompt_ids, decoded.token_ids)])[0]
@@ -148,7 +149,7 @@ class LocalResponder(PromptTokens):
         logger.debug("cached decoding checked against teacher forcing (max log-prob gap %.2g)", gap)
 
     def _generate_batch(
-        self, prompt_ids: list[list[int]], params: GenerationParams, seeds: list[int]
+        self, prompt_ids: list[list[int]], params: GenerationParams, seeds: list[int], static: bool | None = None
     ) -> list[Generation]:
         """One batch of rows (:mod:`.decoding`): row i's budget is its own, min(max_new_tokens,
         context − len(prompt_i)); the static loop where :attr:`decoding` asks for it."""
@@ -157,8 +158,8 @@ class LocalResponder(PromptTokens):
             params.max_new_tokens if limit is None else min(params.max_new_tokens, limit - len(x)) for x in prompt_ids
         ]
         job = DecodeJob(prompt_ids, params, seeds, budgets, self.tokenizer.pad_token_id, frozenset(self.eos_ids), limit)
-        if self.static_decoding:
-            steps = decode_static(self.model, job, self.loaded.device, self._captured_step())
+        if self.static_decoding if static is None else static:
+            steps = decode_static(self.model, job, self.loaded.device, self._captured_step(), self._static_caches)
         else:
             steps = decode_dynamic(self.model, job, self.loaded.device)
         return [step.generation(self.tokenizer) for step in steps]
@@ -177,6 +178,9 @@ class LocalResponder(PromptTokens):
         if self.loaded.device.type != "cuda":
             return None
         if self._compiled is None:
+            limit = getattr(torch._dynamo.config, "recompile_limit", None)
+            if limit is not None and limit < 64:  # one graph per bucket (rows x length): more than the default 8
+                torch._dynamo.config.recompile_limit = 64
             self._compiled = torch.compile(self.model, mode="reduce-overhead", dynamic=False)
         return self._compiled
 
@@ -204,6 +208,9 @@ class LocalResponder(PromptTokens):
 
         fitted = [self._fit_pair(list(c), list(t)) for c, t in pairs]
         pairs = [(c, t) for c, t, _, _ in fitted]
+        if len(pairs) > 1 and not self._cache_checked:  # a shared prefix is scored through the KV cache
+            first = pairs[0][0] or pairs[0][1]
+            self._check_cached_decoding(self._fit_prompt(list(first))[0])
         vocab = self.model.get_output_embeddings().weight.shape[0]
         budget_tokens = max(1, int(self.score_budget_mib * 2**20 // (vocab * 4)))
         order = prefix_order([len(c) + len(t) for c, t in pairs], [c for c, _ in pairs])  # shared prefixes together

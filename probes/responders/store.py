@@ -62,7 +62,7 @@ class ResponseStore:
                     self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, kind TEXT, value TEXT)")
                 self._db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT)")
-                if self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0] == 0:
+                if self._db.execute("SELECT 1 FROM responses LIMIT 1").fetchone() is None:
                     # a new (empty) store records the samplers of the answers it will hold
                     self._db.execute("INSERT OR IGNORE INTO meta VALUES (?, ?)", (_RECORDED, "1"))
                 self._db.commit()

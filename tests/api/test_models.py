@@ -146,3 +146,24 @@ def test_a_model_whose_kv_cache_decodes_wrongly_is_refused_for_generation(gpt2):
         ConfigError, match="decodes differently with its KV cache than without .* pass the Hugging Face model"
     ):
         _greedy(loaded)
+
+
+def test_a_model_whose_kv_cache_decodes_wrongly_is_refused_for_scoring_too(gpt2):
+    """Issue 55's review: scoring reuses a shared prefix's KV cache (ReCaLL's prefix), so a model
+    that mishandles the cache must be refused before a batch is scored, not only before generation."""
+    from probes.errors import ConfigError
+    from probes.responders.local import LocalResponder, PromptFormat
+
+    model, tokenizer = hf_pair(gpt2)
+    forward = model.forward
+
+    def broken(*args, **kwargs):
+        if kwargs.get("past_key_values") is not None and kwargs.get("position_ids") is not None:
+            kwargs["position_ids"] = kwargs["position_ids"] + 7
+        return forward(*args, **kwargs)
+
+    model.forward = broken
+    responder = LocalResponder(probes.load_model(model, tokenizer), PromptFormat(mode="raw"))
+    prefix = "Two cats and a dog sat on the mat. "
+    with pytest.raises(ConfigError, match="decodes differently with its KV cache than without"):
+        responder.score([prefix + "What is 2 + 3?", prefix + "Half of 8?"], [" Five.", " Four."])

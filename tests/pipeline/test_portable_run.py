@@ -164,3 +164,19 @@ def test_a_record_keyed_before_placement_was_left_out_still_counts(tmp_path):
     moved = {"model": {"content": "abc", "source": "/new/path", "device": "cpu", "dtype": "float32"}}
     assert ledger.is_done("s", moved)
     assert not ledger.is_done("s", {"model": {**moved["model"], "dtype": "bfloat16"}})
+
+
+def test_dtype_auto_is_keyed_by_what_it_computes_in(toy_dirs, tmp_path):
+    """Review of issue 55: ``dtype: auto`` is float32 on a CPU and the checkpoint's dtype on a GPU, so
+    with the device out of the key a run moved between the two would have kept the other's
+    results. The key holds what auto resolves to."""
+    from cache.config import ModelConfig
+    from probes.pipeline.stages import model_identity
+
+    ledger = Ledger(tmp_path)
+    on_cpu = model_identity(ModelConfig(source=str(toy_dirs["gpt2"]), device="cpu"), ledger)
+    spread = model_identity(ModelConfig(source=str(toy_dirs["gpt2"]), device_map="auto"), ledger)
+    explicit = model_identity(ModelConfig(source=str(toy_dirs["gpt2"]), device="cpu", dtype="float32"), ledger)
+    assert on_cpu["dtype"] == "auto: float32" and spread["dtype"] == "auto: checkpoint"
+    assert stage_key(portable({"model": on_cpu})) != stage_key(portable({"model": spread}))
+    assert explicit["dtype"] == "float32"

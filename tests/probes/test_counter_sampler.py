@@ -38,7 +38,7 @@ def _naive_uniform(key: int, step: int, token: int) -> float:
     step_word = _naive_mix((step * 0x9E3779B1 + 0x7F4A7C15) % 2**32)
     row = _naive_mix(_naive_mix((key % 2**32) ^ step_word) ^ (key >> 32))
     word = _naive_mix(row ^ _naive_mix((token * 0x85EBCA77) % 2**32))
-    return ((word >> 8) + 0.5) / 2**24
+    return ((word >> 9) + 0.5) / 2**23
 
 
 def test_uniforms_equal_a_naive_python_hash():
@@ -47,8 +47,30 @@ def test_uniforms_equal_a_naive_python_hash():
         batched = uniforms(torch.tensor(keys, dtype=torch.int64), step, 300).numpy()
         for i, key in enumerate(keys):
             for token in (0, 1, 2, 150, 299):
-                assert batched[i, token] == np.float32(_naive_uniform(key, step, token))
+                assert batched[i, token] == _naive_uniform(key, step, token)  # exact: float32 holds every value
     assert 0 < batched.min() and batched.max() < 1
+
+
+def test_no_uniform_reaches_0_or_1_and_the_noise_stays_finite():
+    """Review of issue 55: with 24 bits, h + 1/2 rounded to an even float32 above 2^23 and the
+    largest h gave u = 1: an infinite Gumbel noise that took its token whatever the logits (about
+    V / 2^24 of all draws). Every 23-bit value maps inside (0, 1), the extremes included."""
+    import torch
+
+    from probes.responders.counter_sampler import gumbel_noise
+
+    extremes = torch.tensor([0, 2**23 - 1], dtype=torch.int64)
+    u = (extremes.to(torch.float32) + 0.5) * 2.0**-23
+    assert u[0] > 0 and u[1] < 1 and float(u[1]) == 1 - 2**-24
+    keys = torch.arange(64, dtype=torch.int64) * 1_000_003
+    for step in range(4):
+        noise = gumbel_noise(keys, step, 2**18)  # 16.8 M draws: the old mapping hit u = 1 about once per 2^24
+        assert torch.isfinite(noise).all()
+    # a token with all the mass is always drawn, at any temperature and nucleus, in a large vocabulary
+    logits = torch.full((64, 152064), -60.0)
+    logits[:, 7] = 60.0
+    for temperature, top_p in ((0.7, 0.9), (1.0, 1.0)):
+        assert (draw_tokens(logits, keys, 3, temperature, top_p) == 7).all()
 
 
 def test_a_rows_noise_depends_on_its_key_step_and_token_only():
