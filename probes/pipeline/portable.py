@@ -81,4 +81,20 @@ def _split(value: Any, parent: str | None, path: str = "") -> tuple[Any, dict[st
             continue
         kept[key], below = _split(item, key, where)
         dropped.update(below)
+    if parent in _PATHS_OF and kept.get("dtype") == "auto":
+        kept["dtype"] = _legacy_auto_dtype(value)
     return kept, dropped
+
+
+def _legacy_auto_dtype(identity: dict[str, Any]) -> str:
+    """A model identity written before ``dtype: auto`` was keyed by what it resolves to: read with
+    the resolution its recorded placement implies (float32 on a CPU, the checkpoint's own dtype on
+    an accelerator or spread by a device map); a device of ``auto`` stays ambiguous (reruns)."""
+    device = str(identity.get("device") or "")
+    if identity.get("device_map") is not None or identity.get("gpus_per_rank"):
+        return "auto: checkpoint"
+    if device == "cpu":
+        return "auto: float32"
+    if device.startswith(("cuda", "mps", "xpu")):
+        return "auto: checkpoint"
+    return "auto"

@@ -285,15 +285,22 @@ def test_a_plain_checkpoints_stage_key_is_the_one_it_had_before_sources(toy_dirs
     settings (no 'base') and the digest of its files, as it was."""
     import dataclasses
 
-    from probes.pipeline.ledger import Ledger
+    from probes.pipeline.ledger import Ledger, stage_key
+    from probes.pipeline.portable import portable
     from probes.pipeline.stages import model_identity
 
     model = ModelConfig(source=str(toy_dirs["llama"]), device="cpu")
     ledger = Ledger(tmp_path)
     before = {k: v for k, v in dataclasses.asdict(model).items() if k not in ("engine", "vllm", "base")}
     before["content"] = ledger.digest(toy_dirs["llama"])
-    assert model_identity(model, ledger) == before
-    assert list(model_identity(model, ledger)) == list(before)
+    now = model_identity(model, ledger)
+    assert now == {**before, "dtype": "auto: float32"}  # auto keyed by what it resolves to on a CPU
+    assert list(now) == list(before)
+    # the record written then (dtype 'auto', device 'cpu') is read as the key written now
+    assert stage_key(portable({"model": before})) == stage_key(portable({"model": now}))
+    on_gpu = {**before, "device": "cuda:0"}
+    assert portable({"model": on_gpu})["model"]["dtype"] == "auto: checkpoint"
+    assert portable({"model": {**before, "device": "auto"}})["model"]["dtype"] == "auto"  # ambiguous: reruns
 
 
 def test_an_adapter_chains_stage_key_holds_every_base(tmp_path, toy_dirs, monkeypatch):
