@@ -127,12 +127,10 @@ def test_a_bridge_and_an_nnsight_model_generate_what_the_checkpoint_generates(gp
                 np.testing.assert_allclose(g.logprobs, e.logprobs, atol=1e-4)
 
 
-def test_a_model_whose_kv_cache_decodes_wrongly_is_refused_for_generation(gpt2):
-    """A planted fault: the model reads wrong positions whenever it is given a KV cache (as a
-    wrapper that mishandles the cache would). Without the check its answers differ silently."""
-    from probes.errors import ConfigError
-
-    model, tokenizer = hf_pair(gpt2)
+def _with_a_broken_kv_cache(path):
+    """The checkpoint at ``path`` (model, tokenizer), its model reading wrong positions whenever it is
+    given a KV cache (as a wrapper that mishandles the cache would)."""
+    model, tokenizer = hf_pair(path)
     forward = model.forward
 
     def broken(*args, **kwargs):
@@ -141,6 +139,15 @@ def test_a_model_whose_kv_cache_decodes_wrongly_is_refused_for_generation(gpt2):
         return forward(*args, **kwargs)
 
     model.forward = broken
+    return model, tokenizer
+
+
+def test_a_model_whose_kv_cache_decodes_wrongly_is_refused_for_generation(gpt2):
+    """A planted fault: the model reads wrong positions whenever it is given a KV cache (as a
+    wrapper that mishandles the cache would). Without the check its answers differ silently."""
+    from probes.errors import ConfigError
+
+    model, tokenizer = _with_a_broken_kv_cache(gpt2)
     loaded = probes.load_model(model, tokenizer)
     with pytest.raises(
         ConfigError, match="decodes differently with its KV cache than without .* pass the Hugging Face model"
@@ -154,15 +161,7 @@ def test_a_model_whose_kv_cache_decodes_wrongly_is_refused_for_scoring_too(gpt2)
     from probes.errors import ConfigError
     from probes.responders.local import LocalResponder, PromptFormat
 
-    model, tokenizer = hf_pair(gpt2)
-    forward = model.forward
-
-    def broken(*args, **kwargs):
-        if kwargs.get("past_key_values") is not None and kwargs.get("position_ids") is not None:
-            kwargs["position_ids"] = kwargs["position_ids"] + 7
-        return forward(*args, **kwargs)
-
-    model.forward = broken
+    model, tokenizer = _with_a_broken_kv_cache(gpt2)
     responder = LocalResponder(probes.load_model(model, tokenizer), PromptFormat(mode="raw"))
     prefix = "Two cats and a dog sat on the mat. "
     with pytest.raises(ConfigError, match="decodes differently with its KV cache than without"):
