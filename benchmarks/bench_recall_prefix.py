@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -46,8 +47,6 @@ def main() -> None:
     rows = [json.loads(line) for line in (TESTBED / "questions.jsonl").read_text().splitlines()]
     clean = [r["question"] for r in rows if r.get("split") == "clean_ref"]
     audited = [r["question"] for r in rows if r.get("split") != "clean_ref"][: args.questions]
-    import tempfile
-
     from bench_engines import gpt2_small
 
     tmp = tempfile.TemporaryDirectory()

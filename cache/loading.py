@@ -403,12 +403,16 @@ def _resolve_device(device: str) -> Any:
 
 
 def auto_dtype(config: ModelConfig) -> str:
-    """What ``dtype: auto`` computes in here: ``float32`` on a CPU, ``checkpoint`` (the checkpoint's
-    own dtype) on an accelerator or spread by a device map — a result-changing setting that
+    """What ``dtype: auto`` computes in here (:func:`auto_dtype_on`) — a result-changing setting that
     depends on the device, so a stage's key holds it (not the device)."""
-    if config.device_map is not None or config.gpus_per_rank:
-        return "checkpoint"
-    return "float32" if _resolve_device(config.device).type == "cpu" else "checkpoint"
+    spread = config.device_map is not None or bool(config.gpus_per_rank)
+    return auto_dtype_on("" if spread else _resolve_device(config.device).type, spread)
+
+
+def auto_dtype_on(device_type: str, spread: bool) -> str:
+    """``float32`` on a CPU, ``checkpoint`` (the checkpoint's own dtype) on an accelerator or for a
+    model spread by a device map."""
+    return "checkpoint" if spread or device_type != "cpu" else "float32"
 
 
 def _resolve_dtype(dtype: str, device: Any) -> Any:

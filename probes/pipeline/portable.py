@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from cache.loading import auto_dtype_on
+
 MODEL_PLACEMENT = ("device", "device_map", "gpus_per_rank", "attn_implementation")
 VLLM_THROUGHPUT = (
     "tensor_parallel_size",
@@ -88,13 +90,10 @@ def _split(value: Any, parent: str | None, path: str = "") -> tuple[Any, dict[st
 
 def _legacy_auto_dtype(identity: dict[str, Any]) -> str:
     """A model identity written before ``dtype: auto`` was keyed by what it resolves to: read with
-    the resolution its recorded placement implies (float32 on a CPU, the checkpoint's own dtype on
-    an accelerator or spread by a device map); a device of ``auto`` stays ambiguous (reruns)."""
-    device = str(identity.get("device") or "")
-    if identity.get("device_map") is not None or identity.get("gpus_per_rank"):
-        return "auto: checkpoint"
-    if device == "cpu":
-        return "auto: float32"
-    if device.startswith(("cuda", "mps", "xpu")):
-        return "auto: checkpoint"
-    return "auto"
+    the resolution its recorded placement implies (:func:`cache.loading.auto_dtype_on`); a device
+    of ``auto`` stays ambiguous (reruns)."""
+    device_type = str(identity.get("device") or "").split(":")[0]
+    spread = identity.get("device_map") is not None or bool(identity.get("gpus_per_rank"))
+    if not spread and device_type not in ("cpu", "cuda", "mps", "xpu"):
+        return "auto"
+    return f"auto: {auto_dtype_on(device_type, spread)}"

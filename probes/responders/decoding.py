@@ -190,11 +190,10 @@ def decode_static(
     keys = torch.tensor(job.seeds + [job.seeds[0]] * (rows - n), dtype=torch.int64, device=device)
     mask = torch.ones((rows, length), dtype=attention.dtype, device=device)  # generated positions: attended
     mask[:, : attention.shape[1]] = attention  # prompt padding: not
-    cache = (caches if caches is not None else {}).get((rows, length))
+    caches = {} if caches is None else caches
+    cache = caches.get((rows, length))
     if cache is None:
-        cache = StaticCache(config=model.config, max_cache_len=length)
-        if caches is not None:
-            caches[(rows, length)] = cache
+        cache = caches[(rows, length)] = StaticCache(config=model.config, max_cache_len=length)
     else:
         cache.reset()
     out = model(
