@@ -79,14 +79,41 @@ def judge(response: str, answer: Any) -> Judgement:
 def _first_marker(text: str) -> tuple[str, bool] | None:
     """The value after the first explicit marker and whether that marker was a ``####`` line, or
     None. A phrase marker with nothing after it on its line ("what the answer is.") does not count."""
-    found: list[tuple[int, str, bool]] = [(m.start(), m.group(1), True) for m in _HASHES.finditer(text)]
+    found = _marked_values(text)
+    return (text[found[1] : found[2]], found[3]) if found else None
+
+
+def _marked_values(text: str) -> tuple[int, int, int, bool] | None:
+    """The first explicit marker: (its start, its value's ``[start, end)`` characters, whether it
+    was a ``####`` line), or None."""
+    found: list[tuple[int, int, int, bool]] = [(m.start(), *m.span(1), True) for m in _HASHES.finditer(text)]
     for m in _STATED.finditer(text):
         rest = text[m.end() :].lstrip("*: \t")  # "**Answer:** 42", "The answer is: 42"
         end = _VALUE_END.search(rest)
-        value = (rest[: end.start()] if end else rest).strip()
+        raw = rest[: end.start()] if end else rest
+        value = raw.strip()
         if value.strip("*") and not value.startswith((",", ";", ".", "?", "!")):
-            found.append((m.start(), value, False))
-    return min(found)[1:] if found else None
+            begin = len(text) - len(rest) + len(raw) - len(raw.lstrip())
+            found.append((m.start(), begin, begin + len(value), False))
+    return min(found) if found else None
+
+
+def answer_span(response: str) -> tuple[int, int] | None:
+    """``[start, end)``: the characters of ``response`` holding the answer it states, read as
+    :func:`judge` reads it without knowing the answer — the first marker's value, else the last
+    ``\\boxed{}``'s contents, else the last number; None when it states none of these (rollout
+    reference scores, SPEC §10, read the answer's tokens there)."""
+    text = _unminus(response)  # one character for one: the offsets hold in ``response``
+    marked = _marked_values(text)
+    if marked is not None:
+        return marked[1], marked[2]
+    start = text.rfind("\\boxed{")
+    boxed = _last_boxed(text)
+    if boxed is not None:
+        begin = start + len("\\boxed{")
+        return begin, begin + len(boxed)
+    numbers = list(_NUMBER.finditer(text))
+    return numbers[-1].span() if numbers else None
 
 
 def _last_boxed(text: str) -> str | None:

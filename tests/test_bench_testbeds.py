@@ -12,11 +12,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 bench_testbeds = pytest.importorskip("bench_testbeds")
 
-SELF_REFERENCE = ("ref", "policy_drift", "reward_gain")
+from probes.detectors import REGISTRY  # noqa: E402
+
+SELF_REFERENCE = tuple(name for name, cls in REGISTRY.items() if cls.requires_reference)
 
 
 def sft_report(flagged: bool) -> dict:
-    """A report.json of the SFT control: every real detector's CI contains 0.5 but one; the three
+    """A report.json of the SFT control: every real detector's CI contains 0.5 but one; the
     reference-based ones score 0 everywhere (flagged by the report, or not: written before the flag)."""
     rows = {}
     for name in bench_testbeds.DETECTORS:
@@ -37,7 +39,7 @@ def test_self_reference_rows_are_left_out_of_the_counts(flagged, capsys):
     cells = bench_testbeds.auc_cells(sft_report(flagged), is_reference=True)
     assert {n for n, c in cells.items() if "not_applicable" in c} == set(SELF_REFERENCE)
     hits, counted, left_out = bench_testbeds.count_cis(cells, contain=True)
-    assert (hits, counted) == (13, 14) and sorted(left_out) == sorted(SELF_REFERENCE)  # not "16 of 17"
+    assert (hits, counted) == (13, 14) and sorted(left_out) == sorted(SELF_REFERENCE)  # not "19 of 20"
     assert bench_testbeds.count_cis(cells, contain=False)[:2] == (1, 14)
     assert bench_testbeds._auc(cells["ref"], sft=True).strip() == "n/a (self-reference)"
     found = {
@@ -48,8 +50,8 @@ def test_self_reference_rows_are_left_out_of_the_counts(flagged, capsys):
     }
     bench_testbeds.show_auc_counts(found)
     out = capsys.readouterr().out
-    assert "SFT: 13 of 14 AUC CIs contain 0.5 (ref, policy_drift, reward_gain n/a" in out
-    assert "RL: 1 of 17 AUC CIs exclude 0.5" in out  # on the audited model the same columns are real detectors
+    assert f"SFT: 13 of 14 AUC CIs contain 0.5 ({', '.join(SELF_REFERENCE)} n/a" in out
+    assert f"RL: 1 of {len(bench_testbeds.DETECTORS)} AUC CIs exclude 0.5" in out  # on the audited model the same columns are real detectors
 
 
 def test_counts_skip_rows_without_a_figure():

@@ -27,6 +27,7 @@ from .completion import PartialCompletion
 from .likelihood import PPL, LogProber, MinK, MinKPlusPlus, ReCaLL, Zlib
 from .reference import Ref
 from .rl import PolicyDrift, RewardGain
+from .rollout import AnswerShift, GoldShift, ShiftVote
 from .sampling import CDD, EntropyNoise, EntropyTemp, MinKNN, SelfCritique
 
 # every listing's order (the CLI's help, `detect.names: all`, the score files' columns), whatever the
@@ -47,6 +48,9 @@ ORDER = (
     "partial_completion",
     "policy_drift",
     "reward_gain",
+    "shift_vote",
+    "answer_shift",
+    "gold_shift",
 )
 order_registry(ORDER)
 from .stats import (
@@ -79,6 +83,9 @@ __all__ = [
     "ReCaLL",
     "Ref",
     "RewardGain",
+    "ShiftVote",
+    "AnswerShift",
+    "GoldShift",
     "SelfCritique",
     "Zlib",
     "Detector",

@@ -27,7 +27,8 @@ def local_of(responder: Responder) -> Any:
         responder = responder.responder
     if not hasattr(responder, "model"):
         raise ConfigError(
-            "policy drift compares full next-token distributions: the reference must be a local checkpoint"
+            "comparing two models token by token (policy drift, the rollout shifts) needs local checkpoints: "
+            "give the audited model and the reference as directories (--model DIR --reference DIR)"
         )
     return responder
 

@@ -26,6 +26,9 @@ EXPECTED_DIRECTIONS = {
     "partial_completion": ("partial_rouge_l", "higher = member"),
     "policy_drift": ("policy_kl", "higher = member"),
     "reward_gain": ("reward_gain", "higher = member"),
+    "shift_vote": ("shift_vote", "higher = member"),
+    "answer_shift": ("answer_shift", "higher = member"),
+    "gold_shift": ("gold_shift", "higher = member"),
 }
 
 
@@ -128,7 +131,7 @@ def test_a_detector_declares_whether_it_samples_at_a_temperature():
     for name, cls in REGISTRY.items():
         assert cls.samples_at_temperature == ("temperature" in cls.parameters), name
     sampling = sorted(n for n, cls in REGISTRY.items() if cls.samples_at_temperature)
-    assert sampling == ["cdd", "entropy_temp", "min_knn", "policy_drift", "reward_gain"]
+    assert sampling == sorted(["cdd", "entropy_temp", "min_knn", "policy_drift", "reward_gain", "shift_vote", "answer_shift", "gold_shift"])
     from probes.detectors import get_detector
 
     assert (
