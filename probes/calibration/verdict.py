@@ -33,12 +33,12 @@ REFERENCE_CONSTANT = (
     "nothing: this is the absolute mode's test, left out of the reference mode"
 )
 # detectors that enter the relative mode by their scores against the clean set's, with controls or without: reward
-# gain's within-question ranks need controls with re-solved answers, whose share differs by template, so the two sets'
+# gain's (and gold shift's) within-question ranks need controls with re-solved answers, whose share differs by template, so the two sets'
 # ranks would be compared over different kinds of questions (on the GSM testbed its size went from 0.02 to 0.375)
-PLAIN_RELATIVE = ("lara", "reward_gain")
+PLAIN_RELATIVE = ("lara", "reward_gain", "gold_shift")
 # detectors whose score is already audited minus reference of one statistic of the same text (the detectors'
 # ``reference_difference`` tag; a test keeps the two equal): in the reference mode each is its own difference
-REFERENCE_DIFFERENCES = ("ref", "reward_gain")
+REFERENCE_DIFFERENCES = ("ref", "reward_gain", "shift_vote", "answer_shift", "gold_shift")
 ABSOLUTE_WARNING = (
     "absolute mode: the within-question test assumes the generator's similar questions are exchangeable "
     "with real ones; its size depends on the generator and is not calibrated. Give a reference model (the "
@@ -221,7 +221,24 @@ def _mode(per_detector: dict[str, dict[str, Any]], s: VerdictSettings) -> dict[s
     uncalibrated = {n: r["not_calibrated"] for n, r in per_detector.items() if r.get("not_calibrated")}
     if uncalibrated:
         combined["not_calibrated"] = uncalibrated
-    return {"reject": bool(combined["p_value"] < s.alpha), "combined": combined, "detectors": per_detector}
+    reject = bool(combined["p_value"] < s.alpha)
+    if not reject:  # no fraction is a lower bound on contamination the mode found no evidence of
+        per_detector = {n: _fraction_withheld(r) for n, r in per_detector.items()}
+    return {"reject": reject, "combined": combined, "detectors": per_detector}
+
+
+FRACTION_WITHHELD = (
+    "not reported: the mode does not reject, so no contaminated fraction is shown as a lower bound "
+    "(the estimate and its CI are kept for diagnosis)"
+)
+
+
+def _fraction_withheld(record: dict[str, Any]) -> dict[str, Any]:
+    """A detector's record with its contaminated fraction withheld (``value`` None, the estimate
+    kept as ``estimate``): Storey's bound reads above 0 by chance on clean questions."""
+    fraction = record["contaminated_fraction"]
+    withheld = {"value": None, "estimate": fraction["value"], "ci": fraction["ci"], "reported_as": FRACTION_WITHHELD}
+    return {**record, "contaminated_fraction": withheld}
 
 
 def _reference_mode(

@@ -69,6 +69,7 @@ def write_verdict(
         verdict_controls=inputs.verdict_controls,
     )
     if inputs.self_reference:  # the reference model's own comparisons with itself (issue 34, item 4)
+        result["is_reference"] = True
         result["self_reference"] = [
             n for n in result.get("detectors", {}) if n in REGISTRY and REGISTRY[n].requires_reference
         ]

@@ -11,6 +11,11 @@ COMBINED = {
     "cauchy": "the Cauchy combination of its detectors' p-values",
     "bonferroni": "the Bonferroni combination of its detectors' p-values",
 }
+FLAGGED_UNREJECTED = (
+    "The verdict does not reject: the audited set as a whole shows no evidence of contamination, and with none "
+    "at all the decisions flag one question or more in up to {fdr:g}% of audits — a flag here is a lead to check, "
+    "not a finding."
+)
 SHOWN = 25  # questions listed in report.md (verdict.json holds up to 50, questions.csv all)
 
 
@@ -22,8 +27,11 @@ FDR_METHODS = {
 }
 
 
-def flagged_markdown(block: Mapping[str, Any] | None, texts: Mapping[str, str] | None = None) -> list[str]:
-    """Markdown lines of the section (none when the verdict has no per-question decisions)."""
+def flagged_markdown(
+    block: Mapping[str, Any] | None, texts: Mapping[str, str] | None = None, rejected: bool = True
+) -> list[str]:
+    """Markdown lines of the section (none when the verdict has no per-question decisions); a
+    question flagged while the verdict does not reject (``rejected`` False) is said to be no finding."""
     if not block:
         return []
     if not block["calibrated"]:  # an uncalibrated mode decides nothing (its figures are diagnostic only)
@@ -39,6 +47,8 @@ def flagged_markdown(block: Mapping[str, Any] | None, texts: Mapping[str, str] |
         " `questions.csv` holds every question's p- and q-value, ranked by evidence.",
         "",
     ]
+    if block["n_flagged"] and not rejected:
+        lines += [FLAGGED_UNREJECTED.format(fdr=100 * block["fdr"]), ""]
     bound = block.get("at_least")
     if bound:
         lines += [

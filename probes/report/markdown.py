@@ -30,7 +30,8 @@ def render_markdown(report: dict[str, Any], plots: list[str] | tuple[str, ...] =
         lines += verdict_markdown(report["verdict"])
         if "verdict.png" in plots:
             lines += ["![Verdict: within-AUC per detector, mode and subset](verdict.png)", ""]
-        lines += flagged_markdown(report["verdict"].get("questions"), report.get("texts"))
+        verdict = report["verdict"]
+        lines += flagged_markdown(verdict.get("questions"), report.get("texts"), rejected=bool(verdict.get("reject")))
     if report["mode"] == "audit":
         lines += _audit(report)
     else:

@@ -8,7 +8,7 @@ import math
 from typing import Any
 
 from ..accuracy import accuracy_markdown, accuracy_sentence
-from .flagged import FDR_METHODS
+from .flagged import FDR_METHODS, FLAGGED_UNREJECTED
 
 VALIDATED_ON = (
     "known only where the generator was validated: 0.045–0.050 on our two testbeds; on a third testbed of 45 "
@@ -20,7 +20,7 @@ def describe_verdict(verdict: dict[str, Any], title: str = "Verdict") -> str:
     """The verdict as text (printed first by ``lara run`` and ``lara verdict``): the headline, one
     line per detector with the questions it used and those it left out, the other modes, the
     subsets, the warnings."""
-    lines = [f"{title}: {_headline(verdict)}"]
+    lines = [f"{title}: {_headline(verdict, _is_reference(verdict))}"]
     lines += [f"  {line}" for line in _detector_lines(verdict)] if verdict["detectors"] else []
     others = [m for m in verdict["modes"] if m != verdict["mode"]]
     for mode in others:
@@ -34,11 +34,13 @@ def describe_verdict(verdict: dict[str, Any], title: str = "Verdict") -> str:
     for mode, why in (verdict.get("unavailable") or {}).items():
         lines.append(f"  {mode} mode unavailable: {why}")
     for name, sub in (verdict.get("subsets") or {}).items():
-        lines.append(f"  subset {name} ({sub['n']} questions): {_headline(sub)}{_left_out_note(sub)}")
+        lines.append(
+            f"  subset {name} ({sub['n']} questions): {_headline(sub, _is_reference(verdict))}{_left_out_note(sub)}"
+        )
     lines += [f"  warning: {w}" for w in verdict.get("warnings", [])]
     lines += [f"  note: {n}" for n in verdict.get("notes", [])]
     if "questions" in verdict:
-        lines.append(f"  {describe_questions(verdict['questions'])}")
+        lines.append(f"  {describe_questions(verdict['questions'], rejected=bool(verdict.get('reject')))}")
     if verdict.get("accuracy"):
         lines.append(f"  {accuracy_sentence(verdict['accuracy'])}")
     return "\n".join(lines)
@@ -49,14 +51,19 @@ def decided(verdict: dict[str, Any]) -> bool:
     return verdict.get("mode") is not None
 
 
-def _headline(v: dict[str, Any]) -> str:
+def _is_reference(verdict: dict[str, Any]) -> bool:
+    """Whether the audited model is the run's reference (the checkpoint before RL) itself."""
+    return bool(verdict.get("is_reference"))
+
+
+def _headline(v: dict[str, Any], is_reference: bool = False) -> str:
     if not decided(v):
         return "NO VERDICT (no mode has a detector with a usable question; not a negative answer)"
     c = v["combined"]
     test = f"{c['method']} {p_sentence(c['p_value'])} over {', '.join(c['detectors']) or 'no detector'}"
     if not v["calibrated"]:  # the absolute mode decides: no reference, no clean set
         return (
-            f"{NO_CALIBRATED_VERDICT}; the absolute mode, a diagnostic only: {_signal(v)} at alpha = "
+            f"{NO_CALIBRATED_REFERENCE if is_reference else NO_CALIBRATED_VERDICT}; the absolute mode, a diagnostic only: {_signal(v)} at alpha = "
             f"{v['alpha']:g} ({test}; its size is {VALIDATED_ON})"
         )
     left = f"; left out, no information: {', '.join(c['left_out'])}" if c.get("left_out") else ""
@@ -77,6 +84,12 @@ NO_CALIBRATED_VERDICT = (
     "NO CALIBRATED VERDICT — give the checkpoint before RL (a reference model) or a clean set drawn like "
     "the audited questions (split clean_ref; a few dozen known-clean questions also measure the absolute "
     "mode's size on questions like yours)"
+)
+
+
+NO_CALIBRATED_REFERENCE = (
+    "NO CALIBRATED VERDICT — this model is the run's reference (the checkpoint before RL), which cannot be its "
+    "own: give a clean set drawn like the audited questions (split clean_ref) to calibrate its verdict"
 )
 
 
@@ -126,6 +139,8 @@ def _detector_lines(v: dict[str, Any]) -> list[str]:
 
 def _fig(f: dict[str, Any]) -> str:
     value, (lo, hi) = f["value"], f["ci"]
+    if value is None and f.get("estimate") is not None:  # a contaminated fraction withheld: the mode does not reject
+        return "– (not rejected)"
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
     bounds = "" if lo is None or (isinstance(lo, float) and math.isnan(lo)) else f" [{lo:.2f}, {hi:.2f}]"
@@ -146,7 +161,7 @@ def p_sentence(p: float | None) -> str:
 
 def verdict_markdown(verdict: dict[str, Any]) -> list[str]:
     """The "Verdict" section of a report (Markdown lines)."""
-    lines = ["## Verdict", "", f"**{_headline(verdict)}**", ""]
+    lines = ["## Verdict", "", f"**{_headline(verdict, _is_reference(verdict))}**", ""]
     if verdict["detectors"]:
         lines += [
             "| Detector | within-AUC [95% CI] | p | contaminated fraction ≥ [95% CI] | n | left out |",
@@ -222,9 +237,10 @@ def size_sentence(size: dict[str, Any], test: dict[str, Any] | None = None) -> s
     )
 
 
-def describe_questions(block: dict[str, Any] | None, where: str = "") -> str:
+def describe_questions(block: dict[str, Any] | None, where: str = "", rejected: bool = True) -> str:
     """One line: how many questions are flagged, at which FDR, in which mode, the first ids, and
-    the "at least" bound."""
+    the "at least" bound; when the verdict does not reject (``rejected`` False) and a question is
+    flagged all the same, why that is no finding."""
     if block is None:
         return "which questions: none decided (no verdict)"
     if not block["calibrated"]:
@@ -240,9 +256,10 @@ def describe_questions(block: dict[str, Any] | None, where: str = "") -> str:
     )
     untested = block["n"] - block["n_tested"]
     left = f" (of {block['n']}: {untested} not tested: too few scored controls or a NaN score)" if untested else ""
+    caveat = f" ({FLAGGED_UNREJECTED.format(fdr=100 * block['fdr'])})" if block["n_flagged"] and not rejected else ""
     return (
         f"which questions: {block['n_flagged']} of {block['n_tested']} tested flagged{left} at FDR {100 * block['fdr']:g}% "
-        f"({mode}, {method}){': ' + shown if shown else ''}{least}{' -> ' + where if where else ''}"
+        f"({mode}, {method}){': ' + shown if shown else ''}{least}{caveat}{' -> ' + where if where else ''}"
     )
 
 

@@ -487,3 +487,50 @@ def test_the_reference_models_own_comparisons_read_n_a_self_reference_in_the_ver
     self_rows = {names.index("policy_drift"), names.index("reward_gain")}
     assert self_rows <= drawn["before"][1]  # drawn at 0.5 as if measured
     assert not self_rows & drawn["after"][1] and drawn["after"][0].count("n/a (self-reference)") == 2
+
+
+def test_a_mode_that_does_not_reject_withholds_every_contaminated_fraction():
+    """Issue 56, item 7: Storey's bound reads above 0 by chance on clean questions (0.20 [0.00, 0.60]
+    on 20 clean ones); printed as "contaminated fraction ≥" it claims what the verdict did not find."""
+    from probes.report.verdict_text import describe_verdict, verdict_markdown
+
+    (a_scores, a_ctl), (r_scores, r_ctl) = world(contamination=0.0)
+    verdict = compute_verdict(ScoredSet(a_scores, a_ctl), ScoredSet(r_scores, r_ctl), settings=FAST)
+    assert not verdict["reject"]
+    for mode in verdict["modes"].values():
+        for record in mode["detectors"].values():
+            fraction = record["contaminated_fraction"]
+            if mode["reject"]:  # the absolute mode, fooled by the generator's bias, still shows its bound
+                assert fraction["reported_as"] == "at least" and fraction["value"] is not None
+            else:
+                assert fraction["value"] is None and fraction["reported_as"].startswith("not reported")
+                assert 0 <= fraction["estimate"] <= 1 and len(fraction["ci"]) == 2  # kept for diagnosis
+    rows = [line for line in verdict_markdown(verdict) if line.startswith("| ppl |")]
+    assert rows and all(row.split("|")[4].strip() == "– (not rejected)" for row in rows)
+    assert "– (not rejected)" in describe_verdict(verdict)
+    json.dumps(verdict)  # None, not NaN: the file reads "value": null
+
+
+def test_the_reference_checkpoint_is_never_told_to_give_itself():
+    from probes.report.verdict_text import NO_CALIBRATED_VERDICT, describe_verdict
+
+    (a_scores, a_ctl), _ = world(contamination=0.0)
+    verdict = compute_verdict(ScoredSet(a_scores, a_ctl), settings=FAST)  # no reference, no clean set: absolute
+    assert NO_CALIBRATED_VERDICT in describe_verdict(verdict)
+    text = describe_verdict({**verdict, "is_reference": True})
+    assert "give the checkpoint before RL" not in text and "is the run's reference" in text
+
+
+def test_a_question_flagged_while_the_verdict_does_not_reject_is_explained_in_one_line():
+    from probes.report.flagged import flagged_markdown
+    from probes.report.verdict_text import describe_questions
+
+    block = {
+        "calibrated": True, "mode": "reference", "method": "storey", "fdr": 0.1, "n": 20, "n_tested": 20,
+        "n_flagged": 1, "flagged": ["q7"], "flagged_detail": [], "at_least": {"value": 0, "of": 20, "level": 0.95, "method": "closed test"},
+    }  # fmt: skip
+    line = describe_questions(block, rejected=False)
+    assert "1 of 20 tested flagged" in line and "a lead to check, not a finding" in line and "\n" not in line
+    assert "not a finding" not in describe_questions(block, rejected=True)
+    assert any("not a finding" in x for x in flagged_markdown(block, rejected=False))
+    assert not any("not a finding" in x for x in flagged_markdown({**block, "n_flagged": 0, "flagged": []}, rejected=False))
