@@ -51,7 +51,9 @@ def test_self_reference_rows_are_left_out_of_the_counts(flagged, capsys):
     bench_testbeds.show_auc_counts(found)
     out = capsys.readouterr().out
     assert f"SFT: 13 of 14 AUC CIs contain 0.5 ({', '.join(SELF_REFERENCE)} n/a" in out
-    assert f"RL: 1 of {len(bench_testbeds.DETECTORS)} AUC CIs exclude 0.5" in out  # on the audited model the same columns are real detectors
+    assert (
+        f"RL: 1 of {len(bench_testbeds.DETECTORS)} AUC CIs exclude 0.5" in out
+    )  # on the audited model the same columns are real detectors
 
 
 def test_counts_skip_rows_without_a_figure():

@@ -131,7 +131,9 @@ def test_a_detector_declares_whether_it_samples_at_a_temperature():
     for name, cls in REGISTRY.items():
         assert cls.samples_at_temperature == ("temperature" in cls.parameters), name
     sampling = sorted(n for n, cls in REGISTRY.items() if cls.samples_at_temperature)
-    assert sampling == sorted(["cdd", "entropy_temp", "min_knn", "policy_drift", "reward_gain", "shift_vote", "answer_shift", "gold_shift"])
+    assert sampling == sorted(
+        ["cdd", "entropy_temp", "min_knn", "policy_drift", "reward_gain", "shift_vote", "answer_shift", "gold_shift"]
+    )
     from probes.detectors import get_detector
 
     assert (

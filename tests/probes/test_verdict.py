@@ -533,4 +533,6 @@ def test_a_question_flagged_while_the_verdict_does_not_reject_is_explained_in_on
     assert "1 of 20 tested flagged" in line and "a lead to check, not a finding" in line and "\n" not in line
     assert "not a finding" not in describe_questions(block, rejected=True)
     assert any("not a finding" in x for x in flagged_markdown(block, rejected=False))
-    assert not any("not a finding" in x for x in flagged_markdown({**block, "n_flagged": 0, "flagged": []}, rejected=False))
+    assert not any(
+        "not a finding" in x for x in flagged_markdown({**block, "n_flagged": 0, "flagged": []}, rejected=False)
+    )

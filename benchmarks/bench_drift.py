@@ -1,0 +1,126 @@
+"""The representation-drift map (SPEC §10) of a testbed, beside LaRA's, with their nulls.
+
+    python benchmarks/bench_drift.py [--config configs/demo.yaml] [--permutations 1000] [--subsets 200] [--size 50]
+
+Reads the two activation stores the run wrote (the audited model's and the reference's, the same
+texts): no forward pass (``lara run`` first where it has not run). Prints:
+
+* per layer, the drift 1 − cos(h_audited, h_reference) of the questions' pooled vectors: members'
+  and non-members' means, Cohen's d, AUC, and the family-wise-adjusted p of the max-|d|
+  permutation null (labels permuted within matched groups); beside it LaRA's map from the run's
+  report (the smallest adjusted p of the layer's three metrics);
+* the placebos: the share of random halves of the non-members with any significant layer (≈ α
+  when the null holds), and the reference against itself (every drift must read 0);
+* the drift as a score (each question against its own similars' drift, layer by layer, robust z
+  averaged): AUC with a 95 % CI; and the within-question test of the mean drift against the
+  similars' (no reference needed beyond the one the drift is taken to): within-AUC, p, and its
+  rejection rate on ``--subsets`` random subsets of ``--size`` non-members (size) and members (power).
+
+Writes ``bench/drift.json`` in the run directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+from bench_verdict import ensure_run
+
+from cache.store import ActivationStore
+from generation.records import read_questions, read_sets
+from probes.calibration.verdict import within_test
+from probes.evaluation import evaluate
+from probes.lara.drift import drift_map, drift_scores, pooled_drift, question_drift
+from probes.pipeline import load_run_config
+from probes.scores import match_group
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def rejection_rate(original, controls, ids, draws, size, settings, seed) -> float:
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for _ in range(draws):
+        rows = rng.choice(ids, size=size, replace=False)
+        hits += within_test(original[rows], controls[rows], settings)["p_value"] < settings.alpha
+    return hits / draws
+
+
+def run(config, args: argparse.Namespace) -> dict:
+    ensure_run(config)
+    run_dir = Path(config.run_dir)
+    audited = ActivationStore(run_dir / config.name / "acts.h5")
+    reference = ActivationStore(run_dir / config.reference_name() / "acts.h5")
+    questions = {q.id: q for q in read_questions(config.questions)}
+    sets = [s for s in read_sets(run_dir / "sets.jsonl") if questions[s.question.id].label in (0, 1)]
+    drift = question_drift(sets, audited, reference)
+    labels = np.array([questions[i].label for i in drift.ids])
+    groups = [match_group(questions[i].extra) for i in drift.ids]
+    found = drift_map(drift.original, labels, drift.layer_labels, groups, args.permutations, args.seed)
+    lara = json.loads((run_dir / config.name / "report" / "report.json").read_text()).get("layers", {})
+    itself = pooled_drift(reference, reference, [s.question.question for s in sets[:200]])
+    found["self_reference_max"] = float(np.nanmax(np.abs(itself)))
+    score = drift_scores(drift.original, drift.controls)
+    found["score_auc"] = evaluate(labels, score, seed=args.seed)["auc"]
+    mean_orig, mean_ctl = drift.original.mean(axis=1), drift.controls.mean(axis=2)
+    settings = dataclasses.replace(config.verdict, permutations=2000, bootstrap=200)
+    whole = within_test(mean_orig, mean_ctl, settings)
+    members, non_members = np.flatnonzero(labels == 1), np.flatnonzero(labels == 0)
+    quick = dataclasses.replace(settings, bootstrap=1)
+    found["within"] = {
+        "within_auc": whole["within_auc"],
+        "p_value": whole["p_value"],
+        "size": rejection_rate(mean_orig, mean_ctl, non_members, args.subsets, args.size, quick, args.seed),
+        "power": rejection_rate(mean_orig, mean_ctl, members, args.subsets, args.size, quick, args.seed),
+    }
+    print(
+        f"{config.name} against {config.reference_name()} ({Path(config.questions).parent.name}): {found['n']} questions "
+        f"({found['left_out']} without both stores' vectors left out), {len(drift.layer_labels)} layers, "
+        f"{args.permutations} permutations ({found['permutation']})"
+    )
+    null = lara.get("null") or {}
+    print(
+        f"  {'layer':<10} {'drift members':>14} {'non-members':>12} {'d':>7} {'AUC':>6} {'p (adj.)':>9}   LaRA: p (adj.)"
+    )
+    for j, layer in enumerate(drift.layer_labels):
+        lara_p = null.get("p_layer", [math.nan] * len(drift.layer_labels))[j] if null else math.nan
+        print(
+            f"  {layer:<10} {found['mean_drift']['members'][j]:>14.5f} {found['mean_drift']['non_members'][j]:>12.5f} "
+            f"{found['d'][j]:>7.2f} {found['auc'][j]:>6.3f} {found['p_layer'][j]:>9.3f}   {lara_p:.3f}"
+        )
+    print(
+        f"  significant layers: drift {found['significant_layers'] or 'none'}, LaRA {null.get('significant_layers') or 'none'}; "
+        f"placebo (halves of the non-members) any layer significant: drift {found['placebo_any_significant_rate']:.2f}, "
+        f"LaRA {(lara.get('placebo_split') or {}).get('any_significant_rate', math.nan):.2f}; "
+        f"the reference against itself: max drift {found['self_reference_max']:.1e}"
+    )
+    w = found["within"]
+    print(
+        f"  as a score (each question against its similars, robust z over layers): AUC {found['score_auc']['value']:.3f} "
+        f"[{found['score_auc']['ci'][0]:.3f}, {found['score_auc']['ci'][1]:.3f}]; within-question test of the mean drift: "
+        f"within-AUC {w['within_auc']['value']:.3f} [{w['within_auc']['ci'][0]:.3f}, {w['within_auc']['ci'][1]:.3f}], "
+        f"p = {w['p_value']:.4f}; on {args.subsets} subsets of {args.size}: size {w['size']:.3f} (non-members), "
+        f"power {w['power']:.3f} (members)"
+    )
+    (run_dir / "bench").mkdir(exist_ok=True)
+    (run_dir / "bench" / "drift.json").write_text(json.dumps(found, indent=1, default=float) + "\n")
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", type=Path, default=ROOT / "configs" / "demo.yaml")
+    parser.add_argument("--permutations", type=int, default=1000)
+    parser.add_argument("--subsets", type=int, default=200)
+    parser.add_argument("--size", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    run(load_run_config(args.config), args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""Representation drift (SPEC §10): how far RL moved each text's pooled representation, read from
+the two activation stores a run with a reference already writes — no forward pass.
+
+Per text and layer l, d_l = 1 − cos(h^A_l, h^R_l) of the audited model's and the reference's
+mean-pooled block outputs of the same text. Two readings:
+
+* **a score per question**: its drift against its own matched controls' (the similars its
+  perturbation set holds, in both stores), each layer standardised by the controls' median and
+  1.4826·MAD (layers whose controls' scale is ≤ ε left out, as LaRA leaves out zero-scale cells),
+  averaged over the layers; higher = member (moved more than questions like it). NaN with fewer
+  than two controls, counted.
+* **a layer map**: per layer, Cohen's d and AUC of members against non-members with LaRA's nulls
+  (:mod:`probes.evaluation.layer_null`): the max-|d| permutation null within matched groups,
+  placebos on random halves of the non-members; the reference against itself reads 0 on every
+  text (checked by ``benchmarks/bench_drift.py`` on its store).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..evaluation.layer_null import N_PERMUTATIONS, layer_null, non_member_split
+from ..evaluation.roc import auc, roc_points
+from ..robust import DEFAULT_TOL, robust_scale, zero_mad
+
+MIN_CONTROLS = 2
+PLACEBO_SPLITS = 20  # random halves of the non-members, as LaRA's map has
+
+
+def cosine_drift(audited: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """``[n, L]`` 1 − cos of the two models' ``[n, L, d]`` vectors of the same texts (NaN where a
+    vector is 0)."""
+    a, r = np.asarray(audited, dtype=np.float64), np.asarray(reference, dtype=np.float64)
+    norms = np.linalg.norm(a, axis=-1) * np.linalg.norm(r, axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(norms > 0, 1.0 - (a * r).sum(-1) / norms, np.nan)
+
+
+def pooled_drift(audited: Any, reference: Any, texts: Sequence[str], chunk: int = 2048) -> np.ndarray:
+    """``[n, L]`` drift of each text between two :class:`cache.store.ActivationStore` (NaN rows for
+    a text missing from either; the stores must have the same layers)."""
+    if tuple(audited.layer_labels) != tuple(reference.layer_labels):
+        raise ValueError(
+            f"the activation stores have different layers ({', '.join(audited.layer_labels)} vs "
+            f"{', '.join(reference.layer_labels)}): extract both models with the same extraction.layers"
+        )
+    out = np.full((len(texts), len(audited.layer_labels)), np.nan)
+    held = [i for i, t in enumerate(texts) if t in audited and t in reference]
+    for start in range(0, len(held), chunk):
+        rows = held[start : start + chunk]
+        chosen = [texts[i] for i in rows]
+        out[rows] = cosine_drift(audited.get(chosen), reference.get(chosen))
+    return out
+
+
+@dataclass
+class QuestionDrift:
+    """Each question's drift and its controls'.
+
+    Attributes:
+        ids: ``[N]`` question ids.
+        original: ``[N, L]`` the question's drift.
+        controls: ``[N, K, L]`` its controls' (NaN where a control is missing).
+        layer_labels: the stores' layer labels.
+    """
+
+    ids: list[str]
+    original: np.ndarray
+    controls: np.ndarray
+    layer_labels: tuple[str, ...]
+
+
+def question_drift(sets: Sequence[Any], audited: Any, reference: Any) -> QuestionDrift:
+    """The drift of every perturbation set's question and of its similars (its matched controls)."""
+    width = max((len(s.similars) for s in sets), default=0)
+    texts = [s.question.question for s in sets]
+    texts += [t for s in sets for t in list(s.similars) + [None] * (width - len(s.similars))]
+    drift = pooled_drift(audited, reference, [t or "" for t in texts])
+    n, layers = len(sets), drift.shape[1]
+    controls = drift[n:].reshape(n, width, layers) if width else np.full((n, 0, layers), np.nan)
+    missing = np.array([t is None for t in texts[n:]]).reshape(n, width) if width else np.zeros((n, 0), bool)
+    controls[missing] = np.nan
+    return QuestionDrift([s.question.id for s in sets], drift[:n], controls, tuple(audited.layer_labels))
+
+
+def drift_scores(original: np.ndarray, controls: np.ndarray, eps: float = DEFAULT_TOL) -> np.ndarray:
+    """``[N]`` each question's drift against its controls': per layer (x − median) / (1.4826·MAD + ε)
+    of the controls, layers whose controls' MAD is ≤ ε left out, averaged; NaN with fewer than
+    :data:`MIN_CONTROLS` controls or no layer left."""
+    out = np.full(len(original), np.nan)
+    for i, (x, c) in enumerate(zip(original, controls)):
+        c = c[np.isfinite(c).all(axis=1)]
+        if len(c) < MIN_CONTROLS or not np.isfinite(x).all():
+            continue
+        scale = robust_scale(c, tol=eps)
+        keep = ~zero_mad(scale.mad, eps)
+        if keep.any():
+            out[i] = float(np.mean(((x - scale.center) / (scale.mad + eps))[keep]))
+    return out
+
+
+def layer_aucs(values: np.ndarray, labels: np.ndarray) -> list[float]:
+    """AUC of members against non-members of each column of ``values`` ``[n, L]`` (finite rows)."""
+    y = np.asarray(labels).astype(bool)
+    return [float(auc(roc_points(y[None], v[None]))[0]) for v in np.asarray(values, dtype=np.float64).T]
+
+
+def drift_map(
+    drift: np.ndarray,
+    labels: np.ndarray,
+    layer_labels: Sequence[str],
+    groups: Sequence[Any] | None = None,
+    n_permutations: int = N_PERMUTATIONS,
+    seed: int = 0,
+    placebo_splits: int = PLACEBO_SPLITS,
+) -> dict[str, Any]:
+    """The layer map of ``drift`` ``[n, L]`` (rows with a non-finite layer left out, counted):
+    Cohen's d with family-wise-adjusted p per layer (max-|d| permutation null, within ``groups``),
+    AUC per layer and the non-member placebo over ``placebo_splits`` random halves (a map that must
+    read null: its share of splits with any significant layer ≈ α)."""
+    y = np.asarray(labels).astype(int)
+    keep = np.isfinite(drift).all(axis=1)
+    values, yk = drift[keep][:, None, :], y[keep]
+    kept_groups = [g for g, k in zip(groups, keep) if k] if groups is not None else None
+    null = layer_null(values, yk, kept_groups, n_permutations, seed)
+    placebo = []
+    for k in range(placebo_splits):
+        rows, fake = non_member_split(yk, seed + k)
+        placebo.append(layer_null(values[rows], fake, None, n_permutations, seed + k))
+    return {
+        "layer_labels": list(layer_labels),
+        "n": int(keep.sum()),
+        "left_out": int((~keep).sum()),
+        "members": int(yk.sum()),
+        "non_members": int((1 - yk).sum()),
+        "d": null["d"][0].tolist(),
+        "p_layer": null["p_layer"].tolist(),
+        "auc": layer_aucs(drift[keep], yk),
+        "significant_layers": [layer_labels[j] for j in null["significant_layers"]],
+        "null_max": null["null_max"],
+        "p_global": null["p_global"],
+        "permutation": null["permutation"],
+        "placebo_any_significant_rate": float(np.mean([bool(r["significant_layers"]) for r in placebo])),
+        "placebo_observed_max_median": float(np.median([r["observed_max"] for r in placebo])),
+        "mean_drift": {
+            "members": np.nanmean(drift[keep][yk == 1], axis=0).tolist(),
+            "non_members": np.nanmean(drift[keep][yk == 0], axis=0).tolist(),
+        },
+    }
+
+
+def drift_table(drift: QuestionDrift, labels: Mapping[str, int | None]) -> tuple[np.ndarray, np.ndarray]:
+    """The labelled questions' rows of ``drift.original`` and their labels (unlabelled left out)."""
+    rows = [i for i, q in enumerate(drift.ids) if labels.get(q) in (0, 1)]
+    return drift.original[rows], np.array([labels[drift.ids[i]] for i in rows])
