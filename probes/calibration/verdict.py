@@ -44,6 +44,11 @@ ABSOLUTE_WARNING = (
     "with real ones; its size depends on the generator and is not calibrated. Give a reference model (the "
     "checkpoint before RL) or a clean set drawn like the audited questions for a calibrated verdict"
 )
+REFERENCE_ABSOLUTE_WARNING = (
+    "absolute mode: the within-question test assumes the generator's similar questions are exchangeable "
+    "with real ones; its size depends on the generator and is not calibrated. This model is the run's "
+    "reference, so only a clean set drawn like the audited questions (split clean_ref) calibrates its verdict"
+)
 NO_VERDICT = (
     "no verdict: no mode has a detector with a usable question (scores NaN, or too few scored controls); "
     "this is not a negative answer — fix the scores (see the counts left out) and run the verdict again"

@@ -16,7 +16,7 @@ from lara_core.files import write_text_atomically
 from ..accuracy import accuracy_table, subsets
 from ..calibration.audit import audit_verdict
 from ..calibration.decision_table import write_no_decisions
-from ..calibration.verdict import VerdictSettings
+from ..calibration.verdict import ABSOLUTE_WARNING, REFERENCE_ABSOLUTE_WARNING, VerdictSettings
 from ..detectors import REGISTRY
 from ..scorefiles import ScoredFiles
 from ..scores import CLEAN_SPLIT, jsonable
@@ -70,6 +70,9 @@ def write_verdict(
     )
     if inputs.self_reference:  # the reference model's own comparisons with itself (issue 34, item 4)
         result["is_reference"] = True
+        result["warnings"] = [
+            REFERENCE_ABSOLUTE_WARNING if w == ABSOLUTE_WARNING else w for w in result.get("warnings", [])
+        ]
         result["self_reference"] = [
             n for n in result.get("detectors", {}) if n in REGISTRY and REGISTRY[n].requires_reference
         ]
