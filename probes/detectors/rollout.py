@@ -124,7 +124,9 @@ class ShiftVote(_RolloutShift):
 
     window: int = Param(8, COUNT)
 
-    def _per_rollout(self, questions, samples, responder, reference):  # type: ignore[no-untyped-def]
+    def _per_rollout(
+        self, questions: Sequence[str], samples: list[list[Generation]], responder: Responder, reference: Responder
+    ) -> np.ndarray:
         shifts = rollout_shifts(questions, samples, responder, reference)
         return np.array([[window_vote(d, self.window) for d in row] for row in shifts])
 
@@ -137,7 +139,9 @@ class AnswerShift(_RolloutShift):
     summary = "answer shift: mean log-prob shift (audited − reference) over the stated answer's tokens of the audited model's own answers"
     unread = "state no answer the verifier can locate"
 
-    def _per_rollout(self, questions, samples, responder, reference):  # type: ignore[no-untyped-def]
+    def _per_rollout(
+        self, questions: Sequence[str], samples: list[list[Generation]], responder: Responder, reference: Responder
+    ) -> np.ndarray:
         shifts = rollout_shifts(questions, samples, responder, reference)
         tokenizer = local_of(responder).tokenizer
         out = np.full((len(samples), self.n), np.nan)
@@ -161,7 +165,9 @@ class GoldShift(_RolloutShift):
     requires_answers = True
     unread = "state no answer to put the known one in place of, or belong to a question without an answer"
 
-    def _per_rollout(self, questions, samples, responder, reference):  # type: ignore[no-untyped-def]
+    def _per_rollout(
+        self, questions: Sequence[str], samples: list[list[Generation]], responder: Responder, reference: Responder
+    ) -> np.ndarray:
         answers = getattr(self, "answers_", None) or [None] * len(questions)
         slots, contexts, golds = [], [], []
         for i, (question, row) in enumerate(zip(questions, samples)):
