@@ -13,26 +13,16 @@ from cache.fingerprint import text_hash
 from cache.store import ActivationStore, RowBlock, StoreWriter
 from generation.records import PerturbationSet, Question
 from probes.lara.drift import cosine_drift, drift_map, drift_scores, pooled_drift, question_drift
+from tests.cache.test_store import provenance as cache_provenance
 
 LAYERS = ["0", "1", "2"]
 
 
 def provenance(source: str) -> dict:
-    return {
-        "schema_version": 1,
-        "weights_fingerprint": source * 64,
-        "tokenizer_fingerprint": "t" * 64,
-        "backend": "hf",
-        "backend_flags": {"hook": "forward_hook:block_output"},
-        "layers": LAYERS,
-        "pooling": {"kind": "mean", "span": "text"},
-        "prompt": {"prompt_format": "raw"},
-        "compute_dtype": "float32",
-        "storage_dtype": "float32",
-        "d_model": 5,
-        "model": {"source": f"/models/{source}"},
-        "created_at": "2026-01-01T00:00:00+00:00",
-    }
+    """A store's provenance (the cache tests' own), for ``source``'s weights."""
+    return cache_provenance(
+        layers=LAYERS, d_model=5, weights_fingerprint=source * 64, model={"source": f"/models/{source}"}
+    )
 
 
 def store(path, texts, vectors, source) -> ActivationStore:
