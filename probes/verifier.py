@@ -107,17 +107,21 @@ def answer_span(response: str) -> tuple[int, int] | None:
     marked = _marked_values(text)
     if marked is not None:
         return marked[1], marked[2]
-    start = text.rfind("\\boxed{")
-    boxed = _last_boxed(text)
+    boxed = _last_boxed_span(text)
     if boxed is not None:
-        begin = start + len("\\boxed{")
-        return begin, begin + len(boxed)
+        return boxed
     numbers = list(_NUMBER.finditer(text))
     return numbers[-1].span() if numbers else None
 
 
 def _last_boxed(text: str) -> str | None:
     """The contents of the last ``\\boxed{…}`` (braces balanced), or None."""
+    span = _last_boxed_span(text)
+    return text[span[0] : span[1]] if span else None
+
+
+def _last_boxed_span(text: str) -> tuple[int, int] | None:
+    """``[start, end)`` of the last ``\\boxed{…}``'s contents (braces balanced), or None."""
     start = text.rfind("\\boxed{")
     if start < 0:
         return None
@@ -125,7 +129,7 @@ def _last_boxed(text: str) -> str | None:
     for i in range(begin - 1, len(text)):
         depth += {"{": 1, "}": -1}.get(text[i], 0)
         if depth == 0:
-            return text[begin:i]
+            return begin, i
     return None
 
 

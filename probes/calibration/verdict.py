@@ -39,15 +39,18 @@ PLAIN_RELATIVE = ("lara", "reward_gain", "gold_shift")
 # detectors whose score is already audited minus reference of one statistic of the same text (the detectors'
 # ``reference_difference`` tag; a test keeps the two equal): in the reference mode each is its own difference
 REFERENCE_DIFFERENCES = ("ref", "reward_gain", "shift_vote", "answer_shift", "gold_shift")
-ABSOLUTE_WARNING = (
+_ABSOLUTE_CAVEAT = (
     "absolute mode: the within-question test assumes the generator's similar questions are exchangeable "
-    "with real ones; its size depends on the generator and is not calibrated. Give a reference model (the "
-    "checkpoint before RL) or a clean set drawn like the audited questions for a calibrated verdict"
+    "with real ones; its size depends on the generator and is not calibrated."
 )
+ABSOLUTE_WARNING = (
+    f"{_ABSOLUTE_CAVEAT} Give a reference model (the checkpoint before RL) or a clean set drawn like the audited "
+    "questions for a calibrated verdict"
+)
+# the same warning on the reference model's own verdict, which no reference can calibrate
 REFERENCE_ABSOLUTE_WARNING = (
-    "absolute mode: the within-question test assumes the generator's similar questions are exchangeable "
-    "with real ones; its size depends on the generator and is not calibrated. This model is the run's "
-    "reference, so only a clean set drawn like the audited questions (split clean_ref) calibrates its verdict"
+    f"{_ABSOLUTE_CAVEAT} This model is the run's reference, so only a clean set drawn like the audited questions "
+    "(split clean_ref) calibrates its verdict"
 )
 NO_VERDICT = (
     "no verdict: no mode has a detector with a usable question (scores NaN, or too few scored controls); "

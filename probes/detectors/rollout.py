@@ -69,6 +69,7 @@ class _RolloutShift(_SamplingComparison):
     reference_needs = frozenset({Access.TEXT_LOGPROBS})
     reference_difference = True
     family = "reference on rollouts"
+    unread = "have no token to read"  # why an answer is left out of its question's mean (the note)
 
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         reference = getattr(self, "reference_", None)
@@ -84,8 +85,6 @@ class _RolloutShift(_SamplingComparison):
                 f"(left out of their question's mean; {int(np.isnan(raw).sum())} question(s) with none)"
             )
         return self._result(raw, notes=notes, responses=samples)
-
-    unread = "have no token to read"
 
     def _per_rollout(
         self, questions: Sequence[str], samples: list[list[Generation]], responder: Responder, reference: Responder
@@ -103,16 +102,18 @@ def rollout_shifts(
     local = local_of(responder)
     prompts = [local._fit_prompt(local.encode_prompt(q))[0] for q in questions]
     pairs = [(prompts[i], list(g.token_ids)) for i, row in enumerate(samples) for g in row]
-    if local.model is local_of(reference).model:  # a model against itself: every shift is 0
+    if same_model(responder, reference):  # every shift is 0
         flat = [np.zeros(len(ids)) for _, ids in pairs]
     else:
         ours, theirs = responder.score_ids(pairs), reference.score_ids(pairs)
         flat = [a.logprobs[: len(b.logprobs)] - b.logprobs[: len(a.logprobs)] for a, b in zip(ours, theirs)]
-    out, k = [], 0
-    for row in samples:
-        out.append(flat[k : k + len(row)])
-        k += len(row)
-    return out
+    it = iter(flat)
+    return [[next(it) for _ in row] for row in samples]
+
+
+def same_model(responder: Responder, reference: Responder) -> bool:
+    """Whether the audited model is compared with itself (the reference's own run): no forward pass."""
+    return local_of(responder).model is local_of(reference).model
 
 
 @register
@@ -151,7 +152,7 @@ class AnswerShift(_RolloutShift):
                 if span is None:
                     continue
                 tokens = span_tokens(tokenizer, answer.token_ids, span)
-                inside = delta[tokens.start : min(tokens.stop, len(delta))]
+                inside = delta[tokens.start : tokens.stop]  # an answer cut to fit the context keeps what was read
                 out[i, j] = float(inside.mean()) if len(inside) else np.nan
         return out
 
@@ -181,7 +182,7 @@ class GoldShift(_RolloutShift):
         out = np.full((len(samples), self.n), np.nan)
         if not slots:
             return out
-        if local_of(responder).model is local_of(reference).model:
+        if same_model(responder, reference):
             for i, j in slots:
                 out[i, j] = 0.0
             return out

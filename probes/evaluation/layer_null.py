@@ -26,6 +26,7 @@ from .permutation import permuted_labels
 
 N_PERMUTATIONS = 1000
 ALPHA = 0.05
+PLACEBO_SPLITS = 20  # random halves of the non-members a placebo map is drawn on
 
 
 def cohens_d_rows(values: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -103,3 +104,15 @@ def non_member_split(labels: np.ndarray, seed: int = 0) -> tuple[np.ndarray, np.
     fake = np.zeros(len(rows), dtype=int)
     fake[np.random.default_rng([seed, 4_5]).permutation(len(rows))[: len(rows) // 2]] = 1
     return rows, fake
+
+
+def placebo_splits(
+    values: np.ndarray, labels: np.ndarray, n_permutations: int, seed: int, n_splits: int = PLACEBO_SPLITS
+) -> list[dict[str, Any]]:
+    """:func:`layer_null` of ``values`` ``[n, M, L]`` on ``n_splits`` random halves of the
+    non-members (:func:`non_member_split`): maps that must read null."""
+    runs = []
+    for k in range(n_splits):
+        rows, fake = non_member_split(np.asarray(labels).astype(int), seed + k)
+        runs.append(layer_null(values[rows], fake, None, n_permutations, seed + k))
+    return runs

@@ -18,16 +18,15 @@ mean-pooled block outputs of the same text. Two readings:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
-from ..evaluation.layer_null import N_PERMUTATIONS, layer_null, non_member_split
+from ..evaluation.layer_null import N_PERMUTATIONS, PLACEBO_SPLITS, layer_null, placebo_splits
 from ..evaluation.roc import auc, roc_points
 from ..robust import DEFAULT_TOL, robust_scale, zero_mad
 
 MIN_CONTROLS = 2
-PLACEBO_SPLITS = 20  # random halves of the non-members, as LaRA's map has
 
 
 def cosine_drift(audited: np.ndarray, reference: np.ndarray) -> np.ndarray:
@@ -39,19 +38,19 @@ def cosine_drift(audited: np.ndarray, reference: np.ndarray) -> np.ndarray:
         return np.where(norms > 0, 1.0 - (a * r).sum(-1) / norms, np.nan)
 
 
-def pooled_drift(audited: Any, reference: Any, texts: Sequence[str], chunk: int = 2048) -> np.ndarray:
+def pooled_drift(audited: Any, reference: Any, texts: Sequence[str | None], chunk: int = 2048) -> np.ndarray:
     """``[n, L]`` drift of each text between two :class:`cache.store.ActivationStore` (NaN rows for
-    a text missing from either; the stores must have the same layers)."""
+    a text missing from either, or None; the stores must have the same layers)."""
     if tuple(audited.layer_labels) != tuple(reference.layer_labels):
         raise ValueError(
             f"the activation stores have different layers ({', '.join(audited.layer_labels)} vs "
             f"{', '.join(reference.layer_labels)}): extract both models with the same extraction.layers"
         )
     out = np.full((len(texts), len(audited.layer_labels)), np.nan)
-    held = [i for i, t in enumerate(texts) if t in audited and t in reference]
+    held = [i for i, t in enumerate(texts) if t is not None and t in audited and t in reference]
     for start in range(0, len(held), chunk):
         rows = held[start : start + chunk]
-        chosen = [texts[i] for i in rows]
+        chosen = [str(texts[i]) for i in rows]
         out[rows] = cosine_drift(audited.get(chosen), reference.get(chosen))
     return out
 
@@ -77,12 +76,10 @@ def question_drift(sets: Sequence[Any], audited: Any, reference: Any) -> Questio
     """The drift of every perturbation set's question and of its similars (its matched controls)."""
     width = max((len(s.similars) for s in sets), default=0)
     texts = [s.question.question for s in sets]
-    texts += [t for s in sets for t in list(s.similars) + [None] * (width - len(s.similars))]
-    drift = pooled_drift(audited, reference, [t or "" for t in texts])
-    n, layers = len(sets), drift.shape[1]
-    controls = drift[n:].reshape(n, width, layers) if width else np.full((n, 0, layers), np.nan)
-    missing = np.array([t is None for t in texts[n:]]).reshape(n, width) if width else np.zeros((n, 0), bool)
-    controls[missing] = np.nan
+    texts += [t for s in sets for t in list(s.similars) + [None] * (width - len(s.similars))]  # None: NaN rows
+    drift = pooled_drift(audited, reference, texts)
+    n = len(sets)
+    controls = drift[n:].reshape(n, width, drift.shape[1])
     return QuestionDrift([s.question.id for s in sets], drift[:n], controls, tuple(audited.layer_labels))
 
 
@@ -115,21 +112,18 @@ def drift_map(
     groups: Sequence[Any] | None = None,
     n_permutations: int = N_PERMUTATIONS,
     seed: int = 0,
-    placebo_splits: int = PLACEBO_SPLITS,
+    n_placebo: int = PLACEBO_SPLITS,
 ) -> dict[str, Any]:
     """The layer map of ``drift`` ``[n, L]`` (rows with a non-finite layer left out, counted):
     Cohen's d with family-wise-adjusted p per layer (max-|d| permutation null, within ``groups``),
-    AUC per layer and the non-member placebo over ``placebo_splits`` random halves (a map that must
+    AUC per layer and the non-member placebo over ``n_placebo`` random halves (a map that must
     read null: its share of splits with any significant layer ≈ α)."""
     y = np.asarray(labels).astype(int)
     keep = np.isfinite(drift).all(axis=1)
     values, yk = drift[keep][:, None, :], y[keep]
     kept_groups = [g for g, k in zip(groups, keep) if k] if groups is not None else None
     null = layer_null(values, yk, kept_groups, n_permutations, seed)
-    placebo = []
-    for k in range(placebo_splits):
-        rows, fake = non_member_split(yk, seed + k)
-        placebo.append(layer_null(values[rows], fake, None, n_permutations, seed + k))
+    placebo = placebo_splits(values, yk, n_permutations, seed, n_placebo)
     return {
         "layer_labels": list(layer_labels),
         "n": int(keep.sum()),
@@ -150,9 +144,3 @@ def drift_map(
             "non_members": np.nanmean(drift[keep][yk == 0], axis=0).tolist(),
         },
     }
-
-
-def drift_table(drift: QuestionDrift, labels: Mapping[str, int | None]) -> tuple[np.ndarray, np.ndarray]:
-    """The labelled questions' rows of ``drift.original`` and their labels (unlabelled left out)."""
-    rows = [i for i, q in enumerate(drift.ids) if labels.get(q) in (0, 1)]
-    return drift.original[rows], np.array([labels[drift.ids[i]] for i in rows])

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..evaluation.effect import cohens_d, cohens_d_ci, group_means_ci, window_means
-from ..evaluation.layer_null import N_PERMUTATIONS, layer_null, non_member_split
+from ..evaluation.layer_null import N_PERMUTATIONS, PLACEBO_SPLITS, layer_null, placebo_splits
 from ..lara.geometry import METRIC_NAMES
 from ..lara.layers import available_windows
 from ..lara.metrics_file import MetricsFile
@@ -19,7 +19,6 @@ from ..lara.protocol import compress
 from ..scores import align_labels
 
 MIN_CONTROL_RATIO = 2.0  # "Excess Separability": a control set at least twice the suspect set
-PLACEBO_SPLITS = 20
 CONTROL_WARNING = (
     "the clean reference is smaller than twice the audited set: the level of layer-wise statistics is then "
     "unreliable (read only the permutation-null figures)"
@@ -131,10 +130,7 @@ def _placebo_splits(
 ) -> dict[str, Any]:
     """The same map on random halves of the non-members (a map that must read null): the first
     split's record, and over ``n_splits`` splits the fraction with any layer significant (≈ α)."""
-    runs = []
-    for k in range(n_splits):
-        rows, fake = non_member_split(yk.astype(int), seed + k)
-        runs.append(layer_null(values[rows], fake, None, n_permutations, seed + k))
+    runs = placebo_splits(values, yk, n_permutations, seed, n_splits)
     first = _null_record(runs[0], layer_labels)
     first.update(
         {

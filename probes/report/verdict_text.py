@@ -20,7 +20,8 @@ def describe_verdict(verdict: dict[str, Any], title: str = "Verdict") -> str:
     """The verdict as text (printed first by ``lara run`` and ``lara verdict``): the headline, one
     line per detector with the questions it used and those it left out, the other modes, the
     subsets, the warnings."""
-    lines = [f"{title}: {_headline(verdict, _is_reference(verdict))}"]
+    is_reference = verdict.get("is_reference", False)  # the run's reference audited: it cannot be its own
+    lines = [f"{title}: {_headline(verdict, is_reference)}"]
     lines += [f"  {line}" for line in _detector_lines(verdict)] if verdict["detectors"] else []
     others = [m for m in verdict["modes"] if m != verdict["mode"]]
     for mode in others:
@@ -34,9 +35,7 @@ def describe_verdict(verdict: dict[str, Any], title: str = "Verdict") -> str:
     for mode, why in (verdict.get("unavailable") or {}).items():
         lines.append(f"  {mode} mode unavailable: {why}")
     for name, sub in (verdict.get("subsets") or {}).items():
-        lines.append(
-            f"  subset {name} ({sub['n']} questions): {_headline(sub, _is_reference(verdict))}{_left_out_note(sub)}"
-        )
+        lines.append(f"  subset {name} ({sub['n']} questions): {_headline(sub, is_reference)}{_left_out_note(sub)}")
     lines += [f"  warning: {w}" for w in verdict.get("warnings", [])]
     lines += [f"  note: {n}" for n in verdict.get("notes", [])]
     if "questions" in verdict:
@@ -49,11 +48,6 @@ def describe_verdict(verdict: dict[str, Any], title: str = "Verdict") -> str:
 def decided(verdict: dict[str, Any]) -> bool:
     """Whether a mode decided (False: *no verdict*, which is not a negative answer)."""
     return verdict.get("mode") is not None
-
-
-def _is_reference(verdict: dict[str, Any]) -> bool:
-    """Whether the audited model is the run's reference (the checkpoint before RL) itself."""
-    return bool(verdict.get("is_reference"))
 
 
 def _headline(v: dict[str, Any], is_reference: bool = False) -> str:
@@ -161,7 +155,7 @@ def p_sentence(p: float | None) -> str:
 
 def verdict_markdown(verdict: dict[str, Any]) -> list[str]:
     """The "Verdict" section of a report (Markdown lines)."""
-    lines = ["## Verdict", "", f"**{_headline(verdict, _is_reference(verdict))}**", ""]
+    lines = ["## Verdict", "", f"**{_headline(verdict, verdict.get('is_reference', False))}**", ""]
     if verdict["detectors"]:
         lines += [
             "| Detector | within-AUC [95% CI] | p | contaminated fraction ≥ [95% CI] | n | left out |",

@@ -94,8 +94,8 @@ def test_the_map_finds_a_planted_layer_and_its_placebo_stays_quiet():
     labels = np.repeat([1, 0], 60)
     drift = rng.normal(size=(120, 3))
     drift[labels == 1, 2] += 1.0  # RL moved the members at the last layer only
-    found = drift_map(drift, labels, LAYERS, n_permutations=500, placebo_splits=10)
+    found = drift_map(drift, labels, LAYERS, n_permutations=500, n_placebo=10)
     assert found["significant_layers"] == ["2"] and found["auc"][2] > 0.7 and abs(found["auc"][0] - 0.5) < 0.15
     assert found["placebo_any_significant_rate"] <= 0.2
-    null = drift_map(rng.normal(size=(120, 3)), labels, LAYERS, n_permutations=500, placebo_splits=5)
+    null = drift_map(rng.normal(size=(120, 3)), labels, LAYERS, n_permutations=500, n_placebo=5)
     assert null["significant_layers"] == [] and null["p_global"] > 0.05
