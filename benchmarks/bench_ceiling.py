@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_fdr import Case, cases, decide_subsets, mix_rates  # the decisions as lara run makes them
-from bench_verdict import ensure_run
+from bench_fdr import Case, decide_subsets, mix_rates, reference_case  # the decisions as lara run makes them
+from bench_verdict import ensure_run, scored
 
 from generation.records import read_questions, read_sets
 from probes.calibration.verdict import ScoredSet
@@ -51,26 +51,35 @@ ROOT = Path(__file__).resolve().parents[1]
 ROLLOUT_SCORES = ("shift_vote", "answer_shift", "gold_shift")
 
 
-def score_on_run(config, detectors: list, questions) -> Any:
-    """``detectors`` on ``questions`` and their sampling controls (the verdict's first
-    ``calibration.controls``) through the run's models and response stores: the audited model
-    against the reference (:class:`probes.detection.DetectSummary`)."""
-    run_dir, d, c = Path(config.run_dir), config.detect, config.calibration
+def run_models(config) -> dict[str, LazyModel]:
+    """The audited model and the reference, each loaded once, on first use."""
     models = dict(config.models())
+    return {name: LazyModel(models[name]) for name in (config.name, config.reference_name())}
+
+
+def score_on_run(config, detectors: list, questions, models: dict[str, LazyModel] | None = None) -> Any:
+    """``detectors`` on ``questions`` and their sampling controls (the verdict's first
+    ``calibration.controls``) through the run's models (``models``: loaded once by the caller) and
+    response stores: the audited model against the reference (:class:`probes.detection.DetectSummary`)."""
+    run_dir, d, c = Path(config.run_dir), config.detect, config.calibration
     opened = {
         name: open_responder(
-            LazyModel(models[name]).get,
-            _prompt_format(config),
-            store_path(run_dir, name, d.store),
-            batch_size=d.batch_size,
+            lazy.get, _prompt_format(config), store_path(run_dir, name, d.store), batch_size=d.batch_size
         )
-        for name in (config.name, config.reference_name())
+        for name, lazy in (models or run_models(config)).items()
     }
     names = [detector.name for detector in detectors]
     plan = ControlPlan.from_sets(read_sets(run_dir / "sets.jsonl"), c.controls, c.controls, c.controls, names)
     return run_detectors(
         detectors, questions, opened[config.name], reference=opened[config.reference_name()], controls=plan
     )
+
+
+def save(config, name: str, found: dict) -> None:
+    """``bench/<name>.json`` in the run directory."""
+    out = Path(config.run_dir) / "bench"
+    out.mkdir(exist_ok=True)
+    (out / f"{name}.json").write_text(json.dumps(found, indent=1, default=float) + "\n")
 
 
 def run_params(config, name: str, **changes: Any) -> dict[str, Any]:
@@ -113,12 +122,13 @@ def share(value: float, ceiling: float) -> str:
 
 def print_table(rows: dict[str, dict[str, float]], ceiling: dict[str, float], args) -> None:
     print(
-        f"  {'decided on':<44} {'flagged (members)':>18} {'at least k':>10} {'share':>7}  "
+        f"  {'decided on':<44} {'flagged (members) of tested':>27} {'at least k':>10} {'share':>7}  "
         f"{'members named, subsets of ' + str(args.size):>30} {'share':>7}  {'any flag, non-members':>21}"
     )
-    for title, r in rows.items():
+    for title, r in rows.items():  # "of tested": questions without a p-value (NaN, too few controls) are counted out
         print(
-            f"  {title:<44} {r['flagged']:>9} ({r['flagged_members']:>4}) {r['at_least']:>10} {share(r['at_least'], ceiling['at_least']):>7}  "
+            f"  {title:<44} {r['flagged']:>9} ({r['flagged_members']:>4}) of {r['tested']:>4}      "
+            f"{r['at_least']:>10} {share(r['at_least'], ceiling['at_least']):>7}  "
             f"{r['members_named']:>30.3f} {share(r['members_named'], ceiling['members_named']):>7}  {r['any_flag_non_members']:>21.3f}"
         )
 
@@ -134,7 +144,8 @@ def run(config, args: argparse.Namespace) -> dict:
     oracle, rates = oracle_scores(config, [q for q in questions if q.id in chosen], args.n_oracle)
     seconds = time.perf_counter() - start
     settings = config.verdict
-    default = cases(config, run_dir, questions, None)[0]  # the RL checkpoint, reference mode, the run's detectors
+    rl, sft = scored(run_dir, config.name), scored(run_dir, config.reference_name())
+    default = reference_case(config, run_dir, questions, rl, sft)  # the run's detectors, reference mode
     candidates = {
         f"ceiling: exact reward gain, {args.n_oracle} samples": Case("oracle", oracle, "reference", ["reward_gain"]),
         "the run's defaults (" + ", ".join(default.detectors) + ")": default,
@@ -147,8 +158,8 @@ def run(config, args: argparse.Namespace) -> dict:
     found = {title: decisions(case, members, non_members, args, settings) for title, case in candidates.items()}
     ceiling = next(iter(found.values()))
     gain = oracle.scores.columns["reward_gain"]
-    ids = list(oracle.scores.ids)
-    labels = np.array([1 if i in set(members) else 0 for i in ids])
+    truth = set(members)
+    labels = np.array([1 if i in truth else 0 for i in oracle.scores.ids])
     finite = ~np.isnan(gain)
     auc = evaluate(labels, gain, seed=args.seed)["auc"]
     passes = {
@@ -169,8 +180,7 @@ def run(config, args: argparse.Namespace) -> dict:
     print(f"  decided at q = {settings.fdr} ({settings.fdr_method}), {args.subsets} subsets of {args.size}:")
     print_table(found, ceiling, args)
     out = {"n_oracle": args.n_oracle, "seconds": seconds, "pass_rates": passes, "oracle_auc": auc, "decisions": found}
-    (run_dir / "bench").mkdir(exist_ok=True)
-    (run_dir / "bench" / "ceiling.json").write_text(json.dumps(out, indent=1, default=float) + "\n")
+    save(config, "ceiling", out)
     return out
 
 

@@ -28,6 +28,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+from bench_ceiling import save
 from bench_verdict import ensure_run
 
 from cache.store import ActivationStore
@@ -36,6 +37,7 @@ from probes.calibration.verdict import within_test
 from probes.evaluation import evaluate
 from probes.lara.drift import drift_map, drift_scores, pooled_drift, question_drift
 from probes.pipeline import load_run_config
+from probes.report.verdict_text import left_out_text
 from probes.scores import match_group
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,8 +66,8 @@ def run(config, args: argparse.Namespace) -> dict:
     lara = json.loads((run_dir / config.name / "report" / "report.json").read_text()).get("layers", {})
     itself = pooled_drift(reference, reference, [s.question.question for s in sets[:200]])
     found["self_reference_max"] = float(np.nanmax(np.abs(itself)))
-    score = drift_scores(drift.original, drift.controls)
-    found["score_auc"] = evaluate(labels, score, seed=args.seed)["auc"]
+    score = evaluate(labels, drift_scores(drift.original, drift.controls), seed=args.seed)
+    found["score_auc"] = {**score["auc"], "n_nonfinite": score["n_nonfinite"]}  # NaN: fewer than 2 similars
     mean_orig, mean_ctl = drift.original.mean(axis=1), drift.controls.mean(axis=2)
     settings = dataclasses.replace(config.verdict, permutations=2000, bootstrap=200)
     whole = within_test(mean_orig, mean_ctl, settings)
@@ -74,6 +76,7 @@ def run(config, args: argparse.Namespace) -> dict:
     found["within"] = {
         "within_auc": whole["within_auc"],
         "p_value": whole["p_value"],
+        "left_out": whole["left_out"],
         "size": rejection_rate(mean_orig, mean_ctl, non_members, args.subsets, args.size, quick, args.seed),
         "power": rejection_rate(mean_orig, mean_ctl, members, args.subsets, args.size, quick, args.seed),
     }
@@ -87,7 +90,7 @@ def run(config, args: argparse.Namespace) -> dict:
         f"  {'layer':<10} {'drift members':>14} {'non-members':>12} {'d':>7} {'AUC':>6} {'p (adj.)':>9}   LaRA: p (adj.)"
     )
     for j, layer in enumerate(drift.layer_labels):
-        lara_p = null.get("p_layer", [math.nan] * len(drift.layer_labels))[j] if null else math.nan
+        lara_p = null["p_layer"][j] if null else math.nan
         print(
             f"  {layer:<10} {found['mean_drift']['members'][j]:>14.5f} {found['mean_drift']['non_members'][j]:>12.5f} "
             f"{found['d'][j]:>7.2f} {found['auc'][j]:>6.3f} {found['p_layer'][j]:>9.3f}   {lara_p:.3f}"
@@ -101,13 +104,13 @@ def run(config, args: argparse.Namespace) -> dict:
     w = found["within"]
     print(
         f"  as a score (each question against its similars, robust z over layers): AUC {found['score_auc']['value']:.3f} "
-        f"[{found['score_auc']['ci'][0]:.3f}, {found['score_auc']['ci'][1]:.3f}]; within-question test of the mean drift: "
-        f"within-AUC {w['within_auc']['value']:.3f} [{w['within_auc']['ci'][0]:.3f}, {w['within_auc']['ci'][1]:.3f}], "
-        f"p = {w['p_value']:.4f}; on {args.subsets} subsets of {args.size}: size {w['size']:.3f} (non-members), "
+        f"[{found['score_auc']['ci'][0]:.3f}, {found['score_auc']['ci'][1]:.3f}] ({found['score_auc']['n_nonfinite']} "
+        f"left out); within-question test of the mean drift: within-AUC {w['within_auc']['value']:.3f} "
+        f"[{w['within_auc']['ci'][0]:.3f}, {w['within_auc']['ci'][1]:.3f}], p = {w['p_value']:.4f}, left out "
+        f"{left_out_text(w)}; on {args.subsets} subsets of {args.size}: size {w['size']:.3f} (non-members), "
         f"power {w['power']:.3f} (members)"
     )
-    (run_dir / "bench").mkdir(exist_ok=True)
-    (run_dir / "bench" / "drift.json").write_text(json.dumps(found, indent=1, default=float) + "\n")
+    save(config, "drift", found)
     return found
 
 

@@ -394,16 +394,30 @@ def print_mixes(title: str, found: dict[str, dict], fdr: float) -> None:
     )
 
 
+def split_ids(questions, rl: ScoredSet) -> tuple[list[str], list[str]]:
+    """The audited questions' ids and the clean set's (those the detectors scored: ``detect.clean_ref``
+    may score fewer clean questions than LaRA)."""
+    scored_ids = set(rl.scores.ids)
+    clean_ids = [q.id for q in questions if q.split == "clean_ref" and q.id in scored_ids]
+    return [q.id for q in questions if q.split != "clean_ref"], clean_ids
+
+
+def reference_case(config, run_dir: Path, questions, rl: ScoredSet, sft: ScoredSet, only: str | None = None) -> Case:
+    """The RL checkpoint in the reference mode (SFT reference) over the detectors its verdict combined there."""
+    audited_ids, clean_ids = split_ids(questions, rl)
+    (with_controls,) = combined(run_dir / config.name, ("reference",), only)
+    title = "RL checkpoint, reference mode (SFT reference)"
+    return Case(title, rl.subset(audited_ids), "reference", with_controls, sft, rl.subset(clean_ids))
+
+
 def cases(config, run_dir: Path, questions, only: str | None) -> list[Case]:
     """The four model × mode cases of the testbed, and the SFT checkpoint's relative mode with a
     planted broken null: the audited originals raised above their similars, the clean set's not (a
     calibrated mode whose check passes as it is)."""
     rl, sft = scored(run_dir, config.name), scored(run_dir, config.reference_name())
-    scored_ids = set(rl.scores.ids)  # detect.clean_ref: the detectors may score fewer clean questions than LaRA
-    clean_ids = [q.id for q in questions if q.split == "clean_ref" and q.id in scored_ids]
-    audited_ids = [q.id for q in questions if q.split != "clean_ref"]
+    audited_ids, clean_ids = split_ids(questions, rl)
     rl_all, sft_all = rl.subset(audited_ids), sft.subset(audited_ids)
-    with_controls, relative = combined(run_dir / config.name, ("reference", "relative"), only)
+    (relative,) = combined(run_dir / config.name, ("relative",), only)
     sft_absolute, sft_relative = combined(run_dir / config.reference_name(), ("absolute", "relative"), only)
     planted, achieved = broken(sft_all, sft_relative)
     title = (
@@ -412,14 +426,7 @@ def cases(config, run_dir: Path, questions, only: str | None) -> list[Case]:
         + "): every flag false, the checks must fail"
     )
     return [
-        Case(
-            "RL checkpoint, reference mode (SFT reference)",
-            rl_all,
-            "reference",
-            with_controls,
-            sft,
-            rl.subset(clean_ids),
-        ),
+        reference_case(config, run_dir, questions, rl, sft, only),
         Case(
             "RL checkpoint, relative mode (clean_ref problems)",
             rl_all,

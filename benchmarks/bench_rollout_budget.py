@@ -22,13 +22,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import tempfile
 import time
 from pathlib import Path
 
-from bench_ceiling import decisions, run_params, score_on_run
-from bench_fdr import cases
+from bench_ceiling import decisions, run_models, run_params, save, score_on_run
+from bench_fdr import reference_case
 from bench_rollout_scores import joined
 from bench_verdict import ensure_run, scored
 
@@ -42,16 +41,13 @@ from probes.responders.open import open_responder
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def seconds_per_sample(config, questions, n: int = 16) -> float:
-    """CPU seconds per sampled answer of the audited model at the run's reward-gain settings, timed
-    on ``questions`` with a throwaway store (so nothing comes from the run's)."""
-    d = config.detect
+def seconds_per_sample(config, audited: LazyModel, questions, n: int = 16) -> float:
+    """Seconds per sampled answer of the audited model at the run's reward-gain settings, timed on
+    ``questions`` with a throwaway store (so nothing comes from the run's)."""
     params = get_detector("reward_gain", **run_params(config, "reward_gain", n=n)).sampling_params()
     with tempfile.TemporaryDirectory() as tmp:
-        responder = open_responder(
-            LazyModel(dict(config.models())[config.name]).get, _prompt_format(config), Path(tmp) / "timing.sqlite",
-            batch_size=d.batch_size,
-        )  # fmt: skip
+        store = Path(tmp) / "timing.sqlite"
+        responder = open_responder(audited.get, _prompt_format(config), store, batch_size=config.detect.batch_size)
         responder.generate(questions[:2], dataclasses.replace(params, n=2))  # the model loaded, caches warm
         start = time.perf_counter()
         responder.generate(questions, params)
@@ -64,49 +60,50 @@ def run(config, args: argparse.Namespace) -> dict:
     questions = read_questions(config.questions)
     members, non_members = [q.id for q in questions if q.label == 1], [q.id for q in questions if q.label == 0]
     audited = [q for q in questions if q.split != "clean_ref"]
-    default = cases(config, run_dir, questions, None)[0]
     controls = config.calibration.controls
+    models = run_models(config)  # each loaded once for every budget and the timing
+    per_sample = seconds_per_sample(config, models[config.name], [q.question for q in audited[:20]])
+    sft = scored(run_dir, config.reference_name())
+    fdr_args = argparse.Namespace(subsets=args.subsets, size=args.size, seed=args.seed)
     found: dict = {}
-    per_sample = seconds_per_sample(config, [q.question for q in audited[:20]])
     for n in args.budgets:
         start = time.perf_counter()
-        summary = score_on_run(config, [get_detector("reward_gain", **run_params(config, "reward_gain", n=n))], audited)
+        detector = get_detector("reward_gain", **run_params(config, "reward_gain", n=n))
+        summary = score_on_run(config, [detector], audited, models)
         seconds = time.perf_counter() - start
-        generated = summary.info["counts"]["generated"] + (summary.info.get("reference_counts") or {}).get(
-            "generated", 0
+        counts = [summary.info["counts"], summary.info.get("reference_counts") or {}]
+        # the run's scores with reward gain drawn at n (its combination; the other detectors as the run scored them)
+        case = reference_case(
+            config, run_dir, questions, joined(scored(run_dir, config.name), summary, ["reward_gain"]), sft
         )
-        rl = joined(scored(run_dir, config.name), summary, ["reward_gain"])
-        base = dataclasses.replace(default, audited=rl.subset(default.audited.ids))
-        fdr_args = argparse.Namespace(subsets=args.subsets, size=args.size, seed=args.seed)
         found[n] = {
             "samples_per_question_per_model": n * (1 + controls),
-            "new_samples": generated,
+            "new_samples": sum(c.get("generated", 0) for c in counts),
             "seconds": seconds,
+            "cpu_seconds_per_question": 2 * n * (1 + controls) * per_sample,
             "reward gain alone": decisions(
-                dataclasses.replace(base, detectors=["reward_gain"]), members, non_members, fdr_args, config.verdict
+                dataclasses.replace(case, detectors=["reward_gain"]), members, non_members, fdr_args, config.verdict
             ),
-            "the run's combination": decisions(base, members, non_members, fdr_args, config.verdict),
+            "the run's combination": decisions(case, members, non_members, fdr_args, config.verdict),
         }
     print(
         f"{config.name} against {config.reference_name()} ({Path(config.questions).parent.name}): reward gain at each budget, "
         f"{len(audited)} questions and {controls} controls each; q = {config.verdict.fdr}, {args.subsets} subsets of {args.size}"
     )
     print(
-        f"  {'n':>3} {'samples/question/model':>23} {'CPU s/question':>15}  {'decided on':<24} {'flagged (members)':>18} "
-        f"{'at least k':>10} {'members named':>14} {'any flag, non-members':>22}"
+        f"  {'n':>3} {'samples/question/model':>23} {'CPU s/question':>15}  {'decided on':<24} "
+        f"{'flagged (members) of tested':>27} {'at least k':>10} {'members named':>14} {'any flag, non-members':>22}"
     )
     for n, r in found.items():
-        r["cpu_seconds_per_question"] = 2 * r["samples_per_question_per_model"] * per_sample
         for title in ("reward gain alone", "the run's combination"):
             d = r[title]
             print(
                 f"  {n:>3} {r['samples_per_question_per_model']:>23} {r['cpu_seconds_per_question']:>15.2f}  {title:<24} "
-                f"{d['flagged']:>9} ({d['flagged_members']:>4}) {d['at_least']:>10} {d['members_named']:>14.3f} "
-                f"{d['any_flag_non_members']:>22.3f}"
+                f"{d['flagged']:>9} ({d['flagged_members']:>4}) of {d['tested']:>4}      {d['at_least']:>10} "
+                f"{d['members_named']:>14.3f} {d['any_flag_non_members']:>22.3f}"
             )
-    (run_dir / "bench").mkdir(exist_ok=True)
     out = {"seconds_per_sample": per_sample, "budgets": found}
-    (run_dir / "bench" / "rollout_budget.json").write_text(json.dumps(out, indent=1, default=float) + "\n")
+    save(config, "rollout_budget", out)
     return out
 
 

@@ -27,13 +27,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 from pathlib import Path
 
 import numpy as np
-from bench_ceiling import decisions, print_table, run_params, score_on_run
-from bench_fdr import cases
+from bench_ceiling import decisions, print_table, run_params, save, score_on_run
+from bench_fdr import reference_case
 from bench_verdict import ensure_run, rates, scored, verdict_view
 
 from generation.records import read_questions
@@ -41,6 +40,7 @@ from probes.calibration.verdict import compute_verdict
 from probes.detectors import get_detector
 from probes.evaluation import evaluate
 from probes.pipeline import load_run_config
+from probes.report.verdict_text import left_out_text
 
 ROOT = Path(__file__).resolve().parents[1]
 SCORES = ("shift_vote", "answer_shift", "gold_shift")
@@ -78,33 +78,36 @@ def run(config, args: argparse.Namespace) -> dict:
     audited = [q for q in questions if q.split != "clean_ref"]
     sampling = {k: v for k, v in run_params(config, "reward_gain").items() if k in SAMPLING}
     summary = score_on_run(config, [get_detector(name, **sampling) for name in SCORES], audited)
-    rl = joined(scored(run_dir, config.name), summary, SCORES)
-    sft = verdict_view(scored(run_dir, config.reference_name()), config)
-    labels = np.array([1 if q.id in set(members) else 0 for q in audited])
+    rl, sft = joined(scored(run_dir, config.name), summary, SCORES), scored(run_dir, config.reference_name())
+    case = reference_case(config, run_dir, questions, rl, sft)  # the run's combination, the three joined in
+    by_run, with_three = tuple(case.detectors), tuple(case.detectors) + SCORES
+    rl_view, sft_view = verdict_view(rl, config), verdict_view(sft, config)
+    settings = dataclasses.replace(config.verdict, detectors=with_three)
+    whole = compute_verdict(rl_view.subset(case.audited.ids), sft_view, None, settings)
+    truth = set(members)
+    labels = np.array([1 if i in truth else 0 for i in case.audited.ids])
     found: dict = {"sampling": sampling, "auc": {}, "verdict": {}, "rates": {}}
     print(
         f"{config.name} against {config.reference_name()} ({Path(config.questions).parent.name}), the rollouts of reward gain "
         f"({', '.join(f'{k} {v}' for k, v in sampling.items())}); {len(members)} members, {len(non_members)} non-members"
     )
-    default = cases(config, run_dir, questions, None)[0]
-    settings = dataclasses.replace(config.verdict, detectors=tuple(default.detectors) + SCORES)
-    whole = compute_verdict(verdict_view(rl, config).subset([q.id for q in audited]), sft, None, settings)
     print(
-        f"  {'score':<14} {'AUC on RL [95% CI]':<22} {'AUC on the reference':<24} {'within-AUC (reference mode)':<28} p"
+        f"  {'score':<14} {'AUC on RL [95% CI]':<22} {'left out':>8}  {'AUC on the reference':<24} "
+        f"{'within-AUC (reference mode)':<28} {'p':>6}  left out"
     )
     for name in SCORES:
-        auc = evaluate(labels, rl.subset([q.id for q in audited]).original(name), seed=args.seed)["auc"]
+        figures = evaluate(labels, case.audited.original(name), seed=args.seed)
         record = whole["modes"]["reference"]["detectors"][name]
-        found["auc"][name] = auc
-        found["verdict"][name] = {"within_auc": record["within_auc"], "p_value": record["p_value"]}
+        found["auc"][name] = {**figures["auc"], "n_nonfinite": figures["n_nonfinite"]}
+        found["verdict"][name] = {k: record[k] for k in ("within_auc", "p_value", "left_out")}
         print(
-            f"  {name:<14} {cell(auc):<22} {'n/a (its own reference)':<24} {cell(record['within_auc']):<28} "
-            f"{record['p_value']:.4f}"
+            f"  {name:<14} {cell(figures['auc']):<22} {figures['n_nonfinite']:>8}  {'n/a (its own reference)':<24} "
+            f"{cell(record['within_auc']):<28} {record['p_value']:>6.4f}  {left_out_text(record)}"
         )
     for group, ids in (("non-members", non_members), ("members", members)):
-        for label, names in (("the run's", tuple(default.detectors)), ("with the three", settings.detectors)):
+        for label, names in (("run", by_run), ("with the three", with_three)):
             s = dataclasses.replace(settings, detectors=names, permutations=2000, bootstrap=1)
-            r = rates(verdict_view(rl, config), {group: ids}, args.subsets, args.size, s, reference=sft, seed=args.seed)
+            r = rates(rl_view, {group: ids}, args.subsets, args.size, s, reference=sft_view, seed=args.seed)
             found["rates"][f"{group}, {label}"] = r[group]
     mc = 1.96 * math.sqrt(0.05 * 0.95 / args.subsets)
     print(
@@ -114,29 +117,19 @@ def run(config, args: argparse.Namespace) -> dict:
     for group in ("non-members", "members"):
         alone = found["rates"][f"{group}, with the three"]
         print(
-            f"    {group:<12} the run's combination {found['rates'][f'{group}, the run' + chr(39) + 's']['reference/combined']:.3f}; "
+            f"    {group:<12} the run's combination {found['rates'][f'{group}, run']['reference/combined']:.3f}; "
             f"with the three {alone['reference/combined']:.3f}; "
             + ", ".join(f"{n} alone {alone.get(f'reference/{n}', math.nan):.3f}" for n in SCORES)
         )
-    candidates = {
-        "the run's combination + the three": dataclasses.replace(
-            default, audited=rl.subset(default.audited.ids), detectors=list(settings.detectors)
-        )
-    }
-    candidates.update(
-        {
-            f"{n} alone": dataclasses.replace(candidates["the run's combination + the three"], detectors=[n])
-            for n in SCORES
-        }
-    )
+    candidates = {"the run's combination + the three": dataclasses.replace(case, detectors=list(with_three))}
+    candidates.update({f"{n} alone": dataclasses.replace(case, detectors=[n]) for n in SCORES})
     fdr_args = argparse.Namespace(subsets=args.fdr_subsets, size=args.fdr_size, seed=args.seed)
     found["decisions"] = {
         t: decisions(c, members, non_members, fdr_args, config.verdict) for t, c in candidates.items()
     }
     print(f"\n  decisions at q = {config.verdict.fdr} (shares of the first row's):")
     print_table(found["decisions"], next(iter(found["decisions"].values())), fdr_args)
-    (run_dir / "bench").mkdir(exist_ok=True)
-    (run_dir / "bench" / "rollout_scores.json").write_text(json.dumps(found, indent=1, default=float) + "\n")
+    save(config, "rollout_scores", found)
     return found
 
 
