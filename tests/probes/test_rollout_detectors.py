@@ -180,3 +180,13 @@ def test_on_matched_controls_the_gold_shift_reads_each_control_s_own_answer(test
     )
     assert gold[0] == pytest.approx(direct.scores[0], rel=1e-6)
     assert np.isfinite(summary.controls.columns["shift_vote"]).all()  # the others score every control
+
+
+def test_a_question_scores_the_same_alone_and_beside_a_long_neighbour(testbed):
+    rows, rl, sft = testbed
+    question, long = rows[0]["question"], " ".join(r["question"] for r in rows[1:6])
+    for name in ROLLOUT_DETECTORS:
+        alone = get_detector(name, **SAMPLING).fit(reference=sft, answers=[rows[0]["answer"]]).score([question], rl)
+        batched = get_detector(name, **SAMPLING).fit(reference=sft, answers=[rows[1]["answer"], rows[0]["answer"]])
+        beside = batched.score([long, question], rl)
+        assert beside.raw[1] == pytest.approx(alone.raw[0], rel=1e-5, abs=1e-6), name
