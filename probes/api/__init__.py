@@ -12,6 +12,7 @@ NAMES = {
     "perturb": "lara",
     "lara_metrics": "lara",
     "lara_score": "lara",
+    "drift": "drift",
     "detect": "audit",
     "fuse": "audit",
     "verdict": "audit",

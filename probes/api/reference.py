@@ -15,6 +15,7 @@ RESULTS = (
     ("probes.api.results", "Detection"),
     ("probes.api.results", "Verdict"),
     ("probes.api.lara", "LaraMetrics"),
+    ("probes.api.drift", "Drift"),
     ("cache.store", "ActivationStore"),
 )
 
@@ -31,6 +32,7 @@ code block on it.
 |---|---|
 | `load_model`, `pool`, `cache_activations`, `open_store` | models and activations |
 | `perturb`, `lara_metrics`, `lara_score` | LaRA (SPEC §1–4) |
+| `drift` | representation drift between two activation stores, and its layer map (SPEC §10) |
 | `detect`, `fuse`, `verdict`, `evaluate` | detectors, fusion, the label-free verdict, labelled evaluation (SPEC §5–8) |
 | `plot_roc`, `plot_scores`, `plot_verdict` | figures: each takes `ax=` and returns the `Figure` |
 """

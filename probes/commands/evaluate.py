@@ -14,6 +14,8 @@ from ._common import add_setting, command_parser, settings_from
 EVALUATE_EXAMPLES = """examples:
   lara evaluate scores.csv --labels questions.jsonl -o report/
   lara evaluate scores.csv --labels questions.jsonl --metrics metrics.h5 -o report/ --bootstrap 2000
+  lara evaluate lara.csv --labels questions.jsonl --metrics metrics.h5 --reference-metrics ref/metrics.h5 \\
+      --activations acts.h5 --reference-activations ref/acts.h5 -o report/   # + the drift map beside LaRA's
   lara evaluate scores.csv -o audit/                                 # no labels: score distributions only
 """
 
@@ -43,6 +45,17 @@ def register(sub: Any) -> None:
         help="the reference (pre-RL) checkpoint's metrics file of the same questions: "
         "its layer map as a placebo and the depth-profile contrast (with --metrics)",
     )
+    ev.add_argument(
+        "--activations",
+        type=Path,
+        help="the audited model's activation store (acts.h5): with --reference-activations, the representation-drift "
+        "map of the labelled questions beside LaRA's (no forward pass)",
+    )
+    ev.add_argument(
+        "--reference-activations",
+        type=Path,
+        help="the reference (pre-RL) checkpoint's activation store of the same texts (with --activations)",
+    )
     ev.add_argument("--detectors", help="score columns to report, comma-separated (default: all)")
     ev.add_argument("--baseline", help="column the others are compared with (default: the first)")
     add_setting(
@@ -60,12 +73,18 @@ def handle(args: argparse.Namespace) -> int:
 
     if args.reference_metrics and not args.metrics:
         raise ProbesError("--reference-metrics needs --metrics (the audited model's metrics file)")
+    if bool(args.activations) != bool(args.reference_activations):
+        raise ProbesError("--activations and --reference-activations go together (the drift between the two models)")
+    if args.activations and not args.labels:
+        raise ProbesError("the drift map needs --labels (a question file: its texts and labels)")
     settings = settings_from(EvaluateSettings, args, plots=not args.no_plots)
     inputs = EvaluateInputs(
         scores=args.scores,
         labels=read_labels(args.labels) if args.labels else None,
         metrics=args.metrics,
         reference_metrics=args.reference_metrics,
+        activations=args.activations,
+        reference_activations=args.reference_activations,
         lara_meta=meta_path(args.scores),  # `lara score`'s, when SCORES.csv is its table
         texts=read_question_texts(args.labels) if args.labels else None,  # the blind baseline (SPEC §8.8)
         groups=read_question_groups(args.labels) if args.labels else None,  # its null's matched groups

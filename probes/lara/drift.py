@@ -18,15 +18,16 @@ mean-pooled block outputs of the same text. Two readings:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..evaluation.layer_null import N_PERMUTATIONS, PLACEBO_SPLITS, layer_null, placebo_splits
+from ..evaluation.layer_null import ALPHA, N_PERMUTATIONS, PLACEBO_SPLITS, layer_null, placebo_splits
 from ..evaluation.roc import auc, roc_points
 from ..robust import DEFAULT_TOL, robust_scale, zero_mad
 
 MIN_CONTROLS = 2
+SAME_MODEL_TOL = 1e-9  # a drift below this on every question: the two stores hold the same model
 
 
 def cosine_drift(audited: np.ndarray, reference: np.ndarray) -> np.ndarray:
@@ -137,6 +138,7 @@ def drift_map(
         "null_max": null["null_max"],
         "p_global": null["p_global"],
         "permutation": null["permutation"],
+        "n_permutations": n_permutations,
         "placebo_any_significant_rate": float(np.mean([bool(r["significant_layers"]) for r in placebo])),
         "placebo_observed_max_median": float(np.median([r["observed_max"] for r in placebo])),
         "mean_drift": {
@@ -144,3 +146,41 @@ def drift_map(
             "non_members": np.nanmean(drift[keep][yk == 0], axis=0).tolist(),
         },
     }
+
+
+def store_drift_map(
+    audited: Any,
+    reference: Any,
+    texts: Mapping[str, str],
+    labels: Mapping[str, int | None],
+    groups: Mapping[str, Any] | None = None,
+    n_permutations: int = N_PERMUTATIONS,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The layer map (:func:`drift_map`) of the labelled questions' drift between two activation
+    stores, keyed by question id (``texts``: id → the question's text as the stores hold it; labels
+    1 / 0, others left out). Questions missing from either store are left out and counted
+    (``not_in_stores``); groups with an undeclared member permute freely (as LaRA's map). With
+    fewer than 2 members or 2 non-members left: ``{"error": …}`` and the counts."""
+    ids = [i for i, v in labels.items() if v in (0, 1) and i in texts]
+    held = [i for i in ids if texts[i] in audited and texts[i] in reference]
+    counts = {
+        "not_in_stores": len(ids) - len(held),
+        "no_text": sum(v in (0, 1) and i not in texts for i, v in labels.items()),
+    }
+    y = np.array([int(labels[i]) for i in held], dtype=int)
+    drift = pooled_drift(audited, reference, [texts[i] for i in held])
+    finite = np.isfinite(drift).all(axis=1) if len(held) else np.zeros(0, dtype=bool)
+    if min(int(y[finite].sum()), int((1 - y[finite]).sum())) < 2:
+        return {"error": "the drift map needs at least 2 members and 2 non-members in both activation stores", **counts}
+    if float(np.abs(drift[finite]).max()) < SAME_MODEL_TOL:
+        return {
+            "error": "the two stores hold the same vectors (the audited model is the reference): no drift",
+            **counts,
+        }
+    group_list = [groups.get(i) for i in held] if groups else None
+    if group_list is not None and any(g is None for g in group_list):
+        group_list = None  # a partial declaration is no design: permute freely
+    out = drift_map(drift, y, list(audited.layer_labels), group_list, n_permutations, seed)
+    out["alpha"] = ALPHA
+    return {**out, **counts}

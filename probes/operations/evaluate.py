@@ -46,6 +46,8 @@ class EvaluateInputs:
         texts / groups: question id → text / matched group: the blind baseline and its null.
         provenance: recorded as is in the report's ``inputs``.
         self_reference: the audited model is the reference model.
+        activations / reference_activations: the two models' activation stores of the same texts:
+            the representation-drift map beside LaRA's (SPEC §10; with labels and ``texts``).
     """
 
     scores: Path
@@ -58,6 +60,8 @@ class EvaluateInputs:
     groups: Mapping[str, str | None] | None = None
     provenance: Mapping[str, Any] = field(default_factory=dict)
     self_reference: bool = False
+    activations: Path | None = None
+    reference_activations: Path | None = None
 
 
 def write_evaluation(
@@ -69,6 +73,8 @@ def write_evaluation(
 
     if inputs.reference_metrics is not None and inputs.metrics is None:
         raise InputError("the reference model's metrics need the audited model's metrics file")
+    if (inputs.activations is None) != (inputs.reference_activations is None):
+        raise InputError("the drift map needs both activation stores: the audited model's and the reference's")
     table = ScoreTable.read_csv(inputs.scores)
     metrics = MetricsFile.read(inputs.metrics) if inputs.metrics is not None else None
     labels = inputs.labels
@@ -89,6 +95,7 @@ def write_evaluation(
         ),
         lara_info=_lara_info(inputs.lara_meta) if metrics is not None else None,
         self_reference=inputs.self_reference,
+        drift=_drift(inputs, labels, settings.seed),
     )
     report_settings = ReportSettings(
         detectors,
@@ -112,3 +119,24 @@ def _lara_info(meta: Path | None) -> dict[str, Any] | None:
     except json.JSONDecodeError:
         return None
     return info if isinstance(info, dict) and "n_reference" in info else None
+
+
+def _drift(inputs: EvaluateInputs, labels: Mapping[str, int | None] | None, seed: int) -> dict[str, Any] | None:
+    """The drift map of the labelled questions between the two activation stores (None without them)."""
+    if inputs.activations is None or inputs.reference_activations is None or labels is None:
+        return None
+    if not inputs.texts:
+        raise InputError("the drift map needs the questions' texts (--labels with a question file)")
+    from cache.store import ActivationStore  # lazy: pulls h5py
+
+    from ..lara.drift import store_drift_map
+
+    stores = []
+    for path in (inputs.activations, inputs.reference_activations):
+        if not Path(path).is_file():
+            raise InputError(f"no activation store at {path}: give the acts.h5 a `lara cache` (or `lara run`) wrote")
+        stores.append(ActivationStore(path))
+    try:
+        return store_drift_map(stores[0], stores[1], inputs.texts, labels, inputs.groups, seed=seed)
+    except ValueError as err:
+        raise InputError(str(err)) from None

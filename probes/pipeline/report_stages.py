@@ -155,11 +155,23 @@ def _metrics_of(run: RunState, model: str) -> str | None:
     return run.layout.model(model).metrics if run.config.lara else None
 
 
+def _drift_stores(run: RunState, model: str) -> tuple[str, str] | None:
+    """The two activation stores of the drift map (SPEC §10): the model's and the reference's, when
+    the run has LaRA, labels and a reference other than the model."""
+    reference = _other_reference(run, model)
+    if not (reference and run.config.lara and run.labels is not None):
+        return None
+    return run.layout.model(model).acts, run.layout.model(reference).acts
+
+
 def evaluate_key(run: RunState, model: str) -> dict[str, Any]:
     """The evaluate stage's key: the scores, the questions, the metrics (the audited model's and the
-    reference model's, the layer map's placebo), the verdict, the settings."""
+    reference model's, the layer map's placebo), the two activation stores of the drift map, the
+    verdict, the settings."""
     files, placebo, metrics = run.layout.model(model), _placebo(run, model), _metrics_of(run, model)
+    stores = _drift_stores(run, model)
     return {
+        "drift_stores": [run.digests[s] for s in stores] if stores else None,
         "scores": run.digests[files.scores[0]],
         "questions": run.q_digest,
         "metrics": run.digests[metrics] if metrics else None,
@@ -174,6 +186,10 @@ def evaluate(run: RunState, model: str) -> None:
     config, layout = run.config, run.layout
     files, metrics, placebo = layout.model(model), _metrics_of(run, model), _placebo(run, model)
     source = dict(config.models())[model]
+    stores = _drift_stores(run, model)
+    if stores and not all(layout.path(s).is_file() for s in stores):
+        logger.warning("%s: an activation store was left behind (a moved run directory): no drift map", model)
+        stores = None
     inputs = EvaluateInputs(
         scores=layout.path(files.scores[0]),
         labels=run.labels,
@@ -191,6 +207,8 @@ def evaluate(run: RunState, model: str) -> None:
             "questions_provenance": provenance_for_report(config.questions),
         },
         self_reference=model == config.reference_name(),
+        activations=layout.path(stores[0]) if stores else None,
+        reference_activations=layout.path(stores[1]) if stores else None,
     )
     write_evaluation(inputs, config.evaluate, layout.path(files.report))
 

@@ -60,6 +60,8 @@ class ReportContext:
         lara_info: the LaRA scoring's meta (the control-set size, SPEC §4.5 item 5).
         self_reference: the audited model is the reference model (the detectors that compare with
             one are constant by construction).
+        drift: the representation-drift map against the reference (:func:`probes.lara.drift.store_drift_map`),
+            shown beside LaRA's layer map.
     """
 
     inputs: Mapping[str, Any] | None = None
@@ -69,6 +71,7 @@ class ReportContext:
     reference_metrics: MetricsFile | None = None
     lara_info: Mapping[str, Any] | None = None
     self_reference: bool = False
+    drift: Mapping[str, Any] | None = None
 
 
 def build_report(
@@ -127,6 +130,8 @@ def build_report(
             reference=context.reference_metrics,
             lara_info=context.lara_info,
         )
+    if context.drift is not None:
+        report["drift"] = dict(context.drift)
     if texts:
         groups = context.groups
         ids = [i for i in table.ids if labels.get(i) is not None and labels[i] >= 0 and i in texts]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .drift_markdown import drift_markdown
 from .flagged import flagged_markdown
 from .layer_markdown import layers_markdown
 from .markdown_figures import p_text as _p
@@ -39,6 +40,8 @@ def render_markdown(report: dict[str, Any], plots: list[str] | tuple[str, ...] =
         lines += _comparisons(report)
         if "layers" in report:
             lines += layers_markdown(report["layers"])
+        if "drift" in report:
+            lines += drift_markdown(report["drift"])
     shown = [(f, t) for f, t in PLOTS if f in plots and f != "verdict.png"]
     if shown:
         lines += ["## Plots", ""]

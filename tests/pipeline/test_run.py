@@ -448,3 +448,24 @@ def test_ref_without_a_reference_control_is_refused_in_one_line(smoke_testbed, t
         "compare with a reference model: add a controls: entry with reference: true" in err
         and len(err.strip().splitlines()) == 1
     )
+
+
+def test_with_a_reference_the_run_s_report_shows_the_drift_map_beside_lara_s(first_run, tmp_path):
+    """The run's evaluate stage reads both activation stores (no forward pass): the audited model's
+    report has the drift map, the reference's own has none; the stages before it are not redone."""
+    import shutil
+
+    path, _ = first_run
+    shutil.copytree(path.parent / "run", tmp_path / "run")
+    config = yaml.safe_load(path.read_text())
+    config["controls"][0]["reference"] = True
+    moved = tmp_path / "audit.yaml"
+    moved.write_text(yaml.safe_dump(config))
+    result = run_pipeline(load_run_config(moved), progress=False)
+    assert not {s for s in result.ran if s.split("/")[0] in ("cache", "metrics", "score", "detect")}
+    rl = json.loads((tmp_path / "run/rl/report/report.json").read_text())
+    assert rl["drift"]["members"] + rl["drift"]["non_members"] == rl["layers"]["n"]
+    assert rl["drift"]["layer_labels"] == rl["layers"]["layer_labels"]
+    md = (tmp_path / "run/rl/report/report.md").read_text()
+    assert md.index("## Layer analysis") < md.index("## Representation drift")
+    assert "drift" not in json.loads((tmp_path / "run/sft/report/report.json").read_text())

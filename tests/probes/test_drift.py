@@ -99,3 +99,72 @@ def test_the_map_finds_a_planted_layer_and_its_placebo_stays_quiet():
     assert found["placebo_any_significant_rate"] <= 0.2
     null = drift_map(rng.normal(size=(120, 3)), labels, LAYERS, n_permutations=500, n_placebo=5)
     assert null["significant_layers"] == [] and null["p_global"] > 0.05
+
+
+def labelled_stores(tmp_path, shift: float = 1.0):
+    """Two stores of 40 questions (20 members, ids m*/n*) whose members' reference vectors were
+    moved at layer 2 only; plus a text only the audited store holds."""
+    rng = np.random.default_rng(4)
+    ids = [f"m{i}" for i in range(20)] + [f"n{i}" for i in range(20)]
+    texts = {i: f"question {i}?" for i in ids}
+    va = rng.normal(size=(40, 3, 5))
+    vr = va + 0.3 * rng.normal(size=(40, 3, 5))
+    vr[:20, 2] += shift * rng.normal(size=(20, 5))
+    audited = store(tmp_path / "a.h5", [*texts.values(), "only here"], np.concatenate([va, va[:1]]), "a")
+    reference = store(tmp_path / "r.h5", list(texts.values()), vr, "r")
+    labels = {i: int(i.startswith("m")) for i in ids}
+    return audited, reference, texts, labels, cosine_drift(va, vr)
+
+
+def test_store_drift_map_reads_the_questions_by_id_and_counts_what_it_leaves_out(tmp_path):
+    from probes.lara.drift import store_drift_map
+
+    audited, reference, texts, labels, expected = labelled_stores(tmp_path)
+    texts_plus = {**texts, "x": "only here", "y": "in no store"}
+    labels_plus = {**labels, "x": 1, "y": 0, "z": 1, "clean": None}  # z: no text; clean: no label
+    got = store_drift_map(audited, reference, texts_plus, labels_plus, n_permutations=300)
+    assert (got["members"], got["non_members"], got["not_in_stores"], got["no_text"]) == (20, 20, 2, 1)
+    assert got["significant_layers"] == ["2"]
+    # members' mean drift per layer, by hand
+    for layer in range(3):
+        assert got["mean_drift"]["members"][layer] == pytest.approx(float(np.mean(expected[:20, layer])), abs=1e-6)
+    again = store_drift_map(audited, reference, texts, labels, n_permutations=300)
+    assert again["d"] == got["d"]  # the left-out rows change nothing
+    assert "same vectors" in store_drift_map(audited, audited, texts, labels)["error"]
+    few = store_drift_map(audited, reference, texts, {"m1": 1, "n1": 0, "n2": 0})
+    assert "at least 2 members" in few["error"] and few["not_in_stores"] == 0
+
+
+def test_lara_evaluate_shows_the_drift_map_and_the_api_gives_the_same(tmp_path, capsys):
+    import json
+
+    import probes
+    from probes.cli import main
+
+    audited, reference, texts, labels, expected = labelled_stores(tmp_path)
+    questions = tmp_path / "questions.jsonl"
+    questions.write_text(
+        "".join(json.dumps({"id": i, "question": t, "label": labels[i]}) + "\n" for i, t in texts.items())
+    )
+    scores = tmp_path / "scores.csv"
+    scores.write_text("id,s\n" + "".join(f"{i},{k % 7}\n" for k, i in enumerate(texts)))
+    args = ["evaluate", str(scores), "--labels", str(questions), "--bootstrap", "20", "--no-plots"]
+    stores = ["--activations", str(audited.path), "--reference-activations", str(reference.path)]
+    assert main([*args, *stores, "-o", str(tmp_path / "report")]) == 0
+    report = json.loads((tmp_path / "report" / "report.json").read_text())
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert report["drift"]["significant_layers"] == ["2"] and report["drift"]["permutation"] == "free"
+    section = md.split("## Representation drift (audited vs reference)")[1]
+    assert "| 2 ✱ |" in section and "Layer 2 beyond the permutation null" in section and "Placebo" in section
+    # the API: each question's drift by a naive cosine, and the same map
+    records = [json.loads(line) for line in questions.read_text().splitlines()]  # labels from the records
+    got = probes.drift(audited.path, reference.path, records)
+    np.testing.assert_allclose(got.values.to_numpy(), expected, atol=1e-6)
+    assert list(got.values.columns) == LAYERS and got.map["d"] == pytest.approx(report["drift"]["d"])
+    assert "layers beyond the null: 2" in repr(got)
+    assert probes.drift(audited, reference, list(texts.values())).map is None  # no labels: no map
+    # one store alone, or stores without labels: refused in one line
+    assert main([*args, "--activations", str(audited.path), "-o", str(tmp_path / "r2")]) == 2
+    assert "go together" in capsys.readouterr().err
+    assert main([args[0], args[1], *stores, "-o", str(tmp_path / "r3")]) == 2
+    assert "needs --labels" in capsys.readouterr().err

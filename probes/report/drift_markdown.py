@@ -1,0 +1,74 @@
+"""``report.md``'s representation-drift section (SPEC §10): per layer, how far RL moved the
+questions' pooled vectors (1 − cos of the audited model's and the reference's), members against
+non-members, read against the same nulls as LaRA's layer map above it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .markdown_figures import p_text as _p
+
+HEADING = "## Representation drift (audited vs reference)"
+
+
+def drift_markdown(drift: dict[str, Any]) -> list[str]:
+    """The drift section of a report's ``drift`` record (:func:`probes.lara.drift.store_drift_map`)."""
+    lines = [HEADING, ""]
+    left = _left_out(drift)
+    if "error" in drift:
+        return lines + [f"No drift map: {drift['error']}." + (f" {left}" if left else ""), ""]
+    lines += [
+        f"1 − cos of the two models' mean-pooled vectors of each question, {drift['members']} members, "
+        f"{drift['non_members']} non-members; Cohen's d (members − non-members) with its family-wise-adjusted p "
+        f"(max-|d| permutation null: {drift['n_permutations']} label permutations, {drift['permutation']}); "
+        "✱ = the layer survives:",
+        "",
+        "| Layer | members' drift | non-members' drift | d | AUC | layer p |",
+        "|---|---|---|---|---|---|",
+    ]
+    means = drift["mean_drift"]
+    for j, label in enumerate(drift["layer_labels"]):
+        mark = " ✱" if label in drift["significant_layers"] else ""
+        lines.append(
+            f"| {label}{mark} | {_x(means['members'][j])} | {_x(means['non_members'][j])} | {_d(drift['d'][j])} | "
+            f"{_a(drift['auc'][j])} | {_p(drift['p_layer'][j])} |"
+        )
+    found = drift["significant_layers"]
+    verdict = (
+        f"layer{'s' if len(found) > 1 else ''} {', '.join(found)} beyond the permutation null"
+        if found
+        else "no layer beyond the permutation null"
+    )
+    lines += [
+        "",
+        f"**{verdict[0].upper() + verdict[1:]}** (p = {_p(drift['p_global'])}; under the null the 95th percentile "
+        f"of the largest |d| is {drift['null_max']:.2f}). Placebo (random halves of the non-members, the same map): "
+        f"a layer reads significant in {100 * drift['placebo_any_significant_rate']:.0f} % of the splits (a null reads "
+        f"≈ {100 * drift.get('alpha', 0.05):g} %), their largest |d| has median {drift['placebo_observed_max_median']:.2f}."
+        + (f" {left}" if left else ""),
+        "",
+    ]
+    return lines
+
+
+def _left_out(drift: dict[str, Any]) -> str:
+    parts = []
+    if drift.get("not_in_stores"):
+        parts.append(f"{drift['not_in_stores']} question(s) missing from an activation store")
+    if drift.get("no_text"):
+        parts.append(f"{drift['no_text']} labelled id(s) without a text")
+    if drift.get("left_out"):
+        parts.append(f"{drift['left_out']} with a non-finite drift (a zero vector)")
+    return ("Left out: " + ", ".join(parts) + ".") if parts else ""
+
+
+def _x(x: float | None) -> str:
+    return "–" if x is None or x != x else f"{x:.4f}"
+
+
+def _d(x: float | None) -> str:
+    return "–" if x is None or x != x else f"{x:+.2f}"
+
+
+def _a(x: float | None) -> str:
+    return "–" if x is None or x != x else f"{x:.3f}"
