@@ -17,6 +17,13 @@ texts): no forward pass (``lara run`` first where it has not run). Prints:
   rejection rate on ``--subsets`` random subsets of ``--size`` non-members (size) and members (power).
 
 Writes ``bench/drift.json`` in the run directory.
+
+``--stores-only`` needs no finished run (the real-model testbed's takes a working day on 2 CPU
+cores): the labelled questions' perturbation sets from the config's offline generator (or the
+run's ``sets.jsonl`` where it exists), then only the questions and their similars pooled by both
+models with the config's extraction settings into ``bench/drift-stores/<model>.h5`` in the run
+directory (resumable; 1,800 texts a model on the real-model testbed). LaRA's column then reads
+from the run's report where there is one, else "–".
 """
 
 from __future__ import annotations
@@ -31,7 +38,10 @@ import numpy as np
 from bench_ceiling import save
 from bench_verdict import ensure_run
 
+from cache.config import CacheConfig
+from cache.runner import run_cache
 from cache.store import ActivationStore
+from generation.pipeline import make_generator
 from generation.records import read_questions, read_sets
 from probes.calibration.verdict import within_test
 from probes.evaluation import evaluate
@@ -52,18 +62,47 @@ def rejection_rate(original, controls, ids, draws, size, settings, seed) -> floa
     return hits / draws
 
 
+def labelled_sets(config, questions: dict) -> list:
+    """The labelled questions' perturbation sets: the run's where it wrote them, else the config's generator's."""
+    path = Path(config.run_dir) / "sets.jsonl"
+    if path.is_file():
+        return [s for s in read_sets(path) if questions[s.question.id].label in (0, 1)]
+    generator = make_generator(config.generation)
+    return [generator.generate(q) for q in questions.values() if q.label in (0, 1)]
+
+
+def pooled_stores(config, sets: list) -> tuple[ActivationStore, ActivationStore]:
+    """Both models' stores of the questions and their similars only (``--stores-only``)."""
+    texts = list(dict.fromkeys(t for s in sets for t in [s.question.question, *s.similars] if t))
+    out = Path(config.run_dir) / "bench" / "drift-stores"
+    out.mkdir(parents=True, exist_ok=True)
+    models = dict(config.models())
+    stores = []
+    for name in (config.name, config.reference_name()):
+        run_cache(
+            texts, out / f"{name}.h5", CacheConfig(model=models[name], extraction=config.extraction), progress=True
+        )
+        stores.append(ActivationStore(out / f"{name}.h5"))
+    return stores[0], stores[1]
+
+
 def run(config, args: argparse.Namespace) -> dict:
-    ensure_run(config)
     run_dir = Path(config.run_dir)
-    audited = ActivationStore(run_dir / config.name / "acts.h5")
-    reference = ActivationStore(run_dir / config.reference_name() / "acts.h5")
     questions = {q.id: q for q in read_questions(config.questions)}
-    sets = [s for s in read_sets(run_dir / "sets.jsonl") if questions[s.question.id].label in (0, 1)]
+    if args.stores_only:
+        sets = labelled_sets(config, questions)
+        audited, reference = pooled_stores(config, sets)
+    else:
+        ensure_run(config)
+        audited = ActivationStore(run_dir / config.name / "acts.h5")
+        reference = ActivationStore(run_dir / config.reference_name() / "acts.h5")
+        sets = labelled_sets(config, questions)
     drift = question_drift(sets, audited, reference)
     labels = np.array([questions[i].label for i in drift.ids])
     groups = [match_group(questions[i].extra) for i in drift.ids]
     found = drift_map(drift.original, labels, drift.layer_labels, groups, args.permutations, args.seed)
-    lara = json.loads((run_dir / config.name / "report" / "report.json").read_text()).get("layers", {})
+    report = run_dir / config.name / "report" / "report.json"
+    lara = json.loads(report.read_text()).get("layers", {}) if report.is_file() else {}
     itself = pooled_drift(reference, reference, [s.question.question for s in sets[:200]])
     found["self_reference_max"] = float(np.nanmax(np.abs(itself)))
     score = evaluate(labels, drift_scores(drift.original, drift.controls), seed=args.seed)
@@ -90,13 +129,13 @@ def run(config, args: argparse.Namespace) -> dict:
         f"  {'layer':<10} {'drift members':>14} {'non-members':>12} {'d':>7} {'AUC':>6} {'p (adj.)':>9}   LaRA: p (adj.)"
     )
     for j, layer in enumerate(drift.layer_labels):
-        lara_p = null["p_layer"][j] if null else math.nan
+        lara_p = f"{null['p_layer'][j]:.3f}" if null else "–"
         print(
             f"  {layer:<10} {found['mean_drift']['members'][j]:>14.5f} {found['mean_drift']['non_members'][j]:>12.5f} "
-            f"{found['d'][j]:>7.2f} {found['auc'][j]:>6.3f} {found['p_layer'][j]:>9.3f}   {lara_p:.3f}"
+            f"{found['d'][j]:>7.2f} {found['auc'][j]:>6.3f} {found['p_layer'][j]:>9.3f}   {lara_p}"
         )
     print(
-        f"  significant layers: drift {found['significant_layers'] or 'none'}, LaRA {null.get('significant_layers') or 'none'}; "
+        f"  significant layers: drift {found['significant_layers'] or 'none'}, LaRA {(null.get('significant_layers') or 'none') if null else '– (no run report)'}; "
         f"placebo (halves of the non-members) any layer significant: drift {found['placebo_any_significant_rate']:.2f}, "
         f"LaRA {(lara.get('placebo_split') or {}).get('any_significant_rate', math.nan):.2f}; "
         f"the reference against itself: max drift {found['self_reference_max']:.1e}"
@@ -121,6 +160,7 @@ def main() -> None:
     parser.add_argument("--subsets", type=int, default=200)
     parser.add_argument("--size", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--stores-only", action="store_true", help="pool the questions and similars only (no run)")
     args = parser.parse_args()
     run(load_run_config(args.config), args)
 
