@@ -121,7 +121,7 @@ def run(config, args: argparse.Namespace) -> dict:
     }
     print(
         f"{config.name} against {config.reference_name()} ({Path(config.questions).parent.name}): {found['n']} questions "
-        f"({found['left_out']} without both stores' vectors left out), {len(drift.layer_labels)} layers, "
+        f"({sum(found['left_out'].values())} without a finite drift left out), {len(drift.layer_labels)} layers, "
         f"{args.permutations} permutations ({found['permutation']})"
     )
     null = lara.get("null") or {}
@@ -136,7 +136,7 @@ def run(config, args: argparse.Namespace) -> dict:
         )
     print(
         f"  significant layers: drift {found['significant_layers'] or 'none'}, LaRA {(null.get('significant_layers') or 'none') if null else '– (no run report)'}; "
-        f"placebo (halves of the non-members) any layer significant: drift {found['placebo_any_significant_rate']:.2f}, "
+        f"placebo (halves of the non-members) any layer significant: drift {found['placebo']['any_significant_rate']:.2f}, "
         f"LaRA {(lara.get('placebo_split') or {}).get('any_significant_rate', math.nan):.2f}; "
         f"the reference against itself: max drift {found['self_reference_max']:.1e}"
     )

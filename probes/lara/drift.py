@@ -22,11 +22,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..evaluation.layer_null import ALPHA, N_PERMUTATIONS, PLACEBO_SPLITS, layer_null, placebo_splits
+from ..evaluation.layer_null import N_PERMUTATIONS, PLACEBO_SPLITS, layer_null, placebo_splits
 from ..evaluation.roc import auc, roc_points
 from ..robust import DEFAULT_TOL, robust_scale, zero_mad
 
 MIN_CONTROLS = 2
+MIN_PLACEBO_NON_MEMBERS = 4  # the placebo halves the non-members: each half needs 2
 SAME_MODEL_TOL = 1e-9  # a drift below this on every question: the two stores hold the same model
 
 
@@ -115,32 +116,45 @@ def drift_map(
     seed: int = 0,
     n_placebo: int = PLACEBO_SPLITS,
 ) -> dict[str, Any]:
-    """The layer map of ``drift`` ``[n, L]`` (rows with a non-finite layer left out, counted):
-    Cohen's d with family-wise-adjusted p per layer (max-|d| permutation null, within ``groups``),
-    AUC per layer and the non-member placebo over ``n_placebo`` random halves (a map that must
-    read null: its share of splits with any significant layer ≈ α)."""
+    """The layer map of ``drift`` ``[n, L]`` (rows with a non-finite layer left out, counted by
+    class): Cohen's d with family-wise-adjusted p per layer (max-|d| permutation null, within
+    ``groups``), AUC per layer and, with at least :data:`MIN_PLACEBO_NON_MEMBERS` non-members, the
+    placebo over ``n_placebo`` random halves of them (a map that must read null: its share of
+    splits with any significant layer ≈ α; None with fewer, as LaRA's map)."""
     y = np.asarray(labels).astype(int)
     keep = np.isfinite(drift).all(axis=1)
     values, yk = drift[keep][:, None, :], y[keep]
     kept_groups = [g for g, k in zip(groups, keep) if k] if groups is not None else None
     null = layer_null(values, yk, kept_groups, n_permutations, seed)
-    placebo = placebo_splits(values, yk, n_permutations, seed, n_placebo)
+    placebo = (
+        placebo_splits(values, yk, n_permutations, seed, n_placebo)
+        if (yk == 0).sum() >= MIN_PLACEBO_NON_MEMBERS
+        else None
+    )
     return {
         "layer_labels": list(layer_labels),
         "n": int(keep.sum()),
-        "left_out": int((~keep).sum()),
+        "left_out": {"members": int((~keep & (y == 1)).sum()), "non_members": int((~keep & (y == 0)).sum())},
         "members": int(yk.sum()),
         "non_members": int((1 - yk).sum()),
         "d": null["d"][0].tolist(),
         "p_layer": null["p_layer"].tolist(),
         "auc": layer_aucs(drift[keep], yk),
         "significant_layers": [layer_labels[j] for j in null["significant_layers"]],
+        "observed_max": null["observed_max"],
         "null_max": null["null_max"],
         "p_global": null["p_global"],
+        "alpha": null["alpha"],
         "permutation": null["permutation"],
         "n_permutations": n_permutations,
-        "placebo_any_significant_rate": float(np.mean([bool(r["significant_layers"]) for r in placebo])),
-        "placebo_observed_max_median": float(np.median([r["observed_max"] for r in placebo])),
+        "placebo": None
+        if placebo is None
+        else {
+            "n_splits": n_placebo,
+            "n": int((yk == 0).sum()),
+            "any_significant_rate": float(np.mean([bool(r["significant_layers"]) for r in placebo])),
+            "observed_max_median": float(np.median([r["observed_max"] for r in placebo])),
+        },
         "mean_drift": {
             "members": np.nanmean(drift[keep][yk == 1], axis=0).tolist(),
             "non_members": np.nanmean(drift[keep][yk == 0], axis=0).tolist(),
@@ -160,19 +174,26 @@ def store_drift_map(
     """The layer map (:func:`drift_map`) of the labelled questions' drift between two activation
     stores, keyed by question id (``texts``: id → the question's text as the stores hold it; labels
     1 / 0, others left out). Questions missing from either store are left out and counted
-    (``not_in_stores``); groups with an undeclared member permute freely (as LaRA's map). With
-    fewer than 2 members or 2 non-members left: ``{"error": …}`` and the counts."""
+    (``not_in_stores``), as are labelled ids without a text (``no_text``) and drifts that are not
+    finite (``left_out``, a zero vector); groups with an undeclared member permute freely (as
+    LaRA's map). Stores that cannot be compared (other layers, width, pooling or prompt format), the
+    same model twice, or fewer than 2 members or 2 non-members left: ``{"error": …}`` and the counts."""
     ids = [i for i, v in labels.items() if v in (0, 1) and i in texts]
+    counts: dict[str, Any] = {"no_text": sum(v in (0, 1) and i not in texts for i, v in labels.items())}
+    mismatch = incomparable(audited, reference)
+    if mismatch:
+        return {"error": mismatch, "not_in_stores": 0, **counts}
     held = [i for i in ids if texts[i] in audited and texts[i] in reference]
-    counts = {
-        "not_in_stores": len(ids) - len(held),
-        "no_text": sum(v in (0, 1) and i not in texts for i, v in labels.items()),
-    }
+    counts["not_in_stores"] = len(ids) - len(held)
     y = np.array([int(labels[i]) for i in held], dtype=int)
     drift = pooled_drift(audited, reference, [texts[i] for i in held])
     finite = np.isfinite(drift).all(axis=1) if len(held) else np.zeros(0, dtype=bool)
+    counts["left_out"] = {"members": int((~finite & (y == 1)).sum()), "non_members": int((~finite & (y == 0)).sum())}
     if min(int(y[finite].sum()), int((1 - y[finite]).sum())) < 2:
-        return {"error": "the drift map needs at least 2 members and 2 non-members in both activation stores", **counts}
+        return {
+            "error": "the drift map needs at least 2 members and 2 non-members with a finite drift in both stores",
+            **counts,
+        }
     if float(np.abs(drift[finite]).max()) < SAME_MODEL_TOL:
         return {
             "error": "the two stores hold the same vectors (the audited model is the reference): no drift",
@@ -182,5 +203,21 @@ def store_drift_map(
     if group_list is not None and any(g is None for g in group_list):
         group_list = None  # a partial declaration is no design: permute freely
     out = drift_map(drift, y, list(audited.layer_labels), group_list, n_permutations, seed)
-    out["alpha"] = ALPHA
-    return {**out, **counts}
+    return {**out, **{k: v for k, v in counts.items() if k != "left_out"}}
+
+
+def incomparable(audited: Any, reference: Any) -> str | None:
+    """Why two activation stores' vectors of a text cannot be compared (None: they can): other
+    layers, width, pooling or prompt format (the drift would mix formatting with RL)."""
+    if tuple(audited.layer_labels) != tuple(reference.layer_labels):
+        return (
+            f"the activation stores have different layers ({', '.join(audited.layer_labels)} vs "
+            f"{', '.join(reference.layer_labels)}): extract both models with the same extraction.layers"
+        )
+    if audited.d_model != reference.d_model:
+        return f"the activation stores have different widths (d_model {audited.d_model} vs {reference.d_model})"
+    for field in ("pooling", "prompt"):
+        a, r = (getattr(s, "provenance", {}).get(field) for s in (audited, reference))
+        if a != r:
+            return f"the activation stores were pooled with different {field} settings ({a} vs {r}): extract both alike"
+    return None

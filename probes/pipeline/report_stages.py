@@ -170,8 +170,7 @@ def evaluate_key(run: RunState, model: str) -> dict[str, Any]:
     verdict, the settings."""
     files, placebo, metrics = run.layout.model(model), _placebo(run, model), _metrics_of(run, model)
     stores = _drift_stores(run, model)
-    return {
-        "drift_stores": [run.digests[s] for s in stores] if stores else None,
+    key = {
         "scores": run.digests[files.scores[0]],
         "questions": run.q_digest,
         "metrics": run.digests[metrics] if metrics else None,
@@ -179,6 +178,10 @@ def evaluate_key(run: RunState, model: str) -> dict[str, Any]:
         "reference_metrics": run.digests[placebo] if placebo else None,
         "evaluate": dataclasses.asdict(run.config.evaluate),
     }
+    if stores:  # only then: a run without a drift map keeps its key
+        here = all(run.layout.path(s).is_file() for s in stores)  # left behind: the map waits for them
+        key["drift_stores"] = [run.digests[s] for s in stores] if here else "absent"
+    return key
 
 
 def evaluate(run: RunState, model: str) -> None:

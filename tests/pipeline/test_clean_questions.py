@@ -1,5 +1,5 @@
 """One story on clean questions (issue 56, item 7): a user audits 24 questions of their own that the
-RL phase never saw (the shipped testbed's held-out problems) with ``lara run``, the checkpoint
+RL phase never saw (a shipped testbed's held-out problems: ours, and GSM-Symbolic's in the slow tier) with ``lara run``, the checkpoint
 before RL as reference. No sentence or column of either model's report, printed verdict or
 ``verdict.json`` may claim contamination, and the reference's own report never asks for itself."""
 
@@ -15,7 +15,9 @@ import yaml
 from probes.pipeline import load_run_config, run_pipeline
 from probes.report.verdict_text import describe_verdict
 
-TESTBED = Path(__file__).resolve().parents[2] / "probes" / "testbed" / "checkpoints" / "cpu-seed0"
+CHECKPOINTS = Path(__file__).resolve().parents[2] / "probes" / "testbed" / "checkpoints"
+# each testbed's held-out problems, with its answers' budget (GSM-Symbolic's answers run to 168 tokens)
+TESTBEDS = [("cpu-seed0", 48), pytest.param(("gsm-seed0", 176), marks=pytest.mark.slow, id="gsm-seed0")]
 FRACTION_HEADER = "contaminated fraction ≥"
 
 
@@ -58,18 +60,20 @@ def json_claims(verdict: dict) -> list[str]:
     return out
 
 
-@pytest.fixture(scope="module")
-def clean_run(tmp_path_factory):
+@pytest.fixture(scope="module", params=TESTBEDS, ids=lambda p: p[0])
+def clean_run(request, tmp_path_factory):
+    name, budget = request.param
+    testbed = CHECKPOINTS / name
     tmp = tmp_path_factory.mktemp("clean")
-    rows = [json.loads(line) for line in (TESTBED / "questions.jsonl").read_text().splitlines()]
+    rows = [json.loads(line) for line in (testbed / "questions.jsonl").read_text().splitlines()]
     own = [{k: v for k, v in r.items() if k not in ("label", "split")} for r in rows if r["split"] == "clean_ref"][:24]
     (tmp / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in own))
     config = {
         "questions": "questions.jsonl",
         "run_dir": "run",
         "name": "rl",
-        "model": {"source": str(TESTBED / "rl"), "device": "cpu", "dtype": "float32"},
-        "controls": [{"name": "before_rl", "source": str(TESTBED / "sft"), "reference": True}],
+        "model": {"source": str(testbed / "rl"), "device": "cpu", "dtype": "float32"},
+        "controls": [{"name": "before_rl", "source": str(testbed / "sft"), "reference": True}],
         "lara": False,
         "generation": {"similars": 3, "paraphrases": 1},
         "detect": {
@@ -77,8 +81,8 @@ def clean_run(tmp_path_factory):
             "prompt_format": "raw",
             "template": "Q: {prompt}\nA:",
             "sampling_temperature": 1.0,
-            "params": {n: {"max_new_tokens": 48} for n in ("ppl", "min_k", "zlib")}
-            | {"reward_gain": {"n": 4, "max_new_tokens": 48}},
+            "params": {n: {"max_new_tokens": budget} for n in ("ppl", "min_k", "zlib")}
+            | {"reward_gain": {"n": 4, "max_new_tokens": budget}},
         },
         "fusion": [],
         "calibration": {"controls": 3, "decision_controls": 3, "detectors": ["ppl", "min_k", "zlib", "reward_gain"]},

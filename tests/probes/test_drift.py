@@ -96,7 +96,7 @@ def test_the_map_finds_a_planted_layer_and_its_placebo_stays_quiet():
     drift[labels == 1, 2] += 1.0  # RL moved the members at the last layer only
     found = drift_map(drift, labels, LAYERS, n_permutations=500, n_placebo=10)
     assert found["significant_layers"] == ["2"] and found["auc"][2] > 0.7 and abs(found["auc"][0] - 0.5) < 0.15
-    assert found["placebo_any_significant_rate"] <= 0.2
+    assert found["placebo"]["any_significant_rate"] <= 0.2
     null = drift_map(rng.normal(size=(120, 3)), labels, LAYERS, n_permutations=500, n_placebo=5)
     assert null["significant_layers"] == [] and null["p_global"] > 0.05
 
@@ -160,7 +160,10 @@ def test_lara_evaluate_shows_the_drift_map_and_the_api_gives_the_same(tmp_path, 
     records = [json.loads(line) for line in questions.read_text().splitlines()]  # labels from the records
     got = probes.drift(audited.path, reference.path, records)
     np.testing.assert_allclose(got.values.to_numpy(), expected, atol=1e-6)
-    assert list(got.values.columns) == LAYERS and got.map["d"] == pytest.approx(report["drift"]["d"])
+    assert list(got.values.columns) == LAYERS
+    for field in ("d", "p_layer", "auc"):
+        assert got.map[field] == pytest.approx(report["drift"][field])
+    assert got.map["p_global"] == report["drift"]["p_global"] and got.map["placebo"] == report["drift"]["placebo"]
     assert "layers beyond the null: 2" in repr(got)
     assert probes.drift(audited, reference, list(texts.values())).map is None  # no labels: no map
     # one store alone, or stores without labels: refused in one line
@@ -168,3 +171,48 @@ def test_lara_evaluate_shows_the_drift_map_and_the_api_gives_the_same(tmp_path, 
     assert "go together" in capsys.readouterr().err
     assert main([args[0], args[1], *stores, "-o", str(tmp_path / "r3")]) == 2
     assert "needs --labels" in capsys.readouterr().err
+
+
+def test_what_the_map_leaves_out_is_counted_and_shown_and_incomparable_stores_are_named(tmp_path):
+    from probes.lara.drift import store_drift_map
+    from probes.report.drift_markdown import drift_markdown
+
+    rng = np.random.default_rng(5)
+    texts = {f"m{i}": f"member {i}?" for i in range(3)} | {f"n{i}": f"other {i}?" for i in range(4)}
+    va, vr = rng.normal(size=(7, 3, 5)), rng.normal(size=(7, 3, 5))
+    va[0] = 0.0  # a zero vector: its drift is not finite
+    audited = store(tmp_path / "a.h5", list(texts.values()), va, "a")
+    reference = store(tmp_path / "r.h5", list(texts.values()), vr, "r")
+    labels = {i: int(i.startswith("m")) for i in texts}
+    got = store_drift_map(audited, reference, texts, labels, n_permutations=100)
+    assert got["left_out"] == {"members": 1, "non_members": 0} and (got["members"], got["non_members"]) == (2, 4)
+    md = "\n".join(drift_markdown(got))
+    assert (
+        "Left out: 1 member(s) and 0 non-member(s) with a non-finite drift" in md
+        and "Placebo (random halves of the 4" in md
+    )
+    # 3 non-members: the map without its placebo (a half would hold one), said so
+    three = store_drift_map(
+        audited, reference, texts, {k: v for k, v in labels.items() if k != "n3"}, n_permutations=100
+    )
+    assert three["placebo"] is None and "No placebo" in "\n".join(drift_markdown(three))
+    # too few members left: an error record with the counts, shown as such
+    few = store_drift_map(audited, reference, texts, {"m0": 1, "m1": 1, "n0": 0, "n1": 0})
+    assert "finite drift" in few["error"] and few["left_out"] == {"members": 1, "non_members": 0}
+    shown = "\n".join(drift_markdown(few))
+    assert "No drift map: the drift map needs" in shown and "Left out: 1 member(s)" in shown
+    # stores pooled differently are not compared
+    chat = cache_provenance(layers=LAYERS, d_model=5, weights_fingerprint="c" * 64, prompt={"prompt_format": "chat"})
+    block = RowBlock(
+        [text_hash(t) for t in texts.values()],
+        list(texts.values()),
+        vr.astype(np.float32),
+        np.full(7, 5, np.int32),
+        np.full(7, 5, np.int32),
+        np.zeros(7, bool),
+    )
+    with StoreWriter(tmp_path / "chat.h5", chat) as writer:
+        writer.add(block, flush_every=10**9)
+        writer.consolidate()
+    other = store_drift_map(audited, ActivationStore(tmp_path / "chat.h5"), texts, labels)
+    assert "different prompt settings" in other["error"]
