@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 from pathlib import Path
 
 import numpy as np
@@ -125,6 +124,8 @@ def run(config, args: argparse.Namespace) -> dict:
         f"{args.permutations} permutations ({found['permutation']})"
     )
     null = lara.get("null") or {}
+    lara_split = lara.get("placebo_split")
+    lara_placebo = f"{lara_split['any_significant_rate']:.2f}" if lara_split else "–"
     print(
         f"  {'layer':<10} {'drift members':>14} {'non-members':>12} {'d':>7} {'AUC':>6} {'p (adj.)':>9}   LaRA: p (adj.)"
     )
@@ -137,7 +138,7 @@ def run(config, args: argparse.Namespace) -> dict:
     print(
         f"  significant layers: drift {found['significant_layers'] or 'none'}, LaRA {(null.get('significant_layers') or 'none') if null else '– (no run report)'}; "
         f"placebo (halves of the non-members) any layer significant: drift {found['placebo']['any_significant_rate']:.2f}, "
-        f"LaRA {(lara.get('placebo_split') or {}).get('any_significant_rate', math.nan):.2f}; "
+        f"LaRA {lara_placebo}; "
         f"the reference against itself: max drift {found['self_reference_max']:.1e}"
     )
     w = found["within"]

@@ -21,6 +21,12 @@ it has not run). Prints, per score:
   scores, and each score alone.
 
 Writes ``bench/rollout_scores.json`` in the run directory.
+
+``--questions-only [--per-label N]`` needs no run (the real-model testbed's is a working day on 2
+CPU cores): reward gain and the three on the labelled questions alone (the first N members and N
+non-members), through ``probes.detect`` with the config's models and detect settings, the
+samples kept in ``bench/rollout-responses.sqlite`` in the run directory (resumable). Without
+controls there is no verdict: it prints the AUCs only.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import time
 from pathlib import Path
 
 import numpy as np
@@ -70,7 +77,57 @@ def cell(figure: dict) -> str:
     return f"{figure['value']:.2f} [{lo:.2f}, {hi:.2f}]"
 
 
+def questions_only(config, args: argparse.Namespace) -> dict:
+    """AUC of reward gain and the three on the labelled questions alone, without a run (no controls)."""
+    import probes
+
+    labelled = [q for q in read_questions(config.questions) if q.label in (0, 1)]
+    if args.per_label:
+        labelled = [q for q in labelled if q.label == 1][: args.per_label] + [q for q in labelled if q.label == 0][
+            : args.per_label
+        ]
+    models, d = dict(config.models()), config.detect
+    gain = run_params(config, "reward_gain")
+    sampling = {k: v for k, v in gain.items() if k in SAMPLING}
+    out = Path(config.run_dir) / "bench"
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    detection = probes.detect(
+        probes.load_model(models[config.name].source, device=config.model.device, dtype=config.model.dtype),
+        labelled,
+        ["reward_gain", *SCORES],
+        reference=probes.load_model(
+            models[config.reference_name()].source, device=config.model.device, dtype=config.model.dtype
+        ),
+        params={"reward_gain": gain, **{n: sampling for n in SCORES}},
+        store=out / "rollout-responses.sqlite",
+        prompt_format=d.prompt_format,
+        template=d.template,
+        system_prompt=d.system_prompt,
+        batch_size=d.batch_size,
+        sampling_temperature=d.sampling_temperature,
+    )
+    seconds = time.perf_counter() - start
+    labels = np.array([q.label for q in labelled])
+    found: dict = {"sampling": sampling, "n": len(labelled), "seconds": seconds, "auc": {}}
+    print(
+        f"{config.name} against {config.reference_name()} ({Path(config.questions).parent.name}), questions only: "
+        f"{int(labels.sum())} members, {int((1 - labels).sum())} non-members, reward gain's samples "
+        f"({', '.join(f'{k} {v}' for k, v in sampling.items())}); {seconds:.0f} s"
+    )
+    for name in ("reward_gain", *SCORES):
+        figures = evaluate(
+            labels, detection.scores[name].reindex([q.id for q in labelled]).to_numpy(float), seed=args.seed
+        )
+        found["auc"][name] = {**figures["auc"], "n_nonfinite": figures["n_nonfinite"]}
+        print(f"  {name:<14} AUC on RL {cell(figures['auc'])}  ({figures['n_nonfinite']} left out: no score)")
+    save(config, "rollout_scores_questions", found)
+    return found
+
+
 def run(config, args: argparse.Namespace) -> dict:
+    if args.questions_only:
+        return questions_only(config, args)
     ensure_run(config)
     run_dir = Path(config.run_dir)
     questions = read_questions(config.questions)
@@ -141,8 +198,11 @@ def main() -> None:
     parser.add_argument("--fdr-subsets", type=int, default=100)
     parser.add_argument("--fdr-size", type=int, default=60)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--set", action="append", default=[], help="a config override, KEY=VALUE (as lara run --set)")
+    parser.add_argument("--questions-only", action="store_true", help="the labelled questions alone, no run (AUCs)")
+    parser.add_argument("--per-label", type=int, default=None, help="with --questions-only: the first N of each label")
     args = parser.parse_args()
-    run(load_run_config(args.config), args)
+    run(load_run_config(args.config, args.set), args)
 
 
 if __name__ == "__main__":
