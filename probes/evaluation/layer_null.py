@@ -116,3 +116,14 @@ def placebo_splits(
         rows, fake = non_member_split(np.asarray(labels).astype(int), seed + k)
         runs.append(layer_null(values[rows], fake, None, n_permutations, seed + k))
     return runs
+
+
+def placebo_summary(runs: list[dict[str, Any]], n_non_members: int) -> dict[str, Any]:
+    """What a reader needs of :func:`placebo_splits`' maps: how many splits of how many non-members,
+    the share with any significant layer (≈ α under the null) and the median largest |d|."""
+    return {
+        "n_splits": len(runs),
+        "n": n_non_members,
+        "any_significant_rate": float(np.mean([bool(r["significant_layers"]) for r in runs])),
+        "observed_max_median": float(np.median([r["observed_max"] for r in runs])),
+    }

@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..evaluation.layer_null import N_PERMUTATIONS, PLACEBO_SPLITS, layer_null, placebo_splits
+from ..evaluation.layer_null import N_PERMUTATIONS, PLACEBO_SPLITS, layer_null, placebo_splits, placebo_summary
 from ..evaluation.roc import auc, roc_points
 from ..robust import DEFAULT_TOL, robust_scale, zero_mad
 
@@ -42,12 +42,10 @@ def cosine_drift(audited: np.ndarray, reference: np.ndarray) -> np.ndarray:
 
 def pooled_drift(audited: Any, reference: Any, texts: Sequence[str | None], chunk: int = 2048) -> np.ndarray:
     """``[n, L]`` drift of each text between two :class:`cache.store.ActivationStore` (NaN rows for
-    a text missing from either, or None; the stores must have the same layers)."""
-    if tuple(audited.layer_labels) != tuple(reference.layer_labels):
-        raise ValueError(
-            f"the activation stores have different layers ({', '.join(audited.layer_labels)} vs "
-            f"{', '.join(reference.layer_labels)}): extract both models with the same extraction.layers"
-        )
+    a text missing from either, or None; stores that :func:`incomparable` names are refused)."""
+    problem = incomparable(audited, reference)
+    if problem:
+        raise ValueError(problem)
     out = np.full((len(texts), len(audited.layer_labels)), np.nan)
     held = [i for i, t in enumerate(texts) if t is not None and t in audited and t in reference]
     for start in range(0, len(held), chunk):
@@ -147,14 +145,7 @@ def drift_map(
         "alpha": null["alpha"],
         "permutation": null["permutation"],
         "n_permutations": n_permutations,
-        "placebo": None
-        if placebo is None
-        else {
-            "n_splits": n_placebo,
-            "n": int((yk == 0).sum()),
-            "any_significant_rate": float(np.mean([bool(r["significant_layers"]) for r in placebo])),
-            "observed_max_median": float(np.median([r["observed_max"] for r in placebo])),
-        },
+        "placebo": None if placebo is None else placebo_summary(placebo, int((yk == 0).sum())),
         "mean_drift": {
             "members": np.nanmean(drift[keep][yk == 1], axis=0).tolist(),
             "non_members": np.nanmean(drift[keep][yk == 0], axis=0).tolist(),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .layer_markdown import survivors
+from .layer_markdown import _d, survivors
 from .markdown_figures import p_text as _p
 
 HEADING = "## Representation drift (audited vs reference)"
@@ -72,10 +72,6 @@ def _left_out(drift: dict[str, Any]) -> str:
 
 def _x(x: float | None) -> str:
     return "–" if x is None or x != x else f"{x:.4f}"
-
-
-def _d(x: float | None) -> str:
-    return "–" if x is None or x != x else f"{x:+.2f}"
 
 
 def _a(x: float | None) -> str:

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..evaluation.effect import cohens_d, cohens_d_ci, group_means_ci, window_means
-from ..evaluation.layer_null import N_PERMUTATIONS, PLACEBO_SPLITS, layer_null, placebo_splits
+from ..evaluation.layer_null import N_PERMUTATIONS, PLACEBO_SPLITS, layer_null, placebo_splits, placebo_summary
 from ..lara.geometry import METRIC_NAMES
 from ..lara.layers import available_windows
 from ..lara.metrics_file import MetricsFile
@@ -131,16 +131,7 @@ def _placebo_splits(
     """The same map on random halves of the non-members (a map that must read null): the first
     split's record, and over ``n_splits`` splits the fraction with any layer significant (≈ α)."""
     runs = placebo_splits(values, yk, n_permutations, seed, n_splits)
-    first = _null_record(runs[0], layer_labels)
-    first.update(
-        {
-            "n_splits": n_splits,
-            "n": int((~yk).sum()),
-            "any_significant_rate": float(np.mean([bool(r["significant_layers"]) for r in runs])),
-            "observed_max_median": float(np.median([r["observed_max"] for r in runs])),
-        }
-    )
-    return first
+    return {**_null_record(runs[0], layer_labels), **placebo_summary(runs, int((~yk).sum()))}
 
 
 def _null_record(result: dict[str, Any], layer_labels: Sequence[str]) -> dict[str, Any]:
