@@ -185,3 +185,45 @@ def test_the_cache_and_detect_commands_take_gpus_per_rank(tmp_path, toy_dirs):
             and "CUDA is not available" in result.stderr
         )
         assert "Traceback" not in result.stderr
+
+
+_LEAVE = """
+import atexit, os, time
+import torch, torch.distributed as dist
+from cache.distributed import Ranks
+ranks = Ranks.from_env() or Ranks(0, 1, 0)
+ranks.start("cpu", timeout_s=60)
+for _ in range(20):
+    ranks.gather(os.getpid())
+    dist.all_reduce(torch.ones(3))
+if ranks.is_main:
+    time.sleep(float(os.environ.get("MAIN_LINGERS_S", "0")))  # rank 0 writes the output while the others leave
+if os.environ.get("RUN_EXIT_HANDLERS"):
+    atexit._run_exitfuncs()
+    print("initialized after exit handlers:", dist.is_initialized())
+"""
+
+
+def test_a_started_process_group_is_destroyed_at_exit(tmp_path):
+    """Left to the interpreter's teardown, gloo sometimes aborts a finished rank; :meth:`Ranks.start`
+    registers the group's destruction at exit."""
+    script = tmp_path / "leave.py"
+    script.write_text(_LEAVE)
+    env = dict(ENV, MASTER_ADDR="127.0.0.1", MASTER_PORT="29531", RANK="0", WORLD_SIZE="1", RUN_EXIT_HANDLERS="1")
+    result = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "initialized after exit handlers: False" in result.stdout
+
+
+@pytest.mark.slow
+def test_two_rank_jobs_whose_ranks_leave_at_different_times_all_exit_cleanly(tmp_path):
+    """Without the destruction at exit, about 1 job in 14 aborted here ("terminate called without an
+    active exception"); 40 clean jobs in a row would then happen 5 % of the time."""
+    script = tmp_path / "leave.py"
+    script.write_text(_LEAVE)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script)]
+    for job in range(40):
+        result = subprocess.run(
+            command, env=dict(ENV, MAIN_LINGERS_S="1.5"), capture_output=True, text=True, timeout=120
+        )
+        assert result.returncode == 0, f"job {job}: {result.stderr[-2000:]}"
