@@ -39,12 +39,13 @@ from bench_verdict import ensure_run, scored
 
 from generation.records import read_questions, read_sets
 from probes.calibration.verdict import ScoredSet
-from probes.detection import ControlPlan, run_detectors
 from probes.detectors import get_detector
+from probes.detectors.on_controls import ControlPlan
+from probes.detectors.run import run_detectors
 from probes.evaluation import evaluate
 from probes.pipeline import load_run_config
 from probes.pipeline.run_state import LazyModel
-from probes.pipeline.stages import _prompt_format, store_path
+from probes.pipeline.stages import prompt_format, store_path
 from probes.responders.open import open_responder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,11 +61,11 @@ def run_models(config) -> dict[str, LazyModel]:
 def score_on_run(config, detectors: list, questions, models: dict[str, LazyModel] | None = None) -> Any:
     """``detectors`` on ``questions`` and their sampling controls (the verdict's first
     ``calibration.controls``) through the run's models (``models``: loaded once by the caller) and
-    response stores: the audited model against the reference (:class:`probes.detection.DetectSummary`)."""
+    response stores: the audited model against the reference (:class:`probes.detectors.run.DetectSummary`)."""
     run_dir, d, c = Path(config.run_dir), config.detect, config.calibration
     opened = {
         name: open_responder(
-            lazy.get, _prompt_format(config), store_path(run_dir, name, d.store), batch_size=d.batch_size
+            lazy.get, prompt_format(config), store_path(run_dir, name, d.store), batch_size=d.batch_size
         )
         for name, lazy in (models or run_models(config)).items()
     }

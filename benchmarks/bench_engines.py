@@ -214,7 +214,7 @@ def detect_wall(engine: str, questions: list[str]) -> float:
     """Seconds of a sampling-heavy detector pass (PPL, CDD n = 20, Min-kNN n = 8, 64 new tokens) on
     the testbed, through an empty response store (engine start left out)."""
     from generation.records import Question
-    from probes.detection import run_detectors
+    from probes.detectors.run import run_detectors
     from probes.responders.store import CachedResponder, ResponseStore
 
     params = {

@@ -35,7 +35,7 @@ from generation.records import read_questions
 from probes.detectors import get_detector
 from probes.pipeline import load_run_config
 from probes.pipeline.run_state import LazyModel
-from probes.pipeline.stages import _prompt_format
+from probes.pipeline.stages import prompt_format
 from probes.responders.open import open_responder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,7 +47,7 @@ def seconds_per_sample(config, audited: LazyModel, questions, n: int = 16) -> fl
     params = get_detector("reward_gain", **run_params(config, "reward_gain", n=n)).sampling_params()
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "timing.sqlite"
-        responder = open_responder(audited.get, _prompt_format(config), store, batch_size=config.detect.batch_size)
+        responder = open_responder(audited.get, prompt_format(config), store, batch_size=config.detect.batch_size)
         responder.generate(questions[:2], dataclasses.replace(params, n=2))  # the model loaded, caches warm
         start = time.perf_counter()
         responder.generate(questions, params)

@@ -94,7 +94,8 @@ def sft_on_controls_drawn_now(run_dir: Path, config, questions, detectors: list[
     """The SFT control's scores on controls drawn by this checkout's offline generator with
     ``relations`` (``order``: the previous algorithm's order-only similars)."""
     from cache.loading import load_model
-    from probes.detection import ControlPlan, run_detectors
+    from probes.detectors.on_controls import ControlPlan
+    from probes.detectors.run import run_detectors
     from probes.responders.local import LocalResponder, PromptFormat
     from probes.responders.store import CachedResponder, ResponseStore
 

@@ -75,7 +75,6 @@ FLOORS = {
     0: {"errors", "scores", "robust", "token_distributions", "verifier", "accuracy"},
     1: {"evaluation", "lara", "responders", "questions", "testbed", "scorefiles"},
     2: {"detectors", "fusion", "calibration"},
-    3: {"detection"},
     4: {"report", "operations"},
     5: {"pipeline"},
     6: {"commands", "api"},

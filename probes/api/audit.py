@@ -69,53 +69,42 @@ def detect(
             machine where it is installed); ``vllm``: its ``vllm.LLM`` arguments (``model.vllm``).
         decoding: the built-in sampler's loop (``dynamic``, ``static``, ``auto``: ``detect.decoding``).
     """
-    from ..detection import ControlPlan, detect_questions  # lazy: pulls h5py
-    from ..responders.open import default_store_path, open_responder  # lazy: pulls h5py
+    from ..detectors.on_controls import ControlPlan  # lazy: pulls h5py
+    from ..operations.detect import DetectOptions, ModelAccess
+    from ..operations.detect import detect as detect_operation
+    from ..responders.open import default_store_path  # lazy: pulls h5py
 
     progress = show_progress(progress)
     records = as_questions(questions)
-    built = checked_detectors(  # each built once, before any model work
-        detectors, records, reference is not None, params, sampling_temperature
-    )
+    # each detector built once, its parameters checked before any model work
+    built = checked_detectors(detectors, records, reference is not None, params, sampling_temperature)
     store = ResponseStore(Path(store) if store else default_store_path())
-    prompt = PromptFormat(mode=prompt_format, template=template, system=system_prompt)
-
-    chosen_engine = None
-    chosen = resolve_engine(engine, str(model) if isinstance(model, (str, Path)) else None)
-    if chosen != LOCAL:
-        from cache.config import ModelConfig  # lazy: pulls h5py
-
-        if not isinstance(model, (str, Path)):
-            raise ConfigError(
-                f"engine {chosen!r} reads a checkpoint directory: pass its path as the model, or use engine {LOCAL!r}"
-            )
-        chosen_engine = ModelConfig(source=str(model), engine=chosen, vllm=dict(vllm or {}))
-    responder = open_responder(
-        lambda: load_model(model),
-        prompt,
-        store,
+    options = DetectOptions(
+        PromptFormat(mode=prompt_format, template=template, system=system_prompt),
         batch_size=batch_size,
-        progress=progress,
-        engine=chosen_engine,
         decoding=decoding,
-    )
-    ref = (
-        open_responder(
-            load_model(reference), prompt, store, batch_size=batch_size, progress=progress, decoding=decoding
-        )
-        if reference is not None
-        else None
-    )
-    summary = detect_questions(
-        records,
-        built,
-        responder,
-        reference=ref,
         sampling_temperature=sampling_temperature,
         controls=ControlPlan.from_sets(sets, n_controls, calibrate=calibrate) if sets is not None else None,
         progress=progress,
     )
-    return Detection(summary, {q.id: q.label for q in records}, {q.id: q.split for q in records})
+    audited = ModelAccess(lambda: load_model(model), store, engine=_engine_config(model, engine, vllm))
+    ref = ModelAccess(lambda: load_model(reference), store) if reference is not None else None
+    summary = detect_operation(records, built, audited, options, ref)
+    return Detection(summary, {q.id: q.label for q in records}, {q.id: q.split for q in records})  # type: ignore[arg-type]
+
+
+def _engine_config(model: Any, engine: str, vllm: Mapping[str, Any] | None) -> Any:
+    """The audited model's ``cache.ModelConfig`` when an engine other than hf runs it, else None."""
+    chosen = resolve_engine(engine, str(model) if isinstance(model, (str, Path)) else None)
+    if chosen == LOCAL:
+        return None
+    from cache.config import ModelConfig  # lazy: pulls h5py
+
+    if not isinstance(model, (str, Path)):
+        raise ConfigError(
+            f"engine {chosen!r} reads a checkpoint directory: pass its path as the model, or use engine {LOCAL!r}"
+        )
+    return ModelConfig(source=str(model), engine=chosen, vllm=dict(vllm or {}))
 
 
 def fuse(

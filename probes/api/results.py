@@ -15,7 +15,7 @@ class Detection:
     """Detector scores of N questions (``probes.detect``).
 
     Attributes:
-        summary: the library's ``probes.detection.DetectSummary`` (tables, controls, counts, notes).
+        summary: the library's ``probes.detectors.run.DetectSummary`` (tables, controls, counts, notes).
         labels: ``{id: 1 member / 0 non-member / None}`` from the questions.
         splits: ``{id: split}`` from the questions (``clean_ref`` marks the clean set).
     """

@@ -15,14 +15,15 @@ from generation.records import read_questions, read_sets
 from lara_core.configio import literal_choices, prompt_text
 
 from ..calibration.controls import DEFAULT_DECISION_CONTROLS
-from ..detection import ControlPlan, detect_questions
 from ..detectors import REGISTRY
 from ..detectors.base import has_answer
+from ..detectors.on_controls import ControlPlan
 from ..detectors.selection import checked_detectors, detector_names, parse_params
+from ..operations.detect import DetectOptions, ModelAccess, detect
 from ..pipeline.config import CalibrationSettings, DetectSettings, EndpointSettings
 from ..questions.chat import default_system_prompt
 from ..responders.local import PromptFormat
-from ..responders.open import default_store_path, open_responder
+from ..responders.open import default_store_path
 from ..responders.store import ResponseStore
 from ._common import add_model_placement, add_setting, command_parser, quiet_library_progress_bars
 
@@ -66,21 +67,11 @@ def register(sub: Any) -> None:
     detect.set_defaults(handler=handle)
 
 
-def _open_models(args: argparse.Namespace, questions: list[Any], store_path: Path) -> tuple[Any, Any, Any, bool]:
-    """``(responder, reference or None, ranks or None, progress)``: the audited model (local or
-    served) and the reference, loaded lazily, reading and writing one response store."""
-
-    overrides = {
-        k: v
-        for k, v in {
-            "device": args.device,
-            "dtype": args.dtype,
-            "trust_remote_code": args.trust_remote_code,
-            "gpus_per_rank": args.gpus_per_rank,
-            "engine": args.engine,
-        }.items()
-        if v is not None
-    }
+def _models(args: argparse.Namespace, questions: list[Any]) -> tuple[ModelAccess, ModelAccess | None, DetectOptions]:
+    """The audited model (local or served) and the reference, loaded lazily, sharing one response
+    store, and how the detectors run; under torchrun, this rank's process group is started."""
+    settings = ("device", "dtype", "trust_remote_code", "gpus_per_rank", "engine")
+    overrides = {k: getattr(args, k) for k in settings if getattr(args, k) is not None}
     ranks = None if args.endpoint else Ranks.from_env()  # under torchrun: this rank's share of every batch call
 
     def model_config(source: str) -> ModelConfig:
@@ -97,27 +88,37 @@ def _open_models(args: argparse.Namespace, questions: list[Any], store_path: Pat
 
     if ranks is not None:
         ranks.start_for(model_config(args.source))
-
-    system = default_system_prompt(questions, args.system_prompt, str(args.questions))
-    prompt_format = PromptFormat(mode=args.prompt_format, template=args.template, system=system)
+    store = ResponseStore(args.store or default_store_path())  # one store for the audited model and the reference
     endpoint = (
         EndpointSettings(args.endpoint, args.api_model, args.api_key_env, args.top_logprobs, args.concurrency)
         if args.endpoint
         else None
     )
-    store = ResponseStore(store_path)  # one store for the audited model and the reference
-    progress = not args.no_progress and (ranks is None or ranks.rank == 0)
-    opened = {"batch_size": args.batch_size, "ranks": ranks, "progress": progress, "decoding": args.decoding}
-    responder = open_responder(
-        loader(args.source),
-        prompt_format,
-        store,
-        endpoint=endpoint,
-        engine=None if args.endpoint else model_config(args.source),
-        **opened,
+    audited = ModelAccess(
+        loader(args.source), store, engine=None if args.endpoint else model_config(args.source), endpoint=endpoint
     )
-    reference = open_responder(loader(args.reference), prompt_format, store, **opened) if args.reference else None
-    return responder, reference, ranks, progress
+    reference = ModelAccess(loader(args.reference), store) if args.reference else None
+    system = default_system_prompt(questions, args.system_prompt, str(args.questions))
+    options = DetectOptions(
+        PromptFormat(mode=args.prompt_format, template=args.template, system=system),
+        batch_size=args.batch_size,
+        decoding=args.decoding,
+        sampling_temperature=args.sampling_temperature,
+        controls=_controls(args),
+        progress=not args.no_progress and (ranks is None or ranks.rank == 0),
+        ranks=ranks,
+    )
+    return audited, reference, options
+
+
+def _controls(args: argparse.Namespace) -> ControlPlan | None:
+    """The matched controls ``--sets`` gives, or None."""
+    if not args.sets:
+        return None
+    calibrate = [n.strip() for n in args.calibrate.split(",")] if args.calibrate else None
+    return ControlPlan.from_sets(
+        read_sets(args.sets), args.controls, args.decision_controls, args.sampling_controls, calibrate
+    )
 
 
 def _model_arguments(detect: argparse.ArgumentParser) -> None:
@@ -264,32 +265,11 @@ def handle(args: argparse.Namespace) -> int:
         )
     if args.endpoint and not args.api_model:
         raise ConfigError("--endpoint needs --api-model NAME (the served model's name)")
-    store_path = args.store or default_store_path()
     check_writable(args.output, "scores file")  # before any model is loaded or answer generated
-    check_writable(store_path, "response store")
-    responder, reference, ranks, progress = _open_models(args, questions, store_path)
-    controls = None
-    if args.sets:
-        controls = ControlPlan.from_sets(
-            read_sets(args.sets),
-            args.controls,
-            args.decision_controls,
-            args.sampling_controls,
-            [n.strip() for n in args.calibrate.split(",")] if args.calibrate else None,
-        )
-    summary = detect_questions(
-        questions,
-        detectors,
-        responder,
-        reference=reference,
-        sampling_temperature=args.sampling_temperature,
-        controls=controls,
-        progress=progress,
-        ranks=ranks,
-    )
-    if summary is None:  # a rank other than the main one
-        return 0
-    files = summary.write(args.output)
-    print(summary.describe())
-    print(f"wrote {', '.join(str(f) for f in files)}")
+    check_writable(args.store or default_store_path(), "response store")
+    audited, reference, options = _models(args, questions)
+    summary = detect(questions, detectors, audited, options, reference, output=args.output)
+    if summary is not None:  # None: a rank other than the main one
+        print(summary.describe())
+        print(f"wrote {', '.join(str(f) for f in summary.written)}")
     return 0

@@ -21,15 +21,16 @@ from generation.identity import generator_identity
 from generation.pipeline import run_generation
 from generation.records import read_sets
 
-from ..detection import ControlPlan, detect_questions
+from ..detectors.on_controls import ControlPlan
 from ..lara.sets import distinct_texts
 from ..operations.accuracy import greedy_budget, judge_answers, write_accuracy
+from ..operations.detect import SAME_MODEL, DetectOptions, ModelAccess, opened_responders
+from ..operations.detect import detect as detect_operation
 from ..operations.metrics import write_metrics
 from ..operations.score import write_scores
 from ..responders.counter_sampler import SAMPLER_VERSION
-from ..responders.engines import close_engine, engine_key
+from ..responders.engines import engine_key
 from ..responders.local import PromptFormat
-from ..responders.open import open_responder
 from ..scores import CLEAN_SPLIT
 from .config import RunConfig
 from .layout import SETS, RunLayout
@@ -209,71 +210,59 @@ def _calibration_key(config: RunConfig) -> dict[str, Any]:
 
 def detect(run: RunState, model: str) -> None:
     """Score the questions with the run's detectors (built once, by the validation) on ``model``;
-    the reference model's responder for the detectors that compare with one; under torchrun, every
-    batch call split across the ranks, rank 0 writing."""
-
-    config, run_dir, name, progress = run.config, run.run_dir, model, run.progress
-    ranks = detect_ranks(run, model)
-    reference = (run.reference, run.models[run.reference]) if run.uses_reference() else None
-    d = config.detect
-    responder = model_responder(run, name, ranks)
-    reference_responder = None
-    if reference is not None:
-        ref_name, ref_model = reference
-        # the reference model compared with itself reads its own answers through the same engine (every difference 0)
-        reference_responder = (
-            responder
-            if ref_name == name
-            else open_responder(
-                ref_model.get,
-                _prompt_format(config),
-                store_path(run_dir, ref_name, d.store),
-                batch_size=d.batch_size,
-                decoding=d.decoding,
-                ranks=ranks,
-                progress=progress,
-            )
-        )
+    the reference model's responder for the detectors that compare with one (the model itself when
+    it is its own reference: every difference 0); under torchrun, every batch call split across the
+    ranks, rank 0 writing."""
+    config, d = run.config, run.config.detect
+    reference = None
+    if run.uses_reference():
+        reference = SAME_MODEL if run.reference == model else model_access(run, run.reference, reference=True)
     controls = None
     if config.calibrating:
         c = config.calibration
-        controls = ControlPlan.from_sets(
-            read_sets(run.layout.sets), c.controls, c.decision_controls, c.sampling_controls, c.detectors
-        )
-
-    try:
-        summary = detect_questions(
-            scored_questions(run.questions, d.clean_ref),
-            run.detector_objects(),
-            responder,
-            reference=reference_responder,
-            sampling_temperature=d.sampling_temperature,
-            controls=controls,
-            progress=progress,
-            ranks=ranks,
-        )
-    finally:
-        close_engine(responder)  # a vLLM engine's memory is free for the next model
-    if summary is None:  # a rank other than the main one
-        return
-    summary.write(run.layout.path(run.layout.model(name).detector_scores))
-    logger.info("%s", summary.describe())
+        sets = read_sets(run.layout.sets)
+        controls = ControlPlan.from_sets(sets, c.controls, c.decision_controls, c.sampling_controls, c.detectors)
+    summary = detect_operation(
+        scored_questions(run.questions, d.clean_ref),
+        run.detector_objects(),
+        model_access(run, model),
+        detect_options(run, detect_ranks(run, model), controls),
+        reference,
+        output=run.layout.path(run.layout.model(model).detector_scores),
+    )
+    if summary is not None:  # None: a rank other than the main one
+        logger.info("%s", summary.describe())
 
 
-def _prompt_format(config: RunConfig) -> PromptFormat:
+def detect_options(run: RunState, ranks: Ranks | None = None, controls: ControlPlan | None = None) -> DetectOptions:
+    """How the run's detectors (and its accuracy stage) put questions to a model."""
+    d = run.config.detect
+    return DetectOptions(
+        prompt_format(run.config),
+        batch_size=d.batch_size,
+        decoding=d.decoding,
+        sampling_temperature=d.sampling_temperature,
+        controls=controls,
+        progress=run.progress,
+        ranks=ranks,
+    )
+
+
+def prompt_format(config: RunConfig) -> PromptFormat:
+    """How the run puts a question to a model (``detect.prompt_format``, ``template``, ``system_prompt``)."""
     d = config.detect
     return PromptFormat(mode=d.prompt_format, template=d.template, system=d.system_prompt)
 
 
-def model_responder(run: RunState, name: str, ranks: Ranks | None = None) -> Any:
-    """Model ``name``'s responder as the detectors use it: the run's prompt format, its response
-    store, the audited model's endpoint where it is served, the model's engine."""
+def model_access(run: RunState, name: str, reference: bool = False) -> ModelAccess:
+    """Model ``name`` as the detectors reach it: its response store, the audited model's endpoint
+    where it is served, the model's engine — as another model's ``reference``, always local on the
+    hf engine, which feeds every detector exactly."""
     d = run.config.detect
-    endpoint = d.endpoint if name == run.config.name else None
     lazy = run.models[name]
-    store = store_path(run.run_dir, name, d.store)
-    opened = {"batch_size": d.batch_size, "ranks": ranks, "progress": run.progress, "decoding": d.decoding}
-    return open_responder(lazy.get, _prompt_format(run.config), store, endpoint=endpoint, engine=lazy.config, **opened)
+    endpoint = d.endpoint if name == run.config.name and not reference else None
+    engine = None if reference else lazy.config
+    return ModelAccess(lazy.get, store_path(run.run_dir, name, d.store), engine=engine, endpoint=endpoint)
 
 
 def accuracy_key(run: RunState, model: str) -> dict[str, Any]:
@@ -292,11 +281,8 @@ def accuracy_key(run: RunState, model: str) -> dict[str, Any]:
 def accuracy(run: RunState, model: str) -> None:
     """``RUN/<model>/accuracy.csv``: each audited question's greedy answer judged by the verifier
     (:mod:`probes.operations.accuracy`), read back from the store where a detector generated it."""
-    responder = model_responder(run, model)
-    try:
+    with opened_responders(model_access(run, model), None, detect_options(run)) as (responder, _):
         rows = judge_answers(run.questions, responder, greedy_budget(run.config.accuracy, run.detector_objects()))
-    finally:
-        close_engine(responder)
     write_accuracy(rows, run.layout.path(run.layout.model(model).accuracy))
 
 

@@ -95,9 +95,9 @@ class LazyResponder:
 
 
 def close_engine(responder: Any) -> None:
-    """Stop the in-process engine behind ``responder`` (and its wrappers), if it has one to stop."""
-    while responder is not None:  # the store and rank wrappers each hold the next as .responder
-        if hasattr(responder, "llm"):
-            responder.close()
-            return
-        responder = getattr(responder, "responder", None)
+    """Stop the engine :func:`probes.responders.open.open_responder` opened behind ``responder``
+    (its ``opened_engine``), if it has one and it can be stopped (its ``close``); a responder of the
+    hf engine, or a served model's, has none."""
+    engine = getattr(responder, "opened_engine", None)
+    if engine is not None and callable(getattr(engine, "close", None)):
+        engine.close()

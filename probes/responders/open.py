@@ -90,11 +90,10 @@ def open_responder(
                 model, prompt_format, store, batch_size=batch_size, ranks=ranks, progress=progress, decoding=decoding
             )
 
-        cached = on_ranks(
-            CachedResponder(engine_entry(chosen).open(engine, prompt_format), open_store(store), progress=progress),
-            ranks,
-        )
+        opened = engine_entry(chosen).open(engine, prompt_format)
+        cached = on_ranks(CachedResponder(opened, open_store(store), progress=progress), ranks)
         cached.fallback = LazyResponder(hf, LocalResponder.access)  # type: ignore[union-attr]
+        cached.opened_engine = opened  # type: ignore[union-attr]  # what close_engine stops
         return cached
     else:
         loaded = model() if callable(model) and not hasattr(model, "layout") else model

@@ -42,7 +42,7 @@ def audit(toy_dirs, other_gpt2_dir, tmp_path_factory):
 
 def test_detect_returns_the_library_scores_as_frames(audit):
     from generation.records import Question
-    from probes.detection import run_detectors
+    from probes.detectors.run import run_detectors
     from probes.responders.local import LocalResponder, PromptFormat
 
     model, _, audited, _, _ = audit
@@ -174,7 +174,7 @@ def test_detect_shows_progress_by_default_where_someone_watches(toy_dirs, tmp_pa
     import sys
 
     from probes.api.progress import show_progress
-    from probes.responders import open as opening
+    from probes.operations import detect as opening
 
     seen: list[bool] = []
     real = opening.open_responder

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from generation.records import Question
-from probes.detection import run_detectors
+from probes.detectors.run import run_detectors
 from probes.responders.base import GenerationParams
 from probes.responders.local import LocalResponder, PromptFormat
 

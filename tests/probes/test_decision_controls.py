@@ -175,7 +175,7 @@ def test_the_decisions_default_to_ten_controls_for_the_detectors_that_do_not_sam
     assert CalibrationSettings().decision_controls == 10 and CalibrationSettings(controls=0).decision_controls is None
     assert VerdictSettings().fdr_method == "storey"
     root, _, more, _ = sets_with_controls
-    from probes.detection import ControlPlan
+    from probes.detectors.on_controls import ControlPlan
 
     plan = ControlPlan.from_sets(read_sets(more), 3)  # the one place the default applies: CLI, run and API
     assert max(len(t) for t in plan.texts.values()) == 8 and plan.sampling == 3

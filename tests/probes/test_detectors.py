@@ -86,7 +86,7 @@ def test_responses_default_to_1024_new_tokens():
 
 def test_capped_responses_are_counted_and_reported(loaded_models):
     from generation.records import Question
-    from probes.detection import run_detectors
+    from probes.detectors.run import run_detectors
     from probes.responders.base import GenerationParams
     from probes.responders.local import LocalResponder, PromptFormat
 
@@ -125,8 +125,8 @@ def test_a_detector_declares_whether_it_samples_at_a_temperature():
     (before, to any whose constructor had a parameter named ``temperature``): the declaration and
     the constructor agree for every registered detector."""
 
-    from probes.detection import with_sampling_temperature
     from probes.detectors import REGISTRY
+    from probes.detectors.selection import with_sampling_temperature
 
     for name, cls in REGISTRY.items():
         assert cls.samples_at_temperature == ("temperature" in cls.parameters), name

@@ -5,20 +5,16 @@ through the registry, with no other edit."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-
 import numpy as np
 import pytest
 
 from cache.config import ModelConfig
 from generation.records import Question
-from probes.detection import run_detectors
-from probes.responders import engines, registry
-from probes.responders.base import Access
+from probes.detectors.run import run_detectors
+from probes.responders import engines
 from probes.responders.local import PromptFormat
 from probes.responders.open import open_responder
-from probes.responders.registry import EngineEntry
+from tests.toy_engines import install_engine
 
 TOY_ENGINE = '''
 from cache.loading import load_model
@@ -43,23 +39,9 @@ def version():
 
 @pytest.fixture()
 def toy_engine(tmp_path, monkeypatch):
-    module_file = tmp_path / "toyengine.py"
-    module_file.write_text(TOY_ENGINE)
-    spec = importlib.util.spec_from_file_location("probes.responders.toyengine", module_file)
-    module = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, spec.name, module)
-    spec.loader.exec_module(module)
-    entry = EngineEntry(
-        "toyengine",
-        supplies=frozenset(Access) - {Access.FULL_DISTRIBUTION},
-        exact=True,
-        opener="probes.responders.toyengine:open_engine",
-        version="probes.responders.toyengine:version",
-        install="pip install toyengine",
-        title="Toy",
+    return install_engine(
+        monkeypatch, tmp_path, "toyengine", TOY_ENGINE, "toyengine", install="pip install toyengine", title="Toy"
     )
-    monkeypatch.setitem(registry.ENGINES, "toyengine", entry)  # the one registry line
-    return module
 
 
 def test_an_engine_added_by_the_recipe_runs_the_detectors(toy_engine, loaded_models, tmp_path):

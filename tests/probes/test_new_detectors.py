@@ -15,8 +15,9 @@ from cache.config import ModelConfig
 from cache.loading import load_model
 from cache.toymodels import ToyModelSpec, ensure_toy_model
 from generation.records import Question
-from probes.detection import detector_names, run_detectors
 from probes.detectors import cut_point, get_detector, rouge_l_f1, zlib_ratio
+from probes.detectors.run import run_detectors
+from probes.detectors.selection import detector_names
 from probes.errors import ConfigError, MismatchError
 from probes.responders.base import GenerationParams
 from probes.responders.local import LocalResponder, PromptFormat

@@ -14,8 +14,9 @@ import pytest
 import torch
 
 from generation.records import Question
-from probes.detection import ControlPlan, run_detectors
 from probes.detectors import get_detector
+from probes.detectors.on_controls import ControlPlan
+from probes.detectors.run import run_detectors
 from probes.errors import ConfigError
 from probes.responders.base import GenerationParams, Rollout
 from probes.responders.local import LocalResponder, PromptFormat

@@ -12,9 +12,10 @@ import pytest
 import torch
 
 from generation.records import Question
-from probes.detection import ControlPlan, run_detectors
 from probes.detectors import REGISTRY, get_detector
+from probes.detectors.on_controls import ControlPlan
 from probes.detectors.rollout import span_tokens, window_vote
+from probes.detectors.run import run_detectors
 from probes.errors import ConfigError
 from probes.responders.base import GenerationParams
 from probes.responders.local import LocalResponder, PromptFormat

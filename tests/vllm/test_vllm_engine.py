@@ -17,7 +17,7 @@ pytest.importorskip(
 from scipy import stats
 
 from generation.records import Question
-from probes.detection import run_detectors
+from probes.detectors.run import run_detectors
 from probes.responders.base import GenerationParams
 from probes.responders.store import CachedResponder, ResponseStore
 

@@ -1,4 +1,5 @@
-"""``lara detect``: run output-level detectors over questions through one (cached) responder."""
+"""Run output-level detectors over questions through one (cached) responder, and on their
+matched controls: :func:`run_detectors` and what it returns (:class:`DetectSummary`)."""
 
 from __future__ import annotations
 
@@ -10,26 +11,16 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
-from cache.fingerprint import text_hash
-
-from .calibration.controls import control_answers, control_texts, decision_control_count
-from .calibration.stats import calibrated_scores
-from .detectors import Detector, get_detector
-from .detectors.base import has_answer
-from .detectors.checks import capped_notes, cut_notes, fed_detectors, nan_notes
-from .detectors.selection import (  # noqa: F401 (detector_names, parse_params, checked_detectors: their old home)
-    checked_detectors,
-    detector_names,
-    parse_params,
-    settings_digest,
-    with_sampling_temperature,
-)
-from .responders.distributed import sum_counts_over_ranks
-from .scorefiles import ControlTable, write_scored
-from .scores import CALIBRATED, CLEAN_SPLIT, ScoreTable, derived_column
+from ..calibration.stats import calibrated_scores
+from ..scorefiles import ControlTable, write_scored
+from ..scores import CALIBRATED, CLEAN_SPLIT, ScoreTable, derived_column
+from .base import Detector, get_detector
+from .checks import capped_notes, cut_notes, fed_detectors, nan_notes
+from .on_controls import ControlPlan, ControlRows, score_controls
+from .selection import settings_digest, with_sampling_temperature
 
 if TYPE_CHECKING:
-    from .responders.base import Responder
+    from ..responders.base import Responder
 
 logger = logging.getLogger(__name__)
 
@@ -43,12 +34,14 @@ class DetectSummary:
         raw: the raw statistics (and decision rules), one column each.
         info: detector parameters, notes on approximations, counts.
         controls: the detectors' scores on each question's matched controls (SPEC §8.1), if asked.
+        written: the files of the bundle once written (:meth:`write`).
     """
 
     table: ScoreTable
     raw: ScoreTable
     info: dict[str, Any] = field(default_factory=dict)
     controls: ControlTable | None = None
+    written: list[Path] = field(default_factory=list)
 
     def describe(self) -> str:
         c = self.info["counts"]
@@ -79,50 +72,6 @@ class DetectSummary:
         """The score-file bundle (:func:`probes.scorefiles.write_scored`): SCORES.csv, .raw.csv,
         .controls.csv when scored and, last, .meta.json binding them."""
         return write_scored(output, self.table, self.raw, self.controls, self.info)
-
-
-@dataclass(frozen=True)
-class ControlPlan:
-    """The matched controls the detectors score (SPEC §8.1, §8.10).
-
-    Attributes:
-        texts: ``{question id: its controls' texts}``, in order.
-        answers: ``{question id: its controls' answers}`` aligned with ``texts`` (None where
-            unknown; :mod:`generation.answers` re-solves them from worked solutions): a detector
-            that reads answers scores the controls that have one.
-        calibrate: the detectors that score them (None: all); the table gains their
-            ``<det>@cal`` columns.
-        sampling: the detectors that sample score only each question's first this many (the
-            others all of them: SPEC §8.10's decision controls, one forward pass per text); None: all.
-    """
-
-    texts: Mapping[str, Sequence[str]]
-    answers: Mapping[str, Sequence[Any]] | None = None
-    calibrate: Sequence[str] | None = None
-    sampling: int | None = None
-
-    @classmethod
-    def from_sets(
-        cls,
-        sets: Sequence[Any],
-        controls: int = 3,
-        decision_controls: int | None = None,
-        sampling_controls: int | None = None,
-        calibrate: Sequence[str] | None = None,
-    ) -> "ControlPlan":
-        """The plan from perturbation sets: each question's first ``controls`` similars (its first
-        ``decision_controls`` for the detectors that do not sample — None: the default,
-        :func:`~probes.calibration.controls.decision_control_count` — and ``sampling_controls`` for
-        those that do; both at least ``controls``)."""
-        decision_controls = decision_control_count(controls, decision_controls)
-        most = max(controls, decision_controls, sampling_controls or 0)
-        sampling = max(controls, sampling_controls or 0)
-        return cls(
-            control_texts(list(sets), most),
-            control_answers(list(sets), most),
-            list(calibrate) if calibrate is not None else None,
-            sampling if decision_controls > sampling else None,
-        )
 
 
 def run_detectors(
@@ -161,7 +110,7 @@ def run_detectors(
     chosen = with_sampling_temperature(params or {}, [n for n in names if isinstance(n, str)], sampling_temperature)
     detectors = [n if isinstance(n, Detector) else get_detector(n, **chosen[n]) for n in names]
     feeding, references, notes = fed_detectors(detectors, responder, reference, ids, answers)  # refuse before any work
-    rows = _ControlRows.of(ids, controls)
+    rows = ControlRows.of(ids, controls)
     calibrated = [
         d
         for d in detectors
@@ -181,16 +130,14 @@ def run_detectors(
     bar = _progress(progress, len(detectors) + len(calibrated))
     described, calibration = {}, {}
     for detector in detectors:
-        if bar is not None:
-            bar.set_postfix_str(detector.name)
+        bar.set_postfix_str(detector.name)
         detector.fit(clean_questions, reference=references[detector.name], answers=answers)
         result = detector.score(texts, feeding[detector.name])
         notes += _add_result(table, raw, detector, result, ids)
         described[detector.name] = _described(detector, result, ids)
         if detector in calibrated:
-            if bar is not None:
-                bar.update(1)
-                bar.set_postfix_str(f"{detector.name} on controls")
+            bar.update(1)
+            bar.set_postfix_str(f"{detector.name} on controls")
             limit = controls.sampling if detector.samples_at_temperature else None  # type: ignore[union-attr]
             calibration[detector.name], more = score_controls(
                 detector, rows, control_table, feeding[detector.name], references[detector.name], clean_questions, limit
@@ -199,91 +146,12 @@ def run_detectors(
             cal, record = calibrated_scores(result.scores, control_table.matrix(detector.name, ids))  # type: ignore[union-attr]
             table.add(derived_column(detector.name, CALIBRATED), cal)
             calibration[detector.name]["zero_scale"] = record.to_dict()
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
+        bar.update(1)
+    bar.close()
     info = _info(detectors, described, responder, reference, sampling_temperature, notes, start)
     if control_table is not None:
         info["calibration"] = rows.describe(control_table, [d.name for d in calibrated], calibration)
     return DetectSummary(table=table, raw=raw, info=info, controls=control_table)
-
-
-@dataclass
-class _ControlRows:
-    """Every control text to score: ``keys[k]`` = (question id, control index c ≥ 1), its text and
-    its (re-solved) answer (None where unknown)."""
-
-    keys: list[tuple[str, int]]
-    texts: list[str]
-    answers: list[Any]
-
-    @classmethod
-    def of(cls, ids: Sequence[str], controls: ControlPlan | None) -> _ControlRows:
-        texts = controls.texts if controls is not None else {}
-        rows = [(qid, c, text) for qid in ids for c, text in enumerate(texts.get(qid, ()), start=1)]
-        answers = controls.answers if controls is not None else None
-        return cls(
-            [(r[0], r[1]) for r in rows],
-            [r[2] for r in rows],
-            [_control_answer(answers, r[0], r[1]) for r in rows],
-        )
-
-    @property
-    def answered(self) -> bool:
-        return any(has_answer(a) for a in self.answers)
-
-    def describe(
-        self, control_table: ControlTable, calibrated: Sequence[str], detectors: dict[str, Any]
-    ) -> dict[str, Any]:
-        """What the meta records of the controls: their counts, the calibrated columns, each
-        detector's record on them."""
-        return {
-            "n_controls_max": int(control_table.index.max()) if self.keys else 0,
-            "n_questions_with_controls": len({k[0] for k in self.keys}),
-            "n_control_texts": len(self.keys),
-            "columns": [derived_column(name, CALIBRATED) for name in calibrated],
-            "detectors": detectors,
-        }
-
-    def table(self) -> ControlTable:
-        """The controls table with no score column yet (ids, indices, text hashes)."""
-        return ControlTable(
-            [k[0] for k in self.keys],
-            np.array([k[1] for k in self.keys], dtype=np.int64),
-            text_hash=[text_hash(t) for t in self.texts],
-        )
-
-
-def score_controls(
-    detector: Detector,
-    rows: _ControlRows,
-    control_table: ControlTable,
-    responder: Responder,
-    reference: Responder | None,
-    clean_questions: Sequence[str],
-    limit: int | None,
-) -> tuple[dict[str, Any], list[str]]:
-    """Score each question's controls (its first ``limit``; None = all) with ``detector`` into
-    ``control_table``'s column of its name (NaN where a control is not scored); a detector that
-    reads answers judges each control against its own re-solved answer and scores only those that
-    have one. Returns what the meta records of it and the notes."""
-    notes = []
-    mine = [k for k, key in enumerate(rows.keys) if limit is None or key[1] <= limit]
-    if detector.requires_answers:  # each control judged against its own (re-solved) answer
-        eligible, mine = len(mine), [k for k in mine if has_answer(rows.answers[k])]
-        detector.fit(clean_questions, reference=reference, answers=[rows.answers[k] for k in mine])
-        notes.append(f"{detector.name}: scored on the {len(mine)} of {eligible} controls with a re-solved answer")
-    on_controls = detector.score([rows.texts[k] for k in mine], responder)
-    notes += cut_notes(f"{detector.name} on controls", on_controls)
-    column = np.full(len(rows.keys), np.nan)
-    column[mine] = on_controls.scores
-    control_table.columns[detector.name] = column
-    record = {
-        "responses": on_controls.responses_summary([f"{rows.keys[k][0]}#{rows.keys[k][1]}" for k in mine]),
-        "n_control_texts": len(mine),
-    }
-    return record, notes
 
 
 def _add_result(table: ScoreTable, raw: ScoreTable, detector: Detector, result: Any, ids: Sequence[str]) -> list[str]:
@@ -338,15 +206,22 @@ def _info(
     }
 
 
-def _control_answer(answers: Mapping[str, Sequence[Any]] | None, qid: str, index: int) -> Any:
-    """Control ``index`` (1-based) of question ``qid``'s answer, or None."""
-    given = (answers or {}).get(qid) or ()
-    return given[index - 1] if index <= len(given) else None
+class _NoBar:
+    """A progress bar that shows nothing (``progress`` off)."""
+
+    def set_postfix_str(self, text: str) -> None:
+        pass
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def _progress(progress: bool, total: int) -> Any:
     if not progress:
-        return None
+        return _NoBar()
     from tqdm.auto import tqdm
 
     return tqdm(total=total, unit="pass", desc="detect")
@@ -369,39 +244,3 @@ def _counts(counter: Any) -> dict[str, int]:
         "cache_hits": counter.cache_hits,
         "requests": counter.requests,
     }
-
-
-def detect_questions(
-    questions: Sequence[Any],
-    names: Sequence[str | Detector],
-    responder: Responder,
-    *,
-    params: dict[str, dict[str, Any]] | None = None,
-    reference: Responder | None = None,
-    sampling_temperature: float | None = None,
-    controls: ControlPlan | None = None,
-    progress: bool = False,
-    ranks: Any = None,
-) -> DetectSummary | None:
-    """Score ``questions`` (``generation.records.Question``) with the detectors ``names`` (registry
-    names, or detectors built once by :func:`probes.detectors.selection.checked_detectors`) — the
-    entry ``lara detect``, the ``detect`` stage and the Python API share. ``controls``: the matched
-    controls scored too (:meth:`ControlPlan.from_sets`); questions of split ``clean_ref`` are the
-    clean set of the detectors that need one; answers go to those that read them. Under a launched
-    job (``ranks``), the counts are summed over the ranks and only the main rank gets the summary
-    (the others get None)."""
-    summary = run_detectors(
-        list(names),
-        questions,
-        responder,
-        params=params,
-        reference=reference,
-        sampling_temperature=sampling_temperature,
-        controls=controls,
-        progress=progress,
-    )
-    if ranks is not None:
-        sum_counts_over_ranks(summary.info, ranks)
-        if not ranks.is_main:
-            return None
-    return summary
