@@ -125,14 +125,7 @@ def opened_responders(
 
 def open_model(access: ModelAccess, options: DetectOptions) -> Responder:
     """One model's cached responder (:func:`probes.responders.open.open_responder`)."""
+    how = {key: getattr(options, key) for key in ("batch_size", "ranks", "progress", "decoding")}
     return open_responder(
-        access.model,
-        options.prompt_format,
-        access.store,
-        batch_size=options.batch_size,
-        endpoint=access.endpoint,
-        ranks=options.ranks,
-        progress=options.progress,
-        engine=access.engine,
-        decoding=options.decoding,
+        access.model, options.prompt_format, access.store, endpoint=access.endpoint, engine=access.engine, **how
     )

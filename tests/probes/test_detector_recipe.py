@@ -59,3 +59,90 @@ def test_the_recipe_s_detector_runs_through_lara_detect(recipe_detector, audit, 
     bad = [a.replace("answer_length.max_new_tokens=6", "answer_length.max_new_tokens=0") for a in argv]
     assert main(bad) == 2
     assert "answer_length.max_new_tokens: must be an integer ≥ 1, got 0" in capsys.readouterr().err
+
+
+def test_the_recipe_s_detector_is_in_the_generic_check_suite_and_passes_it(recipe_detector, loaded_models, tmp_path):
+    """No test file names it: the suite's parametrisation, read from the registry, holds it."""
+    from tests.detector_checks import CHECKS, detector_checks
+
+    mine = [check for name, check in detector_checks() if name == recipe_detector]
+    assert mine == list(CHECKS)
+    for check in mine:
+        check(recipe_detector, loaded_models["gpt2"], tmp_path / check.__name__)
+
+
+def _variant(base: type, name: str, **changes) -> type:
+    """The recipe's detector under another name, with ``changes`` (class attributes)."""
+    from probes.detectors.base import register
+
+    return register(type(f"Faulty_{name}", (base,), {"name": name, **changes}))
+
+
+def test_the_generic_checks_fail_on_planted_faults(recipe_detector, loaded_models, tmp_path):
+    """Each check fails on its planted fault: a detector reading token ids it does not declare, one
+    returning its scores in another order, one drawing unseeded randomness, one not turning its raw
+    statistic by its direction, one scoring "no answer" as 0, one whose default its constraint
+    refuses; and without a declared direction the detector is refused where it registers, so the
+    suite cannot even be collected."""
+    from probes.detectors.base import register
+    from probes.detectors.params import COUNT, Param
+    from probes.responders.base import Access
+    from tests.detector_checks import (
+        check_asks_only_what_it_declares,
+        check_direction_is_the_declared_one,
+        check_nan_is_passed_through_and_counted,
+        check_one_score_per_question_in_order,
+        check_parameters_round_trip,
+        check_seeded_runs_are_identical,
+    )
+
+    base = REGISTRY[recipe_detector]
+    model = loaded_models["gpt2"]
+    undeclared = _variant(base, "faulty_access", needs=frozenset({Access.SAMPLING}))
+    with pytest.raises(AssertionError):
+        check_asks_only_what_it_declares(undeclared.name, model, tmp_path / "access")
+
+    def reordered(self, questions, responder):
+        result = base.score(self, questions, responder)
+        result.raw, result.scores = result.raw[::-1].copy(), result.scores[::-1].copy()
+        return result
+
+    _variant(base, "faulty_order", score=reordered)
+    with pytest.raises(AssertionError):
+        check_one_score_per_question_in_order("faulty_order", model, tmp_path / "order")
+
+    def unseeded(self, questions, responder):
+        result = base.score(self, questions, responder)
+        result.raw = result.raw + np.random.default_rng().normal(size=len(result.raw))
+        result.scores = -result.raw
+        return result
+
+    _variant(base, "faulty_seed", score=unseeded)
+    with pytest.raises(AssertionError):
+        check_seeded_runs_are_identical("faulty_seed", model, tmp_path / "seed")
+
+    def unturned(self, raw, **kwargs):
+        result = base._result(self, raw, **kwargs)
+        result.scores = result.raw.copy()  # "lower = member" declared, the raw statistic returned as the score
+        return result
+
+    _variant(base, "faulty_direction", _result=unturned)
+    with pytest.raises(AssertionError):
+        check_direction_is_the_declared_one("faulty_direction", model, tmp_path / "direction")
+
+    def zero_for_nan(self, raw, **kwargs):
+        result = base._result(self, raw, **kwargs)
+        result.scores = np.nan_to_num(result.scores)  # "no answer" turned into a number
+        return result
+
+    _variant(base, "faulty_nan", _result=zero_for_nan)
+    with pytest.raises(AssertionError):
+        check_nan_is_passed_through_and_counted("faulty_nan", model, tmp_path / "nan")
+
+    _variant(base, "faulty_default", max_new_tokens=Param(0, COUNT))  # a default its constraint refuses
+    with pytest.raises(AssertionError):
+        check_parameters_round_trip("faulty_default", model, tmp_path / "params")
+
+    no_direction = {k: v for k, v in vars(base).items() if k not in ("raw_column", "raw_name", "raw_direction")}
+    with pytest.raises(ValueError, match="declare its natural statistic as raw_column"):
+        register(type("NoDirection", (base.__mro__[1],), {**no_direction, "name": "no_direction"}))

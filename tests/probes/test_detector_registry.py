@@ -68,15 +68,14 @@ def test_every_detector_a_module_defines_is_in_the_registry():
     assert set(in_sources) == in_registry, set(in_sources) ^ in_registry
 
 
-def test_the_detector_counts_in_the_readme_and_docs_are_the_registry_s():
-    word = NUMBERS[len(REGISTRY)]
-    pattern = re.compile(r"\b(" + "|".join(NUMBERS[10:]) + r")\b(?=( output-level)? detectors)|(?<=\ball )(\w+)\b")
+def test_no_page_counts_the_registry_s_detectors_by_hand():
+    """A count written beside the detectors turned false with each new one (issue 57): the list is
+    docs/detectors.md's table, generated from the registry; no page says how many there are, in
+    words or in digits ("the 15 detectors of issue 53" is a measurement of its time, of another size)."""
+    size = len(REGISTRY)
+    count = rf"(?:{NUMBERS[size]}|{size})"
+    pattern = re.compile(rf"\b{count}\b(?=( output-level)? detectors)|(?<=\ball ){count}\b(?! of)", re.I)
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-    counted = [
-        (page.name, m.group(1) or m.group(3))
-        for page in pages
-        for m in pattern.finditer(page.read_text().replace("\n", " "))
-        if (m.group(1) or m.group(3)) in NUMBERS[10:]
-    ]
-    assert counted, "the README names the number of detectors"
-    assert all(found == word for _, found in counted), [c for c in counted if c[1] != word]
+    counted = [(page.name, m.group(0)) for page in pages for m in pattern.finditer(page.read_text().replace("\n", " "))]
+    assert counted == []
+    assert pattern.search(f"It implements {NUMBERS[size]} output-level detectors."), "a hand count is found"
