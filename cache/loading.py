@@ -26,6 +26,7 @@ from .config import ModelConfig
 from .distributed import Ranks, gpu_share, local_rank
 from .errors import ModelLoadError
 from .fingerprint import tokenizer_fingerprint, weights_fingerprint
+from .gguf import MARKER
 from .quiet import quiet_transformers
 from .sources import ModelSource, hub_reachable, resolve_source
 
@@ -226,7 +227,6 @@ def checkpoint_directory(config: ModelConfig) -> str:
     if source.kind != "adapter":
         return weights_source(source).location
     from .adapters import merged_checkpoint, merged_dir  # lazy: peft
-    from .gguf import MARKER
 
     if (merged_dir(source) / MARKER).is_file():
         return str(merged_dir(source))

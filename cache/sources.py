@@ -32,15 +32,7 @@ from lara_core.files import file_sha256
 from .adapters import base_config, check_adapter_fits
 from .errors import ModelLoadError
 from .gguf_header import check_complete, is_gguf, read_metadata
-from .source_record import (  # noqa: F401 (SourceKind, SMOLLM_PIP, MissingPackage: their old home)
-    ADAPTER_CONFIG,
-    ADAPTER_WEIGHTS,
-    SMOLLM_PIP,
-    MissingPackage,
-    ModelSource,
-    SourceKind,
-    require,
-)
+from .source_record import ADAPTER_CONFIG, ADAPTER_WEIGHTS, MissingPackage, ModelSource, require
 
 HUB_PROBE_TIMEOUT_S = 3.0
 _TRUTHY = {"1", "true", "yes", "on"}

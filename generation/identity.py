@@ -14,7 +14,6 @@ from .config import GenerationConfig
 from .llm_backend import LLMGenerator
 from .offline import OfflineGenerator
 from .prompts import load_templates
-from .source_digest import code_digest  # noqa: F401 (its old home)
 
 
 def build_generator(config: GenerationConfig, client: Callable[[], Any] | None = None) -> Any:

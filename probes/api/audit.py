@@ -70,8 +70,8 @@ def detect(
         decoding: the built-in sampler's loop (``dynamic``, ``static``, ``auto``: ``detect.decoding``).
     """
     from ..detectors.on_controls import ControlPlan  # lazy: pulls h5py
-    from ..operations.detect import DetectOptions, ModelAccess
-    from ..operations.detect import detect as detect_operation
+    from ..operations.detect import DetectOptions, ModelAccess  # lazy: pulls torch and h5py
+    from ..operations.detect import detect as detect_operation  # lazy: pulls torch and h5py
     from ..responders.open import default_store_path  # lazy: pulls h5py
 
     progress = show_progress(progress)

@@ -52,7 +52,7 @@ def drift(
     ``lara evaluate --activations … --reference-activations …`` shows beside LaRA's map."""
     import pandas as pd
 
-    from ..lara.drift import pooled_drift, store_drift_map
+    from ..lara.drift import pooled_drift, store_drift_map  # lazy: with the store readers, pulls h5py
 
     a = open_store(audited) if isinstance(audited, (str, Path)) else audited
     r = open_store(reference) if isinstance(reference, (str, Path)) else reference

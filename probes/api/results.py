@@ -101,7 +101,7 @@ class Verdict:
 
     def summary(self) -> str:
         """The verdict as ``lara verdict`` prints it."""
-        from ..report.verdict_text import describe_verdict
+        from ..report.verdict_text import describe_verdict  # lazy: `import probes` loads no report module
 
         return describe_verdict(self.record)
 
@@ -111,7 +111,7 @@ class Verdict:
         return jsonable(self.record)
 
     def __repr__(self) -> str:
-        from ..report.verdict_text import describe_verdict
+        from ..report.verdict_text import describe_verdict  # lazy: `import probes` loads no report module
 
         return f"Verdict({describe_verdict(self.record).splitlines()[0].removeprefix('Verdict: ')})"
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..errors import InputError
-from ..scorefiles import HASH_COLUMN, ControlTable  # noqa: F401 (their home is probes.scorefiles; imported here too)
 
 DEFAULT_CONTROLS = 3
 # the per-question decisions' controls for the detectors that do not sample, where none is named:

@@ -1,6 +1,6 @@
 """What makes two models' score files comparable (the verdict's rules): the same detector settings,
 the same prompt format, the same control texts. The bundle itself (writing, reading, binding by
-sha256) is :mod:`probes.scorefiles`; its reader is imported here too, its old home.
+sha256) is :mod:`probes.scorefiles`.
 """
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import MismatchError
-from ..scorefiles import ScoredFiles, bound_settings, read_scored  # noqa: F401 (their home is probes.scorefiles)
 
 
 def check_settings(audited: Any, other: Any, names: list[str], role: str) -> list[str]:

@@ -93,7 +93,7 @@ def register(sub: Any) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from ..operations.verdict import VerdictInputs, write_verdict  # lazy: pulls scipy
-    from ..report.verdict_text import decided, describe_verdict
+    from ..report.verdict_text import decided, describe_verdict  # lazy: `lara --help` loads no report module
 
     detectors = tuple(d.strip() for d in args.detectors.split(",")) if args.detectors else None
     subsets = tuple(x.strip() for x in args.subsets.split(",")) if args.subsets else ()

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..errors import InputError
+from ..lara.drift import store_drift_map
 from ..lara.metrics_file import MetricsFile
 from ..scores import ScoreTable
 
@@ -128,8 +129,6 @@ def _drift(inputs: EvaluateInputs, labels: Mapping[str, int | None] | None, seed
     if not inputs.texts:
         raise InputError("the drift map needs the questions' texts (--labels with a question file)")
     from cache.store import ActivationStore  # lazy: pulls h5py
-
-    from ..lara.drift import store_drift_map
 
     stores = []
     for path in (inputs.activations, inputs.reference_activations):

@@ -26,7 +26,7 @@ from ..calibration.controls import DEFAULT_CONTROLS, decision_control_count
 from ..calibration.verdict import VerdictSettings
 from ..detectors import REGISTRY
 from ..errors import ConfigError
-from ..fusion import FusionSpec  # noqa: F401 (its old home)
+from ..fusion import FusionSpec
 from ..operations.accuracy import AccuracySettings
 from ..operations.evaluate import EvaluateSettings
 from ..operations.metrics import MetricsSettings

@@ -14,9 +14,11 @@ from typing import Any
 
 from cache.sources import describe_model
 
+from ..operations.accuracy import read_accuracy
 from ..operations.evaluate import EvaluateInputs, write_evaluation
 from ..operations.fuse import fused_table, write_fused
 from ..questions.importing import provenance_for_report
+from ..report.verdict_text import decided, describe_verdict
 from ..scorefiles import ScoredFiles, read_scored
 from ..scores import CLEAN_SPLIT, ScoreTable, join_tables, match_group
 from .config import RunConfig
@@ -102,7 +104,6 @@ def _accuracy_files(run: RunState, model: str) -> list[str]:
 def _read_accuracies(run: RunState, model: str) -> tuple[Any, Any]:
     """The model's and its reference model's judged answers (None where this run has none; the
     reference's only beside the model's)."""
-    from ..operations.accuracy import read_accuracy
 
     files = [f if f in run.digests else None for f in _accuracy_files(run, model)] + [None]
     if files[0] is None:
@@ -115,7 +116,6 @@ def verdict(run: RunState, model: str) -> None:
     and controls (and LaRA's scores), against the reference model's when there is one; and
     ``RUN/<model>/questions.csv``, its per-question decisions (SPEC §8.10)."""
     from ..operations.verdict import VerdictInputs, write_verdict  # lazy: pulls scipy
-    from ..report.verdict_text import describe_verdict
 
     config, layout = run.config, run.layout
     files = layout.model(model)
@@ -234,7 +234,6 @@ def section(run_dir: Path, name: str, config: RunConfig) -> str:
 
 def verdict_line(run_dir: Path, name: str, config: RunConfig) -> str:
     """The model's verdict as text (``lara run`` prints them first)."""
-    from ..report.verdict_text import describe_verdict
 
     role = "audited model" if name == config.name else "control"
     return describe_verdict(_read_verdict(run_dir, name), f"Verdict on {name} ({role})")
@@ -242,7 +241,6 @@ def verdict_line(run_dir: Path, name: str, config: RunConfig) -> str:
 
 def verdict_decided(run_dir: Path, name: str) -> bool:
     """Whether the model's verdict decided (False: no verdict)."""
-    from ..report.verdict_text import decided
 
     return decided(_read_verdict(run_dir, name))
 

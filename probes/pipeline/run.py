@@ -33,14 +33,15 @@ from lara_core.files import write_text_atomically
 from ..calibration.controls import control_texts
 from ..errors import InputError
 from ..questions.chat import default_system_prompt
-from ..questions.importing import provenance_path
+from ..questions.importing import ImportOptions, provenance_path, questions_text, write_questions
+from ..questions.lm_eval_tasks import LmEvalSource, import_lm_eval_task
 from . import report_stages, stage_table, stages
 from .config import LmEvalQuestions, RunConfig, dump_config
 from .layout import RunLayout
 from .ledger import Ledger
 from .lock import run_directory_lock
 from .run_state import LazyModel
-from .stage_table import STAGES, Stage  # noqa: F401 (STAGES: the package exports it)
+from .stage_table import Stage
 from .validate import validate_run
 
 logger = logging.getLogger(__name__)
@@ -266,8 +267,6 @@ def control_cost(config: RunConfig, detectors: list[Any]) -> str:
 def import_run_questions(source: LmEvalQuestions, path: Path) -> None:
     """The lm-eval task's documents as the run's questions file (and its provenance), written only
     when they changed, so an unchanged task leaves every stage's key as it was."""
-    from ..questions.importing import ImportOptions, questions_text, write_questions
-    from ..questions.lm_eval_tasks import LmEvalSource, import_lm_eval_task
 
     fewshot = None if source.num_fewshot == "task" else source.num_fewshot
     result = import_lm_eval_task(

@@ -15,8 +15,8 @@ from typing import Any, Mapping
 
 from lara_core.files import write_text_atomically
 
-from ..scores import ScoreTable, align_labels
-from .build import ReportContext, ReportSettings, build_report, jsonable, layer_analysis
+from ..scores import ScoreTable, align_labels, jsonable
+from .build import ReportContext, ReportSettings, build_report, layer_analysis
 from .markdown import render_markdown
 
 __all__ = ["ReportContext", "ReportSettings", "build_report", "layer_analysis", "render_markdown", "write_report"]

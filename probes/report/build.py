@@ -15,7 +15,7 @@ from ..calibration.blind import blind_baseline
 from ..detectors import REGISTRY
 from ..evaluation import compare, evaluate, tpr_key
 from ..lara.metrics_file import MetricsFile
-from ..scores import ScoreTable, align_labels, jsonable  # noqa: F401 (jsonable: its old home)
+from ..scores import ScoreTable, align_labels
 from .layers import layer_analysis
 
 logger = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from typing import Any, Callable
 from ..errors import ConfigError
 from .base import Access
 from .registry import AUTO, ENGINES, LOCAL, engine_entry
-from .weights import weight_bytes, weight_files  # noqa: F401 (weight_files: its old home)
+from .weights import weight_bytes
 
 logger = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from probes.calibration.controls import ControlTable
 from probes.cli import main
+from probes.scorefiles import ControlTable
 from probes.scores import ScoreTable
 
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from generation.records import read_sets
-from probes.calibration.controls import ControlTable
 from probes.cli import main
+from probes.scorefiles import ControlTable
 from probes.scores import ScoreTable
 
 

@@ -14,11 +14,11 @@ from generation.config import GenerationConfig
 from generation.pipeline import run_generation
 from generation.records import read_questions, read_sets
 from probes.calibration.audit import audit_verdict
-from probes.calibration.controls import ControlTable, control_texts
-from probes.calibration.files import read_scored
+from probes.calibration.controls import control_texts
 from probes.calibration.verdict import VerdictSettings
 from probes.cli import main
 from probes.lara.sets import all_texts
+from probes.scorefiles import ControlTable, read_scored
 
 
 @pytest.fixture(scope="module")

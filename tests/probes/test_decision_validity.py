@@ -94,7 +94,7 @@ def test_a_p_value_near_one_cannot_veto_a_question():
     scores = ScoreTable(
         audited.ids + clean.ids, {"ppl": np.r_[original, clean_orig], "reward_gain": np.r_[np.zeros(n), clean_gain]}
     )
-    from probes.calibration.controls import ControlTable
+    from probes.scorefiles import ControlTable
 
     ctl = ControlTable(
         audited_ctl.ids + clean_ctl.ids,

@@ -263,7 +263,7 @@ def test_relative_mode_residuals_against_the_clean_sets_by_a_plain_loop():
     (a_scores, a_ctl), _ = world(n=20, seed=21)
     (c_scores, c_ctl), _ = world(n=25, seed=22)
     c_scores = ScoreTable([f"c{i}" for i in range(25)], c_scores.columns)
-    from probes.calibration.controls import ControlTable
+    from probes.scorefiles import ControlTable
 
     c_ctl = ControlTable([f"c{i[1:]}" for i in c_ctl.ids], c_ctl.index, c_ctl.columns)
     audited, clean = ScoredSet(a_scores, a_ctl), ScoredSet(c_scores, c_ctl)
@@ -351,9 +351,9 @@ def test_lara_verdict_fdr_decides_questions_through_the_cli(tmp_path, capsys):
 def test_the_reference_modes_decisions_read_a_reference_difference_detector_as_it_is():
     """Reward gain's scores are audited minus reference already: its residuals in the reference mode
     are taken on its own scores, not against the reference's (all 0, or absent)."""
-    from probes.calibration.controls import ControlTable
     from probes.calibration.decisions import decide_questions
     from probes.calibration.verdict import ScoredSet, VerdictSettings
+    from probes.scorefiles import ControlTable
     from probes.scores import ScoreTable
 
     rng = np.random.default_rng(0)

@@ -13,8 +13,7 @@ from probes.evaluation.effect import cohens_d
 from probes.lara.metrics_file import MetricsFile
 from probes.lara.protocol import compress
 from probes.report import ReportContext, ReportSettings, build_report, render_markdown, write_report
-from probes.report.build import jsonable
-from probes.scores import ScoreTable
+from probes.scores import ScoreTable, jsonable
 
 N_LAYERS = 9
 

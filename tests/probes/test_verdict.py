@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from probes.calibration import stats
-from probes.calibration.controls import ControlTable, control_texts
+from probes.calibration.controls import control_texts
 from probes.calibration.verdict import ScoredSet, VerdictSettings, compute_verdict, within_test
 from probes.errors import InputError
+from probes.scorefiles import ControlTable
 from probes.scores import ScoreTable
 
 FAST = VerdictSettings(permutations=2000, bootstrap=200)
@@ -143,9 +144,9 @@ def test_control_table_round_trip_and_control_texts(tmp_path):
 
 def test_verdict_report_section_figure_and_text(tmp_path):
     from probes.calibration.audit import audit_verdict, scored_files
-    from probes.report.build import jsonable
     from probes.report.verdict_plot import plot_verdict
     from probes.report.verdict_text import describe_verdict, verdict_markdown
+    from probes.scores import jsonable
 
     (a_scores, a_ctl), (r_scores, r_ctl) = world(contamination=1.0, seed=7)
     labels = {qid: int(i < 30) for i, qid in enumerate(a_scores.ids)}
@@ -186,8 +187,8 @@ def test_a_mode_with_no_usable_question_never_decides():
 
 
 def test_no_usable_question_in_any_mode_is_no_verdict_never_not_flagged():
-    from probes.report.build import jsonable
     from probes.report.verdict_text import describe_verdict, verdict_markdown
+    from probes.scores import jsonable
 
     (a_scores, a_ctl), (r_scores, r_ctl) = world(seed=9)
     a_scores.columns["ppl"][:] = np.nan
@@ -371,8 +372,8 @@ def test_a_few_dozen_known_clean_questions_measure_the_absolute_modes_size_on_qu
 def test_the_size_line_reads_a_verdict_json_whose_ranges_are_missing():
     """A detector whose clean controls all tie has no size range (NaN, null once written as JSON):
     the line says so instead of failing (found by lara run on the smoke testbed)."""
-    from probes.report.build import jsonable
     from probes.report.verdict_text import size_sentence
+    from probes.scores import jsonable
 
     size = {
         "n_clean": 8,
@@ -454,8 +455,8 @@ def test_the_reference_models_own_comparisons_read_n_a_self_reference_in_the_ver
     ``policy_drift`` and ``reward_gain`` (every score 0); its verdict table showed "0.50 [0.50,
     0.50]" for them, as if measured. The rows read n/a (self-reference) and stay out of the test."""
     from probes.calibration.audit import audit_verdict, scored_files
-    from probes.report.build import jsonable
     from probes.report.verdict_text import verdict_markdown
+    from probes.scores import jsonable
 
     (a_scores, a_ctl), _ = world(seed=12)
     for name in ("policy_drift", "reward_gain"):
