@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from probes.calibration.blind import (
+from probes.verdicts.blind import (
     blind_baseline,
     blind_classifier,
     blind_features,

@@ -38,7 +38,6 @@ from bench_fdr import Case, decide_subsets, mix_rates, reference_case  # the dec
 from bench_verdict import ensure_run, scored
 
 from generation.records import read_questions, read_sets
-from probes.calibration.verdict import ScoredSet
 from probes.detectors import get_detector
 from probes.detectors.on_controls import ControlPlan
 from probes.detectors.run import run_detectors
@@ -47,6 +46,7 @@ from probes.pipeline import load_run_config
 from probes.pipeline.run_state import LazyModel
 from probes.pipeline.stages import prompt_format, store_path
 from probes.responders.open import open_responder
+from probes.verdicts.modes import ScoredSet
 
 ROOT = Path(__file__).resolve().parents[1]
 ROLLOUT_SCORES = ("shift_vote", "answer_shift", "gold_shift")

@@ -38,10 +38,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from bench_verdict import scored  # noqa: E402  (the scores and controls as lara run reads them)
 
-from probes.calibration.decisions import decide_questions  # noqa: E402
 from probes.detectors import REGISTRY  # noqa: E402
 from probes.pipeline import load_run_config  # noqa: E402
 from probes.scorefiles import ScoredSet  # noqa: E402
+from probes.verdicts.decisions import decide_questions  # noqa: E402
 
 LIKELIHOOD = ("ppl", "min_k", "zlib", "recall")
 

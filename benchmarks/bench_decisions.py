@@ -33,11 +33,11 @@ import time
 import numpy as np
 from scipy.stats import norm
 
-from probes.calibration import conformal
-from probes.calibration.decisions import decide_questions
-from probes.calibration.power import labelled_oracle, residual_auc
-from probes.calibration.simulation import KINDS, texts, world
-from probes.calibration.verdict import VerdictSettings
+from probes.verdicts import conformal
+from probes.verdicts.decisions import decide_questions
+from probes.verdicts.modes import VerdictSettings
+from probes.verdicts.power import labelled_oracle, residual_auc
+from probes.verdicts.simulation import KINDS, texts, world
 
 Q = 0.10
 BEFORE = VerdictSettings(decision_residual="spec", decision_pvalue="spec", decision_combine="cauchy", fdr=Q)

@@ -53,13 +53,13 @@ import numpy as np
 from bench_verdict import ensure_run, scored  # the scores and controls as lara run reads them
 
 from generation.records import read_questions
-from probes.calibration import conformal, stats
-from probes.calibration.decision_table import QuestionDecisions
-from probes.calibration.decisions import decide_questions
-from probes.calibration.power import auc_needed, labelled_oracle, residual_auc, uniformity_check
-from probes.calibration.verdict import ScoredSet, VerdictSettings
 from probes.pipeline import load_run_config
 from probes.scores import ScoreTable
+from probes.verdicts import conformal, stats
+from probes.verdicts.decision_table import QuestionDecisions
+from probes.verdicts.decisions import decide_questions
+from probes.verdicts.modes import ScoredSet, VerdictSettings
+from probes.verdicts.power import auc_needed, labelled_oracle, residual_auc, uniformity_check
 
 ROOT = Path(__file__).resolve().parents[1]
 MIXES = (0.0, 0.1, 0.5, 1.0)

@@ -43,11 +43,11 @@ from bench_fdr import reference_case
 from bench_verdict import ensure_run, rates, scored, verdict_view
 
 from generation.records import read_questions
-from probes.calibration.verdict import compute_verdict
 from probes.detectors import get_detector
 from probes.evaluation import evaluate
 from probes.pipeline import load_run_config
 from probes.report.verdict_text import left_out_text
+from probes.verdicts.modes import compute_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 SCORES = ("shift_vote", "answer_shift", "gold_shift")

@@ -27,11 +27,11 @@ import numpy as np
 
 from generation.pipeline import run_generation
 from generation.records import read_questions, read_sets
-from probes.calibration.controls import control_texts
-from probes.calibration.verdict import ScoredSet, VerdictSettings, compute_verdict
 from probes.pipeline import load_run_config, run_pipeline
 from probes.scorefiles import read_scored
 from probes.scores import ScoreTable, join_tables
+from probes.verdicts.controls import control_texts
+from probes.verdicts.modes import ScoredSet, VerdictSettings, compute_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 

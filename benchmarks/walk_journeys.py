@@ -39,8 +39,8 @@ QUESTION_POINTS = (  # (file, function): where a question changes hands
     ("probes/scorefiles.py", "write_scored"),
     ("probes/scorefiles.py", "read_scored"),
     ("probes/scores.py", "join_tables"),
-    ("probes/calibration/decision_table.py", "QuestionDecisions.write_csv"),
-    ("probes/calibration/decision_table.py", "write_no_decisions"),
+    ("probes/verdicts/decision_table.py", "QuestionDecisions.write_csv"),
+    ("probes/verdicts/decision_table.py", "write_no_decisions"),
 )
 UNDER = {  # a point counts only under this caller: CDD's text to the model and its sampler, the verdict's join
     "LocalResponder.generate": "CDD.score",

@@ -74,7 +74,7 @@ def test_layers_import_only_downwards(package, forbidden):
 FLOORS = {
     0: {"errors", "scores", "robust", "token_distributions", "verifier", "accuracy"},
     1: {"evaluation", "lara", "responders", "questions", "testbed", "scorefiles"},
-    2: {"detectors", "fusion", "calibration"},
+    2: {"detectors", "fusion", "verdicts"},
     4: {"report", "operations"},
     5: {"pipeline"},
     6: {"commands", "api"},
@@ -84,7 +84,7 @@ FLOOR = {unit: floor for floor, units in FLOORS.items() for unit in units}
 
 
 def probes_unit(module: str) -> str | None:
-    """``probes.calibration.files`` → ``calibration``; ``probes`` → ``__init__``; None outside probes/."""
+    """``probes.verdicts.modes`` → ``verdict``; ``probes`` → ``__init__``; None outside probes/."""
     parts = module.split(".")
     if parts[0] != "probes":
         return None

@@ -72,10 +72,10 @@ def test_the_benches_read_the_verdicts_controls_as_lara_run_does():
     mode's size at 0.45 where lara run's verdict has 0.045)."""
     import numpy as np
 
-    from probes.calibration.verdict import ScoredSet
     from probes.pipeline.config import CalibrationSettings
     from probes.scorefiles import ControlTable
     from probes.scores import ScoreTable
+    from probes.verdicts.modes import ScoredSet
 
     bench_verdict = pytest.importorskip("bench_verdict")
     ids = ["a", "b"]

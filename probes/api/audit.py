@@ -8,7 +8,6 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..calibration.verdict import VerdictSettings
 from ..detectors.selection import checked_detectors
 from ..errors import ConfigError
 from ..evaluation import evaluate as evaluate_column
@@ -17,6 +16,7 @@ from ..responders.local import PromptFormat
 from ..responders.registry import LOCAL
 from ..responders.store import ResponseStore
 from ..scores import CLEAN_SPLIT, ScoreTable
+from ..verdicts.modes import VerdictSettings
 from .lara import as_questions
 from .models import load_model
 from .progress import show_progress
@@ -148,11 +148,11 @@ def verdict(
     ``lara verdict`` computes them: the reference mode when ``reference`` (the model before RL,
     scored on the same questions and controls) is given, the relative mode against ``clean`` (or
     the audited questions of split ``clean_ref``), else the uncalibrated absolute mode.
-    ``settings``: fields of ``probes.calibration.verdict.VerdictSettings`` (``alpha``, ``fdr``,
+    ``settings``: fields of ``probes.verdicts.modes.VerdictSettings`` (``alpha``, ``fdr``,
     ``permutations``…). Labels are never used by the verdict itself: when the questions have
     them, the ``members`` and ``non_members`` subsets get verdicts of their own (``subsets`` picks
     others: a split name, or ``[]`` for none)."""
-    from ..calibration.audit import audit_verdict  # lazy: pulls scipy
+    from ..verdicts.on_files import audit_verdict  # lazy: pulls scipy
 
     if subsets is None and any(v is not None for v in audited.labels.values()):
         subsets = ["members", "non_members"]

@@ -72,7 +72,7 @@ class Verdict:
     Attributes:
         record: the verdict as ``verdict.json`` holds it (``mode``, ``reject``, ``calibrated``,
             ``combined``, ``detectors``, ``modes``, ``subsets``, ``questions``…).
-        decisions: the per-question decisions (``probes.calibration.decisions.QuestionDecisions``),
+        decisions: the per-question decisions (``probes.verdicts.decisions.QuestionDecisions``),
             None when no mode could decide.
     """
 

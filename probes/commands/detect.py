@@ -14,7 +14,6 @@ from cache.outputs import check_writable
 from generation.records import read_questions, read_sets
 from lara_core.configio import literal_choices, prompt_text
 
-from ..calibration.controls import DEFAULT_DECISION_CONTROLS
 from ..detectors import REGISTRY
 from ..detectors.base import has_answer
 from ..detectors.on_controls import ControlPlan
@@ -25,6 +24,7 @@ from ..questions.chat import default_system_prompt
 from ..responders.local import PromptFormat
 from ..responders.open import default_store_path
 from ..responders.store import ResponseStore
+from ..verdicts.controls import DEFAULT_DECISION_CONTROLS
 from ._common import add_model_placement, add_setting, command_parser, quiet_library_progress_bars
 
 DETECT_EXAMPLES = """examples:

@@ -8,11 +8,11 @@ from typing import Any
 
 from generation.records import read_questions
 
-from ..calibration.blind import blind_baseline
 from ..errors import InputError
 from ..questions.importing import provenance_path, read_provenance, write_question_file
 from ..questions.pairing import balance_table, format_balance, pair_sets
 from ..scores import match_group
+from ..verdicts.blind import blind_baseline
 
 
 def register_pair(actions: Any) -> None:

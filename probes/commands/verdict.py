@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ..calibration.verdict import VerdictSettings
 from ..scorefiles import read_scored
 from ..scores import read_labels, read_splits
+from ..verdicts.modes import VerdictSettings
 from ._common import add_setting, command_parser, settings_from
 
 NO_VERDICT_EXIT = 3  # no mode had a usable detector: not a negative answer

@@ -11,9 +11,9 @@ import numpy as np
 
 from cache.fingerprint import text_hash
 
-from ..calibration.controls import control_answers, control_texts, decision_control_count
 from ..scorefiles import ControlTable
 from ..scores import CALIBRATED, derived_column
+from ..verdicts.controls import control_answers, control_texts, decision_control_count
 from .base import Detector, has_answer
 from .checks import cut_notes
 
@@ -52,7 +52,7 @@ class ControlPlan:
     ) -> "ControlPlan":
         """The plan from perturbation sets: each question's first ``controls`` similars (its first
         ``decision_controls`` for the detectors that do not sample — None: the default,
-        :func:`~probes.calibration.controls.decision_control_count` — and ``sampling_controls`` for
+        :func:`~probes.verdicts.controls.decision_control_count` — and ``sampling_controls`` for
         those that do; both at least ``controls``)."""
         decision_controls = decision_control_count(controls, decision_controls)
         most = max(controls, decision_controls, sampling_controls or 0)

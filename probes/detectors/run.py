@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
-from ..calibration.stats import calibrated_scores
 from ..scorefiles import ControlTable, write_scored
 from ..scores import CALIBRATED, CLEAN_SPLIT, ScoreTable, derived_column
+from ..verdicts.stats import calibrated_scores
 from .base import Detector, get_detector
 from .checks import capped_notes, cut_notes, fed_detectors, nan_notes
 from .on_controls import ControlPlan, ControlRows, score_controls

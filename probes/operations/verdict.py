@@ -14,12 +14,12 @@ import numpy as np
 from lara_core.files import write_text_atomically
 
 from ..accuracy import accuracy_table, subsets
-from ..calibration.audit import audit_verdict
-from ..calibration.decision_table import write_no_decisions
-from ..calibration.verdict import ABSOLUTE_WARNING, REFERENCE_ABSOLUTE_WARNING, VerdictSettings
 from ..detectors import REGISTRY
 from ..scorefiles import ScoredFiles
 from ..scores import CLEAN_SPLIT, jsonable
+from ..verdicts.decision_table import write_no_decisions
+from ..verdicts.modes import ABSOLUTE_WARNING, REFERENCE_ABSOLUTE_WARNING, VerdictSettings
+from ..verdicts.on_files import audit_verdict
 
 
 @dataclass

@@ -22,8 +22,6 @@ from cache.config import ExtractionConfig, ModelConfig
 from generation.config import GenerationConfig
 from lara_core.configio import decode_prompt_texts, encode_prompt_text, from_mapping, load_yaml
 
-from ..calibration.controls import DEFAULT_CONTROLS, decision_control_count
-from ..calibration.verdict import VerdictSettings
 from ..detectors import REGISTRY
 from ..errors import ConfigError
 from ..fusion import FusionSpec
@@ -31,6 +29,8 @@ from ..operations.accuracy import AccuracySettings
 from ..operations.evaluate import EvaluateSettings
 from ..operations.metrics import MetricsSettings
 from ..operations.score import ScoreSettings
+from ..verdicts.controls import DEFAULT_CONTROLS, decision_control_count
+from ..verdicts.modes import VerdictSettings
 from .config_paths import absolute_if_path, apply_sets, parse_set, resolve_paths
 
 # prompt texts: "\n" is a newline whether YAML or the shell kept the backslash (lara_core.configio.prompt_text)

@@ -30,11 +30,11 @@ from cache.outputs import check_writable
 from generation.records import read_questions, read_sets
 from lara_core.files import write_text_atomically
 
-from ..calibration.controls import control_texts
 from ..errors import InputError
 from ..questions.chat import default_system_prompt
 from ..questions.importing import ImportOptions, provenance_path, questions_text, write_questions
 from ..questions.lm_eval_tasks import LmEvalSource, import_lm_eval_task
+from ..verdicts.controls import control_texts
 from . import report_stages, stage_table, stages
 from .config import LmEvalQuestions, RunConfig, dump_config
 from .layout import RunLayout

@@ -11,11 +11,11 @@ import numpy as np
 
 from lara_core.version import __version__
 
-from ..calibration.blind import blind_baseline
 from ..detectors import REGISTRY
 from ..evaluation import compare, evaluate, tpr_key
 from ..lara.metrics_file import MetricsFile
 from ..scores import ScoreTable, align_labels
+from ..verdicts.blind import blind_baseline
 from .layers import layer_analysis
 
 logger = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """The verdict in words (SPEC §8): the text ``lara run`` and ``lara verdict`` print first and the
-report's "Verdict" section, from the numbers :mod:`probes.calibration` returns. Importing it pulls
+report's "Verdict" section, from the numbers :mod:`probes.verdicts` returns. Importing it pulls
 no statistics library."""
 
 from __future__ import annotations

@@ -61,8 +61,8 @@ def test_detect_returns_the_library_scores_as_frames(audit):
 
 
 def test_the_verdict_equals_audit_verdict_on_the_same_scores(audit):
-    from probes.calibration.audit import audit_verdict
-    from probes.calibration.verdict import VerdictSettings
+    from probes.verdicts.modes import VerdictSettings
+    from probes.verdicts.on_files import audit_verdict
 
     _, _, audited, reference, _ = audit
     verdict = probes.verdict(audited, reference=reference, permutations=500, bootstrap=20)

@@ -254,10 +254,10 @@ def test_a_served_model_and_a_local_reference_are_compared_on_their_parameters()
     when both are known (a served model's template is the server's)."""
     import numpy as np
 
-    from probes.calibration.files import check_settings
-    from probes.calibration.verdict import ScoredSet
     from probes.errors import MismatchError
     from probes.scores import ScoreTable
+    from probes.verdicts.comparable import check_settings
+    from probes.verdicts.modes import ScoredSet
 
     def scored(digest, prompt):
         return ScoredSet(ScoreTable(["a"], {"ppl": np.zeros(1)}), None, settings={"ppl": digest}, prompt_format=prompt)

@@ -15,9 +15,9 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import StratifiedKFold, cross_val_predict
 
-from probes.calibration.blind import blind_baseline, blind_predictions
 from probes.evaluation.permutation import swap_labels
 from probes.testbed.problems import make_splits
+from probes.verdicts.blind import blind_baseline, blind_predictions
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -169,7 +169,7 @@ def test_the_same_inputs_are_computed_once_and_any_change_is_computed_again(monk
     """Every model of a run shares its questions and labels: the report's blind baseline is fitted
     once per process, not once per model, and equals a fresh computation; a changed label, group,
     seed or count is computed anew, and a caller editing its copy does not edit the next one's."""
-    import probes.calibration.blind as blind
+    import probes.verdicts.blind as blind
 
     monkeypatch.setattr(blind, "_memo", type(blind._memo)())
     fits = []

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy.stats import mannwhitneyu
 
-from probes.calibration.stats import (
+from probes.verdicts.stats import (
     bonferroni,
     calibrated_scores,
     cauchy_combination,

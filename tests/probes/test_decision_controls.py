@@ -13,12 +13,12 @@ import pytest
 from generation.config import GenerationConfig
 from generation.pipeline import run_generation
 from generation.records import read_questions, read_sets
-from probes.calibration.audit import audit_verdict
-from probes.calibration.controls import control_texts
-from probes.calibration.verdict import VerdictSettings
 from probes.cli import main
 from probes.lara.sets import all_texts
 from probes.scorefiles import ControlTable, read_scored
+from probes.verdicts.controls import control_texts
+from probes.verdicts.modes import VerdictSettings
+from probes.verdicts.on_files import audit_verdict
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,7 @@ def test_control_answers_are_aligned_with_the_control_texts():
     """A similar the generator could not make is skipped in both lists, so the k-th control's answer
     is the k-th control text's."""
     from generation.records import Question, empty_set
-    from probes.calibration.controls import control_answers, control_texts
+    from probes.verdicts.controls import control_answers, control_texts
 
     record = empty_set(Question(id="a", question="q"), 3, 1, {}, n_controls=2)
     record.similars[:] = ["s1", None, "s3"]
@@ -167,8 +167,8 @@ def test_the_decisions_default_to_ten_controls_for_the_detectors_that_do_not_sam
     """The measured best (docs/verdicts.md, "Which settings"; issue 44 item 5): where no count is
     named, the detectors that do not sample score 10 controls (the verdict's count if more; none
     without controls), the sampling ones the verdict's; a question with fewer uses what it has."""
-    from probes.calibration.controls import decision_control_count
     from probes.pipeline.config import CalibrationSettings
+    from probes.verdicts.controls import decision_control_count
 
     assert [decision_control_count(c, None) for c in (0, 2, 3, 10, 20)] == [0, 10, 10, 10, 20]
     assert decision_control_count(3, 5) == 5

@@ -12,12 +12,12 @@ import math
 import numpy as np
 import pytest
 
-from probes.calibration import conformal
-from probes.calibration.audit import audit_verdict, scored_files
-from probes.calibration.decisions import decide_questions
-from probes.calibration.simulation import world
-from probes.calibration.verdict import VerdictSettings
 from probes.scores import ScoreTable
+from probes.verdicts import conformal
+from probes.verdicts.decisions import decide_questions
+from probes.verdicts.modes import VerdictSettings
+from probes.verdicts.on_files import audit_verdict, scored_files
+from probes.verdicts.simulation import world
 
 from .test_verdict import tables
 
@@ -195,7 +195,7 @@ def test_the_one_sided_logistic_regression_against_scikit_learn_and_its_sign_con
     L2-penalised, class-balanced logistic regression); a detector pointing the other way gets 0."""
     from sklearn.linear_model import LogisticRegression
 
-    from probes.calibration.learned import one_sided_logistic
+    from probes.verdicts.learned import one_sided_logistic
 
     rng = np.random.default_rng(0)
     x = rng.normal(size=(3000, 3))
@@ -250,7 +250,7 @@ def test_the_calibration_check_passes_at_level_and_fails_a_broken_null_at_a_benc
     a valid null in about 5 %."""
     from scipy.stats import norm
 
-    from probes.calibration.power import uniformity_check
+    from probes.verdicts.power import uniformity_check
 
     shift = math.sqrt(2) * norm.ppf(0.64)
     verdict = {"mode": "absolute", "combined": {"detectors": ["ppl"]}}

@@ -16,9 +16,9 @@ import pytest
 from generation.config import GenerationConfig
 from generation.pipeline import run_generation
 from generation.records import Question
-from probes.calibration.stats import calibrated_scores, pooled_control_scale
 from probes.scorefiles import read_scored
 from probes.scores import ScoreTable
+from probes.verdicts.stats import calibrated_scores, pooled_control_scale
 from tests.torchrun import ENV, kill_rank_one_when, lara_command, names_rank_one, stored_responses
 
 DETECTORS = "ppl,min_k,recall,cdd,self_critique"

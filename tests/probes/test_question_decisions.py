@@ -12,12 +12,12 @@ import statistics
 import numpy as np
 import pytest
 
-from probes.calibration import conformal
-from probes.calibration.audit import audit_verdict, scored_files
-from probes.calibration.verdict import VerdictSettings
 from probes.report.verdict_text import describe_verdict
 from probes.scorefiles import ControlTable
 from probes.scores import ScoreTable
+from probes.verdicts import conformal
+from probes.verdicts.modes import VerdictSettings
+from probes.verdicts.on_files import audit_verdict, scored_files
 
 from .test_verdict import world
 
@@ -235,8 +235,8 @@ def test_realised_fdr_is_at_most_q_with_power_on_planted_contamination(share):
     """Worlds of 60 questions (3 controls each, a generator bias both models share) where RL raised a
     share of the originals by 3 units: BH at q = 0.10 over the reference mode's conformal p-values
     keeps the realised false-discovery proportion at q on average, and finds most planted ones."""
-    from probes.calibration.decisions import decide_questions
-    from probes.calibration.verdict import ScoredSet
+    from probes.verdicts.decisions import decide_questions
+    from probes.verdicts.modes import ScoredSet
 
     reps, fdp, power = 200, [], []
     for seed in range(reps):
@@ -257,8 +257,8 @@ def test_realised_fdr_is_at_most_q_with_power_on_planted_contamination(share):
 def test_relative_mode_residuals_against_the_clean_sets_by_a_plain_loop():
     """Detectors with controls in the relative mode: each audited original's residual against the
     clean originals' residuals (the same number of controls on both sides)."""
-    from probes.calibration.decisions import decide_questions
-    from probes.calibration.verdict import ScoredSet
+    from probes.verdicts.decisions import decide_questions
+    from probes.verdicts.modes import ScoredSet
 
     (a_scores, a_ctl), _ = world(n=20, seed=21)
     (c_scores, c_ctl), _ = world(n=25, seed=22)
@@ -289,7 +289,7 @@ def test_the_reference_mode_decisions_weigh_what_its_verdict_weighs():
     """Reward gain and LaRA have no controls: the reference mode's verdict leaves them out (and says
     so, pointing to the relative mode), and so do its decisions — they would lean on the clean
     set's exchangeability, the relative mode's assumption, not the reference mode's."""
-    from probes.calibration.audit import audit_verdict
+    from probes.verdicts.on_files import audit_verdict
 
     (a_scores, a_ctl), (r_scores, r_ctl) = world(n=40, seed=31)
     rng = np.random.default_rng(0)
@@ -351,10 +351,10 @@ def test_lara_verdict_fdr_decides_questions_through_the_cli(tmp_path, capsys):
 def test_the_reference_modes_decisions_read_a_reference_difference_detector_as_it_is():
     """Reward gain's scores are audited minus reference already: its residuals in the reference mode
     are taken on its own scores, not against the reference's (all 0, or absent)."""
-    from probes.calibration.decisions import decide_questions
-    from probes.calibration.verdict import ScoredSet, VerdictSettings
     from probes.scorefiles import ControlTable
     from probes.scores import ScoreTable
+    from probes.verdicts.decisions import decide_questions
+    from probes.verdicts.modes import ScoredSet, VerdictSettings
 
     rng = np.random.default_rng(0)
     ids = [f"q{i}" for i in range(30)]

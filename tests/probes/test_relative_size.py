@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from probes.calibration.verdict import VerdictSettings, relative_within_test
+from probes.verdicts.modes import VerdictSettings, relative_within_test
 
 ALPHA, REPS = 0.05, 4000
 BOUND = ALPHA + 2 * math.sqrt(ALPHA * (1 - ALPHA) / REPS)

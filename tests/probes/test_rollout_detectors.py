@@ -125,7 +125,7 @@ def test_a_model_against_itself_scores_zero_and_no_answer_is_nan_counted(testbed
 
 
 def test_the_rollout_scores_are_reference_differences_and_refuse_a_missing_or_foreign_reference(testbed):
-    from probes.calibration.verdict import PLAIN_RELATIVE, REFERENCE_DIFFERENCES
+    from probes.verdicts.modes import PLAIN_RELATIVE, REFERENCE_DIFFERENCES
 
     for name in ROLLOUT_DETECTORS:
         cls = REGISTRY[name]

@@ -11,12 +11,12 @@ import re
 import numpy as np
 import pytest
 
-from probes.calibration import stats
-from probes.calibration.controls import control_texts
-from probes.calibration.verdict import ScoredSet, VerdictSettings, compute_verdict, within_test
 from probes.errors import InputError
 from probes.scorefiles import ControlTable
 from probes.scores import ScoreTable
+from probes.verdicts import stats
+from probes.verdicts.controls import control_texts
+from probes.verdicts.modes import ScoredSet, VerdictSettings, compute_verdict, within_test
 
 FAST = VerdictSettings(permutations=2000, bootstrap=200)
 
@@ -143,10 +143,10 @@ def test_control_table_round_trip_and_control_texts(tmp_path):
 
 
 def test_verdict_report_section_figure_and_text(tmp_path):
-    from probes.calibration.audit import audit_verdict, scored_files
     from probes.report.verdict_plot import plot_verdict
     from probes.report.verdict_text import describe_verdict, verdict_markdown
     from probes.scores import jsonable
+    from probes.verdicts.on_files import audit_verdict, scored_files
 
     (a_scores, a_ctl), (r_scores, r_ctl) = world(contamination=1.0, seed=7)
     labels = {qid: int(i < 30) for i, qid in enumerate(a_scores.ids)}
@@ -203,8 +203,8 @@ def test_no_usable_question_in_any_mode_is_no_verdict_never_not_flagged():
 def test_rows_left_out_are_counted_per_detector_and_subset_and_inf_is_ranked():
     """Before: NaN originals vanished from the counts (16 -> 8 questions, nothing said), and an
     original scored +inf (a perfectly predicted question) was dropped instead of ranked first."""
-    from probes.calibration.audit import audit_verdict, scored_files
     from probes.report.verdict_text import describe_verdict
+    from probes.verdicts.on_files import audit_verdict, scored_files
 
     (a_scores, a_ctl), _ = world(seed=10, n=16)
     ppl = a_scores.columns["ppl"]
@@ -338,8 +338,8 @@ def test_a_few_dozen_known_clean_questions_measure_the_absolute_modes_size_on_qu
     count, with a range over the clean bias's CI: a biased generator (controls 0.8 below their
     originals) reads ≈ 100 %; for an unbiased or slightly biased one the range covers the true
     rejection rate of fresh clean sets of the audited size in ≥ 90 % of draws."""
-    from probes.calibration.absolute_size import absolute_size
     from probes.report.verdict_text import describe_verdict, verdict_markdown
+    from probes.verdicts.absolute_size import absolute_size
 
     (a_scores, a_ctl), _ = world(n=120, contamination=0.0, seed=21)
     biased = compute_verdict(ScoredSet(a_scores, a_ctl), clean=ScoredSet(*_clean_world(36, 0.8, 22)), settings=FAST)
@@ -389,7 +389,7 @@ def test_the_size_line_reads_a_verdict_json_whose_ranges_are_missing():
 
 
 def test_null_moments_of_within_ranks_equal_a_naive_enumeration():
-    from probes.calibration.absolute_size import null_moments
+    from probes.verdicts.absolute_size import null_moments
 
     original = np.array([1.0, 2.0, np.nan, 0.5])
     controls = np.array([[0.0, 2.0, 3.0], [2.0, 2.0, np.nan], [1.0, 2.0, 3.0], [0.5, 0.5, 0.5]])
@@ -416,8 +416,8 @@ def test_a_reference_difference_detector_is_its_own_difference_in_the_reference_
     """Reward gain is already audited minus reference on each text, and the reference scores 0
     against itself: before, the reference mode found its reference constant and left it out ("not
     calibrated"); now it enters with its own scores, the within-question test of them alone."""
-    from probes.calibration.verdict import REFERENCE_DIFFERENCES, within_test
     from probes.detectors import REGISTRY
+    from probes.verdicts.modes import REFERENCE_DIFFERENCES, within_test
 
     assert set(REFERENCE_DIFFERENCES) == {n for n, cls in REGISTRY.items() if cls.reference_difference}
     rng = np.random.default_rng(3)
@@ -437,7 +437,7 @@ def test_reward_gain_enters_the_relative_mode_by_its_scores_even_with_controls()
     within-question ranks would compare the audited and clean sets over different kinds of questions
     (on the GSM testbed, size 0.375). In the relative mode it stays a test of its scores against the
     clean set's, as LaRA's is."""
-    from probes.calibration.verdict import relative_test
+    from probes.verdicts.modes import relative_test
 
     rng = np.random.default_rng(5)
     a_gain, c_gain = rng.integers(0, 5, size=40) / 4, rng.integers(0, 5, size=30) / 4
@@ -454,9 +454,9 @@ def test_the_reference_models_own_comparisons_read_n_a_self_reference_in_the_ver
     """Issue 34, item 4: the reference model audited as a control compares itself with itself for
     ``policy_drift`` and ``reward_gain`` (every score 0); its verdict table showed "0.50 [0.50,
     0.50]" for them, as if measured. The rows read n/a (self-reference) and stay out of the test."""
-    from probes.calibration.audit import audit_verdict, scored_files
     from probes.report.verdict_text import verdict_markdown
     from probes.scores import jsonable
+    from probes.verdicts.on_files import audit_verdict, scored_files
 
     (a_scores, a_ctl), _ = world(seed=12)
     for name in ("policy_drift", "reward_gain"):

@@ -14,7 +14,7 @@ from ..scorefiles import ControlTable, ScoredFiles, ScoredSet
 from ..scores import CLEAN_SPLIT, ScoreTable
 from .decision_table import QuestionDecisions
 from .decisions import decide_questions
-from .verdict import VerdictSettings, compute_verdict
+from .modes import VerdictSettings, compute_verdict
 
 LABEL_SUBSETS = {"members": 1, "non_members": 0}
 

@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import ConfigError, InputError
 from ..scorefiles import ScoredSet
 from . import stats
-from .files import check_aligned, check_settings
+from .comparable import check_aligned, check_settings
 
 MODES = ("reference", "relative", "absolute")
 REFERENCE_CONSTANT = (

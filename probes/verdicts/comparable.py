@@ -43,7 +43,7 @@ def check_settings(audited: Any, other: Any, names: list[str], role: str) -> lis
 def check_aligned(audited: Any, reference: Any, names: list[str]) -> list[str]:
     """Refuse a reference that did not score the audited model's control texts with the same settings
     (SPEC §8.7: differences are taken control by control). ``audited`` / ``reference``:
-    :class:`~probes.calibration.verdict.ScoredSet`. Returns notes when something could not be
+    :class:`~probes.verdicts.modes.ScoredSet`. Returns notes when something could not be
     checked (tables built in code carry no text hashes)."""
     notes = check_settings(audited, reference, names, "reference")
     a, r = (s.controls.hashes() if s.controls is not None else None for s in (audited, reference))

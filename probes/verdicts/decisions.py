@@ -31,7 +31,7 @@ from ..robust import robust_scale
 from ..scorefiles import ScoredSet
 from . import conformal, learned, stats
 from .decision_table import DetectorEvidence, QuestionDecisions, Stream
-from .verdict import PLAIN_RELATIVE, REFERENCE_DIFFERENCES, VerdictSettings
+from .modes import PLAIN_RELATIVE, REFERENCE_DIFFERENCES, VerdictSettings
 
 __all__ = ["DetectorEvidence", "QuestionDecisions", "Stream", "decide_questions"]
 

@@ -47,7 +47,7 @@ class LearnedScores:
 
     def pvalues(self, u: np.ndarray | None) -> tuple[np.ndarray, int]:
         """Each tested text's conformal p-value against its own fold's null scores
-        (:func:`~probes.calibration.conformal.conformal_pvalues`; ``u`` ``[N]`` uniforms, or None
+        (:func:`~probes.verdicts.conformal.conformal_pvalues`; ``u`` ``[N]`` uniforms, or None
         for the deterministic form) and the smaller fold's pool size."""
 
         p, pools = np.full(len(self.tested), np.nan), []

@@ -2,7 +2,7 @@
 within-question statistics, verdicts in reference / relative / absolute mode, and the blind
 text-only baseline of labelled reports.
 
->>> from probes.calibration import ScoredSet, VerdictSettings, compute_verdict
+>>> from probes.verdicts import ScoredSet, VerdictSettings, compute_verdict
 >>> verdict = compute_verdict(ScoredSet(rl_scores, rl_controls), reference=ScoredSet(sft_scores, sft_controls))
 >>> verdict["mode"], verdict["reject"], verdict["combined"]["p_value"]
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..scorefiles import ControlTable, ScoredSet
 from .blind import blind_baseline
 from .controls import control_texts
-from .verdict import VerdictSettings, compute_verdict, relative_test, within_test
+from .modes import VerdictSettings, compute_verdict, relative_test, within_test
 
 __all__ = [
     "ControlTable",
