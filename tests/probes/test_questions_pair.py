@@ -148,3 +148,35 @@ def test_the_same_problem_from_two_sources_is_a_duplicate_and_other_numbers_are_
     for a, b in distinct:
         assert canonical(a) != canonical(b), (a, b)
         assert not pair_sets({"members": [Question("m", a)], "non_members": [Question("n", b)]}).duplicates, (a, b)
+
+
+def test_pairing_is_an_operation_the_command_prints(tmp_path, capsys):
+    """Issue 57: ``lara questions pair`` was a whole operation inside a command; it is
+    ``probes.operations.pair_questions`` now, whose outcome the command only prints."""
+    import pytest
+
+    from probes.errors import InputError
+    from probes.operations.pair_questions import PairSettings, pair_questions
+
+    rng = random.Random(3)
+    members = write(tmp_path / "m.jsonl", [{"id": f"m{k}", "question": word_problem(rng, k)} for k in range(12)])
+    nonmembers = write(
+        tmp_path / "n.jsonl", [{"id": f"n{k}", "question": word_problem(rng, 100 + k)} for k in range(12)]
+    )
+    done = pair_questions({"members": members, "non_members": nonmembers}, tmp_path / "api.jsonl", PairSettings())
+    assert done.read == 24 and done.written == [tmp_path / "api.jsonl", tmp_path / "api.meta.json"]
+    argv = [
+        "questions",
+        "pair",
+        "--members",
+        str(members),
+        "--nonmembers",
+        str(nonmembers),
+        "-o",
+        str(tmp_path / "cli.jsonl"),
+    ]
+    assert main(argv) == 0
+    assert (tmp_path / "cli.jsonl").read_text() == (tmp_path / "api.jsonl").read_text()
+    assert f"{len(done.paired.questions)} questions kept of 24" in capsys.readouterr().out
+    with pytest.raises(InputError, match=r"--near 0: give a ratio in \(0, 1\]"):
+        PairSettings(near=0)
