@@ -2,8 +2,9 @@
 ``parametrize_with_checks`` habit): what each check asks follows from the detector's own tags —
 its declared direction, parameters, access needs, reference and answers — never from a hand list.
 
-Each check is ``check_<what>(name, model)``: ``name`` a registry name, ``model`` a loaded tiny
-model. ``tests/probes/test_detector_checks.py`` runs every check on every registered detector; a
+Each check is ``check_<what>(name, models, folder)``: ``name`` a registry name, ``models`` two
+loaded tiny models of one tokenizer and other weights (the audited model, the reference of the
+detectors that compare with one), ``folder`` for response stores. ``tests/probes/test_detector_checks.py`` runs every check on every registered detector; a
 detector added by the recipe of docs/development.md is in it with no test file edited.
 """
 
@@ -72,15 +73,27 @@ class DeclaredOnly:
 
     def score(self, contexts: Any, texts: Any) -> Any:
         self._require(Access.TEXT_LOGPROBS, "score")
+        return [self._blank_score(s) for s in self.inner.score(contexts, texts)]
+
+    def score_ids(self, pairs: Any) -> Any:
+        self._require(Access.TEXT_LOGPROBS, "score_ids")
+        return [self._blank_score(s) for s in self.inner.score_ids(pairs)]
+
+    def token_spans(self, text: str) -> Any:
+        self._require(Access.TOKEN_IDS, "token_spans")
+        return self.inner.token_spans(text)
+
+    def _blank_score(self, s: Any) -> Any:
+        """A scored text's tokens come with their log-probs (an API's echoed log-probs name them
+        too); its vocabulary moments only where declared."""
         moments = self.access & {Access.VOCAB_MOMENTS, Access.VOCAB_MOMENTS_TOPK}
-        scored = self.inner.score(contexts, texts)
-        return scored if moments else [dataclasses.replace(s, mu=None, sigma=None) for s in scored]
+        return s if moments else dataclasses.replace(s, mu=None, sigma=None)
 
     def divergence(self, rollouts: Any, reference: Any) -> Any:
         self._require(Access.FULL_DISTRIBUTION, "divergence")
         return self.inner.divergence(rollouts, getattr(reference, "inner", reference))
 
-    def __getattr__(self, name: str) -> Any:  # format, token_spans, question_context, …
+    def __getattr__(self, name: str) -> Any:  # format, question_context, … (and the local model under it)
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self.inner, name)
@@ -105,14 +118,14 @@ def responder(model: Any, folder: Path, tag: str) -> CachedResponder:
 
 
 def run(
-    name: str, model: Any, folder: Path, questions: list[str] = QUESTIONS, restrict: bool = False, tag: str = "a"
+    name: str, models: Any, folder: Path, questions: list[str] = QUESTIONS, restrict: bool = False, tag: str = "a"
 ) -> Any:
-    """``name`` at :func:`quick_params`, fitted on the clean questions (the model as its own
-    reference; the gold answers) and scoring ``questions``; with ``restrict``, through
+    """``name`` at :func:`quick_params`, fitted on the clean questions (the second model as the
+    reference; the gold answers) and scoring ``questions`` on the first; with ``restrict``, through
     :class:`DeclaredOnly` responders that supply what it declares and nothing more."""
     detector = get_detector(name, **quick_params(name))
-    audited = responder(model, folder, f"{tag}-audited")
-    reference = responder(model, folder, f"{tag}-reference") if detector.requires_reference else None
+    audited = responder(models[0], folder, f"{tag}-audited")
+    reference = responder(models[1], folder, f"{tag}-reference") if detector.requires_reference else None
     if restrict:
         audited = DeclaredOnly(audited, detector.needs)
         reference = DeclaredOnly(reference, detector.reference_needs) if reference is not None else None
@@ -125,35 +138,36 @@ def _same(a: np.ndarray, b: np.ndarray) -> None:
     np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-9, equal_nan=True)
 
 
-def check_one_score_per_question_in_order(name: str, model: Any, folder: Path) -> None:
+def check_one_score_per_question_in_order(name: str, models: Any, folder: Path) -> None:
     """The same scores whatever the questions' order (a rotation, which a fixed reordering of the
     output does not survive)."""
-    forward = run(name, model, folder)
+    forward = run(name, models, folder)
     rotation = [1, 2, 0]
-    rotated = run(name, model, folder, questions=[QUESTIONS[i] for i in rotation], tag="b")
+    rotated = run(name, models, folder, questions=[QUESTIONS[i] for i in rotation], tag="b")
     assert forward.scores.shape == forward.raw.shape == (len(QUESTIONS),)
+    assert np.isfinite(forward.raw).any(), "no finite score: the check would compare nothing"
     _same(rotated.scores, forward.scores[rotation])
     _same(rotated.raw, forward.raw[rotation])
 
 
-def check_direction_is_the_declared_one(name: str, model: Any, folder: Path) -> None:
+def check_direction_is_the_declared_one(name: str, models: Any, folder: Path) -> None:
     cls = REGISTRY[name]
     assert cls.raw_direction in ("higher = member", "lower = member") and cls.raw_name
-    result = run(name, model, folder)
+    result = run(name, models, folder)
     sign = 1.0 if cls.raw_direction == "higher = member" else -1.0
     assert result.name == name and result.raw_name == cls.raw_name
     _same(result.scores, sign * result.raw)
 
 
-def check_nan_is_passed_through_and_counted(name: str, model: Any, folder: Path) -> None:
+def check_nan_is_passed_through_and_counted(name: str, models: Any, folder: Path) -> None:
     from generation.records import Question
     from probes.detectors.run import run_detectors
 
     detector = get_detector(name, **quick_params(name))
     given = detector._result([1.0, np.nan, -2.0])
     assert np.isnan(given.scores[1]) and np.isfinite(given.scores[[0, 2]]).all()
-    audited = responder(model, folder, "counted")
-    reference = responder(model, folder, "counted-ref") if detector.requires_reference else None
+    audited = responder(models[0], folder, "counted")
+    reference = responder(models[1], folder, "counted-ref") if detector.requires_reference else None
     questions = [Question(f"q{i}", q, answer=a) for i, (q, a) in enumerate(zip(QUESTIONS, ANSWERS))]
     summary = run_detectors([detector], questions, audited, reference=reference, clean_questions=CLEAN)
     column = summary.table.columns[name]
@@ -161,7 +175,7 @@ def check_nan_is_passed_through_and_counted(name: str, model: Any, folder: Path)
     assert summary.info["detectors"][name]["n_nonfinite"] == int((~np.isfinite(column)).sum())
 
 
-def check_parameters_round_trip(name: str, model: Any, folder: Path) -> None:
+def check_parameters_round_trip(name: str, models: Any, folder: Path) -> None:
     cls = REGISTRY[name]
     for key, param in cls.declared.items():
         assert param.constraint.holds(param.default) or param.default is None, f"{key}'s default breaks its constraint"
@@ -172,15 +186,15 @@ def check_parameters_round_trip(name: str, model: Any, folder: Path) -> None:
     assert repr(detector).startswith(f"{name}(")
 
 
-def check_seeded_runs_are_identical(name: str, model: Any, folder: Path) -> None:
-    first, second = run(name, model, folder, tag="first"), run(name, model, folder, tag="second")
+def check_seeded_runs_are_identical(name: str, models: Any, folder: Path) -> None:
+    first, second = run(name, models, folder, tag="first"), run(name, models, folder, tag="second")
     _same(first.raw, second.raw)
     _same(first.scores, second.scores)
 
 
-def check_asks_only_what_it_declares(name: str, model: Any, folder: Path) -> None:
-    everything = run(name, model, folder, tag="all")
-    declared = run(name, model, folder, restrict=True, tag="declared")
+def check_asks_only_what_it_declares(name: str, models: Any, folder: Path) -> None:
+    everything = run(name, models, folder, tag="all")
+    declared = run(name, models, folder, restrict=True, tag="declared")
     _same(declared.raw, everything.raw)
 
 

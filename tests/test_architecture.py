@@ -84,7 +84,7 @@ FLOOR = {unit: floor for floor, units in FLOORS.items() for unit in units}
 
 
 def probes_unit(module: str) -> str | None:
-    """``probes.verdicts.modes`` → ``verdict``; ``probes`` → ``__init__``; None outside probes/."""
+    """``probes.verdicts.modes`` → ``verdicts``; ``probes`` → ``__init__``; None outside probes/."""
     parts = module.split(".")
     if parts[0] != "probes":
         return None

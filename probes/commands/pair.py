@@ -55,7 +55,7 @@ def handle_pair(args: argparse.Namespace) -> int:
         print(f"  … and {len(duplicates) - 20} more (all listed in {provenance_path(args.output)})")
     print("balance:\n" + format_balance(done.balance))
     print(_blind_line(done.blind))
-    if done.blind.get("warning"):
+    if "error" not in done.blind and done.blind.get("warning"):
         print(f"warning: {done.blind['warning']}")
     print(f"wrote {', '.join(str(f) for f in done.written)}")
     return 0

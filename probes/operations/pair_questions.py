@@ -33,7 +33,7 @@ class PairSettings:
 
     def __post_init__(self) -> None:
         if not 0 < self.near <= 1:
-            raise InputError(f"--near {self.near}: give a ratio in (0, 1], e.g. 0.9")
+            raise InputError(f"--near {self.near}: give a ratio in (0, 1], e.g. 0.9 (near, of PairSettings)")
 
 
 @dataclass

@@ -90,8 +90,9 @@ def open_responder(
                 model, prompt_format, store, batch_size=batch_size, ranks=ranks, progress=progress, decoding=decoding
             )
 
+        responses = open_store(store)  # before the engine starts: a store that fails to open leaves none running
         opened = engine_entry(chosen).open(engine, prompt_format)
-        cached = on_ranks(CachedResponder(opened, open_store(store), progress=progress), ranks)
+        cached = on_ranks(CachedResponder(opened, responses, progress=progress), ranks)
         cached.fallback = LazyResponder(hf, LocalResponder.access)  # type: ignore[union-attr]
         cached.opened_engine = opened  # type: ignore[union-attr]  # what close_engine stops
         return cached

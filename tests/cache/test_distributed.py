@@ -209,7 +209,12 @@ def test_a_started_process_group_is_destroyed_at_exit(tmp_path):
     registers the group's destruction at exit."""
     script = tmp_path / "leave.py"
     script.write_text(_LEAVE)
-    env = dict(ENV, MASTER_ADDR="127.0.0.1", MASTER_PORT="29531", RANK="0", WORLD_SIZE="1", RUN_EXIT_HANDLERS="1")
+    import socket
+
+    with socket.socket() as free:  # a port no other test or job holds
+        free.bind(("127.0.0.1", 0))
+        port = str(free.getsockname()[1])
+    env = dict(ENV, MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RANK="0", WORLD_SIZE="1", RUN_EXIT_HANDLERS="1")
     result = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "initialized after exit handlers: False" in result.stdout

@@ -12,5 +12,5 @@ from tests.detector_checks import detector_checks
 @pytest.mark.parametrize(
     "name, check", detector_checks(), ids=[f"{name}-{check.__name__[6:]}" for name, check in detector_checks()]
 )
-def test_every_registered_detector_passes_every_check(name, check, loaded_models, tmp_path):
-    check(name, loaded_models["gpt2"], tmp_path)
+def test_every_registered_detector_passes_every_check(name, check, two_models, tmp_path):
+    check(name, two_models, tmp_path)

@@ -61,14 +61,14 @@ def test_the_recipe_s_detector_runs_through_lara_detect(recipe_detector, audit, 
     assert "answer_length.max_new_tokens: must be an integer ≥ 1, got 0" in capsys.readouterr().err
 
 
-def test_the_recipe_s_detector_is_in_the_generic_check_suite_and_passes_it(recipe_detector, loaded_models, tmp_path):
+def test_the_recipe_s_detector_is_in_the_generic_check_suite_and_passes_it(recipe_detector, two_models, tmp_path):
     """No test file names it: the suite's parametrisation, read from the registry, holds it."""
     from tests.detector_checks import CHECKS, detector_checks
 
     mine = [check for name, check in detector_checks() if name == recipe_detector]
     assert mine == list(CHECKS)
     for check in mine:
-        check(recipe_detector, loaded_models["gpt2"], tmp_path / check.__name__)
+        check(recipe_detector, two_models, tmp_path / check.__name__)
 
 
 def _variant(base: type, name: str, **changes) -> type:
@@ -78,7 +78,7 @@ def _variant(base: type, name: str, **changes) -> type:
     return register(type(f"Faulty_{name}", (base,), {"name": name, **changes}))
 
 
-def test_the_generic_checks_fail_on_planted_faults(recipe_detector, loaded_models, tmp_path):
+def test_the_generic_checks_fail_on_planted_faults(recipe_detector, two_models, tmp_path):
     """Each check fails on its planted fault: a detector reading token ids it does not declare, one
     returning its scores in another order, one drawing unseeded randomness, one not turning its raw
     statistic by its direction, one scoring "no answer" as 0, one whose default its constraint
@@ -97,15 +97,14 @@ def test_the_generic_checks_fail_on_planted_faults(recipe_detector, loaded_model
     )
 
     base = REGISTRY[recipe_detector]
-    model = loaded_models["gpt2"]
+    model = two_models
     undeclared = _variant(base, "faulty_access", needs=frozenset({Access.SAMPLING}))
     with pytest.raises(AssertionError):
         check_asks_only_what_it_declares(undeclared.name, model, tmp_path / "access")
 
     def reordered(self, questions, responder):
-        result = base.score(self, questions, responder)
-        result.raw, result.scores = result.raw[::-1].copy(), result.scores[::-1].copy()
-        return result
+        base.score(self, questions, responder)
+        return self._result([len(q) for q in questions][::-1])  # distinct values, in another order
 
     _variant(base, "faulty_order", score=reordered)
     with pytest.raises(AssertionError):

@@ -1,4 +1,4 @@
-"""The verdict's words live beside the report; calibration returns numbers."""
+"""The verdict's words live beside the report; the verdicts package returns numbers."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-CALIBRATION = Path(__file__).resolve().parents[2] / "probes" / "calibration"
+VERDICTS = Path(__file__).resolve().parents[2] / "probes" / "verdicts"
 
 
 def test_printing_a_verdict_imports_no_statistics_library():
@@ -16,21 +16,17 @@ def test_printing_a_verdict_imports_no_statistics_library():
         "print(sorted(m for m in ('scipy', 'sklearn', 'statsmodels', 'torch') if m in sys.modules))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=CALIBRATION.parents[1]
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=VERDICTS.parents[1]
     )
     assert out.stdout.strip() == "[]"
 
 
-def test_no_verdict_sentence_is_written_in_calibration():
-    """Before: calibration/audit.py held ~175 lines of the verdict's wording."""
+def test_no_verdict_sentence_is_written_in_the_verdicts_package():
+    """Before: calibration/audit.py (now verdicts/on_files.py) held ~175 lines of the verdict's wording."""
     phrases = ("CONTAMINATED", "NO CALIBRATED VERDICT", "not flagged", "which questions:", "## Verdict")
-    found = [
-        (path.name, phrase)
-        for path in CALIBRATION.glob("*.py")
-        for text in _strings(path)
-        for phrase in phrases
-        if phrase in text
-    ]
+    modules = sorted(VERDICTS.glob("*.py"))
+    assert len(modules) >= 10, "the package's modules are read"
+    found = [(path.name, phrase) for path in modules for text in _strings(path) for phrase in phrases if phrase in text]
     assert not found, found
 
 
