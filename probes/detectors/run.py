@@ -206,25 +206,11 @@ def _info(
     }
 
 
-class _NoBar:
-    """A progress bar that shows nothing (``progress`` off)."""
-
-    def set_postfix_str(self, text: str) -> None:
-        pass
-
-    def update(self, n: int = 1) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-
 def _progress(progress: bool, total: int) -> Any:
-    if not progress:
-        return _NoBar()
-    from tqdm.auto import tqdm
+    """The detectors' progress bar (one that shows nothing when ``progress`` is off)."""
+    from tqdm.auto import tqdm  # lazy: only when detectors run
 
-    return tqdm(total=total, unit="pass", desc="detect")
+    return tqdm(total=total, unit="pass", desc="detect", disable=not progress)
 
 
 def _describe_counts(c: Mapping[str, int]) -> str:

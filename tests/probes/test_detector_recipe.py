@@ -97,18 +97,10 @@ def test_the_generic_checks_fail_on_planted_faults(recipe_detector, two_models, 
     )
 
     base = REGISTRY[recipe_detector]
-    model = two_models
-    undeclared = _variant(base, "faulty_access", needs=frozenset({Access.SAMPLING}))
-    with pytest.raises(AssertionError):
-        check_asks_only_what_it_declares(undeclared.name, model, tmp_path / "access")
 
     def reordered(self, questions, responder):
         base.score(self, questions, responder)
         return self._result([len(q) for q in questions][::-1])  # distinct values, in another order
-
-    _variant(base, "faulty_order", score=reordered)
-    with pytest.raises(AssertionError):
-        check_one_score_per_question_in_order("faulty_order", model, tmp_path / "order")
 
     def unseeded(self, questions, responder):
         result = base.score(self, questions, responder)
@@ -116,31 +108,28 @@ def test_the_generic_checks_fail_on_planted_faults(recipe_detector, two_models, 
         result.scores = -result.raw
         return result
 
-    _variant(base, "faulty_seed", score=unseeded)
-    with pytest.raises(AssertionError):
-        check_seeded_runs_are_identical("faulty_seed", model, tmp_path / "seed")
-
     def unturned(self, raw, **kwargs):
         result = base._result(self, raw, **kwargs)
         result.scores = result.raw.copy()  # "lower = member" declared, the raw statistic returned as the score
         return result
-
-    _variant(base, "faulty_direction", _result=unturned)
-    with pytest.raises(AssertionError):
-        check_direction_is_the_declared_one("faulty_direction", model, tmp_path / "direction")
 
     def zero_for_nan(self, raw, **kwargs):
         result = base._result(self, raw, **kwargs)
         result.scores = np.nan_to_num(result.scores)  # "no answer" turned into a number
         return result
 
-    _variant(base, "faulty_nan", _result=zero_for_nan)
-    with pytest.raises(AssertionError):
-        check_nan_is_passed_through_and_counted("faulty_nan", model, tmp_path / "nan")
-
-    _variant(base, "faulty_default", max_new_tokens=Param(0, COUNT))  # a default its constraint refuses
-    with pytest.raises(AssertionError):
-        check_parameters_round_trip("faulty_default", model, tmp_path / "params")
+    faults = [  # (the check that must fail, the planted fault)
+        (check_asks_only_what_it_declares, {"needs": frozenset({Access.SAMPLING})}),
+        (check_one_score_per_question_in_order, {"score": reordered}),
+        (check_seeded_runs_are_identical, {"score": unseeded}),
+        (check_direction_is_the_declared_one, {"_result": unturned}),
+        (check_nan_is_passed_through_and_counted, {"_result": zero_for_nan}),
+        (check_parameters_round_trip, {"max_new_tokens": Param(0, COUNT)}),  # a default its constraint refuses
+    ]
+    for k, (check, fault) in enumerate(faults):
+        faulty = _variant(base, f"faulty_{k}", **fault)
+        with pytest.raises(AssertionError):
+            check(faulty.name, two_models, tmp_path / check.__name__)
 
     no_direction = {k: v for k, v in vars(base).items() if k not in ("raw_column", "raw_name", "raw_direction")}
     with pytest.raises(ValueError, match="declare its natural statistic as raw_column"):
