@@ -49,7 +49,7 @@ UNDER = {  # a point counts only under this caller: CDD's text to the model and 
 }
 CDD_POINTS = (
     ("probes/pipeline/config.py", "load_run_config"),
-    ("probes/detectors/params.py", "check_values"),
+    ("lara_core/params.py", "check_values"),
     ("probes/responders/base.py", "GenerationParams.__post_init__"),
     ("probes/responders/local.py", "LocalResponder.generate"),
 )
@@ -166,7 +166,7 @@ def main() -> None:
 
         second = _traced([*base, "--set", f"run_dir={tmp}/run2"], StackTracer(CDD_POINTS, cdd_only))
         _print("detect.params.cdd.n -> the sampler", second, CDD_POINTS)
-        print(f"cdd.n checked: {second.hits[('probes/detectors/params.py', 'check_values')]} time(s)")
+        print(f"cdd.n checked: {second.hits[('lara_core/params.py', 'check_values')]} time(s)")
 
 
 def _cdd_budget(config: Path) -> int:

@@ -33,9 +33,6 @@ OnLong = Literal["truncate", "error"]
 PaddingSide = Literal["right", "left"]
 
 
-ENGINE_FIELDS = ("engine", "vllm")  # the model settings that choose and configure the detectors' engine
-
-
 @dataclass(frozen=True)
 class ModelConfig:
     """Where the model comes from and how it is placed.
@@ -59,13 +56,6 @@ class ModelConfig:
         blocks_path: dotted path of the decoder-block list (e.g. ``model.layers``) when the
             architecture table does not know the model.
         final_norm_path: dotted path of the final norm module, with ``blocks_path``.
-        engine: what runs the output-level detectors' generation and scoring (``probes``):
-            ``hf`` (forward passes and the toolkit's KV-cached sampler), ``vllm`` (vLLM
-            in-process, the ``vllm`` extra) or ``auto`` (vLLM on a CUDA machine where it is
-            installed, else hf). Activations are always extracted by forward passes.
-        vllm: further ``vllm.LLM`` arguments for engine vllm (``tensor_parallel_size``,
-            ``gpu_memory_utilization``, ``enforce_eager``…), and ``top_logprobs`` (K, or −1 for
-            the whole vocabulary).
     """
 
     source: str
@@ -79,12 +69,8 @@ class ModelConfig:
     attn_implementation: str | None = None
     blocks_path: str | None = None
     final_norm_path: str | None = None
-    engine: Literal["auto", "hf", "vllm"] = "auto"
-    vllm: Any = None
 
     def __post_init__(self) -> None:
-        if self.vllm is not None and not isinstance(self.vllm, Mapping):
-            raise ConfigError("model.vllm must map vllm.LLM argument names to values, e.g. {tensor_parallel_size: 2}")
         if not self.source.strip():
             raise ConfigError(
                 "model.source is empty: give a checkpoint directory, a .gguf file, an adapter or a hub id"

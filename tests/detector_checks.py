@@ -16,8 +16,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from lara_core.params import Interval
 from probes.detectors import REGISTRY, get_detector
-from probes.detectors.params import Interval
 from probes.detectors.selection import settings_digest
 from probes.responders.base import Access
 from probes.responders.local import LocalResponder, PromptFormat

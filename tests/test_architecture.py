@@ -240,20 +240,28 @@ def test_no_function_of_the_packages_takes_more_than_ten_parameters():
     assert not long, long
 
 
-def test_an_engine_s_name_is_written_in_three_modules_at_most():
-    """Issue 43: ``"vllm"`` was a branch in about eight files; now the registry, the engine and its
-    config (the model settings) name it, and everything else asks the registry."""
+def test_an_engine_is_named_by_its_own_module_and_the_registry_alone():
+    """Issue 43: ``"vllm"`` was a branch in about eight files; issue 57: the model settings had a
+    field per engine too. Now only the registry and the engine's own module name it, and the
+    activation package's model config knows no engine."""
+    import dataclasses
+
+    from cache.config import ModelConfig
     from probes.responders.registry import ENGINES, LOCAL
 
-    for name in set(ENGINES) - {LOCAL}:
+    for name, entry in ENGINES.items():
+        if name == LOCAL:
+            continue
+        own = {"probes/responders/registry.py", entry.opener.partition(":")[0].replace(".", "/") + ".py"}
         pattern = re.compile(rf"[\"']{name}[\"']")
-        found = [
+        found = {
             str(path.relative_to(ROOT))
             for package in ("lara_core", "cache", "generation", "probes")
             for path in sources(package)
             if pattern.search(path.read_text(encoding="utf-8"))
-        ]
-        assert len(found) <= 3, (name, found)
+        }
+        assert found <= own, (name, found - own)
+    assert not {f.name for f in dataclasses.fields(ModelConfig)} & {"engine", "engine_args", *ENGINES}
 
 
 def test_a_function_local_import_of_the_toolkit_says_why():

@@ -14,8 +14,8 @@ def install_engine(
     monkeypatch: Any, folder: Path, module_name: str, source: str, name: str, **fields: Any
 ) -> ModuleType:
     """Import ``source`` (with ``open_engine`` and ``version``) as ``probes.responders.<module_name>``
-    and register it as engine ``name``: every access kind but whole distributions, exact, and the
-    ``EngineEntry`` ``fields`` given; both undone by ``monkeypatch`` after the test."""
+    and register it as engine ``name``: the ``EngineEntry`` ``fields`` given (by default every
+    access kind but whole distributions, exact); both undone by ``monkeypatch`` after the test."""
     from probes.responders import registry
     from probes.responders.base import Access
 
@@ -25,13 +25,8 @@ def install_engine(
     module = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, spec.name, module)
     spec.loader.exec_module(module)
-    entry = registry.EngineEntry(
-        name,
-        supplies=frozenset(Access) - {Access.FULL_DISTRIBUTION},
-        exact=True,
-        opener=f"{spec.name}:open_engine",
-        version=f"{spec.name}:version",
-        **fields,
-    )
+    defaults = {"supplies": frozenset(Access) - {Access.FULL_DISTRIBUTION}, "exact": True}
+    where = {"opener": f"{spec.name}:open_engine", "version": f"{spec.name}:version"}
+    entry = registry.EngineEntry(name, **{**defaults, **fields, **where})
     monkeypatch.setitem(registry.ENGINES, name, entry)  # the one registry line
     return module

@@ -13,7 +13,7 @@ from ..errors import ConfigError
 from ..evaluation import evaluate as evaluate_column
 from ..responders.engines import resolve_engine
 from ..responders.local import PromptFormat
-from ..responders.registry import LOCAL
+from ..responders.registry import LOCAL, check_engine_args
 from ..responders.store import ResponseStore
 from ..scores import CLEAN_SPLIT, ScoreTable
 from ..verdicts.modes import VerdictSettings
@@ -41,7 +41,7 @@ def detect(
     calibrate: Sequence[str] | None = None,
     progress: bool | None = None,
     engine: str = "auto",
-    vllm: Mapping[str, Any] | None = None,
+    engine_args: Mapping[str, Any] | None = None,
     decoding: str = "auto",
 ) -> Detection:
     """Score ``questions`` with output-level detectors (SPEC §5), as ``lara detect`` does.
@@ -65,8 +65,9 @@ def detect(
             the flags of ``lara detect``.
         progress: progress bars of the sampling and scoring; default: on in a notebook or a
             terminal, off in a script whose output goes elsewhere.
-        engine: ``hf``, ``vllm`` (``model`` a checkpoint directory) or ``auto`` (vLLM on a CUDA
-            machine where it is installed); ``vllm``: its ``vllm.LLM`` arguments (``model.vllm``).
+        engine: a registered engine (``model`` a checkpoint directory for any but ``hf``) or
+            ``auto`` (the faster installed one); ``engine_args``: its arguments, checked against the
+            ones it declares (``model.engine_args``; docs/detectors.md, "Engines").
         decoding: the built-in sampler's loop (``dynamic``, ``static``, ``auto``: ``detect.decoding``).
     """
     from ..detectors.on_controls import ControlPlan  # lazy: pulls h5py
@@ -87,24 +88,27 @@ def detect(
         controls=ControlPlan.from_sets(sets, n_controls, calibrate=calibrate) if sets is not None else None,
         progress=progress,
     )
-    audited = ModelAccess(lambda: load_model(model), store, engine=_engine_config(model, engine, vllm))
+    audited = ModelAccess(lambda: load_model(model), store, engine=_engine_settings(model, engine, engine_args))
     ref = ModelAccess(lambda: load_model(reference), store) if reference is not None else None
     summary = detect_operation(records, built, audited, options, ref)
     return Detection(summary, {q.id: q.label for q in records}, {q.id: q.split for q in records})  # type: ignore[arg-type]
 
 
-def _engine_config(model: Any, engine: str, vllm: Mapping[str, Any] | None) -> Any:
-    """The audited model's ``cache.ModelConfig`` when an engine other than hf runs it, else None."""
-    chosen = resolve_engine(engine, str(model) if isinstance(model, (str, Path)) else None)
+def _engine_settings(model: Any, engine: str, engine_args: Mapping[str, Any] | None) -> Any:
+    """The audited model's :class:`ModelSettings` when an engine other than hf runs it, else None;
+    the engine's arguments checked first, before any model loads."""
+    from ..responders.model_settings import ModelSettings  # lazy: pulls cache's config
+
+    source = str(model) if isinstance(model, (str, Path)) else None
+    check_engine_args(engine, engine_args or {})
+    chosen = resolve_engine(engine, source)
     if chosen == LOCAL:
         return None
-    from cache.config import ModelConfig  # lazy: pulls h5py
-
-    if not isinstance(model, (str, Path)):
+    if source is None:
         raise ConfigError(
             f"engine {chosen!r} reads a checkpoint directory: pass its path as the model, or use engine {LOCAL!r}"
         )
-    return ModelConfig(source=str(model), engine=chosen, vllm=dict(vllm or {}))
+    return ModelSettings(source=source, engine=chosen, engine_args=dict(engine_args or {}))
 
 
 def fuse(

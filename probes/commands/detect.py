@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from cache.config import ModelConfig
 from cache.distributed import Ranks
 from cache.errors import ConfigError
@@ -22,7 +24,9 @@ from ..operations.detect import DetectOptions, ModelAccess, detect
 from ..pipeline.config import CalibrationSettings, DetectSettings, EndpointSettings
 from ..questions.chat import default_system_prompt
 from ..responders.local import PromptFormat
+from ..responders.model_settings import ModelSettings, activation_config
 from ..responders.open import default_store_path
+from ..responders.registry import choices
 from ..responders.store import ResponseStore
 from ..verdicts.controls import DEFAULT_DECISION_CONTROLS
 from ._common import add_model_placement, add_setting, command_parser, quiet_library_progress_bars
@@ -72,31 +76,32 @@ def _models(args: argparse.Namespace, questions: list[Any]) -> tuple[ModelAccess
     store, and how the detectors run; under torchrun, this rank's process group is started."""
     settings = ("device", "dtype", "trust_remote_code", "gpus_per_rank", "engine")
     overrides = {k: getattr(args, k) for k in settings if getattr(args, k) is not None}
+    overrides["engine_args"] = engine_arguments(args.engine_arg)
     ranks = None if args.endpoint else Ranks.from_env()  # under torchrun: this rank's share of every batch call
 
-    def model_config(source: str) -> ModelConfig:
+    def model_config(source: str) -> ModelSettings:
         base = args.base if source == args.source else None  # a reference adapter names its own base
-        config = ModelConfig(source=source, base=base, **overrides)
+        config = ModelSettings(source=source, base=base, **overrides)
         return config if ranks is None else ranks.place(config)
 
     def loader(source: str) -> Any:
         def load() -> Any:
             quiet_library_progress_bars(args.verbose)
-            return load_model(model_config(source))
+            return load_model(activation_config(model_config(source)))
 
         return load
 
+    # a bad engine or engine argument refused before any work (a served model has neither)
+    audited_settings = None if args.endpoint else model_config(args.source)
     if ranks is not None:
-        ranks.start_for(model_config(args.source))
+        ranks.start_for(audited_settings)
     store = ResponseStore(args.store or default_store_path())  # one store for the audited model and the reference
     endpoint = (
         EndpointSettings(args.endpoint, args.api_model, args.api_key_env, args.top_logprobs, args.concurrency)
         if args.endpoint
         else None
     )
-    audited = ModelAccess(
-        loader(args.source), store, engine=None if args.endpoint else model_config(args.source), endpoint=endpoint
-    )
+    audited = ModelAccess(loader(args.source), store, engine=audited_settings, endpoint=endpoint)
     reference = ModelAccess(loader(args.reference), store) if args.reference else None
     system = default_system_prompt(questions, args.system_prompt, str(args.questions))
     options = DetectOptions(
@@ -109,6 +114,18 @@ def _models(args: argparse.Namespace, questions: list[Any]) -> tuple[ModelAccess
         ranks=ranks,
     )
     return audited, reference, options
+
+
+def engine_arguments(pairs: list[str] | None) -> dict[str, Any]:
+    """``--engine-arg NAME=VALUE`` flags as a mapping, each value read as YAML (``8`` a number,
+    ``true`` a flag); checked against the engine's declared arguments by :class:`ModelSettings`."""
+    out: dict[str, Any] = {}
+    for pair in pairs or []:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(f"--engine-arg {pair!r}: write NAME=VALUE, e.g. --engine-arg tensor_parallel_size=8")
+        out[name.strip()] = yaml.safe_load(value)
+    return out
 
 
 def _controls(args: argparse.Namespace) -> ControlPlan | None:
@@ -157,9 +174,15 @@ def _model_arguments(detect: argparse.ArgumentParser) -> None:
     detect.add_argument("--dtype", choices=literal_choices(ModelConfig, "dtype"), help="compute dtype (default: auto)")
     detect.add_argument(
         "--engine",
-        choices=literal_choices(ModelConfig, "engine"),
-        help="what runs the audited model: hf, vllm (the vllm extra) or auto (vllm on a CUDA machine where "
-        "installed, else hf; the default)",
+        help=f"what runs the audited model: {', '.join(choices())} (auto, the default: the faster installed "
+        "engine; docs/detectors.md, Engines)",
+    )
+    detect.add_argument(
+        "--engine-arg",
+        action="append",
+        metavar="NAME=VALUE",
+        help="one of the engine's arguments (repeatable; model.engine_args in a config), "
+        "e.g. --engine-arg tensor_parallel_size=8",
     )
     add_model_placement(detect)
 

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 import numpy as np
 
 from generation.config import default_prompts_dir
+from lara_core.params import Constraint, Param, check_values
 
 from ..errors import ConfigError, MismatchError
 from ..responders.base import Access, GenerationParams
-from .params import Constraint, Param, check_values
 
 if TYPE_CHECKING:
     from ..responders.base import Responder

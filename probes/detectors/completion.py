@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from lara_core.params import Interval, Param
+
 from ..responders.base import Access, GenerationParams
 from . import stats
 from .base import Detector, DetectorResult, register
-from .params import Interval, Param
 
 if TYPE_CHECKING:
     from ..responders.base import Responder

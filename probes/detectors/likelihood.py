@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 import numpy as np
 
+from lara_core.params import COUNT, SHARE, Interval, Options, Param, Text
+
 from ..errors import ConfigError
 from ..responders.base import Access, GenerationParams
 from . import stats
 from .base import Detector, DetectorResult, builtin_text, register
-from .params import COUNT, SHARE, Interval, Options, Param, Text
 
 if TYPE_CHECKING:
     from ..responders.base import Responder

@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
+from lara_core.params import COUNT, POSITIVE, SEED, SHARE, Param
+
 from ..errors import ConfigError
 from ..responders.base import Access, Rollout
 from ..verifier import judge
 from .base import Detector, DetectorResult, check_reference, has_answer, register
-from .params import COUNT, POSITIVE, SEED, SHARE, Param
 
 if TYPE_CHECKING:
     from ..responders.base import Responder

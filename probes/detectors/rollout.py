@@ -22,12 +22,13 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
+from lara_core.params import COUNT, Param
+
 from ..responders.base import Access, Generation
 from ..responders.divergence import local_of
 from ..verifier import answer_span
 from .base import DetectorResult, check_reference, has_answer, register
 from .likelihood import same_tokens
-from .params import COUNT, Param
 from .rl import _SamplingComparison
 
 if TYPE_CHECKING:

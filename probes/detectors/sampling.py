@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 import numpy as np
 
+from lara_core.params import COUNT, POSITIVE, SEED, SHARE, Interval, Options, Param, Text
+
 from ..responders.base import Access
 from . import stats
 from .base import Detector, DetectorResult, builtin_text, register, template_text
 from .likelihood import GREEDY_TOKENS, greedy_params
-from .params import COUNT, POSITIVE, SEED, SHARE, Interval, Options, Param, Text
 
 UNIT_SHARE = Interval(integer=False, low=0, high=1, closed="left")  # [0, 1)
 

@@ -18,7 +18,7 @@ from typing import Any, Literal, Mapping, Sequence
 
 import yaml
 
-from cache.config import ExtractionConfig, ModelConfig
+from cache.config import ExtractionConfig
 from generation.config import GenerationConfig
 from lara_core.configio import decode_prompt_texts, encode_prompt_text, from_mapping, load_yaml
 
@@ -29,6 +29,7 @@ from ..operations.accuracy import AccuracySettings
 from ..operations.evaluate import EvaluateSettings
 from ..operations.metrics import MetricsSettings
 from ..operations.score import ScoreSettings
+from ..responders.model_settings import ModelSettings, read_old_engine_keys
 from ..verdicts.controls import DEFAULT_CONTROLS, decision_control_count
 from ..verdicts.modes import VerdictSettings
 from .config_paths import absolute_if_path, apply_sets, parse_set, resolve_paths
@@ -197,7 +198,7 @@ class RunConfig:
         questions: questions JSONL (id, question[, label, split]); labels turn the audit into an
             evaluation. In a config file, also ``{lm_eval_task: NAME, …}`` (:class:`LmEvalQuestions`).
         questions_source: the lm-eval task the questions are imported from (set from ``questions``).
-        model: the audited model (``cache.ModelConfig``).
+        model: the audited model and the engine that runs its detectors (:class:`ModelSettings`).
         name: the audited model's name in the run directory and the report.
         controls: further models audited the same way.
         run_dir: where everything goes (default ``runs/<config file stem>``).
@@ -210,7 +211,7 @@ class RunConfig:
     """
 
     questions: str
-    model: ModelConfig
+    model: ModelSettings
     questions_source: LmEvalQuestions | None = None
     name: str = "model"
     controls: tuple[ControlModel, ...] = ()
@@ -268,7 +269,7 @@ class RunConfig:
         """The control marked ``reference: true``, if any."""
         return next((c.name for c in self.controls if c.reference), None)
 
-    def models(self) -> list[tuple[str, ModelConfig]]:
+    def models(self) -> list[tuple[str, ModelSettings]]:
         """(name, model config) of the audited model, then of each control."""
         out = [(self.name, self.model)]
         out += [(c.name, dataclasses.replace(self.model, source=c.source, base=c.base)) for c in self.controls]
@@ -307,7 +308,10 @@ def with_lm_eval_questions(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def config_from_dict(data: Mapping[str, Any]) -> RunConfig:
-    """A validated :class:`RunConfig` from a mapping (missing and unknown keys are named)."""
+    """A validated :class:`RunConfig` from a mapping (missing and unknown keys are named; an
+    engine's deprecated block of arguments read as ``model.engine_args``)."""
+    if "model" in data:
+        data = {**data, "model": read_old_engine_keys(data["model"])}
     return from_mapping(RunConfig, data)
 
 

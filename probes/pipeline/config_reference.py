@@ -105,8 +105,18 @@ def _summary(cls: type) -> str:
 
 
 def _attribute_docs(cls: type) -> dict[str, str]:
-    """``{field: text}`` from the class docstring's ``Attributes:`` section (``a / b: text`` names several)."""
-    doc = inspect.getdoc(cls) or ""
+    """``{field: text}`` from the ``Attributes:`` sections of the class's docstring and its bases'
+    (a subclass's fields documented by itself, the inherited ones by the base)."""
+    out: dict[str, str] = {}
+    for klass in reversed(cls.__mro__):
+        if "__doc__" in vars(klass) and klass is not object:
+            out.update(_own_attribute_docs(klass))
+    return out
+
+
+def _own_attribute_docs(cls: type) -> dict[str, str]:
+    """``{field: text}`` from one class docstring's ``Attributes:`` section (``a / b: text`` names several)."""
+    doc = cls.__doc__ and inspect.cleandoc(cls.__doc__) or ""
     if "Attributes:" not in doc:
         return {}
     out: dict[str, str] = {}

@@ -13,6 +13,7 @@ from cache.loading import load_model
 from generation.records import Question
 
 from ..detectors import Detector
+from ..responders.model_settings import activation_config
 from .config import RunConfig
 from .layout import RunLayout
 
@@ -28,7 +29,8 @@ class LazyModel:
 
     def get(self) -> Any:
         if self._loaded is None:
-            self._loaded = load_model(self.config if self.ranks is None else self.ranks.place(self.config))
+            placed = self.config if self.ranks is None else self.ranks.place(self.config)
+            self._loaded = load_model(activation_config(placed))
         return self._loaded
 
     def release(self) -> None:

@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from cache.config import ENGINE_FIELDS, CacheConfig, ModelConfig
+from cache.config import CacheConfig, ModelConfig
 from cache.distributed import Ranks
 from cache.loading import auto_dtype
 from cache.runner import run_cache
@@ -31,6 +31,7 @@ from ..operations.score import write_scores
 from ..responders.counter_sampler import SAMPLER_VERSION
 from ..responders.engines import engine_key
 from ..responders.local import PromptFormat
+from ..responders.model_settings import ENGINE_FIELDS
 from ..scores import CLEAN_SPLIT
 from .config import RunConfig
 from .layout import SETS, RunLayout
@@ -69,7 +70,7 @@ def model_identity(model: ModelConfig, ledger: Ledger) -> dict[str, Any]:
     GGUF file (a ``package:`` one too), or an adapter's directory and every base under it (SPEC §9)."""
     identity: dict[str, Any] = dataclasses.asdict(model)
     for key in ENGINE_FIELDS:  # what runs the detectors is in the detect stage's key alone (detect_key)
-        identity.pop(key)
+        identity.pop(key, None)  # a plain cache.ModelConfig has neither
     if identity["base"] is None:
         identity.pop("base")  # keys of runs made before adapters were sources stay as they were
     if model.dtype == "auto":  # float32 on a CPU, the checkpoint's elsewhere: the key holds which

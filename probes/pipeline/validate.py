@@ -22,6 +22,7 @@ from ..errors import ConfigError
 from ..responders.engines import engine_key
 from ..responders.local import LocalResponder
 from ..responders.openai_api import OpenAIResponder
+from ..responders.registry import engine_entry
 from ..scores import AGAINST_REFERENCE, CALIBRATED, CLEAN_SPLIT, derived_column
 from .config import RunConfig
 
@@ -80,7 +81,8 @@ def _extraction(config: RunConfig) -> list[str]:
 
 
 def _engines(config: RunConfig) -> list[str]:
-    """An engine that is not installed (vLLM), refused before stage 1."""
+    """An engine that is not installed (vLLM), or an argument its library does not take, refused
+    before stage 1."""
 
     if not config.detect.names:
         return []
@@ -88,9 +90,14 @@ def _engines(config: RunConfig) -> list[str]:
         if name == config.name and config.detect.endpoint is not None:
             continue
         try:
-            engine_key(model)
+            key = engine_key(model)
         except ConfigError as err:
             return [f"model.engine: {err}"]
+        try:
+            if key is not None:
+                engine_entry(key["engine"]).check_further_args(model.engine_args)
+        except ConfigError as err:
+            return [str(err)]
     return []
 
 

@@ -55,13 +55,13 @@ def engine_key(model: Any) -> dict[str, Any] | None:
     return {
         "engine": entry.name,
         "version": entry.version_string(),
-        "args": dict(getattr(model, entry.name, None) or {}),
+        "args": dict(getattr(model, "engine_args", None) or {}),
     }
 
 
 UNDER_LAUNCHER = (
     "this model.engine under torchrun: vLLM starts its own workers and process group, which clash with "
-    "the launcher's; run one process with model.vllm.tensor_parallel_size set to the node's GPUs, or serve the "
+    "the launcher's; run one process with model.engine_args.tensor_parallel_size set to the node's GPUs, or serve the "
     "model (python -m vllm.entrypoints.openai.api_server …) and set detect.endpoint (docs/scaling.md)"
 )
 

@@ -3,20 +3,27 @@
 Each entry says what the engine supplies (the access kinds a detector may ask of it, exact or
 top-K), what it needs installed and the command that installs it, and where its code lives as
 ``"module:function"`` strings imported on first use (lm-evaluation-harness's habit): its opener
-(a model config and a prompt format → a responder) and its version (recorded in stage keys). A new
-engine is one module and one entry here (docs/development.md, "Adding an engine"); no other module
-branches on an engine's name.
+(a model config and a prompt format → a responder) and its version (recorded in stage keys); and
+the arguments it takes (``model.engine_args``, ``--engine-arg``, ``engine_args=``), declared with
+the detectors' constraints and checked when the config is read. A new engine is one module and
+one entry here (docs/development.md, "Adding an engine"); no other module branches on an engine's
+name, and the model settings have no field for any one engine.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import importlib.util
-from dataclasses import dataclass
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from lara_core.params import COUNT, SEED, SHARE, Constraint, Flag, Interval, Text
 
 from ..errors import ConfigError
 from .base import Access
+
+ARGS_KEY = "model.engine_args"  # how the user writes an engine's arguments
 
 LOCAL = "hf"  # the built-in engine: forward passes and the toolkit's KV-cached sampler, in this process
 AUTO = "auto"  # the faster installed engine (:func:`probes.responders.engines.resolve_engine`)
@@ -38,6 +45,12 @@ class EngineEntry:
         auto: whether ``auto`` may pick it where it is installed (and is faster: :func:`resolve_engine`).
         single_process: whether it refuses to run under a launcher (it starts its own workers).
         title: how messages name it (``vLLM 0.32.0``).
+        parameters: its declared arguments (name → constraint), checked when a config is read.
+        further: ``"module:function"`` → the names of further arguments it passes on to its library
+            (vLLM: any ``vllm.LLM`` / ``EngineArgs`` field), checked when it opens; None: it takes
+            its declared arguments only.
+        old_key: the model settings key that held its arguments before ``engine_args`` (read as
+            ``engine_args``, with a deprecation warning: :func:`.model_settings.read_old_engine_keys`).
     """
 
     name: str
@@ -50,6 +63,34 @@ class EngineEntry:
     auto: bool = False
     single_process: bool = False
     title: str = ""
+    parameters: Mapping[str, Constraint] = field(default_factory=dict)
+    further: str | None = None
+    old_key: str | None = None
+
+    def check_args(self, args: Mapping[str, Any]) -> None:
+        """Refuse (one line naming the key) an argument it does not declare and cannot pass on, or
+        a declared one whose value breaks its constraint."""
+        for name, value in args.items():
+            if name in self.parameters:
+                if not self.parameters[name].holds(value):
+                    raise ConfigError(f"{ARGS_KEY}.{name}: must be {self.parameters[name].describe()}, got {value!r}")
+            elif self.further is None:
+                raise ConfigError(self._unknown(name, self.parameters))
+
+    def check_further_args(self, args: Mapping[str, Any]) -> None:
+        """Refuse an undeclared argument its library does not take either (its package imported now)."""
+        if self.further is None:
+            return
+        accepted = set(self.parameters) | set(load(self.further)())
+        for name in args:
+            if name not in accepted:
+                raise ConfigError(self._unknown(name, accepted))
+
+    def _unknown(self, name: str, accepted: Any) -> str:
+        close = difflib.get_close_matches(name, list(accepted), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        takes = f"its arguments: {', '.join(sorted(self.parameters))}" if self.parameters else "it takes none"
+        return f"{ARGS_KEY}: engine {self.name!r} has no argument {name!r}{hint} ({takes})"
 
     def installed(self) -> bool:
         return self.package is None or importlib.util.find_spec(self.package) is not None
@@ -60,8 +101,9 @@ class EngineEntry:
             raise ConfigError(f"engine {self.name!r} needs the {self.package!r} package; install it: {self.install}")
 
     def open(self, model: Any, prompt_format: Any) -> Any:
-        """The engine's responder for ``model`` (a ``cache.ModelConfig``)."""
+        """The engine's responder for ``model`` (:class:`~.model_settings.ModelSettings`)."""
         self.require()
+        self.check_further_args(model.engine_args or {})
         return load(self.opener)(model, prompt_format)  # type: ignore[arg-type]
 
     def version_string(self) -> str | None:
@@ -72,7 +114,7 @@ ENGINES: dict[str, EngineEntry] = {
     LOCAL: EngineEntry(LOCAL, supplies=frozenset(Access), exact=True, title="the hf engine"),
     "vllm": EngineEntry(
         "vllm",
-        supplies=frozenset(  # top-K log-probs (model.vllm.top_logprobs: -1 makes them exact)
+        supplies=frozenset(  # top-K log-probs (model.engine_args.top_logprobs: -1 makes them exact)
             {Access.SAMPLING, Access.TOKEN_IDS, Access.CHOSEN_LOGPROBS, Access.TEXT_LOGPROBS}
             | {Access.ENTROPY_TOPK, Access.VOCAB_MOMENTS_TOPK}
         ),
@@ -84,16 +126,56 @@ ENGINES: dict[str, EngineEntry] = {
         auto=True,
         single_process=True,
         title="vLLM",
+        parameters={
+            "top_logprobs": Interval(integer=True, low=-1),  # K log-probs per token; -1: the whole vocabulary
+            "tensor_parallel_size": COUNT,
+            "pipeline_parallel_size": COUNT,
+            "data_parallel_size": COUNT,
+            "gpu_memory_utilization": SHARE,
+            "max_model_len": COUNT,
+            "max_num_seqs": COUNT,
+            "max_num_batched_tokens": COUNT,
+            "enforce_eager": Flag(),
+            "enable_prefix_caching": Flag(),
+            "quantization": Text(optional=True),
+            "kv_cache_dtype": Text(),
+            "swap_space": Interval(integer=False, low=0),
+            "cpu_offload_gb": Interval(integer=False, low=0),
+            "seed": SEED,
+        },
+        further="probes.responders.vllm_engine:further_argument_names",
+        old_key="vllm",
     ),
 }
-CHOICES = (AUTO, *ENGINES)
 
 
 def engine_entry(name: str) -> EngineEntry:
     """The entry of engine ``name``; an unknown one is refused in one line with the choices."""
     if name not in ENGINES:
-        raise ConfigError(f"model.engine {name!r}: choose {', '.join(CHOICES)}")
+        raise ConfigError(f"model.engine {name!r}: choose {', '.join(choices())}")
     return ENGINES[name]
+
+
+def choices() -> tuple[str, ...]:
+    """What ``model.engine`` / ``--engine`` may say: ``auto`` and every registered engine."""
+    return (AUTO, *ENGINES)
+
+
+def check_engine_args(engine: str, args: Mapping[str, Any]) -> None:
+    """Check ``args`` against engine ``engine``'s declared arguments; for ``auto``, against those of
+    the engines it may pick (an argument any of them takes is accepted)."""
+    entries = [engine_entry(engine)] if engine != AUTO else [e for e in ENGINES.values() if e.auto]
+    errors = []
+    for entry in entries:
+        try:
+            entry.check_args(args)
+            return
+        except ConfigError as err:
+            errors.append(err)
+    if errors:
+        raise errors[0]
+    if args:
+        raise ConfigError(f"{ARGS_KEY}: engine {engine!r} takes no arguments")
 
 
 def load(target: str) -> Callable[..., Any]:

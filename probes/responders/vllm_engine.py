@@ -86,7 +86,9 @@ class VLLMResponder(PromptTokens):
 
         version = vllm_version()
         if top_logprobs == 0 or top_logprobs < -1:
-            raise ConfigError(f"model.vllm top_logprobs {top_logprobs}: give K >= 1, or -1 for the whole vocabulary")
+            raise ConfigError(
+                f"model.engine_args.top_logprobs {top_logprobs}: give K >= 1, or -1 for the whole vocabulary"
+            )
         self.source = str(Path(source).resolve()) if Path(source).is_dir() else source
         self.tokenizer = AutoTokenizer.from_pretrained(
             self.source, local_files_only=True, trust_remote_code=trust_remote_code
@@ -340,10 +342,11 @@ def checkpoint_fingerprint(source: str, sample_bytes: int = 1 << 20) -> str:
 
 
 def open_engine(model: Any, prompt_format: Any) -> Any:
-    """The vLLM responder of a model config (``cache.ModelConfig``: source, dtype, vllm arguments)."""
+    """The vLLM responder of a model's settings (:class:`.model_settings.ModelSettings`: source,
+    dtype, ``engine_args``)."""
     if launched():
         raise ConfigError(UNDER_LAUNCHER)
-    args = dict(model.vllm or {})
+    args = dict(model.engine_args or {})
     top = int(args.pop("top_logprobs", TOP_K))
     dtype = "float32" if model.dtype == "auto" and not _cuda() else model.dtype
 
@@ -355,6 +358,16 @@ def open_engine(model: Any, prompt_format: Any) -> Any:
         engine_args=args,
         trust_remote_code=model.trust_remote_code,
     )
+
+
+def further_argument_names() -> set[str]:
+    """Every argument ``vllm.LLM`` passes on to its engine (the fields of ``vllm.EngineArgs``), which
+    ``model.engine_args`` may set beyond the ones the registry declares."""
+    import dataclasses
+
+    from vllm import EngineArgs
+
+    return {f.name for f in dataclasses.fields(EngineArgs)}
 
 
 def _cuda() -> bool:

@@ -52,9 +52,8 @@ def version():
 
 @pytest.fixture()
 def toy_engine(tmp_path, monkeypatch):
-    """A toy engine through the registry (in the slot of ``vllm``: ``model.engine``'s choices are
-    fixed in ``cache.ModelConfig`` until engines are named by the registry alone)."""
-    return install_engine(monkeypatch, tmp_path, "toy_closing_engine", TOY_ENGINE, "vllm", title="Toy")
+    """A toy engine through the registry, named ``toy``."""
+    return install_engine(monkeypatch, tmp_path, "toy_closing_engine", TOY_ENGINE, "toy", title="Toy")
 
 
 def _questions_file(tmp_path: Path) -> Path:
@@ -67,7 +66,7 @@ def _questions_file(tmp_path: Path) -> Path:
 def test_lara_detect_closes_the_engine_it_opened(toy_engine, toy_dirs, tmp_path, fails):
     toy_engine.FAIL[:] = [True] if fails else []
     source = str(toy_dirs["gpt2"])
-    argv = ["detect", "ppl", str(_questions_file(tmp_path)), "--model", source, "--engine", "vllm", "--device", "cpu"]
+    argv = ["detect", "ppl", str(_questions_file(tmp_path)), "--model", source, "--engine", "toy", "--device", "cpu"]
     argv += ["--prompt-format", "raw", "--param", "ppl.max_new_tokens=4", "--store", str(tmp_path / "s.sqlite")]
     argv += ["-o", str(tmp_path / "scores.csv"), "--no-progress"]
     if fails:
@@ -83,7 +82,7 @@ def test_probes_detect_closes_the_engine_it_opened(toy_engine, toy_dirs, tmp_pat
     toy_engine.FAIL[:] = [True] if fails else []
     source = str(toy_dirs["gpt2"])
     questions = [Question("a", "What is 2 + 3?"), Question("b", "Ann has 4 pens. How many?")]
-    call = dict(engine="vllm", store=tmp_path / "s.sqlite", params={"ppl": {"max_new_tokens": 4}}, progress=False)
+    call = dict(engine="toy", store=tmp_path / "s.sqlite", params={"ppl": {"max_new_tokens": 4}}, progress=False)
     if fails:
         with pytest.raises(RuntimeError, match="failed mid-run"):
             probes.detect(source, questions, "ppl", **call)
@@ -100,7 +99,7 @@ def test_the_detect_stage_closes_the_engine_it_opened(toy_engine, smoke_testbed,
     source = str(testbed / "rl")
     detect = {"names": ["ppl"], "prompt_format": "raw", "batch_size": 64, "params": {"ppl": {"max_new_tokens": 8}}}
     path = write_config(tmp_path, testbed, controls=[], detect=detect, fusion=[], calibration={"controls": 0})
-    config = load_run_config(path, ["model.engine=vllm"])
+    config = load_run_config(path, ["model.engine=toy"])
     if fails:
         with pytest.raises(RuntimeError, match="failed mid-run"):
             run_pipeline(config, progress=False)

@@ -10,9 +10,9 @@ import json
 
 import pytest
 
+from lara_core.params import COUNT, SHARE, Interval, Options, Text
 from probes.cli import main
 from probes.detectors import REGISTRY, Detector, get_detector
-from probes.detectors.params import COUNT, SHARE, Interval, Options, Text
 from probes.errors import ConfigError
 
 BAD_N = ((2.5, "2.5"), ("20", '"20"'), ("abc", '"abc"'))

@@ -84,8 +84,8 @@ def test_the_generic_checks_fail_on_planted_faults(recipe_detector, two_models, 
     statistic by its direction, one scoring "no answer" as 0, one whose default its constraint
     refuses; and without a declared direction the detector is refused where it registers, so the
     suite cannot even be collected."""
+    from lara_core.params import COUNT, Param
     from probes.detectors.base import register
-    from probes.detectors.params import COUNT, Param
     from probes.responders.base import Access
     from tests.detector_checks import (
         check_asks_only_what_it_declares,

@@ -234,9 +234,9 @@ def test_server_errors_stop_further_requests(served):
 def test_the_engine_choice(monkeypatch):
     """``auto`` is hf on a machine without CUDA (and under a launcher); vLLM under torchrun is
     refused in one line that says what to run instead; an unknown engine is named."""
-    from cache.config import ModelConfig
     from probes.errors import ConfigError
     from probes.responders.engines import engine_key, resolve_engine
+    from probes.responders.model_settings import ModelSettings as ModelConfig
 
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
     assert resolve_engine("auto") == "hf" and engine_key(ModelConfig(source="m")) is None

