@@ -87,6 +87,10 @@ class ModelLayout:
         return self._at("report/report.md")
 
     @property
+    def report_json(self) -> str:
+        return self._at("report/report.json")
+
+    @property
     def responses(self) -> str:
         return self._at("responses.sqlite")
 

@@ -18,6 +18,7 @@ from ..operations.accuracy import read_accuracy
 from ..operations.evaluate import EvaluateInputs, write_evaluation
 from ..operations.fuse import fused_table, write_fused
 from ..questions.importing import provenance_for_report
+from ..report.markdown import render_summary
 from ..report.verdict_text import decided, describe_verdict
 from ..scorefiles import ScoredFiles, read_scored
 from ..scores import CLEAN_SPLIT, ScoreTable, join_tables, match_group
@@ -217,16 +218,11 @@ def evaluate(run: RunState, model: str) -> None:
 
 
 def section(run_dir: Path, name: str, config: RunConfig) -> str:
-    """The model's detection table (or score audit) from its report.md, under a heading."""
+    """The head of the model's report — its verdict, the questions it names and its detection table
+    (or score audit) — rendered from the report's data (``report.json``), under a heading."""
     layout = RunLayout(run_dir)
-    text = layout.path(layout.model(name).report_md).read_text(encoding="utf-8")
-    body = (
-        text.split("## Paired comparison")[0]
-        .split("## Layer analysis")[0]
-        .split("## Plots")[0]
-        .split("## Verdict figure")[0]
-    )
-    body = body.replace("# LaRA Probes report", "").strip()
+    report = json.loads(layout.path(layout.model(name).report_json).read_text(encoding="utf-8"))
+    body = render_summary(report)
     role = "audited model" if name == config.name else "control"
     source = dict(config.models())[name].source
     return f"# {name} ({role}: {source})\n\n{body}"

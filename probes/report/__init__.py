@@ -17,9 +17,17 @@ from lara_core.files import write_text_atomically
 
 from ..scores import ScoreTable, align_labels, jsonable
 from .build import ReportContext, ReportSettings, build_report, layer_analysis
-from .markdown import render_markdown
+from .markdown import render_markdown, render_summary
 
-__all__ = ["ReportContext", "ReportSettings", "build_report", "layer_analysis", "render_markdown", "write_report"]
+__all__ = [
+    "ReportContext",
+    "ReportSettings",
+    "build_report",
+    "layer_analysis",
+    "render_markdown",
+    "render_summary",
+    "write_report",
+]
 
 logger = logging.getLogger(__name__)
 

@@ -22,21 +22,8 @@ PLOTS = (
 
 def render_markdown(report: dict[str, Any], plots: list[str] | tuple[str, ...] = ()) -> str:
     """Markdown text of a report built by :func:`probes.report.build.build_report`."""
-    s = report["settings"]
-    lines = ["# LaRA Probes report", ""]
-    inputs = report.get("inputs") or {}
-    if inputs:
-        lines += [", ".join(f"{k}: `{v}`" for k, v in inputs.items() if v), ""]
-    if report.get("verdict"):
-        lines += verdict_markdown(report["verdict"])
-        if "verdict.png" in plots:
-            lines += ["![Verdict: within-AUC per detector, mode and subset](verdict.png)", ""]
-        verdict = report["verdict"]
-        lines += flagged_markdown(verdict.get("questions"), report.get("texts"), rejected=bool(verdict.get("reject")))
-    if report["mode"] == "audit":
-        lines += _audit(report)
-    else:
-        lines += _detection(report, s)
+    lines = ["# LaRA Probes report", "", *summary_lines(report, plots)]
+    if report["mode"] != "audit":
         lines += _comparisons(report)
         if "layers" in report:
             lines += layers_markdown(report["layers"])
@@ -48,6 +35,27 @@ def render_markdown(report: dict[str, Any], plots: list[str] | tuple[str, ...] =
         lines += [f"![{title}]({name})" for name, title in shown]
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def summary_lines(report: dict[str, Any], plots: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """The report's head: its inputs, the verdict and the questions it names, then the detection
+    table (or the score audit) — what ``lara run`` prints of each model (:func:`render_summary`)."""
+    lines = []
+    inputs = report.get("inputs") or {}
+    if inputs:
+        lines += [", ".join(f"{k}: `{v}`" for k, v in inputs.items() if v), ""]
+    if report.get("verdict"):
+        lines += verdict_markdown(report["verdict"])
+        if "verdict.png" in plots:
+            lines += ["![Verdict: within-AUC per detector, mode and subset](verdict.png)", ""]
+        verdict = report["verdict"]
+        lines += flagged_markdown(verdict.get("questions"), report.get("texts"), rejected=bool(verdict.get("reject")))
+    return lines + (_audit(report) if report["mode"] == "audit" else _detection(report, report["settings"]))
+
+
+def render_summary(report: dict[str, Any]) -> str:
+    """:func:`summary_lines` as text, from the report's data (``report.json``), without its figures."""
+    return "\n".join(summary_lines(report)).strip()
 
 
 def _detection(report: dict[str, Any], s: dict[str, Any]) -> list[str]:

@@ -361,13 +361,20 @@ def open_engine(model: Any, prompt_format: Any) -> Any:
 
 
 def further_argument_names() -> set[str]:
-    """Every argument ``vllm.LLM`` passes on to its engine (the fields of ``vllm.EngineArgs``), which
-    ``model.engine_args`` may set beyond the ones the registry declares."""
+    """Every argument ``vllm.LLM`` takes (its own keywords and the fields of ``EngineArgs``, to which
+    it passes the rest), which ``model.engine_args`` may set beyond the ones the registry declares."""
     import dataclasses
+    import inspect
 
-    from vllm import EngineArgs
+    from vllm import LLM
+    from vllm.engine.arg_utils import EngineArgs
 
-    return {f.name for f in dataclasses.fields(EngineArgs)}
+    own = {
+        name
+        for name, p in inspect.signature(LLM.__init__).parameters.items()
+        if p.kind is p.KEYWORD_ONLY or p.kind is p.POSITIONAL_OR_KEYWORD
+    }
+    return (own - {"self"}) | {f.name for f in dataclasses.fields(EngineArgs)}
 
 
 def _cuda() -> bool:

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from probes.cli import main
-from probes.pipeline import load_run_config, run_pipeline
+from probes.pipeline import load_run_config, report_stages, run_pipeline
 from probes.pipeline import stages as stages_module
 
 ALL_STAGES = {
@@ -112,6 +112,16 @@ def test_a_run_does_every_stage_and_writes_the_report(first_run):
     assert {"lara", "ppl", "cdd", "ppl+lara"} <= set(report["detectors"])
     assert "# rl (audited model" in result.summary and "# sft (control" in result.summary
     assert "| ppl+lara |" in result.summary
+    # the printed summary is the report's head rendered from report.json, not report.md cut at its headings
+    head = md.replace("# LaRA Probes report", "").split("## Paired comparison")[0].split("## Layer analysis")[0]
+    head = "\n".join(line for line in head.splitlines() if not line.startswith("![")).strip()
+    assert head in result.summary and "## Paired comparison" not in result.summary
+    written = run_dir / "rl" / "report" / "report.md"
+    written.write_text("# LaRA Probes report\n\nnothing here\n")
+    try:
+        assert report_stages.section(run_dir, "rl", load_run_config(path)) in result.summary
+    finally:
+        written.write_text(md)  # the later tests rerun this run and expect every output unchanged
     resolved = yaml.safe_load((run_dir / "config.resolved.yaml").read_text())
     assert resolved["generation"]["similars"] == 2
     # the controls' cost under the settings in force, which lara run logs (ppl: one pass, on the decisions'
