@@ -45,8 +45,8 @@ from generation.records import read_questions, read_sets
 from probes.evaluation import evaluate
 from probes.lara.drift import drift_map, drift_scores, pooled_drift, question_drift
 from probes.pipeline import load_run_config
+from probes.questions.reading import match_group
 from probes.report.verdict_text import left_out_text
-from probes.scores import match_group
 from probes.verdicts.modes import within_test
 
 ROOT = Path(__file__).resolve().parents[1]

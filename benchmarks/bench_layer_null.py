@@ -31,7 +31,8 @@ from probes.evaluation.layer_null import layer_null
 from probes.lara.metrics_file import MetricsFile, _metrics_of_chunk, _read_chunk
 from probes.lara.protocol import compress
 from probes.lara.sets import layout
-from probes.scores import align_labels, match_group, read_labels
+from probes.questions.reading import match_group, read_labels
+from probes.scores import align_labels
 
 ROOT = Path(__file__).resolve().parents[1]
 PERMUTATIONS = 500

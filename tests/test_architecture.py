@@ -296,3 +296,15 @@ def test_no_name_is_re_exported_from_an_old_home():
         if "noqa: F401" in line and ("old home" in line or "home is" in line)
     ]
     assert kept == []
+
+
+def test_question_files_are_read_in_the_questions_room():
+    """Issue 57: ``probes/scores.py`` held score tables and also the readers of a questions file's
+    labels, splits, texts and groups; these live in ``probes/questions/reading.py`` now, and a JSONL
+    reader anywhere else in probes/ (but the perturbation sets' own) fails here."""
+    readers = {
+        str(path.relative_to(ROOT))
+        for path in sources("probes")
+        if re.search(r"\bjsonl_lines\b", path.read_text(encoding="utf-8"))
+    }
+    assert readers == {"probes/questions/reading.py", "probes/lara/sets.py"}

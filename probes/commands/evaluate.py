@@ -8,7 +8,8 @@ from typing import Any
 
 from ..errors import ProbesError
 from ..operations.evaluate import EvaluateInputs, EvaluateSettings, write_evaluation
-from ..scores import jsonable, meta_path, read_labels, read_question_groups, read_question_texts
+from ..questions.reading import read_labels, read_question_groups, read_question_texts
+from ..scores import jsonable, meta_path
 from ._common import add_setting, command_parser, settings_from
 
 EVALUATE_EXAMPLES = """examples:

@@ -8,7 +8,8 @@ from typing import Any
 
 from ..fusion import FusionSpec
 from ..operations.fuse import fused_table, write_fused
-from ..scores import ScoreTable, read_labels, read_splits
+from ..questions.reading import read_labels, read_splits
+from ..scores import ScoreTable
 from ._common import add_setting, command_parser
 
 FUSE_EXAMPLES = """examples:

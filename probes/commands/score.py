@@ -8,7 +8,8 @@ from typing import Any
 
 from ..lara.protocol import ScoreOptions
 from ..operations.score import ScoreSettings, write_scores
-from ..scores import meta_path, read_labels
+from ..questions.reading import read_labels
+from ..scores import meta_path
 from ._common import add_setting, command_parser, settings_from
 
 SCORE_EXAMPLES = """examples:

@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ..questions.reading import read_labels, read_splits
 from ..scorefiles import read_scored
-from ..scores import read_labels, read_splits
 from ..verdicts.modes import VerdictSettings
 from ._common import add_setting, command_parser, settings_from
 

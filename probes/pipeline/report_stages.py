@@ -18,10 +18,11 @@ from ..operations.accuracy import read_accuracy
 from ..operations.evaluate import EvaluateInputs, write_evaluation
 from ..operations.fuse import fused_table, write_fused
 from ..questions.importing import provenance_for_report
+from ..questions.reading import match_group
 from ..report.markdown import render_summary
 from ..report.verdict_text import decided, describe_verdict
 from ..scorefiles import ScoredFiles, read_scored
-from ..scores import CLEAN_SPLIT, ScoreTable, join_tables, match_group
+from ..scores import CLEAN_SPLIT, ScoreTable, join_tables
 from .config import RunConfig
 from .layout import RunLayout
 from .run_state import RunState
