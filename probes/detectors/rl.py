@@ -6,7 +6,7 @@
   answers (its end-of-sequence position included), averaged over each answer, then over the
   answers.
 * ``reward_gain`` — how much more often the audited model is now right: the mean verifier reward
-  of its sampled answers minus the reference's (:mod:`probes.verifier`).
+  of its sampled answers minus the reference's (:mod:`probes.accuracy.verifier`).
 
 Both sample with Min-kNN's parameters by default (n = 32, T = 0.7, top-p 0.95, 1,024 tokens, seed
 0; the sampling temperature of a run replaces T), so the audited model's samples come from the
@@ -25,9 +25,9 @@ import numpy as np
 
 from lara_core.params import COUNT, POSITIVE, SEED, SHARE, Param
 
+from ..accuracy.verifier import judge
 from ..errors import ConfigError
 from ..responders.base import Access, Rollout
-from ..verifier import judge
 from .base import Detector, DetectorResult, check_reference, has_answer, register
 
 if TYPE_CHECKING:

@@ -8,7 +8,7 @@ teacher-forced over the very same token ids (the prompt as A's generation read i
 * ``shift_vote`` — the share of windows of ``window`` tokens (the last one shorter) whose mean Δ
   is positive (WBC's sign vote over sliding windows, arXiv 2601.02751);
 * ``answer_shift`` — the mean Δ over the tokens of the answer the rollout states (the characters
-  the verifier reads, :func:`probes.verifier.answer_span`);
+  the verifier reads, :func:`probes.accuracy.verifier.answer_span`);
 * ``gold_shift`` — log p_A(g | x, y_pre) − log p_R(g | x, y_pre): the known answer g after the
   rollout up to its stated answer, y_pre (a continuous counterpart of reward gain).
 
@@ -24,9 +24,9 @@ import numpy as np
 
 from lara_core.params import COUNT, Param
 
+from ..accuracy.verifier import answer_span
 from ..responders.base import Access, Generation
 from ..responders.divergence import local_of
-from ..verifier import answer_span
 from .base import DetectorResult, check_reference, has_answer, register
 from .likelihood import same_tokens
 from .rl import _SamplingComparison

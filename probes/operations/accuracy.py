@@ -2,7 +2,7 @@
 question's greedy answer, judged by the toolkit's verifier against the question's answer, one row
 a question in ``RUN/<model>/accuracy.csv``. The answers come through the model's response store,
 so where a detector already generated the greedy answer with the same budget it is read back, not
-generated again. The verdict turns the rows into the accuracy table (:mod:`probes.accuracy`)."""
+generated again. The verdict turns the rows into the accuracy table (:mod:`probes.accuracy.table`)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+from ..accuracy.verifier import judge
 from ..detectors.likelihood import GREEDY_TOKENS, greedy_params
 from ..errors import InputError
 from ..scores import CLEAN_SPLIT, write_csv_atomically
-from ..verifier import judge
 
 if TYPE_CHECKING:
     from ..responders.base import Responder

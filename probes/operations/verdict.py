@@ -13,7 +13,7 @@ import numpy as np
 
 from lara_core.files import write_text_atomically
 
-from ..accuracy import accuracy_table, subsets
+from ..accuracy.table import accuracy_table, subsets
 from ..detectors import REGISTRY
 from ..scorefiles import ScoredFiles
 from ..scores import CLEAN_SPLIT, jsonable

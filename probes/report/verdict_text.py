@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..accuracy import accuracy_markdown, accuracy_sentence
+from ..accuracy.table import accuracy_markdown, accuracy_sentence
 from .flagged import FDR_METHODS, FLAGGED_UNREJECTED
 
 VALIDATED_ON = (

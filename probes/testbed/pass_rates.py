@@ -3,7 +3,7 @@
 
 A question is a user turn (its text and the instruction to end with "The answer is N") wrapped
 in the model's own chat template; a completion passes when the toolkit's verifier
-(:func:`probes.verifier.judge`) reads the right final answer from it — the same reward GRPO
+(:func:`probes.accuracy.verifier.judge`) reads the right final answer from it — the same reward GRPO
 trains on.
 """
 
@@ -16,7 +16,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..verifier import judge
+from ..accuracy.verifier import judge
 
 logger = logging.getLogger(__name__)
 

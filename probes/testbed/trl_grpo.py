@@ -2,7 +2,7 @@
 
 The policy is the checkpoint right before RL (the pretrained base, or the base with an SFT
 adapter merged); only a LoRA adapter trains. Prompts are chat turns (TRL applies the model's own
-chat template), rewards are 1/0 from :func:`probes.verifier.judge` on the completion against the
+chat template), rewards are 1/0 from :func:`probes.accuracy.verifier.judge` on the completion against the
 question's answer, the rollout temperature is the paper's 1.0 and there is no KL term unless
 asked for. TRL checkpoints every ``save_steps`` into ``work_dir``; a rerun resumes from the last
 one, so the build can stop and go on across sessions.
@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..verifier import judge
+from ..accuracy.verifier import judge
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from probes.accuracy import accuracy_markdown, accuracy_sentence, accuracy_table, subsets, wilson_interval
+from probes.accuracy.table import accuracy_markdown, accuracy_sentence, accuracy_table, subsets, wilson_interval
 
 
 def naive_wilson(k: int, n: int) -> tuple[float, float]:

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from generation.records import Question
+from probes.accuracy.verifier import judge
 from probes.detectors import get_detector
 from probes.detectors.on_controls import ControlPlan
 from probes.detectors.run import run_detectors
@@ -21,7 +22,6 @@ from probes.errors import ConfigError
 from probes.responders.base import GenerationParams, Rollout
 from probes.responders.local import LocalResponder, PromptFormat
 from probes.responders.store import CachedResponder, ResponseStore
-from probes.verifier import judge
 
 TESTBED = Path(__file__).resolve().parents[2] / "probes" / "testbed" / "checkpoints" / "cpu-seed0"
 QUESTIONS = ["What is 2 + 3?", "A train travels 60 km in 1.5 hours. What is its average speed?", "Hi"]

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from generation.records import Question
+from probes.accuracy.verifier import answer_span
 from probes.detectors import REGISTRY, get_detector
 from probes.detectors.on_controls import ControlPlan
 from probes.detectors.rollout import span_tokens, window_vote
@@ -20,7 +21,6 @@ from probes.errors import ConfigError
 from probes.responders.base import GenerationParams
 from probes.responders.local import LocalResponder, PromptFormat
 from probes.responders.store import CachedResponder, ResponseStore
-from probes.verifier import answer_span
 
 TESTBED = Path(__file__).resolve().parents[2] / "probes" / "testbed" / "checkpoints" / "cpu-seed0"
 RAW = PromptFormat(mode="raw", template="Q: {prompt}\nA:")

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from probes.accuracy.verifier import RULES, judge
 from probes.testbed.problems import parse_answer
-from probes.verifier import RULES, judge
 
 STATED = [  # (completion, known answer): each states the known answer
     ("The answer is 42. Check: 6 * 2 = 12.", 42),  # a check after the marker is ignored
