@@ -63,6 +63,22 @@ def test_the_detector_table_is_generated_from_the_detectors_tags():
     assert "| `cdd` |" in table and table.split("| `cdd` |")[1].split("\n")[0].endswith("| sampling | yes |")
 
 
+def test_the_engine_table_is_generated_from_the_registry():
+    """Issue 57: an engine and the arguments it declares appear in the docs by its registry entry alone."""
+    from probes.responders.engine_table import engine_table, with_engine_table
+    from probes.responders.registry import ENGINES
+
+    page = (ROOT / "docs" / "detectors.md").read_text(encoding="utf-8")
+    assert page == with_engine_table(page), (
+        "docs/detectors.md's engine table is stale: python -m probes.responders.engine_table docs/detectors.md"
+    )
+    table = engine_table()
+    assert all(f"| `{name}` |" in table for name in ENGINES)
+    assert (
+        "`tensor_parallel_size` (an integer ≥ 1)" in table and "`gpu_memory_utilization` (a number in (0, 1])" in table
+    )
+
+
 def test_the_reference_covers_every_flag_of_every_command():
     page = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
     for name, sub in command_parsers(build_parser()):
