@@ -47,6 +47,7 @@ from probes.lara.drift import drift_map, drift_scores, pooled_drift, question_dr
 from probes.pipeline import load_run_config
 from probes.questions.reading import match_group
 from probes.report.verdict_text import left_out_text
+from probes.responders.model_settings import activation_config
 from probes.verdicts.modes import within_test
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,7 +80,10 @@ def pooled_stores(config, sets: list) -> tuple[ActivationStore, ActivationStore]
     stores = []
     for name in (config.name, config.reference_name()):
         run_cache(
-            texts, out / f"{name}.h5", CacheConfig(model=models[name], extraction=config.extraction), progress=True
+            texts,
+            out / f"{name}.h5",
+            CacheConfig(model=activation_config(models[name]), extraction=config.extraction),
+            progress=True,
         )
         stores.append(ActivationStore(out / f"{name}.h5"))
     return stores[0], stores[1]

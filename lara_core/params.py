@@ -100,7 +100,33 @@ class Flag:
         return "true or false"
 
 
-Constraint = Interval | Options | Text | Flag
+@dataclass(frozen=True)
+class Exactly:
+    """One value (a sentinel such as −1 for "the whole vocabulary")."""
+
+    value: Any
+
+    def holds(self, value: Any) -> bool:
+        return type(value) is type(self.value) and value == self.value
+
+    def describe(self) -> str:
+        return shown_value(self.value)
+
+
+@dataclass(frozen=True)
+class AnyOf:
+    """A value any one of ``choices`` holds."""
+
+    choices: tuple[Any, ...]
+
+    def holds(self, value: Any) -> bool:
+        return any(c.holds(value) for c in self.choices)
+
+    def describe(self) -> str:
+        return " or ".join(c.describe() for c in self.choices)
+
+
+Constraint = Interval | Options | Text | Flag | Exactly | AnyOf
 
 # the constraints most detectors share
 COUNT = Interval(integer=True, low=1)
@@ -120,10 +146,10 @@ def check_values(detector: str, params: Mapping[str, Any], declared: Mapping[str
         )
     for name, value in params.items():
         if not declared[name].holds(value):
-            raise ConfigError(f"{key}{detector}.{name}: must be {declared[name].describe()}, got {_shown(value)}")
+            raise ConfigError(f"{key}{detector}.{name}: must be {declared[name].describe()}, got {shown_value(value)}")
 
 
-def _shown(value: Any) -> str:
+def shown_value(value: Any) -> str:
     """A value as the user wrote it: strings in double quotes (``"20"``), the rest as JSON would."""
     try:
         return json.dumps(value, ensure_ascii=False)

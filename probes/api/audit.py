@@ -43,6 +43,7 @@ def detect(
     engine: str = "auto",
     engine_args: Mapping[str, Any] | None = None,
     decoding: str = "auto",
+    **old_engine_keys: Any,
 ) -> Detection:
     """Score ``questions`` with output-level detectors (SPEC §5), as ``lara detect`` does.
 
@@ -69,6 +70,8 @@ def detect(
             ``auto`` (the faster installed one); ``engine_args``: its arguments, checked against the
             ones it declares (``model.engine_args``; docs/detectors.md, "Engines").
         decoding: the built-in sampler's loop (``dynamic``, ``static``, ``auto``: ``detect.decoding``).
+        old_engine_keys: an engine's arguments under their deprecated keyword (``vllm=``), read as
+            ``engine_args`` with a warning; any other keyword is refused.
     """
     from ..detectors.on_controls import ControlPlan  # lazy: pulls h5py
     from ..operations.detect import DetectOptions, ModelAccess  # lazy: pulls torch and h5py
@@ -88,18 +91,29 @@ def detect(
         controls=ControlPlan.from_sets(sets, n_controls, calibrate=calibrate) if sets is not None else None,
         progress=progress,
     )
-    audited = ModelAccess(lambda: load_model(model), store, engine=_engine_settings(model, engine, engine_args))
+    audited = ModelAccess(
+        lambda: load_model(model), store, engine=_engine_settings(model, engine, engine_args, old_engine_keys)
+    )
     ref = ModelAccess(lambda: load_model(reference), store) if reference is not None else None
     summary = detect_operation(records, built, audited, options, ref)
     return Detection(summary, {q.id: q.label for q in records}, {q.id: q.split for q in records})  # type: ignore[arg-type]
 
 
-def _engine_settings(model: Any, engine: str, engine_args: Mapping[str, Any] | None) -> Any:
+def _engine_settings(model: Any, engine: str, engine_args: Any, old_keys: Mapping[str, Any]) -> Any:
     """The audited model's :class:`ModelSettings` when an engine other than hf runs it, else None;
     the engine's arguments checked first, before any model loads."""
-    from ..responders.model_settings import ModelSettings  # lazy: pulls cache's config
+    from ..responders.model_settings import ModelSettings, read_old_engine_keys  # lazy: pulls cache's config
+
+    read = read_old_engine_keys({"engine_args": engine_args, **old_keys}, "probes.detect")
+    if set(read) != {"engine_args"}:
+        raise TypeError(f"detect() got an unexpected keyword argument {sorted(set(read) - {'engine_args'})[0]!r}")
+    engine_args = read["engine_args"]
 
     source = str(model) if isinstance(model, (str, Path)) else None
+    if engine_args is not None and not isinstance(engine_args, Mapping):
+        raise ConfigError(
+            f"engine_args must map the engine's argument names to values, got {type(engine_args).__name__}"
+        )
     check_engine_args(engine, engine_args or {})
     chosen = resolve_engine(engine, source)
     if chosen == LOCAL:

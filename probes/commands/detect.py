@@ -6,8 +6,6 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from cache.config import ModelConfig
 from cache.distributed import Ranks
 from cache.errors import ConfigError
@@ -22,6 +20,7 @@ from ..detectors.on_controls import ControlPlan
 from ..detectors.selection import checked_detectors, detector_names, parse_params
 from ..operations.detect import DetectOptions, ModelAccess, detect
 from ..pipeline.config import CalibrationSettings, DetectSettings, EndpointSettings
+from ..pipeline.config_paths import parse_set
 from ..questions.chat import default_system_prompt
 from ..responders.local import PromptFormat
 from ..responders.model_settings import ModelSettings, activation_config
@@ -119,13 +118,8 @@ def _models(args: argparse.Namespace, questions: list[Any]) -> tuple[ModelAccess
 def engine_arguments(pairs: list[str] | None) -> dict[str, Any]:
     """``--engine-arg NAME=VALUE`` flags as a mapping, each value read as YAML (``8`` a number,
     ``true`` a flag); checked against the engine's declared arguments by :class:`ModelSettings`."""
-    out: dict[str, Any] = {}
-    for pair in pairs or []:
-        name, sep, value = pair.partition("=")
-        if not sep or not name.strip():
-            raise ConfigError(f"--engine-arg {pair!r}: write NAME=VALUE, e.g. --engine-arg tensor_parallel_size=8")
-        out[name.strip()] = yaml.safe_load(value)
-    return out
+    parsed = parse_set(pairs or [], "--engine-arg", "tensor_parallel_size=8")
+    return {".".join(keys): value for keys, value in parsed}
 
 
 def _controls(args: argparse.Namespace) -> ControlPlan | None:

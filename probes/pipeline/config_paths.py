@@ -27,17 +27,20 @@ MODEL_KEYS = ("model.source", "model.base")  # a path, or a hub id
 SCORE_MODES = ("split", "crossfit")
 
 
-def parse_set(items: Sequence[str]) -> list[tuple[list[str], Any]]:
-    """``["a.b=1", …]`` → ``[(["a", "b"], 1), …]``; values parsed as YAML."""
+def parse_set(
+    items: Sequence[str], flag: str = "--set", example: str = "generation.similars=3"
+) -> list[tuple[list[str], Any]]:
+    """``["a.b=1", …]`` → ``[(["a", "b"], 1), …]``; values parsed as YAML (``flag`` and
+    ``example``: how a refusal names the flag)."""
     out = []
     for item in items:
         key, sep, raw = item.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set generation.similars=3")
+            raise ConfigError(f"{flag} {item!r}: expected KEY=VALUE, e.g. {flag} {example}")
         try:
             value = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError as err:
-            raise ConfigError(f"--set {item!r}: the value is not valid YAML ({err})") from err
+            raise ConfigError(f"{flag} {item!r}: the value is not valid YAML ({err})") from err
         out.append((key.strip().split("."), value))
     return out
 

@@ -24,28 +24,16 @@ from typing import Any
 
 from cache.loading import auto_dtype_on
 
+from ..responders.registry import throughput_arguments
+
 MODEL_PLACEMENT = ("device", "device_map", "gpus_per_rank", "attn_implementation")
-VLLM_THROUGHPUT = (
-    "tensor_parallel_size",
-    "pipeline_parallel_size",
-    "data_parallel_size",
-    "gpu_memory_utilization",
-    "enforce_eager",
-    "max_num_seqs",
-    "max_num_batched_tokens",
-    "swap_space",
-    "cpu_offload_gb",
-    "kv_cache_memory_bytes",
-    "enable_prefix_caching",
-    "disable_log_stats",
-)
 LEFT_OUT: dict[str, tuple[str, ...]] = {
     "model": MODEL_PLACEMENT,
     "reference": MODEL_PLACEMENT,
     "extraction": ("batch_size", "max_batch_tokens", "flush_every", "padding_side"),
     "detect": ("batch_size", "decoding", "store"),
     "endpoint": ("concurrency",),
-    "args": VLLM_THROUGHPUT,
+    "args": throughput_arguments(),  # every engine's speed-only arguments, from the registry
     "generator": ("toolkit_version",),
 }
 _PATHS_OF = ("model", "reference")  # identities whose local path gives way to its content digest

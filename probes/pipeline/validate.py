@@ -93,6 +93,13 @@ def _engines(config: RunConfig) -> list[str]:
             key = engine_key(model)
         except ConfigError as err:
             return [f"model.engine: {err}"]
+        if key is None and model.engine_args:
+            logger.warning(
+                "%s: model.engine auto runs the hf engine here, which takes no arguments: model.engine_args "
+                "(%s) is not used",
+                name,
+                ", ".join(model.engine_args),
+            )
         try:
             if key is not None:
                 engine_entry(key["engine"]).check_further_args(model.engine_args)

@@ -21,24 +21,25 @@ from .weights import weight_bytes
 
 logger = logging.getLogger(__name__)
 
-CPU_VLLM_FROM_BYTES = 256 * 2**20  # on a CPU, auto takes vLLM from checkpoints this large (GPT-2-small: 500 MB)
-
 
 def resolve_engine(engine: str, source: str | None = None, base: str | None = None) -> str:
-    """``hf`` or ``vllm`` for a configured engine. ``auto`` takes vLLM where it is installed (and
-    no launcher started several processes) and is the faster engine: on a CUDA device, or on a CPU
-    for a checkpoint whose weight files reach ``CPU_VLLM_FROM_BYTES`` (measured on 2 cores: vLLM
-    1.5–2.5x the built-in sampler on GPT-2-small, 0.9x on the 2 MB testbed model); else hf.
-    ``base`` is an adapter's base (``model.base``), whose weights are what runs."""
+    """The engine that runs for a configured one. ``auto`` takes the first engine of the registry
+    that ``auto`` may pick, is installed (and, if it starts its own workers, no launcher started
+    several processes) and is the faster one: on a CUDA device, or on a CPU for a checkpoint whose
+    weight files reach its ``cpu_from_bytes``; else hf. ``base`` is an adapter's base
+    (``model.base``), whose weights are what runs."""
     if engine != AUTO:
         return engine_entry(engine).name
-    faster = [e for e in ENGINES.values() if e.auto and e.installed() and not (e.single_process and launched())]
-    if not faster:
+    candidates = [e for e in ENGINES.values() if e.auto and e.installed() and not (e.single_process and launched())]
+    if not candidates:
         return LOCAL
     import torch
 
-    on_cuda = torch.cuda.is_available()
-    return faster[0].name if on_cuda or weight_bytes(source, base) >= CPU_VLLM_FROM_BYTES else LOCAL
+    if torch.cuda.is_available():
+        return candidates[0].name
+    size = weight_bytes(source, base)
+    faster = [e for e in candidates if e.cpu_from_bytes is not None and size >= e.cpu_from_bytes]
+    return faster[0].name if faster else LOCAL
 
 
 def engine_key(model: Any) -> dict[str, Any] | None:
@@ -51,19 +52,12 @@ def engine_key(model: Any) -> dict[str, Any] | None:
     if entry.name == LOCAL:
         return None
     if entry.single_process and launched():
-        raise ConfigError(UNDER_LAUNCHER)
+        raise ConfigError(entry.under_launcher or f"engine {entry.name!r} cannot run under torchrun")
     return {
         "engine": entry.name,
         "version": entry.version_string(),
         "args": dict(getattr(model, "engine_args", None) or {}),
     }
-
-
-UNDER_LAUNCHER = (
-    "this model.engine under torchrun: vLLM starts its own workers and process group, which clash with "
-    "the launcher's; run one process with model.engine_args.tensor_parallel_size set to the node's GPUs, or serve the "
-    "model (python -m vllm.entrypoints.openai.api_server …) and set detect.endpoint (docs/scaling.md)"
-)
 
 
 def launched() -> bool:

@@ -70,6 +70,9 @@ def read_old_engine_keys(model: Any, where: str = "model") -> Any:
     if not isinstance(model, Mapping):
         return model
     for old in [e.old_key for e in ENGINES.values() if e.old_key and e.old_key in model]:
+        if model[old] is None:  # what an older run's config.resolved.yaml wrote when it held none
+            model = {k: v for k, v in model.items() if k != old}
+            continue
         if model.get("engine_args") is not None:
             raise ConfigError(f"{where}.{old} and {where}.engine_args both set: keep engine_args alone")
         logger.warning(

@@ -66,7 +66,7 @@ def open_responder(
         endpoint: a served model (base URL, model name, key variable, top log-probs, concurrency).
         ranks: a launched job's ranks (``cache.distributed.Ranks``): each batch call split across them.
         progress: show progress bars.
-        engine: the model's config (``cache.ModelConfig``) when its ``engine`` may be other than
+        engine: the model's settings (:class:`.model_settings.ModelSettings`) when its ``engine`` may be other than
             hf: with vLLM, the detectors vLLM cannot feed get the hf engine (``fallback``).
         decoding: the built-in sampler's loop (``auto``, ``dynamic``, ``static``: :mod:`.decoding`).
     """

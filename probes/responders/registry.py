@@ -18,7 +18,7 @@ import importlib.util
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from lara_core.params import COUNT, SEED, SHARE, Constraint, Flag, Interval, Text
+from lara_core.params import COUNT, SEED, SHARE, AnyOf, Constraint, Exactly, Flag, Interval, Text, shown_value
 
 from ..errors import ConfigError
 from .base import Access
@@ -51,6 +51,14 @@ class EngineEntry:
             its declared arguments only.
         old_key: the model settings key that held its arguments before ``engine_args`` (read as
             ``engine_args``, with a deprecation warning: :func:`.model_settings.read_old_engine_keys`).
+        reserved: arguments of its library the toolkit sets itself (the checkpoint, its dtype…),
+            refused in ``engine_args``: a stage's key would no longer say what ran.
+        throughput: arguments that change its speed and never a result, left out of a run's
+            portable keys (:mod:`probes.pipeline.portable`), so a run moves between machines.
+        cpu_from_bytes: on a CPU, ``auto`` picks it for checkpoints whose weight files are this
+            large or larger (None: on a CUDA machine only).
+        under_launcher: why it refuses to run under torchrun, and what to run instead
+            (``single_process`` engines).
     """
 
     name: str
@@ -66,23 +74,36 @@ class EngineEntry:
     parameters: Mapping[str, Constraint] = field(default_factory=dict)
     further: str | None = None
     old_key: str | None = None
+    reserved: frozenset[str] = frozenset()
+    throughput: tuple[str, ...] = ()
+    cpu_from_bytes: int | None = None
+    under_launcher: str = ""
 
     def check_args(self, args: Mapping[str, Any]) -> None:
-        """Refuse (one line naming the key) an argument it does not declare and cannot pass on, or
-        a declared one whose value breaks its constraint."""
+        """Refuse (one line naming the key) an argument the toolkit sets itself, one it does not
+        declare and cannot pass on, or a declared one whose value breaks its constraint."""
         for name, value in args.items():
+            if name in self.reserved:
+                raise ConfigError(
+                    f"{ARGS_KEY}.{name}: the toolkit sets it itself for engine {self.name!r} (from model.source, "
+                    "model.dtype, model.trust_remote_code and the detectors' needs); leave it out"
+                )
             if name in self.parameters:
                 if not self.parameters[name].holds(value):
-                    raise ConfigError(f"{ARGS_KEY}.{name}: must be {self.parameters[name].describe()}, got {value!r}")
+                    raise ConfigError(
+                        f"{ARGS_KEY}.{name}: must be {self.parameters[name].describe()}, got {shown_value(value)}"
+                    )
             elif self.further is None:
                 raise ConfigError(self._unknown(name, self.parameters))
 
     def check_further_args(self, args: Mapping[str, Any]) -> None:
-        """Refuse an undeclared argument its library does not take either (its package imported now)."""
-        if self.further is None:
+        """Refuse an undeclared argument its library does not take either (its package imported
+        now, and only when there is an undeclared argument to check)."""
+        undeclared = [name for name in args if name not in self.parameters]
+        if self.further is None or not undeclared:
             return
-        accepted = set(self.parameters) | set(load(self.further)())
-        for name in args:
+        accepted = set(self.parameters) | (set(load(self.further)()) - self.reserved)
+        for name in undeclared:
             if name not in accepted:
                 raise ConfigError(self._unknown(name, accepted))
 
@@ -127,7 +148,7 @@ ENGINES: dict[str, EngineEntry] = {
         single_process=True,
         title="vLLM",
         parameters={
-            "top_logprobs": Interval(integer=True, low=-1),  # K log-probs per token; -1: the whole vocabulary
+            "top_logprobs": AnyOf((COUNT, Exactly(-1))),  # K log-probs per token; -1: the whole vocabulary
             "tensor_parallel_size": COUNT,
             "pipeline_parallel_size": COUNT,
             "data_parallel_size": COUNT,
@@ -145,6 +166,30 @@ ENGINES: dict[str, EngineEntry] = {
         },
         further="probes.responders.vllm_engine:further_argument_names",
         old_key="vllm",
+        reserved=frozenset({"model", "tokenizer", "dtype", "trust_remote_code", "max_logprobs"}),
+        throughput=(
+            "tensor_parallel_size",
+            "pipeline_parallel_size",
+            "data_parallel_size",
+            "gpu_memory_utilization",
+            "enforce_eager",
+            "max_num_seqs",
+            "max_num_batched_tokens",
+            "swap_space",
+            "cpu_offload_gb",
+            "kv_cache_memory_bytes",
+            "enable_prefix_caching",
+            "disable_log_stats",
+        ),
+        # measured on 2 cores: vLLM 1.5–2.5x the built-in sampler on GPT-2-small (500 MB), 0.9x on
+        # the 2 MB testbed model (benchmarks/bench_engines.py)
+        cpu_from_bytes=256 * 2**20,
+        under_launcher=(
+            "this model.engine under torchrun: vLLM starts its own workers and process group, which clash "
+            "with the launcher's; run one process with model.engine_args.tensor_parallel_size set to the node's "
+            "GPUs, or serve the model (python -m vllm.entrypoints.openai.api_server …) and set detect.endpoint "
+            "(docs/scaling.md)"
+        ),
     ),
 }
 
@@ -176,6 +221,11 @@ def check_engine_args(engine: str, args: Mapping[str, Any]) -> None:
         raise errors[0]
     if args:
         raise ConfigError(f"{ARGS_KEY}: engine {engine!r} takes no arguments")
+
+
+def throughput_arguments() -> tuple[str, ...]:
+    """Every engine's arguments that change its speed and never a result (:attr:`EngineEntry.throughput`)."""
+    return tuple(dict.fromkeys(name for entry in ENGINES.values() for name in entry.throughput))
 
 
 def load(target: str) -> Callable[..., Any]:

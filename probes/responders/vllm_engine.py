@@ -35,9 +35,10 @@ from ..errors import ConfigError
 from ..token_distributions import entropy_from_logprobs, padded_rows, topk_moments
 from .base import Access, CallCounter, Generation, GenerationParams, TextScore, sample_seed
 from .checks import SamplingWitness
-from .engines import UNDER_LAUNCHER, launched
+from .engines import launched
 from .local import eos_ids
 from .prompting import PromptFormat, PromptTokens
+from .registry import engine_entry
 from .weights import weight_files
 
 logger = logging.getLogger(__name__)
@@ -345,7 +346,7 @@ def open_engine(model: Any, prompt_format: Any) -> Any:
     """The vLLM responder of a model's settings (:class:`.model_settings.ModelSettings`: source,
     dtype, ``engine_args``)."""
     if launched():
-        raise ConfigError(UNDER_LAUNCHER)
+        raise ConfigError(engine_entry("vllm").under_launcher)
     args = dict(model.engine_args or {})
     top = int(args.pop("top_logprobs", TOP_K))
     dtype = "float32" if model.dtype == "auto" and not _cuda() else model.dtype

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -263,7 +264,7 @@ def test_auto_takes_vllm_where_it_was_measured_faster(monkeypatch, tmp_path):
     large, small = tmp_path / "large", tmp_path / "small"
     large.mkdir(), small.mkdir()
     with (large / "model.safetensors").open("wb") as handle:
-        handle.truncate(engines.CPU_VLLM_FROM_BYTES)  # sparse: no disk used
+        handle.truncate(engines.engine_entry("vllm").cpu_from_bytes)  # sparse: no disk used
     (small / "model.safetensors").write_bytes(b"0" * 2_000_000)
     assert engines.resolve_engine("auto", str(large)) == "vllm"
     assert engines.resolve_engine("auto", str(small)) == "hf"
@@ -286,14 +287,70 @@ def test_auto_sizes_a_gguf_file_as_converted_and_an_adapter_by_its_base(monkeypa
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
     monkeypatch.setattr(sources, "require", lambda *a: None)  # resolving needs neither gguf nor peft
     monkeypatch.delenv("WORLD_SIZE", raising=False)
-    enough = engines.CPU_VLLM_FROM_BYTES // 4  # float32 weights
+    enough = engines.engine_entry("vllm").cpu_from_bytes // 4  # float32 weights
     large = write_gguf(tmp_path / "large.gguf", {"general.architecture": "llama"}, tensors={"w": (enough, 1)})
     small = write_gguf(tmp_path / "small.gguf", {"general.architecture": "llama"}, tensors={"w": (enough - 1, 1)})
-    assert large.stat().st_size < engines.CPU_VLLM_FROM_BYTES  # its quantised size would have said hf
-    assert engines.weight_bytes(str(large)) == engines.CPU_VLLM_FROM_BYTES
+    assert large.stat().st_size < engines.engine_entry("vllm").cpu_from_bytes  # its quantised size would have said hf
+    assert engines.weight_bytes(str(large)) == engines.engine_entry("vllm").cpu_from_bytes
     assert engines.resolve_engine("auto", str(large)) == "vllm"
     assert engines.resolve_engine("auto", str(small)) == "hf"
     adapter = write_adapter(tmp_path / "adapter", str(large), {"blk.0": (4, 4)})
     assert engines.resolve_engine("auto", str(adapter)) == "vllm"
     assert engines.resolve_engine("auto", str(adapter), base=str(small)) == "hf"
     assert engines.weight_bytes("org/not-local") == 0
+
+
+def test_engine_args_are_refused_when_they_could_not_be_what_ran(tmp_path, caplog):
+    """Issue 57's review: a value the engine refuses only when it opens is refused when the config
+    is read (``top_logprobs: 0``); an argument the toolkit sets itself (the checkpoint, its dtype)
+    is refused, since the stage key would no longer say what ran; an older resolved config's
+    ``vllm: null`` reads silently; a bad ``--engine-arg`` value is one line."""
+    from probes.errors import ConfigError
+    from probes.pipeline import load_run_config
+    from probes.pipeline.config_paths import parse_set
+
+    path = tmp_path / "audit.yaml"
+    path.write_text("questions: q.jsonl\nmodel: {source: m, engine: vllm, vllm: null}\n")
+    with caplog.at_level("WARNING"):
+        assert load_run_config(path).model.engine_args == {}
+    assert "deprecated" not in caplog.text
+    for override, message in [
+        ("model.engine_args.top_logprobs=0", "model.engine_args.top_logprobs: must be an integer ≥ 1 or -1, got 0"),
+        ("model.engine_args.model=/elsewhere", "model.engine_args.model: the toolkit sets it itself"),
+        ("model.engine_args.dtype=float16", "model.engine_args.dtype: the toolkit sets it itself"),
+    ]:
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            load_run_config(path, [override])
+    assert load_run_config(path, ["model.engine_args.top_logprobs=-1"]).model.engine_args == {"top_logprobs": -1}
+    with pytest.raises(ConfigError, match=r"--engine-arg 'x=\{a: 1': the value is not valid YAML"):
+        parse_set(["x={a: 1"], "--engine-arg")
+
+
+def test_probes_detect_reads_the_old_vllm_keyword_and_refuses_a_bad_engine_args(caplog):
+    from probes.api.audit import _engine_settings
+    from probes.errors import ConfigError
+
+    with caplog.at_level("WARNING"):
+        settings = _engine_settings("/m", "vllm", None, {"vllm": {"tensor_parallel_size": 2}})
+    assert settings.engine_args == {"tensor_parallel_size": 2} and "vllm is deprecated" in caplog.text
+    with pytest.raises(ConfigError, match="engine_args must map the engine's argument names to values, got list"):
+        _engine_settings("/m", "vllm", ["x"], {})
+    with pytest.raises(TypeError, match="unexpected keyword argument 'vllmm'"):
+        _engine_settings("/m", "vllm", None, {"vllmm": {}})
+
+
+def test_arguments_auto_cannot_use_are_said_to_be_unused(tmp_path, monkeypatch, caplog):
+    """``auto`` checks its arguments against the engines it may pick; where it runs hf they are
+    not used, and the run says so before stage 1 instead of dropping them silently."""
+    from probes.pipeline import load_run_config
+    from probes.pipeline.validate import _engines
+
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    path = tmp_path / "audit.yaml"
+    path.write_text(
+        "questions: q.jsonl\nmodel: {source: m, engine: auto, engine_args: {tensor_parallel_size: 2}}\n"
+        "detect: {names: [ppl]}\n"
+    )
+    with caplog.at_level("WARNING"):
+        assert _engines(load_run_config(path)) == []
+    assert "model.engine auto runs the hf engine here" in caplog.text and "tensor_parallel_size" in caplog.text

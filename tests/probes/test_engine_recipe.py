@@ -92,7 +92,7 @@ def test_the_real_config_loader_reads_the_engine_and_its_declared_arguments(toy_
             "model.engine_args: engine 'myengine' has no argument 'worker'; did you mean 'workers'?",
         ),
         ("model.engine_args.workers=0", "model.engine_args.workers: must be an integer ≥ 1, got 0"),
-        ("model.engine_args.eager=yes please", "model.engine_args.eager: must be true or false, got 'yes please'"),
+        ("model.engine_args.eager=yes please", 'model.engine_args.eager: must be true or false, got "yes please"'),
         ("model.engine=myengin", "model.engine 'myengin': choose auto, hf, vllm, myengine"),
     ]:
         with pytest.raises(ConfigError) as err:
@@ -114,7 +114,7 @@ def test_lara_detect_runs_an_engine_added_by_the_recipe_with_its_arguments(toy_e
     assert main([*argv, "--engine", "myengine", "--engine-arg", "worker=3", "-o", str(out)]) == 2
     assert "has no argument 'worker'; did you mean 'workers'?" in capsys.readouterr().err
     assert main([*argv, "--engine", "myengine", "--engine-arg", "workers", "-o", str(out)]) == 2
-    assert "--engine-arg 'workers': write NAME=VALUE" in capsys.readouterr().err
+    assert "--engine-arg 'workers': expected KEY=VALUE" in capsys.readouterr().err
     assert toy_engine.OPENED == [source]  # each refused before the engine opened
 
 
