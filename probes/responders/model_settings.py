@@ -35,8 +35,8 @@ class ModelSettings(ModelConfig):
     Attributes:
         engine: what runs the output-level detectors' generation and scoring: ``hf`` (forward
             passes and the toolkit's KV-cached sampler), any engine of the registry (``vllm``:
-            vLLM in-process, the ``vllm`` extra) or ``auto`` (the faster installed one: vLLM on a
-            CUDA machine where it is installed, else hf). Activations are always forward passes.
+            vLLM in-process, the ``vllm`` extra) or ``auto`` (the faster installed one: vLLM where it is
+            installed, on a CUDA machine or on a CPU for weights of 256 MiB and more; else hf). Activations are always forward passes.
         engine_args: the engine's arguments (``vllm``: ``tensor_parallel_size``,
             ``gpu_memory_utilization``, ``top_logprobs`` — K, or −1 for the whole vocabulary — and
             any further ``vllm.LLM`` argument); each engine declares the ones it takes.
