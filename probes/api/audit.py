@@ -105,16 +105,10 @@ def _engine_settings(model: Any, engine: str, engine_args: Any, old_keys: Mappin
     from ..responders.model_settings import ModelSettings, read_old_engine_keys  # lazy: pulls cache's config
 
     read = read_old_engine_keys({"engine_args": engine_args, **old_keys}, "probes.detect")
-    if set(read) != {"engine_args"}:
-        raise TypeError(f"detect() got an unexpected keyword argument {sorted(set(read) - {'engine_args'})[0]!r}")
-    engine_args = read["engine_args"]
-
+    if unexpected := sorted(set(read) - {"engine_args"}):
+        raise TypeError(f"detect() got an unexpected keyword argument {unexpected[0]!r}")
+    engine_args = check_engine_args(engine, read["engine_args"])  # before any model loads
     source = str(model) if isinstance(model, (str, Path)) else None
-    if engine_args is not None and not isinstance(engine_args, Mapping):
-        raise ConfigError(
-            f"engine_args must map the engine's argument names to values, got {type(engine_args).__name__}"
-        )
-    check_engine_args(engine, engine_args or {})
     chosen = resolve_engine(engine, source)
     if chosen == LOCAL:
         return None
@@ -122,7 +116,7 @@ def _engine_settings(model: Any, engine: str, engine_args: Any, old_keys: Mappin
         raise ConfigError(
             f"engine {chosen!r} reads a checkpoint directory: pass its path as the model, or use engine {LOCAL!r}"
         )
-    return ModelSettings(source=source, engine=chosen, engine_args=dict(engine_args or {}))
+    return ModelSettings(source=source, engine=chosen, engine_args=engine_args)
 
 
 def fuse(

@@ -34,7 +34,8 @@ class ModelAccess:
         model: a ``LoadedModel``, or a callable returning one (called only when a local model is
             needed: not for a served one, nor for an engine that loads its own).
         store: the response store (or its path) keeping its answers and scores.
-        engine: the model's :class:`~probes.responders.model_settings.ModelSettings` when its engine may be other than hf (None: hf).
+        engine: the model's :class:`~probes.responders.model_settings.ModelSettings` when its
+            engine may be other than hf (None: hf).
         endpoint: a served model instead of a local one (``pipeline.config.EndpointSettings``).
     """
 

@@ -93,16 +93,17 @@ def _engines(config: RunConfig) -> list[str]:
             key = engine_key(model)
         except ConfigError as err:
             return [f"model.engine: {err}"]
-        if key is None and model.engine_args:
-            logger.warning(
-                "%s: model.engine auto runs the hf engine here, which takes no arguments: model.engine_args "
-                "(%s) is not used",
-                name,
-                ", ".join(model.engine_args),
-            )
+        if key is None:
+            if model.engine_args:
+                logger.warning(
+                    "%s: model.engine auto runs the hf engine here, which takes no arguments: model.engine_args "
+                    "(%s) is not used",
+                    name,
+                    ", ".join(model.engine_args),
+                )
+            continue
         try:
-            if key is not None:
-                engine_entry(key["engine"]).check_further_args(model.engine_args)
+            engine_entry(key["engine"]).check_further_args(model.engine_args)
         except ConfigError as err:
             return [str(err)]
     return []

@@ -21,7 +21,7 @@ from typing import Any, Mapping
 from cache.config import ModelConfig
 
 from ..errors import ConfigError
-from .registry import AUTO, ENGINES, check_engine_args, engine_entry
+from .registry import AUTO, ENGINES, check_engine_args
 
 logger = logging.getLogger(__name__)
 
@@ -35,8 +35,9 @@ class ModelSettings(ModelConfig):
     Attributes:
         engine: what runs the output-level detectors' generation and scoring: ``hf`` (forward
             passes and the toolkit's KV-cached sampler), any engine of the registry (``vllm``:
-            vLLM in-process, the ``vllm`` extra) or ``auto`` (the faster installed one: vLLM where it is
-            installed, on a CUDA machine or on a CPU for weights of 256 MiB and more; else hf). Activations are always forward passes.
+            vLLM in-process, the ``vllm`` extra) or ``auto`` (the faster installed one: vLLM where
+            it is installed, on a CUDA machine or on a CPU for weights of 256 MiB and more; else
+            hf). Activations are always forward passes.
         engine_args: the engine's arguments (``vllm``: ``tensor_parallel_size``,
             ``gpu_memory_utilization``, ``top_logprobs`` — K, or −1 for the whole vocabulary — and
             any further ``vllm.LLM`` argument); each engine declares the ones it takes.
@@ -47,15 +48,7 @@ class ModelSettings(ModelConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.engine != AUTO:
-            engine_entry(self.engine)  # an unknown name refused with the choices
-        args = self.engine_args if self.engine_args is not None else {}
-        if not isinstance(args, Mapping):
-            raise ConfigError(
-                "model.engine_args must map the engine's argument names to values, e.g. {tensor_parallel_size: 2}"
-            )
-        check_engine_args(self.engine, args)
-        object.__setattr__(self, "engine_args", {str(k): v for k, v in args.items()})
+        object.__setattr__(self, "engine_args", check_engine_args(self.engine, self.engine_args))
 
 
 def activation_config(model: ModelConfig) -> ModelConfig:

@@ -206,21 +206,30 @@ def choices() -> tuple[str, ...]:
     return (AUTO, *ENGINES)
 
 
-def check_engine_args(engine: str, args: Mapping[str, Any]) -> None:
-    """Check ``args`` against engine ``engine``'s declared arguments; for ``auto``, against those of
-    the engines it may pick (an argument any of them takes is accepted)."""
+def check_engine_args(engine: str, args: Any) -> dict[str, Any]:
+    """``args`` (None: none) as a plain mapping, checked against engine ``engine``'s declared
+    arguments; for ``auto``, against those of the engines it may pick (an argument any of them
+    takes is accepted). Refused in one line: not a mapping, an unknown engine, a bad argument."""
+    args = {} if args is None else args
+    if not isinstance(args, Mapping):
+        raise ConfigError(
+            f"{ARGS_KEY} must map the engine's argument names to values, got {type(args).__name__} "
+            "(e.g. {tensor_parallel_size: 2})"
+        )
+    args = {str(k): v for k, v in args.items()}
     entries = [engine_entry(engine)] if engine != AUTO else [e for e in ENGINES.values() if e.auto]
-    errors = []
+    if args and not entries:
+        raise ConfigError(f"{ARGS_KEY}: engine {engine!r} takes no arguments")
+    first_error: ConfigError | None = None
     for entry in entries:
         try:
             entry.check_args(args)
-            return
+            return args
         except ConfigError as err:
-            errors.append(err)
-    if errors:
-        raise errors[0]
-    if args:
-        raise ConfigError(f"{ARGS_KEY}: engine {engine!r} takes no arguments")
+            first_error = first_error or err
+    if first_error is not None:
+        raise first_error
+    return args
 
 
 def throughput_arguments() -> tuple[str, ...]:
