@@ -156,7 +156,14 @@ def smollm_question_rows(splits: Any) -> list[dict[str, Any]]:
         "smollm-testbed",
         id_of=lambda p: f"sm{hash_key(p.template, p.numbers):016x}"[:14],
         question_of=lambda p: user_turn(p.question),
-        extra_of=lambda p: {"template": p.template, "numbers": dict(p.numbers), "problem": p.question},
+        # the worked solution: the offline generator re-solves each control's answer from it
+        # (generation.answers), so the detectors that read answers are calibrated on controls too
+        extra_of=lambda p: {
+            "template": p.template,
+            "numbers": dict(p.numbers),
+            "problem": p.question,
+            "solution": p.solution,
+        },
     )
 
 

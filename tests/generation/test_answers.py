@@ -116,15 +116,18 @@ def test_a_variant_less_whole_than_the_original_or_of_another_shape_gives_none()
     assert worked.answer_for("A baker makes 5 trays of 8 muffins and sells 9. How many remain?") == 31
 
 
-def test_every_shipped_testbed_similar_answer_equals_the_templates_own(tmp_path):
-    """On the shipped testbed the templates' own computation is the truth: every re-solved answer of
-    a generated similar or control equals it (none wrong), and most similars get one."""
+@pytest.mark.parametrize("testbed", ["cpu-seed0", "smollm-seed0"])
+def test_every_shipped_testbed_similar_answer_equals_the_templates_own(tmp_path, testbed):
+    """On the shipped testbeds the templates' own computation is the truth: every re-solved answer of
+    a generated similar or control equals it (none wrong), and most similars get one. The real-model
+    testbed's questions carry their worked solution too (before, they did not: none of its controls
+    had an answer, so reward gain and the gold answer's shift could not be calibrated on them)."""
     from pathlib import Path
 
     from generation.records import read_questions
     from probes.testbed.problems import TEMPLATES
 
-    shipped = Path(__file__).resolve().parents[2] / "probes" / "testbed" / "checkpoints" / "cpu-seed0"
+    shipped = Path(__file__).resolve().parents[2] / "probes" / "testbed" / "checkpoints" / testbed
     questions = read_questions(shipped / "questions.jsonl")[:60]
     run_generation(questions, tmp_path / "sets.jsonl", GenerationConfig(controls=5))
     answered = total = 0
@@ -137,7 +140,8 @@ def test_every_shipped_testbed_similar_answer_equals_the_templates_own(tmp_path)
             if answer is None:
                 continue
             answered += 1
-            numbers = _numbers_of(template.text, text)
+            problem = text.split("\n", 1)[0]  # the real model's question: the problem, then the instruction
+            numbers = _numbers_of(template.text, problem)
             assert answer == _plain_solve(template, numbers), (text, answer)
     assert total == 600 and answered / total > 0.85, (answered, total)  # 532 of 600: the rest negative or ambiguous
 
@@ -192,3 +196,20 @@ def test_attach_answers_reads_the_solution_where_the_question_file_puts_it():
     attach_answers(record)
     assert record.answers == {"similars": [32], "controls": []}
     assert record.provenance["answers"].startswith("worked-solution")
+
+
+def test_the_real_model_testbeds_builder_writes_the_worked_solution_the_generator_reads():
+    """``lara testbed build --preset smollm`` writes each question's worked solution where
+    :func:`attach_answers` reads it, so a rebuilt testbed's controls get answers as the shipped one's do."""
+    import dataclasses
+
+    from generation.records import Question
+    from probes.testbed.smollm import SmollmPreset, draw_splits, smollm_question_rows
+
+    splits = draw_splits([15, 31], dataclasses.replace(SmollmPreset(), n_members=4, n_clean_ref=8), 0, set())
+    rows = smollm_question_rows(splits)
+    assert len(rows) == 16
+    for row in rows:
+        question = Question(**{k: row[k] for k in ("id", "question", "label", "answer", "split")}, extra=row["extra"])
+        worked = read_solution(question.question, question.extra_value("solution"), question.answer)
+        assert not isinstance(worked, str), (row["question"], worked)
