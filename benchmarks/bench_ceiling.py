@@ -193,8 +193,9 @@ def main() -> None:
     parser.add_argument("--subsets", type=int, default=100)
     parser.add_argument("--size", type=int, default=60)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--set", action="append", default=[], help="a config override, KEY=VALUE (as lara run --set)")
     args = parser.parse_args()
-    run(load_run_config(args.config), args)
+    run(load_run_config(args.config, args.set), args)
 
 
 if __name__ == "__main__":

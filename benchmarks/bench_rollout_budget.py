@@ -2,7 +2,7 @@
 draws per question.
 
     python benchmarks/bench_rollout_budget.py [--config configs/demo.yaml] [--budgets 4,8,16,32,64]
-                                              [--subsets 100] [--size 60] [--seed 0]
+                                              [--per-label N] [--subsets 100] [--size 60] [--seed 0]
 
 For each budget n, reward gain is scored with n samples a model on the audited questions and their
 sampling controls (the verdict's first ``calibration.controls``) through the run's models and
@@ -15,7 +15,8 @@ samples a model (n × (1 + controls)) and the seconds they take here (the audite
 timed once on 20 questions × 16 samples of the audited model with a throwaway store; both models
 are taken to cost the same).
 
-Writes ``bench/rollout_budget.json`` in the run directory.
+``--per-label N`` decides the first N members and N non-members only (``bench_ceiling.py``'s
+subset: its samples serve every budget). Writes ``bench/rollout_budget.json`` in the run directory.
 """
 
 from __future__ import annotations
@@ -58,8 +59,10 @@ def run(config, args: argparse.Namespace) -> dict:
     ensure_run(config)
     run_dir = Path(config.run_dir)
     questions = read_questions(config.questions)
-    members, non_members = [q.id for q in questions if q.label == 1], [q.id for q in questions if q.label == 0]
-    audited = [q for q in questions if q.split != "clean_ref"]
+    members = [q.id for q in questions if q.label == 1][: args.per_label]
+    non_members = [q.id for q in questions if q.label == 0][: args.per_label]
+    chosen = set(members + non_members)
+    audited = [q for q in questions if q.id in chosen]
     controls = config.calibration.controls
     models = run_models(config)  # each loaded once for every budget and the timing
     per_sample = seconds_per_sample(config, models[config.name], [q.question for q in audited[:20]])
@@ -88,7 +91,8 @@ def run(config, args: argparse.Namespace) -> dict:
         }
     print(
         f"{config.name} against {config.reference_name()} ({Path(config.questions).parent.name}): reward gain at each budget, "
-        f"{len(audited)} questions and {controls} controls each; q = {config.verdict.fdr}, {args.subsets} subsets of {args.size}"
+        f"{len(audited)} questions ({len(members)} members) and {controls} controls each; q = {config.verdict.fdr}, "
+        f"{args.subsets} subsets of {args.size}"
     )
     print(
         f"  {'n':>3} {'samples/question/model':>23} {'CPU s/question':>15}  {'decided on':<24} "
@@ -111,11 +115,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", type=Path, default=ROOT / "configs" / "demo.yaml")
     parser.add_argument("--budgets", type=lambda s: [int(x) for x in s.split(",")], default=[4, 8, 16, 32, 64])
+    parser.add_argument("--per-label", type=int, default=None, help="the first N members and N non-members only")
     parser.add_argument("--subsets", type=int, default=100)
     parser.add_argument("--size", type=int, default=60)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--set", action="append", default=[], help="a config override, KEY=VALUE (as lara run --set)")
     args = parser.parse_args()
-    run(load_run_config(args.config), args)
+    run(load_run_config(args.config, args.set), args)
 
 
 if __name__ == "__main__":

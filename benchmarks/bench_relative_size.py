@@ -1,0 +1,186 @@
+"""The relative mode's size (issue 56, item 5): when it rejects clean subsets too often, is the
+clean set's count to blame, its draw, or the clean set itself?
+
+    python benchmarks/bench_relative_size.py [--config configs/demo-smollm.yaml] [--set KEY=VALUE]
+                                             [--detectors ppl,min_k,zlib,recall] [--block 150]
+                                             [--subsets 200] [--size 50] [--seed 0]
+
+The relative mode (SPEC §8.6) compares each audited question's rank among its matched controls with
+a clean set's. Its size is checked as ``bench_testbeds.py`` checks it: random subsets of
+``--size`` non-members, each decided against a clean set, the rejection rate at α counted per
+detector and combined (Cauchy, as the verdict combines). Here the clean set varies:
+
+* ``first B``: the detectors' clean set of the demo (``detect.clean_ref: B``), the same for every subset;
+* ``block i``: each disjoint block of ``B`` clean questions in file order, the same for every subset —
+  how much the rate depends on which ``B`` were drawn;
+* ``all N``: every clean question;
+* ``fresh B``: ``B`` clean questions drawn anew for every subset — the rate over clean draws, which is
+  what a two-sample test's size is (its p-value already accounts for the clean set's sampling error);
+* ``placebo``: subsets of clean questions (not non-members) against ``B`` of the other clean questions,
+  drawn anew — exchangeable by construction, so this row must hold α; a planted fault
+  (``--plant D``: D standard deviations added to every audited original's score, as a generator bias
+  would) must fail it.
+
+If ``first B`` fails and ``fresh B`` holds, the draw is to blame; if both fail and ``all N`` holds, the
+count; if the placebo holds and the non-member rows fail at every count, the clean set is not
+drawn like the non-members. Scores ``--detectors`` (those that do not sample: minutes on a CPU) on
+every clean question and its ``calibration.controls`` controls with both models of the run (through
+its response stores); the audited questions' scores are the run's. Writes
+``bench/relative_size.json`` in the run directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+from bench_ceiling import run_models, save
+from bench_verdict import ensure_run, scored, verdict_view
+
+from generation.records import read_questions, read_sets
+from probes.detectors.on_controls import ControlPlan
+from probes.detectors.run import run_detectors
+from probes.detectors.selection import build_detectors
+from probes.pipeline import load_run_config
+from probes.pipeline.stages import prompt_format, store_path
+from probes.responders.open import open_responder
+from probes.scorefiles import ScoredSet
+from probes.verdicts.modes import compute_verdict
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def clean_scored(config, names: list[str], clean, models) -> dict[str, ScoredSet]:
+    """Each model's ``names`` scores on the ``clean`` questions and their first
+    ``calibration.controls`` controls, through the run's response stores."""
+    run_dir, d, c = Path(config.run_dir), config.detect, config.calibration
+    detectors = build_detectors(names, d.params, d.sampling_temperature)
+    plan = ControlPlan.from_sets(read_sets(run_dir / "sets.jsonl"), c.controls, c.controls, c.controls, names)
+    out = {}
+    for name, lazy in models.items():
+        responder = open_responder(
+            lazy.get, prompt_format(config), store_path(run_dir, name, d.store), batch_size=d.batch_size
+        )
+        summary = run_detectors(detectors, clean, responder, controls=plan)
+        out[name] = ScoredSet(summary.table, summary.controls)
+    return out
+
+
+def planted(scored_set: ScoredSet, names: list[str], shift: float) -> ScoredSet:
+    """``scored_set`` with ``shift`` standard deviations (each detector's, over the originals) added
+    to every original's score, not its controls': a bias that lifts an original above its controls,
+    as a generator's would."""
+    columns = dict(scored_set.scores.columns)
+    for n in names:
+        columns[n] = columns[n] + shift * np.nanstd(columns[n])
+    table = dataclasses.replace(scored_set.scores, columns=columns)
+    return dataclasses.replace(scored_set, scores=table)
+
+
+@dataclasses.dataclass
+class Scheme:
+    """How each subset's clean set is chosen: a fixed list of ids, or ``fresh`` of ``pool`` drawn per subset."""
+
+    fixed: list[str] | None = None
+    pool: list[str] | None = None
+    fresh: int = 0
+
+
+def rejection_rates(audited: ScoredSet, clean: ScoredSet, ids: list[str], scheme: Scheme, settings, args) -> dict:
+    """``{detector or "combined": rate}``: the relative mode on ``--subsets`` random subsets of ``ids``."""
+    rng = np.random.default_rng(args.seed)
+    counts: dict[str, int] = {}
+    for _ in range(args.subsets):
+        subset = list(rng.choice(ids, size=args.size, replace=False))
+        if scheme.fixed is not None:
+            reference = scheme.fixed
+        else:
+            pool = [i for i in scheme.pool if i not in set(subset)]
+            reference = list(rng.choice(pool, size=scheme.fresh, replace=False))
+        relative = compute_verdict(audited.subset(subset), None, clean.subset(reference), settings)["modes"]["relative"]
+        counts["combined"] = counts.get("combined", 0) + bool(relative["reject"])
+        for name, record in relative["detectors"].items():
+            if math.isfinite(record["p_value"]):
+                counts[name] = counts.get(name, 0) + (record["p_value"] < settings.alpha)
+    return {k: v / args.subsets for k, v in counts.items()}
+
+
+def schemes(clean_ids: list[str], block: int) -> dict[str, Scheme]:
+    blocks = [clean_ids[i : i + block] for i in range(0, len(clean_ids) - block + 1, block)]
+    out = {f"first {block}": Scheme(fixed=blocks[0])}
+    out.update({f"block {i + 1} of {len(blocks)}": Scheme(fixed=b) for i, b in enumerate(blocks) if i})
+    out[f"all {len(clean_ids)}"] = Scheme(fixed=clean_ids)
+    out[f"fresh {block} per subset"] = Scheme(pool=clean_ids, fresh=block)
+    return out
+
+
+def run(config, args: argparse.Namespace) -> dict:
+    ensure_run(config)
+    run_dir = Path(config.run_dir)
+    questions = read_questions(config.questions)
+    non_members = [q.id for q in questions if q.label == 0]
+    clean = [q for q in questions if q.split == "clean_ref"]
+    clean_ids = [q.id for q in clean]
+    models = run_models(config)
+    start = time.perf_counter()
+    on_clean = clean_scored(config, args.detectors, clean, models)
+    seconds = time.perf_counter() - start
+    settings = dataclasses.replace(config.verdict, detectors=tuple(args.detectors), permutations=2000, bootstrap=1)
+    found: dict = {"detectors": args.detectors, "clean": len(clean_ids), "seconds": seconds, "rates": {}}
+    mc = 1.96 * math.sqrt(settings.alpha * (1 - settings.alpha) / args.subsets)
+    print(
+        f"{Path(config.questions).parent.name}: the relative mode on {args.subsets} subsets of {args.size} "
+        f"(rejection rate at alpha {settings.alpha}; Monte-Carlo error ±{mc:.3f}); {', '.join(args.detectors)} "
+        f"scored on {len(clean_ids)} clean questions and their controls in {seconds:.0f} s"
+    )
+    header = "".join(f"{n:>10}" for n in [*args.detectors, "combined"])
+    for model in (config.name, config.reference_name()):
+        audited = verdict_view(scored(run_dir, model, with_lara=False), config)
+        rows = {
+            f"non-members vs {title}": rejection_rates(audited, on_clean[model], non_members, scheme, settings, args)
+            for title, scheme in schemes(clean_ids, args.block).items()
+        }
+        placebo = Scheme(pool=clean_ids, fresh=args.block)
+        rows[f"placebo: clean vs fresh {args.block}"] = rejection_rates(
+            on_clean[model], on_clean[model], clean_ids, placebo, settings, args
+        )
+        if args.plant:
+            rows[f"placebo, planted +{args.plant:g}"] = rejection_rates(
+                planted(on_clean[model], args.detectors, args.plant),
+                on_clean[model],
+                clean_ids,
+                placebo,
+                settings,
+                args,
+            )
+        found["rates"][model] = rows
+        print(f"\n  {model}: {'subsets vs clean set':<36}{header}")
+        for title, r in rows.items():
+            print(
+                f"  {'':<{len(model) + 2}}{title:<36}"
+                + "".join(f"{r.get(n, math.nan):>10.3f}" for n in [*args.detectors, "combined"])
+            )
+    save(config, "relative_size", found)
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", type=Path, default=ROOT / "configs" / "demo-smollm.yaml")
+    parser.add_argument("--set", action="append", default=[], help="a config override, KEY=VALUE (as lara run --set)")
+    parser.add_argument("--detectors", type=lambda s: s.split(","), default=["ppl", "min_k", "zlib", "recall"])
+    parser.add_argument("--block", type=int, default=150)
+    parser.add_argument("--subsets", type=int, default=200)
+    parser.add_argument("--size", type=int, default=50)
+    parser.add_argument("--plant", type=float, default=0.0, help="a planted bias on the placebo's originals")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    run(load_run_config(args.config, args.set), args)
+
+
+if __name__ == "__main__":
+    main()
