@@ -91,22 +91,28 @@ class Scheme:
 
 
 def rejection_rates(audited: ScoredSet, clean: ScoredSet, ids: list[str], scheme: Scheme, settings, args) -> dict:
-    """``{detector or "combined": rate}``: the relative mode on ``--subsets`` random subsets of ``ids``."""
+    """``{detector or "combined": rate}``: the relative mode on ``--subsets`` random subsets of ``ids``;
+    ``"untested"``: per detector, the subsets where it had no p-value (counted out of its rate)."""
     rng = np.random.default_rng(args.seed)
     counts: dict[str, int] = {}
+    untested: dict[str, int] = {}
     for _ in range(args.subsets):
         subset = list(rng.choice(ids, size=args.size, replace=False))
         if scheme.fixed is not None:
             reference = scheme.fixed
         else:
-            pool = [i for i in scheme.pool if i not in set(subset)]
+            taken = set(subset)
+            pool = [i for i in scheme.pool if i not in taken]
             reference = list(rng.choice(pool, size=scheme.fresh, replace=False))
         relative = compute_verdict(audited.subset(subset), None, clean.subset(reference), settings)["modes"]["relative"]
         counts["combined"] = counts.get("combined", 0) + bool(relative["reject"])
         for name, record in relative["detectors"].items():
             if math.isfinite(record["p_value"]):
                 counts[name] = counts.get(name, 0) + (record["p_value"] < settings.alpha)
-    return {k: v / args.subsets for k, v in counts.items()}
+            else:
+                untested[name] = untested.get(name, 0) + 1
+    rates = {k: v / (args.subsets - untested.get(k, 0)) for k, v in counts.items()}
+    return {**rates, "untested": untested}
 
 
 def schemes(clean_ids: list[str], block: int) -> dict[str, Scheme]:
@@ -163,6 +169,7 @@ def run(config, args: argparse.Namespace) -> dict:
             print(
                 f"  {'':<{len(model) + 2}}{title:<36}"
                 + "".join(f"{r.get(n, math.nan):>10.3f}" for n in [*args.detectors, "combined"])
+                + (f"  (no test in {r['untested']} subsets)" if r["untested"] else "")
             )
     save(config, "relative_size", found)
     return found
