@@ -3,7 +3,8 @@ clean set's count to blame, its draw, or the clean set itself?
 
     python benchmarks/bench_relative_size.py [--config configs/demo-smollm.yaml] [--set KEY=VALUE]
                                              [--detectors ppl,min_k,zlib,recall] [--block 150]
-                                             [--subsets 200] [--size 50] [--seed 0]
+                                             [--subsets 200] [--size 50] [--plant D] [--redeal R]
+                                             [--subsets-redeal 50] [--seed 0]
 
 The relative mode (SPEC §8.6) compares each audited question's rank among its matched controls with
 a clean set's. Its size is checked as ``bench_testbeds.py`` checks it: random subsets of
@@ -20,6 +21,13 @@ detector and combined (Cauchy, as the verdict combines). Here the clean set vari
   drawn anew — exchangeable by construction, so this row must hold α; a planted fault
   (``--plant D``: D standard deviations added to every audited original's score, as a generator bias
   would) must fail it.
+
+Beside each fixed clean set, the whole non-member pool decided at once against it (its p-value):
+where the pool the subsets are drawn from sits. ``--redeal R`` pools the non-members with the clean
+questions (on a model that saw neither, exchangeable) and deals them anew ``R`` times into an audited
+pool and a clean set of the same sizes: the distribution of the ``first B`` row's rate under
+exchangeability (its mean is the test's size; a rate in its upper tail says the clean set is not
+drawn like the non-members, a rate inside it that one draw is to blame).
 
 If ``first B`` fails and ``fresh B`` holds, the draw is to blame; if both fail and ``all N`` holds, the
 count; if the placebo holds and the non-member rows fail at every count, the clean set is not
@@ -48,7 +56,8 @@ from probes.detectors.selection import build_detectors
 from probes.pipeline import load_run_config
 from probes.pipeline.stages import prompt_format, store_path
 from probes.responders.open import open_responder
-from probes.scorefiles import ScoredSet
+from probes.scorefiles import ControlTable, ScoredSet
+from probes.scores import ScoreTable
 from probes.verdicts.modes import compute_verdict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,6 +124,42 @@ def rejection_rates(audited: ScoredSet, clean: ScoredSet, ids: list[str], scheme
     return {**rates, "untested": untested}
 
 
+def whole_pool(audited: ScoredSet, clean: ScoredSet, ids: list[str], scheme: Scheme, settings) -> dict[str, float]:
+    """``{detector or "combined": p}``: every one of ``ids`` decided at once against a fixed clean
+    set — where the pool the subsets are drawn from sits (NaN for a fresh draw)."""
+    if scheme.fixed is None:
+        return {}
+    relative = compute_verdict(audited.subset(ids), None, clean.subset(scheme.fixed), settings)["modes"]["relative"]
+    return {"combined": relative["p_value"], **{n: r["p_value"] for n, r in relative["detectors"].items()}}
+
+
+def pooled(first: ScoredSet, second: ScoredSet, names: list[str], width: int) -> ScoredSet:
+    """One set holding ``first``'s and ``second``'s questions (ids disjoint): each detector's
+    original scores and first ``width`` controls."""
+    ids = [*first.ids, *second.ids]
+    scores = ScoreTable(ids, {n: np.concatenate([first.original(n), second.original(n)]) for n in names})
+    columns = {
+        n: np.vstack([first.control_matrix(n, width), second.control_matrix(n, width)]).reshape(-1) for n in names
+    }
+    index = np.tile(np.arange(1, width + 1), len(ids))
+    return ScoredSet(scores, ControlTable([i for i in ids for _ in range(width)], index, columns))
+
+
+def redealt(pool: ScoredSet, n_audited: int, n_clean: int, settings, args) -> list[float]:
+    """The combined rate on ``args.subsets_redeal`` subsets of ``n_audited`` questions against ``n_clean``
+    others, the ``pool`` (questions clean to the model, exchangeable) dealt anew ``args.redeal`` times:
+    the distribution of the rate given one clean set and one audited pool, under exchangeability."""
+    rng = np.random.default_rng(args.seed + 1)
+    inner = argparse.Namespace(**{**vars(args), "subsets": args.subsets_redeal})
+    found = []
+    for r in range(args.redeal):
+        order = list(rng.permutation(pool.ids))
+        audited_ids, clean_ids = order[:n_audited], order[n_audited : n_audited + n_clean]
+        inner.seed = args.seed + 1 + r
+        found.append(rejection_rates(pool, pool, audited_ids, Scheme(fixed=clean_ids), settings, inner)["combined"])
+    return found
+
+
 def schemes(clean_ids: list[str], block: int) -> dict[str, Scheme]:
     blocks = [clean_ids[i : i + block] for i in range(0, len(clean_ids) - block + 1, block)]
     out = {f"first {block}": Scheme(fixed=blocks[0])}
@@ -146,10 +191,12 @@ def run(config, args: argparse.Namespace) -> dict:
     header = "".join(f"{n:>10}" for n in [*args.detectors, "combined"])
     for model in (config.name, config.reference_name()):
         audited = verdict_view(scored(run_dir, model, with_lara=False), config)
-        rows = {
-            f"non-members vs {title}": rejection_rates(audited, on_clean[model], non_members, scheme, settings, args)
-            for title, scheme in schemes(clean_ids, args.block).items()
-        }
+        rows, pooled = {}, {}
+        for title, scheme in schemes(clean_ids, args.block).items():
+            rows[f"non-members vs {title}"] = rejection_rates(
+                audited, on_clean[model], non_members, scheme, settings, args
+            )
+            pooled[f"non-members vs {title}"] = whole_pool(audited, on_clean[model], non_members, scheme, settings)
         placebo = Scheme(pool=clean_ids, fresh=args.block)
         rows[f"placebo: clean vs fresh {args.block}"] = rejection_rates(
             on_clean[model], on_clean[model], clean_ids, placebo, settings, args
@@ -164,12 +211,29 @@ def run(config, args: argparse.Namespace) -> dict:
                 args,
             )
         found["rates"][model] = rows
-        print(f"\n  {model}: {'subsets vs clean set':<36}{header}")
+        if args.redeal:
+            pool = pooled(audited.subset(non_members), on_clean[model], args.detectors, config.calibration.controls)
+            dealt = redealt(pool, len(non_members), args.block, settings, args)
+            actual = rows[f"non-members vs first {args.block}"]["combined"]
+            found.setdefault("redealt", {})[model] = {"rates": dealt, "actual": actual}
+        found.setdefault("whole_pool_p", {})[model] = pooled
+        print(f"\n  {model}: {'subsets vs clean set':<36}{header}   all {len(non_members)} at once: p")
         for title, r in rows.items():
+            p = pooled.get(title, {}).get("combined", math.nan)
             print(
                 f"  {'':<{len(model) + 2}}{title:<36}"
                 + "".join(f"{r.get(n, math.nan):>10.3f}" for n in [*args.detectors, "combined"])
+                + (f"   {p:.3f}" if math.isfinite(p) else "")
                 + (f"  (no test in {r['untested']} subsets)" if r["untested"] else "")
+            )
+        if args.redeal:
+            q = np.quantile(dealt, [0.05, 0.5, 0.95])
+            print(
+                f"  {'':<{len(model) + 2}}re-dealt ({args.redeal}x: {len(non_members)} audited, {args.block} clean, "
+                f"{args.subsets_redeal} subsets each): combined mean {np.mean(dealt):.3f} "
+                f"± {np.std(dealt, ddof=1) / math.sqrt(len(dealt)):.3f} (s.e.), 5/50/95 % "
+                f"{q[0]:.3f}/{q[1]:.3f}/{q[2]:.3f}; at or above the actual {actual:.3f}: "
+                f"{sum(d >= actual for d in dealt)} of {args.redeal}"
             )
     save(config, "relative_size", found)
     return found
@@ -184,6 +248,10 @@ def main() -> None:
     parser.add_argument("--subsets", type=int, default=200)
     parser.add_argument("--size", type=int, default=50)
     parser.add_argument("--plant", type=float, default=0.0, help="a planted bias on the placebo's originals")
+    parser.add_argument(
+        "--redeal", type=int, default=0, help="deal the non-members and clean questions anew this many times"
+    )
+    parser.add_argument("--subsets-redeal", type=int, default=50, help="subsets per re-dealing")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     run(load_run_config(args.config, args.set), args)
