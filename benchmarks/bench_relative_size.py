@@ -85,7 +85,7 @@ def planted(scored_set: ScoredSet, names: list[str], shift: float) -> ScoredSet:
     as a generator's would."""
     columns = dict(scored_set.scores.columns)
     for n in names:
-        columns[n] = columns[n] + shift * np.nanstd(columns[n])
+        columns[n] = columns[n] + shift * np.nanstd(scored_set.original(n))
     table = dataclasses.replace(scored_set.scores, columns=columns)
     return dataclasses.replace(scored_set, scores=table)
 
@@ -130,7 +130,7 @@ def whole_pool(audited: ScoredSet, clean: ScoredSet, ids: list[str], scheme: Sch
     if scheme.fixed is None:
         return {}
     relative = compute_verdict(audited.subset(ids), None, clean.subset(scheme.fixed), settings)["modes"]["relative"]
-    return {"combined": relative["p_value"], **{n: r["p_value"] for n, r in relative["detectors"].items()}}
+    return {"combined": relative["combined"]["p_value"], **{n: r["p_value"] for n, r in relative["detectors"].items()}}
 
 
 def pooled(first: ScoredSet, second: ScoredSet, names: list[str], width: int) -> ScoredSet:
@@ -170,15 +170,21 @@ def schemes(clean_ids: list[str], block: int) -> dict[str, Scheme]:
 
 
 def run(config, args: argparse.Namespace) -> dict:
-    ensure_run(config)
     run_dir = Path(config.run_dir)
+    if not args.stores_only:
+        ensure_run(config)
+    elif not (run_dir / "sets.jsonl").is_file():
+        raise SystemExit(
+            f"{run_dir}: no sets.jsonl; run lara run with this config first (its generate stage is enough)"
+        )
     questions = read_questions(config.questions)
     non_members = [q.id for q in questions if q.label == 0]
     clean = [q for q in questions if q.split == "clean_ref"]
     clean_ids = [q.id for q in clean]
     models = run_models(config)
     start = time.perf_counter()
-    on_clean = clean_scored(config, args.detectors, clean, models)
+    scored_now = [q for q in questions if q.label == 0] if args.stores_only else []
+    on_clean = clean_scored(config, args.detectors, scored_now + clean, models)
     seconds = time.perf_counter() - start
     settings = dataclasses.replace(config.verdict, detectors=tuple(args.detectors), permutations=2000, bootstrap=1)
     found: dict = {"detectors": args.detectors, "clean": len(clean_ids), "seconds": seconds, "rates": {}}
@@ -190,20 +196,20 @@ def run(config, args: argparse.Namespace) -> dict:
     )
     header = "".join(f"{n:>10}" for n in [*args.detectors, "combined"])
     for model in (config.name, config.reference_name()):
-        audited = verdict_view(scored(run_dir, model, with_lara=False), config)
-        rows, pooled = {}, {}
+        audited = on_clean[model] if args.stores_only else verdict_view(scored(run_dir, model, with_lara=False), config)
+        rows, at_once = {}, {}
         for title, scheme in schemes(clean_ids, args.block).items():
             rows[f"non-members vs {title}"] = rejection_rates(
                 audited, on_clean[model], non_members, scheme, settings, args
             )
-            pooled[f"non-members vs {title}"] = whole_pool(audited, on_clean[model], non_members, scheme, settings)
+            at_once[f"non-members vs {title}"] = whole_pool(audited, on_clean[model], non_members, scheme, settings)
         placebo = Scheme(pool=clean_ids, fresh=args.block)
         rows[f"placebo: clean vs fresh {args.block}"] = rejection_rates(
             on_clean[model], on_clean[model], clean_ids, placebo, settings, args
         )
         if args.plant:
             rows[f"placebo, planted +{args.plant:g}"] = rejection_rates(
-                planted(on_clean[model], args.detectors, args.plant),
+                planted(on_clean[model].subset(clean_ids), args.detectors, args.plant),
                 on_clean[model],
                 clean_ids,
                 placebo,
@@ -212,14 +218,19 @@ def run(config, args: argparse.Namespace) -> dict:
             )
         found["rates"][model] = rows
         if args.redeal:
-            pool = pooled(audited.subset(non_members), on_clean[model], args.detectors, config.calibration.controls)
+            pool = pooled(
+                audited.subset(non_members),
+                on_clean[model].subset(clean_ids),
+                args.detectors,
+                config.calibration.controls,
+            )
             dealt = redealt(pool, len(non_members), args.block, settings, args)
             actual = rows[f"non-members vs first {args.block}"]["combined"]
             found.setdefault("redealt", {})[model] = {"rates": dealt, "actual": actual}
-        found.setdefault("whole_pool_p", {})[model] = pooled
+        found.setdefault("whole_pool_p", {})[model] = at_once
         print(f"\n  {model}: {'subsets vs clean set':<36}{header}   all {len(non_members)} at once: p")
         for title, r in rows.items():
-            p = pooled.get(title, {}).get("combined", math.nan)
+            p = at_once.get(title, {}).get("combined", math.nan)
             print(
                 f"  {'':<{len(model) + 2}}{title:<36}"
                 + "".join(f"{r.get(n, math.nan):>10.3f}" for n in [*args.detectors, "combined"])
@@ -252,6 +263,12 @@ def main() -> None:
         "--redeal", type=int, default=0, help="deal the non-members and clean questions anew this many times"
     )
     parser.add_argument("--subsets-redeal", type=int, default=50, help="subsets per re-dealing")
+    parser.add_argument(
+        "--stores-only",
+        action="store_true",
+        help="score the non-members here too, through the response stores, instead of reading a finished run "
+        "(needs the run's sets.jsonl only)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     run(load_run_config(args.config, args.set), args)
