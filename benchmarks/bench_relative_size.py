@@ -126,7 +126,7 @@ def rejection_rates(audited: ScoredSet, clean: ScoredSet, ids: list[str], scheme
 
 def whole_pool(audited: ScoredSet, clean: ScoredSet, ids: list[str], scheme: Scheme, settings) -> dict[str, float]:
     """``{detector or "combined": p}``: every one of ``ids`` decided at once against a fixed clean
-    set — where the pool the subsets are drawn from sits (NaN for a fresh draw)."""
+    set — where the pool the subsets are drawn from sits (``{}`` for a fresh draw)."""
     if scheme.fixed is None:
         return {}
     relative = compute_verdict(audited.subset(ids), None, clean.subset(scheme.fixed), settings)["modes"]["relative"]
@@ -158,6 +158,17 @@ def redealt(pool: ScoredSet, n_audited: int, n_clean: int, settings, args) -> li
         inner.seed = args.seed + 1 + r
         found.append(rejection_rates(pool, pool, audited_ids, Scheme(fixed=clean_ids), settings, inner)["combined"])
     return found
+
+
+def redealt_line(dealt: list[float], actual: float, n_audited: int, args) -> str:
+    """The re-dealt rates' mean with its standard error, quantiles, and how many reach ``actual``."""
+    q = np.quantile(dealt, [0.05, 0.5, 0.95])
+    return (
+        f"re-dealt ({args.redeal}x: {n_audited} audited, {args.block} clean, {args.subsets_redeal} subsets each): "
+        f"combined mean {np.mean(dealt):.3f} ± {np.std(dealt, ddof=1) / math.sqrt(len(dealt)):.3f} (s.e.), "
+        f"5/50/95 % {q[0]:.3f}/{q[1]:.3f}/{q[2]:.3f}; at or above the actual {actual:.3f}: "
+        f"{sum(d >= actual for d in dealt)} of {args.redeal}"
+    )
 
 
 def schemes(clean_ids: list[str], block: int) -> dict[str, Scheme]:
@@ -238,14 +249,7 @@ def run(config, args: argparse.Namespace) -> dict:
                 + (f"  (no test in {r['untested']} subsets)" if r["untested"] else "")
             )
         if args.redeal:
-            q = np.quantile(dealt, [0.05, 0.5, 0.95])
-            print(
-                f"  {'':<{len(model) + 2}}re-dealt ({args.redeal}x: {len(non_members)} audited, {args.block} clean, "
-                f"{args.subsets_redeal} subsets each): combined mean {np.mean(dealt):.3f} "
-                f"± {np.std(dealt, ddof=1) / math.sqrt(len(dealt)):.3f} (s.e.), 5/50/95 % "
-                f"{q[0]:.3f}/{q[1]:.3f}/{q[2]:.3f}; at or above the actual {actual:.3f}: "
-                f"{sum(d >= actual for d in dealt)} of {args.redeal}"
-            )
+            print(f"  {'':<{len(model) + 2}}" + redealt_line(dealt, actual, len(non_members), args))
     save(config, "relative_size", found)
     return found
 
