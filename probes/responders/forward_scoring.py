@@ -80,7 +80,8 @@ def score_batch(
             out.append(TextScore(token_ids=[], logprobs=np.zeros(0), mu=np.zeros(0), sigma=np.zeros(0)))
             continue
         # logits[row, j] predicts token shared + j + 1: rows first-1 … stop-2 predict tokens first … stop-1
-        logp = torch.log_softmax(logits[row, first - 1 - shared : stop - 1 - shared].float(), dim=-1)  # [T, V]
+        window = logits[row, first - 1 - shared : stop - 1 - shared]
+        logp = torch.log_softmax(window.to(torch.promote_types(window.dtype, torch.float32)), dim=-1)  # [T, V]
         target = torch.tensor(full[row][first:stop], device=device)
         chosen = logp.gather(1, target[:, None])[:, 0]
         mu, sigma = moments(logp)

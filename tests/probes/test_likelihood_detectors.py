@@ -3,6 +3,8 @@ with which prefix, and on which target (SPEC §5)."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import math
 
 import numpy as np
@@ -164,12 +166,15 @@ def test_recall_encodes_its_shared_prefix_once_per_batch_and_equals_its_naive_fo
 
 @pytest.mark.parametrize("arch", ["gpt2", "llama", "qwen2"])
 def test_a_shared_prefix_scores_as_the_whole_batch_does(loaded_models, arch, monkeypatch):
-    """The prefix path against the whole-sequence path on the same batch: every log-prob and μ
-    within 1e-6, σ (a square root of a difference: float32 rounding shows) within 1e-5; a prefix
-    reaching into a scored text, or too short, runs the batch whole."""
+    """The prefix path against the whole-sequence path on the same batch, in float64 (in float32 the
+    two orders of summation differ by a few ulp, 2e-6 at a log-prob of -9, and by how much depends
+    on the CPU's kernels): every log-prob, μ and σ within 1e-9, where a wrong position or mask
+    moves them by 1e-2 or more; a prefix reaching into a scored text, or too short, runs the batch
+    whole."""
     from probes.responders import forward_scoring
 
-    responder = LocalResponder(loaded_models[arch], PromptFormat(mode="raw", template="Q: {prompt}\nA:"))
+    loaded = dataclasses.replace(loaded_models[arch], model=copy.deepcopy(loaded_models[arch].model).double())
+    responder = LocalResponder(loaded, PromptFormat(mode="raw", template="Q: {prompt}\nA:"))
     contexts = [responder.format(LONG_PREFIX + " " + q) for q in SHORT]
     pairs = responder.scored_pairs(contexts, [" It is 5.", " Four.", " Yes, it is"])
     model, pad, device = responder.model, responder.tokenizer.pad_token_id, responder.loaded.device
@@ -180,7 +185,10 @@ def test_a_shared_prefix_scores_as_the_whole_batch_does(loaded_models, arch, mon
         whole = forward_scoring.score_batch(model, pad, device, pairs)
     for a, b in zip(reused, whole):
         assert a.token_ids == b.token_ids
-        for field, atol in (("logprobs", 1e-6), ("mu", 1e-6), ("sigma", 1e-5)):
-            np.testing.assert_allclose(getattr(a, field), getattr(b, field), atol=atol, rtol=0)
+        for field in ("logprobs", "mu", "sigma"):
+            np.testing.assert_allclose(getattr(a, field), getattr(b, field), atol=1e-9, rtol=0)
+    for (context, text), b in zip(pairs, whole):  # a float64 model scores in float64, not cast to float32
+        naive = logprobs_of(model, context + text, max(len(context), 1))
+        np.testing.assert_allclose(b.logprobs, naive, atol=1e-12, rtol=0)
     assert forward_scoring.shared_prefix_length([[1, 2, 3], [1, 2, 4], [1, 2]], 10) == 2
     assert forward_scoring.shared_prefix_length([[1, 2, 3], [1, 2, 3]], 1) == 1  # never into a scored text
