@@ -294,7 +294,9 @@ def test_auto_sizes_a_gguf_file_as_converted_and_an_adapter_by_its_base(monkeypa
     assert engines.weight_bytes(str(large)) == engines.engine_entry("vllm").cpu_from_bytes
     assert engines.resolve_engine("auto", str(large)) == "vllm"
     assert engines.resolve_engine("auto", str(small)) == "hf"
-    adapter = write_adapter(tmp_path / "adapter", str(large), {"blk.0": (4, 4)})
+    # a module the base has, at its width: where gguf is installed the base's config is read (a
+    # default llama's, 4096 wide) and an adapter that does not fit it is refused, and sized as itself
+    adapter = write_adapter(tmp_path / "adapter", str(large), {"model.layers.0.self_attn.q_proj": (4096, 4096)})
     assert engines.resolve_engine("auto", str(adapter)) == "vllm"
     assert engines.resolve_engine("auto", str(adapter), base=str(small)) == "hf"
     assert engines.weight_bytes("org/not-local") == 0
