@@ -95,6 +95,7 @@ def test_cut_prompts_and_capped_answers_are_recorded_per_question(responder, tmp
     assert meta["detectors"]["logprober"]["responses"]["prompt_cut_ids"] == ["long"]
 
 
+@pytest.mark.slow
 def test_self_critique_second_answers_on_the_testbed_do_not_depend_on_their_batch():
     """The shipped testbed with the demo's settings (raw "Q: {prompt}\\nA:", 64 new tokens, batches of
     64): Self-Critique's second prompts run long on a 256-position model, and before the fix 63 of

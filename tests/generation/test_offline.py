@@ -27,6 +27,7 @@ def test_bank_has_twenty_plus_templates_in_four_families() -> None:
     assert {t.family for t in TEMPLATES} == {"arithmetic", "geometry", "probability", "algebra"}
 
 
+@pytest.mark.slow
 def test_acceptance_200_questions_complete_valid_and_byte_identical(tmp_path: Path) -> None:
     questions = sample_questions(200, seed=7)
     assert len({q.source for q in questions}) >= 20
@@ -185,6 +186,7 @@ def _check_prefix_stable(questions: list[Question]) -> None:
     assert all(len(wide[i]) > len(narrow[i]) for i in narrow if len(narrow[i]) == 10)
 
 
+@pytest.mark.slow
 def test_asking_for_more_controls_only_adds_on_the_first_demo_questions() -> None:
     """Issue 55: 20 of the demo's first 60 questions drew other first 10 controls in a 20-control
     draw (the relaxation schedule followed the total count); each similar now has its own draws."""

@@ -42,6 +42,7 @@ def math500_rows(rng: random.Random, prefix: str, n: int) -> list[dict]:
     return rows
 
 
+@pytest.mark.slow
 def test_an_imported_math500_set_runs_end_to_end(smoke_testbed, tmp_path, capsys):
     testbed, _ = smoke_testbed
     rng = random.Random(0)

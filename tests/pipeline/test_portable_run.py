@@ -65,6 +65,7 @@ def finished(smoke_testbed, tmp_path_factory):
     return path
 
 
+@pytest.mark.slow
 def test_a_run_resumes_at_another_batch_size_and_device_with_nothing_redone(finished):
     run_dir = finished.parent / "run"
     before = _outputs(run_dir)
@@ -93,6 +94,7 @@ def test_a_changed_dtype_reruns_what_it_changes(finished, caplog):
     run_pipeline(load_run_config(finished), progress=False)
 
 
+@pytest.mark.slow
 def test_a_run_copied_elsewhere_without_its_activations_finishes_there(finished, smoke_testbed, tmp_path):
     """The run directory and the model both at new paths, acts.h5 left behind: nothing is redone; a
     changed LaRA score setting runs the score alone; a changed metric setting brings the

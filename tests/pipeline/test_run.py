@@ -264,6 +264,7 @@ def _ids(csv_path: Path) -> list[str]:
     return [line.split(",")[0] for line in csv_path.read_text().splitlines()[1:]]
 
 
+@pytest.mark.slow
 def test_turning_calibration_off_leaves_no_stale_controls_to_the_verdict(first_run):
     """Before: the verdict stage read detectors.controls.csv even when calibration was off and the
     ledger no longer tracked it, so the old controls still decided an absolute-mode verdict."""
@@ -316,6 +317,7 @@ def test_an_output_changed_on_disk_is_redone(smoke_testbed, tmp_path):
     ]
 
 
+@pytest.mark.slow
 def test_without_labels_the_run_is_an_audit(smoke_testbed, tmp_path):
     testbed, _ = smoke_testbed
     rows = [json.loads(line) for line in (testbed / "questions.jsonl").read_text().splitlines()]
@@ -367,6 +369,7 @@ def test_the_commands_write_what_the_stages_wrote(first_run, tmp_path):
     assert ours["detectors"] == theirs["detectors"] and ours["layers"]["cohens_d"] == theirs["layers"]["cohens_d"]
 
 
+@pytest.mark.slow
 def test_a_reference_control_feeds_ref_and_the_sampling_temperature_is_recorded(smoke_testbed, tmp_path, monkeypatch):
     """``ref`` on every model against the control marked ``reference: true`` (the SFT checkpoint):
     against itself it is exactly 0; ``detect.sampling_temperature`` reaches CDD and the metadata.
