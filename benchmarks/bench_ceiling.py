@@ -1,7 +1,7 @@
 """The ceiling of evidence drawn from how RL changed the answers (SPEC §10), beside every decision.
 
     python benchmarks/bench_ceiling.py [--config configs/demo.yaml] [--n-oracle 64] [--per-label N]
-                                       [--subsets 100] [--size 60] [--seed 0]
+                                       [--subsets 100] [--size 60] [--seed 0] [--oracle-only]
 
 The oracle score of a question is its exact reward gain: the audited model's pass rate minus the
 reference's, each from ``--n-oracle`` samples at the run's sampling temperature, its matched
@@ -21,7 +21,8 @@ where the run has it) — each as a share of the ceiling's
 The run's response store serves the first samples (sample j of a prompt never depends on how many
 are drawn), so the oracle adds the rest. ``--per-label N`` scores the first N members and N
 non-members only (a CPU subset: on a real model 64 samples of 300 questions and 900 controls are
-GPU minutes, CPU hours). Writes ``bench/ceiling.json`` in the run directory.
+GPU minutes, CPU hours). ``--oracle-only`` decides the ceiling alone, from a run directory holding
+only its ``sets.jsonl`` (no finished run). Writes ``bench/ceiling.json`` in the run directory.
 """
 
 from __future__ import annotations
@@ -134,9 +135,23 @@ def print_table(rows: dict[str, dict[str, float]], ceiling: dict[str, float], ar
         )
 
 
-def run(config, args: argparse.Namespace) -> dict:
-    ensure_run(config)
+def run_cases(config, questions) -> dict[str, Case]:
+    """The run's default decisions (reference mode), and each detector they combine alone."""
     run_dir = Path(config.run_dir)
+    rl, sft = scored(run_dir, config.name), scored(run_dir, config.reference_name())
+    default = reference_case(config, run_dir, questions, rl, sft)
+    cases = {"the run's defaults (" + ", ".join(default.detectors) + ")": default}
+    for name in dict.fromkeys([*default.detectors, *ROLLOUT_SCORES]):  # every detector the run combined, alone
+        if name in default.audited.scores.columns:
+            runs = config.detect.params.get(name, {}).get("n")
+            label = f"{name} alone" + (f" ({runs} samples)" if runs else "")
+            cases[label] = dataclasses.replace(default, detectors=[name])
+    return cases
+
+
+def run(config, args: argparse.Namespace) -> dict:
+    if not args.oracle_only:
+        ensure_run(config)
     questions = read_questions(config.questions)
     members = [q.id for q in questions if q.label == 1][: args.per_label]
     non_members = [q.id for q in questions if q.label == 0][: args.per_label]
@@ -145,17 +160,11 @@ def run(config, args: argparse.Namespace) -> dict:
     oracle, rates = oracle_scores(config, [q for q in questions if q.id in chosen], args.n_oracle)
     seconds = time.perf_counter() - start
     settings = config.verdict
-    rl, sft = scored(run_dir, config.name), scored(run_dir, config.reference_name())
-    default = reference_case(config, run_dir, questions, rl, sft)  # the run's detectors, reference mode
     candidates = {
-        f"ceiling: exact reward gain, {args.n_oracle} samples": Case("oracle", oracle, "reference", ["reward_gain"]),
-        "the run's defaults (" + ", ".join(default.detectors) + ")": default,
+        f"ceiling: exact reward gain, {args.n_oracle} samples": Case("oracle", oracle, "reference", ["reward_gain"])
     }
-    for name in dict.fromkeys([*default.detectors, *ROLLOUT_SCORES]):  # every detector the run combined, alone
-        if name in default.audited.scores.columns:
-            runs = config.detect.params.get(name, {}).get("n")
-            label = f"{name} alone" + (f" ({runs} samples)" if runs else "")
-            candidates[label] = dataclasses.replace(default, detectors=[name])
+    if not args.oracle_only:
+        candidates.update(run_cases(config, questions))
     found = {title: decisions(case, members, non_members, args, settings) for title, case in candidates.items()}
     ceiling = next(iter(found.values()))
     gain = oracle.scores.columns["reward_gain"]
@@ -193,6 +202,11 @@ def main() -> None:
     parser.add_argument("--subsets", type=int, default=100)
     parser.add_argument("--size", type=int, default=60)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--oracle-only",
+        action="store_true",
+        help="the ceiling alone: no finished run needed, only its sets.jsonl (the run's decisions are not read)",
+    )
     parser.add_argument("--set", action="append", default=[], help="a config override, KEY=VALUE (as lara run --set)")
     args = parser.parse_args()
     run(load_run_config(args.config, args.set), args)
