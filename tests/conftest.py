@@ -41,7 +41,7 @@ def pytest_addoption(parser):
 
 def pytest_collection_modifyitems(config, items):
     """The default suite leaves the slow tier out (many processes, kills and resumes, trained
-    models; about 12 minutes on 2 cores), unless --slow is given or -m chooses by marker."""
+    models; about 37 minutes on 2 cores), unless --slow is given or -m chooses by marker."""
     if config.getoption("--slow") or config.option.markexpr:
         return
     slow = [item for item in items if item.get_closest_marker("slow")]
