@@ -99,6 +99,23 @@ def test_policy_drift_counts_the_end_of_sequence_position_of_a_stopped_answer(pa
     np.testing.assert_allclose(cut, kl[0][:-1], rtol=1e-5)  # a capped answer has no end position
 
 
+def test_policy_drift_of_float64_models_is_taken_in_float64(pair):
+    """Two float64 checkpoints compare in float64 (cast to float32, the KL of each position is off
+    by about 4e-8 here): against the naive float64 KL within 1e-12."""
+    import copy
+    import dataclasses
+
+    doubled = [
+        LocalResponder(dataclasses.replace(r.loaded, model=copy.deepcopy(r.model).double()), RAW, batch_size=4)
+        for r in pair
+    ]
+    audited, reference = doubled
+    completions = [audited.tokenizer.encode(" 5 km"), audited.tokenizer.encode(" 40 km per hour")]
+    rollouts = [Rollout(q, tuple(c), True) for q, c in zip(QUESTIONS[:2], completions)]
+    for question, completion, row in zip(QUESTIONS, completions, audited.divergence(rollouts, reference)):
+        assert row.mean() == pytest.approx(naive_kl(audited, reference, question, completion, True), rel=0, abs=1e-12)
+
+
 def test_policy_drift_through_the_store_reuses_min_knn_samples_and_refuses_a_served_model(pair, tmp_path):
     audited, reference = pair
     store = ResponseStore(tmp_path / "s.sqlite")
