@@ -15,10 +15,10 @@ it has not run). Prints, per score:
 * its within-AUC and p in the reference mode on the whole audited set;
 * the reference mode's rejection rate at α on ``--subsets`` random subsets of ``--size``
   non-members (its size: ≤ α + Monte-Carlo error when valid) and members (power): the score alone,
-  the run's combination, and the run's combination with the three scores in it;
+  the run's combination, with ``gold_shift`` added, and with the three scores in it;
 * the decisions on the whole audited set (flagged, members among them, "at least k") and the share
-  of members named in all-member subsets of ``--fdr-size``: the run's combination with the three
-  scores, and each score alone.
+  of members named in all-member subsets of ``--fdr-size``: the run's combination, with
+  ``gold_shift`` added, with the three scores, and each score alone (shares of the run's own).
 
 Writes ``bench/rollout_scores.json`` in the run directory.
 
@@ -75,6 +75,29 @@ def joined(base, summary, names):
 def cell(figure: dict) -> str:
     lo, hi = figure["ci"]
     return f"{figure['value']:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
+def combinations(by_run: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
+    """The run's combination alone, with ``gold_shift`` added (the one of the three that held its
+    size on the real-model testbed), and with the three."""
+    return {"run": by_run, "with gold_shift": (*by_run, "gold_shift"), "with the three": (*by_run, *SCORES)}
+
+
+def print_rates(found: dict, config, args: argparse.Namespace) -> None:
+    """The reference mode's rejection rates on non-member (size) and member (power) subsets."""
+    mc = 1.96 * math.sqrt(0.05 * 0.95 / args.subsets)
+    print(
+        f"\n  reference mode, rejection rate at alpha {config.verdict.alpha} on {args.subsets} subsets of {args.size} "
+        f"(size on non-members; Monte-Carlo error ±{mc:.3f} at 0.05):"
+    )
+    for group in ("non-members", "members"):
+        alone = found[f"{group}, with the three"]
+        print(
+            f"    {group:<12} the run's combination {found[f'{group}, run']['reference/combined']:.3f}; "
+            f"with gold_shift {found[f'{group}, with gold_shift']['reference/combined']:.3f}; "
+            f"with the three {alone['reference/combined']:.3f}; "
+            + ", ".join(f"{n} alone {alone.get(f'reference/{n}', math.nan):.3f}" for n in SCORES)
+        )
 
 
 def questions_only(config, args: argparse.Namespace) -> dict:
@@ -161,24 +184,19 @@ def run(config, args: argparse.Namespace) -> dict:
             f"  {name:<14} {cell(figures['auc']):<22} {figures['n_nonfinite']:>8}  {'n/a (its own reference)':<24} "
             f"{cell(record['within_auc']):<28} {record['p_value']:>6.4f}  {left_out_text(record)}"
         )
+    combined = combinations(by_run)
     for group, ids in (("non-members", non_members), ("members", members)):
-        for label, names in (("run", by_run), ("with the three", with_three)):
+        for label, names in combined.items():
             s = dataclasses.replace(settings, detectors=names, permutations=2000, bootstrap=1)
             r = rates(rl_view, {group: ids}, args.subsets, args.size, s, reference=sft_view, seed=args.seed)
             found["rates"][f"{group}, {label}"] = r[group]
-    mc = 1.96 * math.sqrt(0.05 * 0.95 / args.subsets)
-    print(
-        f"\n  reference mode, rejection rate at alpha {config.verdict.alpha} on {args.subsets} subsets of {args.size} "
-        f"(size on non-members; Monte-Carlo error ±{mc:.3f} at 0.05):"
-    )
-    for group in ("non-members", "members"):
-        alone = found["rates"][f"{group}, with the three"]
-        print(
-            f"    {group:<12} the run's combination {found['rates'][f'{group}, run']['reference/combined']:.3f}; "
-            f"with the three {alone['reference/combined']:.3f}; "
-            + ", ".join(f"{n} alone {alone.get(f'reference/{n}', math.nan):.3f}" for n in SCORES)
+    print_rates(found["rates"], config, args)
+    candidates = {
+        f"the run's combination{'' if label == 'run' else ' + ' + label[5:]}": dataclasses.replace(
+            case, detectors=list(names)
         )
-    candidates = {"the run's combination + the three": dataclasses.replace(case, detectors=list(with_three))}
+        for label, names in combined.items()
+    }
     candidates.update({f"{n} alone": dataclasses.replace(case, detectors=[n]) for n in SCORES})
     fdr_args = argparse.Namespace(subsets=args.fdr_subsets, size=args.fdr_size, seed=args.seed)
     found["decisions"] = {
