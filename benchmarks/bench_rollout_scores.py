@@ -77,10 +77,17 @@ def cell(figure: dict) -> str:
     return f"{figure['value']:.2f} [{lo:.2f}, {hi:.2f}]"
 
 
+RUN, WITH_GOLD, WITH_THREE = (
+    "the run's combination",
+    "the run's combination + gold_shift",
+    "the run's combination + the three",
+)
+
+
 def combinations(by_run: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     """The run's combination alone, with ``gold_shift`` added (the one of the three that held its
     size on the real-model testbed), and with the three."""
-    return {"run": by_run, "with gold_shift": (*by_run, "gold_shift"), "with the three": (*by_run, *SCORES)}
+    return {RUN: by_run, WITH_GOLD: (*by_run, "gold_shift"), WITH_THREE: (*by_run, *SCORES)}
 
 
 def print_rates(found: dict, config, args: argparse.Namespace) -> None:
@@ -91,10 +98,10 @@ def print_rates(found: dict, config, args: argparse.Namespace) -> None:
         f"(size on non-members; Monte-Carlo error ±{mc:.3f} at 0.05):"
     )
     for group in ("non-members", "members"):
-        alone = found[f"{group}, with the three"]
+        alone = found[f"{group}, {WITH_THREE}"]
         print(
-            f"    {group:<12} the run's combination {found[f'{group}, run']['reference/combined']:.3f}; "
-            f"with gold_shift {found[f'{group}, with gold_shift']['reference/combined']:.3f}; "
+            f"    {group:<12} the run's combination {found[f'{group}, {RUN}']['reference/combined']:.3f}; "
+            f"with gold_shift {found[f'{group}, {WITH_GOLD}']['reference/combined']:.3f}; "
             f"with the three {alone['reference/combined']:.3f}; "
             + ", ".join(f"{n} alone {alone.get(f'reference/{n}', math.nan):.3f}" for n in SCORES)
         )
@@ -160,9 +167,9 @@ def run(config, args: argparse.Namespace) -> dict:
     summary = score_on_run(config, [get_detector(name, **sampling) for name in SCORES], audited)
     rl, sft = joined(scored(run_dir, config.name), summary, SCORES), scored(run_dir, config.reference_name())
     case = reference_case(config, run_dir, questions, rl, sft)  # the run's combination, the three joined in
-    by_run, with_three = tuple(case.detectors), tuple(case.detectors) + SCORES
+    combined = combinations(tuple(case.detectors))
     rl_view, sft_view = verdict_view(rl, config), verdict_view(sft, config)
-    settings = dataclasses.replace(config.verdict, detectors=with_three)
+    settings = dataclasses.replace(config.verdict, detectors=combined[WITH_THREE])
     whole = compute_verdict(rl_view.subset(case.audited.ids), sft_view, None, settings)
     truth = set(members)
     labels = np.array([1 if i in truth else 0 for i in case.audited.ids])
@@ -184,19 +191,13 @@ def run(config, args: argparse.Namespace) -> dict:
             f"  {name:<14} {cell(figures['auc']):<22} {figures['n_nonfinite']:>8}  {'n/a (its own reference)':<24} "
             f"{cell(record['within_auc']):<28} {record['p_value']:>6.4f}  {left_out_text(record)}"
         )
-    combined = combinations(by_run)
     for group, ids in (("non-members", non_members), ("members", members)):
-        for label, names in combined.items():
+        for title, names in combined.items():
             s = dataclasses.replace(settings, detectors=names, permutations=2000, bootstrap=1)
             r = rates(rl_view, {group: ids}, args.subsets, args.size, s, reference=sft_view, seed=args.seed)
-            found["rates"][f"{group}, {label}"] = r[group]
+            found["rates"][f"{group}, {title}"] = r[group]
     print_rates(found["rates"], config, args)
-    candidates = {
-        f"the run's combination{'' if label == 'run' else ' + ' + label[5:]}": dataclasses.replace(
-            case, detectors=list(names)
-        )
-        for label, names in combined.items()
-    }
+    candidates = {title: dataclasses.replace(case, detectors=list(names)) for title, names in combined.items()}
     candidates.update({f"{n} alone": dataclasses.replace(case, detectors=[n]) for n in SCORES})
     fdr_args = argparse.Namespace(subsets=args.fdr_subsets, size=args.fdr_size, seed=args.seed)
     found["decisions"] = {

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from ..errors import ConfigError
+from .forward_scoring import log_probs
 
 if TYPE_CHECKING:
     from .base import Responder, Rollout
@@ -101,10 +102,8 @@ def _batch_kl(
         if stop <= first:
             out.append(np.zeros(0))
             continue
-        window_a, window_r = logits_a[row, first - 1 : stop - 1], logits_r[row, first - 1 : stop - 1]
-        dtype = torch.promote_types(torch.promote_types(window_a.dtype, window_r.dtype), torch.float32)  # ≥ float32
-        logp_a = torch.log_softmax(window_a.to(dtype), dim=-1)  # [T (+1), V]
-        logp_r = torch.log_softmax(window_r.to(device=logp_a.device, dtype=dtype), dim=-1)
+        logp_a = log_probs(logits_a[row, first - 1 : stop - 1])  # [T (+1), V], at least float32
+        logp_r = log_probs(logits_r[row, first - 1 : stop - 1]).to(device=logp_a.device, dtype=logp_a.dtype)
         p_a = logp_a.exp()
         terms = torch.where(p_a > 0, p_a * (logp_a - logp_r), torch.zeros_like(p_a))  # 0·log 0 = 0
         out.append(terms.sum(-1).double().cpu().numpy())

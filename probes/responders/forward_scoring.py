@@ -22,6 +22,13 @@ MIN_SHARED_TOKENS = 16
 SIGNATURE_TOKENS = 16  # rows whose first tokens agree are batched together (:func:`prefix_order`)
 
 
+def log_probs(logits: Any) -> Any:
+    """``[..., V]`` log-softmax of ``logits`` in at least float32 (bf16/fp16 widened, float64 kept)."""
+    import torch
+
+    return torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
+
+
 def shared_prefix_length(sequences: list[list[int]], limit: int) -> int:
     """The number of leading tokens every sequence shares, at most ``limit``."""
     first = sequences[0]
@@ -81,7 +88,7 @@ def score_batch(
             continue
         # logits[row, j] predicts token shared + j + 1: rows first-1 … stop-2 predict tokens first … stop-1
         window = logits[row, first - 1 - shared : stop - 1 - shared]
-        logp = torch.log_softmax(window.to(torch.promote_types(window.dtype, torch.float32)), dim=-1)  # [T, V]
+        logp = log_probs(window)  # [T, V]
         target = torch.tensor(full[row][first:stop], device=device)
         chosen = logp.gather(1, target[:, None])[:, 0]
         mu, sigma = moments(logp)
