@@ -1,23 +1,12 @@
 """HDF5 store of per-layer pooled activations, keyed by text hash, crash-safe by construction.
 
-File layout (schema version 1)::
-
-    /keys          [N]              S64      sha256 hex of each text's UTF-8 bytes, ascending
-    /texts         [N]              str      the texts
-    /activations   [N, n_layers, d] float32 (or float16)  pooled rows, layers in /attrs layer_labels order
-    /n_tokens      [N]              int32    tokens in the formatted prompt (after truncation)
-    /n_pooled      [N]              int32    tokens averaged
-    /truncated     [N]              bool     whether the prompt was cut to max_length
-    attrs: provenance_json (everything about how the rows were made), schema_version,
-           layer_labels, and the provenance's top-level scalars for quick inspection.
-
-HDF5 files are not safe against a kill in the middle of a write, so no file that holds
-committed rows is ever modified in place. While a run is going, finished rows go to shard
-files in ``ACTS.h5.parts/``, each written under a temporary name, flushed, fsynced and renamed
-into place: a shard either exists complete or not at all. At the end, the existing file and the
-shards are merged into a new temporary file that is renamed over ``ACTS.h5``; only then are the
-shards removed. A run killed at any point leaves the previous file intact and every finished
-shard usable; the next run picks them up.
+The file layout is :mod:`cache.store_files`'. HDF5 files are not safe against a kill in the
+middle of a write, so no file that holds committed rows is ever modified in place. While a run is
+going, finished rows go to shard files in ``ACTS.h5.parts/``, each written under a temporary name,
+flushed, fsynced and renamed into place: a shard either exists complete or not at all. At the end,
+the existing file and the shards are merged into a new temporary file that is renamed over
+``ACTS.h5``; only then are the shards removed. A run killed at any point leaves the previous file
+intact and every finished shard usable; the next run picks them up.
 """
 
 from __future__ import annotations
@@ -26,24 +15,20 @@ import contextlib
 import json
 import logging
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
 import h5py
 import numpy as np
 
-from lara_core.files import atomic_path
-
 from .errors import CacheError, StoreFormatError, StoreMismatchError
 from .fingerprint import text_hash
-from .outputs import check_free_space
+from .store_files import SCHEMA_VERSION, RowBlock, as_str, merge, read_provenance, write_atomic
+
+__all__ = ["IDENTITY_KEYS", "SCHEMA_VERSION", "ActivationStore", "RowBlock", "StoreWriter", "parts_dir"]
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
-KEY_DTYPE = "S64"
-DATASETS: tuple[str, ...] = ("keys", "texts", "activations", "n_tokens", "n_pooled", "truncated")
 # Provenance entries that decide the numbers: two files (or a file and a run) may only be mixed
 # when all of these agree.
 IDENTITY_KEYS: tuple[str, ...] = (
@@ -59,41 +44,6 @@ IDENTITY_KEYS: tuple[str, ...] = (
     "storage_dtype",
     "d_model",
 )
-_COPY_ROWS = 2048
-
-
-@dataclass
-class RowBlock:
-    """Rows ready to be written.
-
-    Attributes:
-        keys: text hashes, length n.
-        texts: the texts, length n.
-        activations: ``[n, n_layers, d]``.
-        n_tokens / n_pooled: ``[n]`` int32.
-        truncated: ``[n]`` bool.
-    """
-
-    keys: list[str]
-    texts: list[str]
-    activations: np.ndarray
-    n_tokens: np.ndarray
-    n_pooled: np.ndarray
-    truncated: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.keys)
-
-    @staticmethod
-    def concat(blocks: Sequence["RowBlock"]) -> "RowBlock":
-        return RowBlock(
-            keys=[k for b in blocks for k in b.keys],
-            texts=[t for b in blocks for t in b.texts],
-            activations=np.concatenate([b.activations for b in blocks]),
-            n_tokens=np.concatenate([b.n_tokens for b in blocks]),
-            n_pooled=np.concatenate([b.n_pooled for b in blocks]),
-            truncated=np.concatenate([b.truncated for b in blocks]),
-        )
 
 
 def identity_differences(stored: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
@@ -139,7 +89,7 @@ class ActivationStore:
         with self._open() as f:
             self.provenance: dict[str, Any] = read_provenance(f, self.path)
             keys = f["keys"][:]
-            self.layer_labels: tuple[str, ...] = tuple(_as_str(x) for x in f.attrs["layer_labels"])
+            self.layer_labels: tuple[str, ...] = tuple(as_str(x) for x in f.attrs["layer_labels"])
             self.d_model = int(f["activations"].shape[2])
             self.storage_dtype = str(f["activations"].dtype)
         self._row = {k.decode("ascii"): i for i, k in enumerate(keys)}
@@ -176,7 +126,7 @@ class ActivationStore:
     def texts(self) -> list[str]:
         """Every text held, in file order."""
         with self._open() as f:
-            return [_as_str(t) for t in f["texts"][:]]
+            return [as_str(t) for t in f["texts"][:]]
 
     def get(
         self, texts: str | Sequence[str], layers: str | int | Sequence[str | int] | None = None, as_torch: bool = False
@@ -341,7 +291,7 @@ class StoreWriter:
         suffix = "" if self.rank is None else f"-r{self.rank}"
         numbers = [int(p.stem.split("-")[1]) for p in self.parts.glob(f"part-*{suffix}.h5")]
         shard = self.parts / f"part-{max(numbers, default=-1) + 1:06d}{suffix}.h5"
-        _write_atomic(shard, self.provenance, rows)
+        write_atomic(shard, self.provenance, rows)
         self._buffer.clear()
         logger.debug("committed %d rows to %s", len(rows), shard)
 
@@ -353,7 +303,7 @@ class StoreWriter:
             with h5py.File(self.path, "r") as f:
                 return int(f["keys"].shape[0])
         sources = ([self.path] if self.path.is_file() else []) + shards
-        n_rows = _merge(sources, self.path, self.provenance)
+        n_rows = merge(sources, self.path, self.provenance)
         for shard in shards:
             shard.unlink()
         with contextlib.suppress(OSError):
@@ -372,119 +322,6 @@ def parts_dir(path: Path) -> Path:
     return path.with_name(path.name + ".parts")
 
 
-def read_provenance(f: h5py.File, path: Path) -> dict[str, Any]:
-    """Provenance of an open store file, after checking it is a store this version reads."""
-    missing = [name for name in DATASETS if name not in f]
-    if "provenance_json" not in f.attrs or missing:
-        raise StoreFormatError(f"{path} is not a LaRA activation store (missing {missing or ['provenance']})")
-    version = int(f.attrs.get("schema_version", -1))
-    if version != SCHEMA_VERSION:
-        raise StoreFormatError(
-            f"{path} has store schema version {version}; this toolkit reads version {SCHEMA_VERSION}. "
-            "Use the toolkit version that wrote it, or rebuild the cache."
-        )
-    return json.loads(_as_str(f.attrs["provenance_json"]))
-
-
-def _write_atomic(path: Path, provenance: Mapping[str, Any], rows: RowBlock) -> None:
-    """Write key-unique ``rows`` to ``path`` via a temporary file, fsync, rename."""
-    with atomic_path(path, durable=True) as tmp, _hdf5_on_disk(tmp) as f:
-        _write_block(_create_datasets(f, provenance, len(rows), rows.activations.shape[1:]), 0, rows)
-
-
-@contextlib.contextmanager
-def _hdf5_on_disk(path: Path) -> Iterator[h5py.File]:
-    """A new HDF5 file written through a Python file object: a full or read-only disk then raises
-    a plain ``OSError`` from our own handle and the half-written file is removed. (Written by
-    HDF5's own driver, a failed write left handles that crashed the interpreter at exit.)"""
-    handle = open(path, "w+b")  # HDF5 reads back what it wrote
-    try:
-        with h5py.File(handle, "w") as f:
-            yield f
-        handle.flush()
-    except BaseException:
-        with contextlib.suppress(OSError):
-            handle.close()
-        path.unlink(missing_ok=True)
-        raise
-    handle.close()
-
-
-def _create_datasets(f: h5py.File, provenance: Mapping[str, Any], n: int, row_shape: tuple[int, ...]) -> dict[str, Any]:
-    f.attrs["provenance_json"] = json.dumps(provenance, sort_keys=True)
-    f.attrs["schema_version"] = SCHEMA_VERSION
-    f.attrs["layer_labels"] = np.array(provenance["layers"], dtype=h5py.string_dtype())
-    for key, value in provenance.items():
-        if isinstance(value, (str, int, float, bool)) and key not in f.attrs:
-            f.attrs[key] = value
-    storage = np.dtype(provenance["storage_dtype"])
-    return {
-        "keys": f.create_dataset("keys", shape=(n,), dtype=KEY_DTYPE),
-        "texts": f.create_dataset("texts", shape=(n,), dtype=h5py.string_dtype()),
-        "activations": f.create_dataset("activations", shape=(n, *row_shape), dtype=storage),
-        "n_tokens": f.create_dataset("n_tokens", shape=(n,), dtype=np.int32),
-        "n_pooled": f.create_dataset("n_pooled", shape=(n,), dtype=np.int32),
-        "truncated": f.create_dataset("truncated", shape=(n,), dtype=bool),
-    }
-
-
-def _write_block(datasets: Mapping[str, Any], start: int, block: RowBlock) -> None:
-    stop = start + len(block)
-    datasets["keys"][start:stop] = np.array(block.keys, dtype=KEY_DTYPE)
-    datasets["texts"][start:stop] = block.texts
-    datasets["activations"][start:stop] = block.activations.astype(datasets["activations"].dtype, copy=False)
-    datasets["n_tokens"][start:stop] = block.n_tokens
-    datasets["n_pooled"][start:stop] = block.n_pooled
-    datasets["truncated"][start:stop] = block.truncated
-
-
-def _merge(sources: Sequence[Path], target: Path, provenance: Mapping[str, Any]) -> int:
-    """Write the union of ``sources`` (first occurrence of a key wins) sorted by key to
-    ``target``, streaming ``_COPY_ROWS`` rows at a time."""
-
-    check_free_space(target.parent, sum(source.stat().st_size for source in sources), "merged activation store")
-    handles = [h5py.File(source, "r") for source in sources]
-    try:
-        index: dict[str, tuple[int, int]] = {}
-        for s, f in enumerate(handles):
-            for row, key in enumerate(f["keys"][:]):
-                index.setdefault(key.decode("ascii"), (s, row))
-        ordered = sorted(index)
-        with atomic_path(target, durable=True, suffix=f".tmp-{os.getpid()}") as tmp, _hdf5_on_disk(tmp) as out:
-            datasets = _create_datasets(out, provenance, len(ordered), tuple(handles[0]["activations"].shape[1:]))
-            for start in range(0, len(ordered), _COPY_ROWS):
-                chunk = ordered[start : start + _COPY_ROWS]
-                _write_block(datasets, start, _gather(handles, [index[k] for k in chunk]))
-    finally:
-        for handle in handles:
-            handle.close()
-    return len(ordered)
-
-
-def _gather(handles: Sequence[h5py.File], locations: Sequence[tuple[int, int]]) -> RowBlock:
-    """Read rows at ``(source, row)`` locations into one block, in the given order."""
-    by_source: dict[int, list[tuple[int, int]]] = {}
-    for position, (source, row) in enumerate(locations):
-        by_source.setdefault(source, []).append((row, position))
-    positions: list[int] = []
-    parts: dict[str, list[np.ndarray]] = {name: [] for name in DATASETS}
-    for source, pairs in by_source.items():
-        pairs.sort()  # h5py reads increasing indices
-        positions += [p for _, p in pairs]
-        for name in DATASETS:
-            parts[name].append(handles[source][name][[r for r, _ in pairs]])
-    order = np.argsort(positions)
-    cols = {name: np.concatenate(parts[name])[order] for name in DATASETS}
-    return RowBlock(
-        keys=[_as_str(k) for k in cols["keys"]],
-        texts=[_as_str(t) for t in cols["texts"]],
-        activations=cols["activations"],
-        n_tokens=cols["n_tokens"].astype(np.int32),
-        n_pooled=cols["n_pooled"].astype(np.int32),
-        truncated=cols["truncated"].astype(bool),
-    )
-
-
 def _acquire_lock(path: Path, suffix: str = ".lock") -> Any:
     """Hold an exclusive advisory lock on ``path`` + ``suffix`` so two runs never write one store
     (one lock per rank as well in a data-parallel job)."""
@@ -500,10 +337,6 @@ def _acquire_lock(path: Path, suffix: str = ".lock") -> Any:
 
         raise CacheError(f"another `lara cache` run is writing {path}; wait for it to finish") from None
     return handle
-
-
-def _as_str(value: Any) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
 def _canonical(value: Any) -> str:
