@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from bench_fdr import Case, decide_subsets, mix_rates, reference_case  # the decisions as lara run makes them
 from bench_verdict import ensure_run, scored
+from subset_decisions import Case, decide_subsets, mix_rates, reference_case  # the decisions as lara run makes them
 
 from generation.records import read_questions, read_sets
 from probes.detectors import get_detector

@@ -28,9 +28,9 @@ import time
 from pathlib import Path
 
 from bench_ceiling import decisions, run_models, run_params, save, score_on_run
-from bench_fdr import reference_case
 from bench_rollout_scores import joined
 from bench_verdict import ensure_run, scored
+from subset_decisions import reference_case
 
 from generation.records import read_questions
 from probes.detectors import get_detector

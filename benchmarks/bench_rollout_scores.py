@@ -39,8 +39,8 @@ from pathlib import Path
 
 import numpy as np
 from bench_ceiling import decisions, print_table, run_params, save, score_on_run
-from bench_fdr import reference_case
 from bench_verdict import ensure_run, rates, scored, verdict_view
+from subset_decisions import reference_case
 
 from generation.records import read_questions
 from probes.detectors import get_detector

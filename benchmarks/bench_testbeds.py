@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_fdr  # noqa: E402
 import bench_verdict  # noqa: E402
+import subset_decisions  # noqa: E402
 
 from generation.records import read_questions  # noqa: E402
 from probes.detectors import ORDER  # noqa: E402
@@ -91,13 +92,13 @@ def figures(config_path: Path, args: argparse.Namespace) -> dict[str, Any]:
     }
     fdr_args = argparse.Namespace(seed=args.seed, size=args.fdr_size, subsets=args.fdr_subsets, band=args.band)
     fdr_settings = dataclasses.replace(config.verdict, fdr=0.10)
-    (with_controls,) = bench_fdr.combined(run_dir / config.name, ("reference",), None)
-    (sft_absolute,) = bench_fdr.combined(run_dir / config.reference_name(), ("absolute",), None)
+    (with_controls,) = subset_decisions.combined(run_dir / config.name, ("reference",), None)
+    (sft_absolute,) = subset_decisions.combined(run_dir / config.reference_name(), ("absolute",), None)
     audited = members + non_members
-    rl_case = bench_fdr.Case(
+    rl_case = subset_decisions.Case(
         "RL, reference mode", rl.subset(audited), "reference", with_controls, sft, rl.subset(clean_ids)
     )
-    sft_case = bench_fdr.Case("SFT, absolute mode", sft.subset(audited), "absolute", sft_absolute, trained=False)
+    sft_case = subset_decisions.Case("SFT, absolute mode", sft.subset(audited), "absolute", sft_absolute, trained=False)
     fdr = {
         case.title: bench_fdr.case_rates(case, members, non_members, fdr_args, fdr_settings)
         for case in (rl_case, sft_case)
