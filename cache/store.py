@@ -1,6 +1,6 @@
 """HDF5 store of per-layer pooled activations, keyed by text hash, crash-safe by construction.
 
-The file layout is :mod:`cache.store_files`'. HDF5 files are not safe against a kill in the
+The file layout is in :mod:`cache.store_files`. HDF5 files are not safe against a kill in the
 middle of a write, so no file that holds committed rows is ever modified in place. While a run is
 going, finished rows go to shard files in ``ACTS.h5.parts/``, each written under a temporary name,
 flushed, fsynced and renamed into place: a shard either exists complete or not at all. At the end,
