@@ -27,7 +27,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from lara_core.files import file_sha256
 
@@ -168,53 +168,12 @@ def build_testbed(
 
     try:
         splits = make_splits(p.n_sft, p.n_members, p.n_test, seed, **source)
-        tokenizer, model = _fresh_model(p, splits, seed, device)
-        logger.info(
-            "testbed %s (seed %d): %d SFT problems, %d members, %d non-members, %d test; GPT-2 %d x %d (%.2fM parameters)",
-            preset,
-            seed,
-            len(splits.sft),
-            len(splits.members),
-            len(splits.non_members),
-            len(splits.test),
-            p.n_layer,
-            p.d_model,
-            sum(x.numel() for x in model.parameters()) / 1e6,
-        )
-        t0 = time.perf_counter()
-        supervised_finetune(model, tokenizer, splits.sft, p.sft, seed, log=log)
-        sft_seconds = time.perf_counter() - t0
-        evaluation = {"sft": _accuracies(model, tokenizer, splits, p.grpo.max_new_tokens)}
-        logger.info("after SFT: accuracy %s", _describe(evaluation["sft"]))
-        model.save_pretrained(tmp / "sft")
-        tokenizer.save_pretrained(tmp / "sft")
-
-        reference = copy.deepcopy(model).requires_grad_(False)
-        trained_on: set[str] = set()
-
-        def log_rl(record: dict[str, Any]) -> None:
-            trained_on.update(problem_id(x) for x in record.pop("problems"))
-            log(record)
-
-        t0 = time.perf_counter()
-        grpo(model, reference, tokenizer, splits.members, p.grpo, seed, log=log_rl)
-        rl_seconds = time.perf_counter() - t0
-        evaluation["rl"] = _accuracies(model, tokenizer, splits, p.grpo.max_new_tokens)
-        logger.info("after GRPO: accuracy %s", _describe(evaluation["rl"]))
-        model.save_pretrained(tmp / "rl")
-        tokenizer.save_pretrained(tmp / "rl")
+        trained = _train(tmp, p, splits, TrainingRun(preset, seed, device), log)
         log_file.close()
-
-        _write_jsonl(
-            tmp / "questions.jsonl", _question_rows(splits, "testbed" if p.problems == "ours" else "gsm-symbolic")
-        )
-        _write_jsonl(
-            tmp / "sft_pool.jsonl",
-            [{"id": problem_id(x), "template": x.template, "numbers": dict(x.numbers)} for x in splits.sft],
-        )
+        _write_problems(tmp, p, splits)
         seconds = {
-            "sft": round(sft_seconds, 1),
-            "grpo": round(rl_seconds, 1),
+            "sft": round(trained.sft_seconds, 1),
+            "grpo": round(trained.rl_seconds, 1),
             "total": round(time.perf_counter() - started, 1),
         }
         manifest = _manifest(
@@ -224,8 +183,8 @@ def build_testbed(
             command or f"lara testbed build --out {out_dir} --preset {preset} --seed {seed}",
             asdict(p) | {"device": device},
             splits,
-            sorted(trained_on),
-            evaluation,
+            sorted(trained.trained_on),
+            trained.evaluation,
             seconds,
         )
         manifest.update(_problems_record(p, splits))
@@ -239,6 +198,76 @@ def build_testbed(
             log_file.close()
         shutil.rmtree(tmp, ignore_errors=True)
     return manifest
+
+
+@dataclass(frozen=True)
+class TrainingRun:
+    """Which build a training belongs to: the preset's name, the seed, the device."""
+
+    preset: str
+    seed: int
+    device: str
+
+
+@dataclass
+class Trained:
+    """What training left besides the checkpoints: accuracies after SFT and after GRPO, the problems
+    GRPO trained on, and the seconds each stage took."""
+
+    evaluation: dict[str, Any]
+    trained_on: set[str]
+    sft_seconds: float
+    rl_seconds: float
+
+
+def _train(tmp: Path, p: Preset, splits: Any, run: TrainingRun, log: Callable[[dict[str, Any]], None]) -> Trained:
+    """A fresh model SFT-ed on the pool, then GRPO-ed on the members against its frozen copy; the two
+    checkpoints saved as ``tmp/sft`` and ``tmp/rl``; every step logged through ``log``."""
+    tokenizer, model = _fresh_model(p, splits, run.seed, run.device)
+    logger.info(
+        "testbed %s (seed %d): %d SFT problems, %d members, %d non-members, %d test; GPT-2 %d x %d (%.2fM parameters)",
+        run.preset,
+        run.seed,
+        len(splits.sft),
+        len(splits.members),
+        len(splits.non_members),
+        len(splits.test),
+        p.n_layer,
+        p.d_model,
+        sum(x.numel() for x in model.parameters()) / 1e6,
+    )
+    t0 = time.perf_counter()
+    supervised_finetune(model, tokenizer, splits.sft, p.sft, run.seed, log=log)
+    sft_seconds = time.perf_counter() - t0
+    evaluation = {"sft": _accuracies(model, tokenizer, splits, p.grpo.max_new_tokens)}
+    logger.info("after SFT: accuracy %s", _describe(evaluation["sft"]))
+    model.save_pretrained(tmp / "sft")
+    tokenizer.save_pretrained(tmp / "sft")
+
+    reference = copy.deepcopy(model).requires_grad_(False)
+    trained_on: set[str] = set()
+
+    def log_rl(record: dict[str, Any]) -> None:
+        trained_on.update(problem_id(x) for x in record.pop("problems"))
+        log(record)
+
+    t0 = time.perf_counter()
+    grpo(model, reference, tokenizer, splits.members, p.grpo, run.seed, log=log_rl)
+    rl_seconds = time.perf_counter() - t0
+    evaluation["rl"] = _accuracies(model, tokenizer, splits, p.grpo.max_new_tokens)
+    logger.info("after GRPO: accuracy %s", _describe(evaluation["rl"]))
+    model.save_pretrained(tmp / "rl")
+    tokenizer.save_pretrained(tmp / "rl")
+    return Trained(evaluation, trained_on, sft_seconds, rl_seconds)
+
+
+def _write_problems(tmp: Path, p: Preset, splits: Any) -> None:
+    """``questions.jsonl`` (the audited questions and the clean set) and ``sft_pool.jsonl``."""
+    _write_jsonl(tmp / "questions.jsonl", _question_rows(splits, "testbed" if p.problems == "ours" else "gsm-symbolic"))
+    _write_jsonl(
+        tmp / "sft_pool.jsonl",
+        [{"id": problem_id(x), "template": x.template, "numbers": dict(x.numbers)} for x in splits.sft],
+    )
 
 
 def problem_source(p: Preset, seed: int) -> dict[str, Any]:
