@@ -213,20 +213,26 @@ def compute_metrics(
                 bar.update(len(part))
         if bar is not None:
             bar.close()
-    reasons: dict[str, int] = {"non_finite_values": len(non_finite)} if non_finite else {}
-    for lay in layouts:
-        if lay.reason:
-            key = lay.reason.split(":")[0]
-            reasons[key] = reasons.get(key, 0) + 1
     return MetricsSummary(
         output=output,
         n_questions=len(layouts),
         n_scored=sum(not lay.reason for lay in layouts) - len(non_finite),
-        reasons=reasons,
+        reasons=_left_out_reasons(layouts, len(non_finite)),
         n_layers=n_layers,
         n_texts=n_texts,
         seconds=time.perf_counter() - start,
     )
+
+
+def _left_out_reasons(layouts: Sequence[SetLayout], n_non_finite: int) -> dict[str, int]:
+    """Questions left out, counted by reason (a reason's text up to its colon), the ones whose
+    metrics came out NaN or inf among them."""
+    reasons: dict[str, int] = {"non_finite_values": n_non_finite} if n_non_finite else {}
+    for lay in layouts:
+        if lay.reason:
+            key = lay.reason.split(":")[0]
+            reasons[key] = reasons.get(key, 0) + 1
+    return reasons
 
 
 def _layer_labels(store: ActivationStore, layers: Sequence[str | int] | None) -> tuple[str, ...]:

@@ -110,17 +110,7 @@ def score_metrics(
         for name, variant in _variants(options, metrics.layer_labels, n_blocks).items():
             table.add(name, scoring.scores(variant, metrics.layer_labels, n_blocks))
     zero = reference.zero_scale_cells(options.eps)
-    if zero:
-        logger.warning(
-            "%d (metric, layer) cell(s) have a clean-reference scale of 0 (MAD = 0), e.g. %s; they are divided by "
-            "eps=%g%s",
-            len(zero),
-            ", ".join(zero[:4]),
-            options.eps,
-            " and left out (zero_scale=drop)"
-            if options.zero_scale == "drop"
-            else "; use --zero-scale drop to leave them out",
-        )
+    _warn_zero_scale(zero, options)
     nan = ~np.isfinite(table.columns[MAIN_COLUMN])
     info.update(
         {
@@ -138,6 +128,21 @@ def score_metrics(
         }
     )
     return ScoringResult(table=table, reference=reference, info=info)
+
+
+def _warn_zero_scale(zero: list[str], options: ScoreOptions) -> None:
+    """Say which (metric, layer) cells have a clean-reference scale of 0, and what happens to them."""
+    if zero:
+        logger.warning(
+            "%d (metric, layer) cell(s) have a clean-reference scale of 0 (MAD = 0), e.g. %s; they are divided by "
+            "eps=%g%s",
+            len(zero),
+            ", ".join(zero[:4]),
+            options.eps,
+            " and left out (zero_scale=drop)"
+            if options.zero_scale == "drop"
+            else "; use --zero-scale drop to leave them out",
+        )
 
 
 def _mode(metrics: MetricsFile, clean_ref: str | Path | None, labels: Mapping[str, int | None] | None) -> str:
