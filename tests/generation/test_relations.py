@@ -10,9 +10,10 @@ from fractions import Fraction
 
 from generation.config import GenerationConfig
 from generation.numbers import find_slots, vary
-from generation.offline import OfflineGenerator, draw_values
+from generation.offline import OfflineGenerator
 from generation.records import Question
 from generation.relations import kept, relations
+from generation.value_draws import draw_values
 from probes.testbed.problems import TEMPLATES, make_splits, solve
 
 F = Fraction
