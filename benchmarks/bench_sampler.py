@@ -8,15 +8,22 @@ each: ``b`` small kernels a step) against one hash-and-Gumbel-max draw for every
     testbed's RL checkpoint and on a GPT-2-small-shaped model with random weights, with each sampler;
 (c) the same with the counter-based sampler in each decoding loop: dynamic (a growing cache,
     finished rows leave the batch) and static (a pre-allocated cache of bucketed shape; compiled
-    with CUDA graphs on a GPU, eager elsewhere).
+    with CUDA graphs on a GPU, eager elsewhere);
+(d) the dynamic loop prefilling each row's prompt (as before issue 56's tenth session, and as HF
+    ``generate`` with ``num_return_sequences`` does) against one prefill per distinct prompt, its
+    cache copied to the prompt's n rows: on (b)'s models and, with the smollm extra, on the
+    real-model demo's shape (SmolLM2's RL checkpoint, chat prompts, ``--smollm-n`` samples of 48
+    tokens, 128 rows a batch), with whether every row's tokens came out the same.
 
     python benchmarks/bench_sampler.py                       # the table in docs/performance.md (CPU)
     python benchmarks/bench_sampler.py --device cuda         # on a GPU
+    python benchmarks/bench_sampler.py --only-prefill        # (d) alone
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -27,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench_engines import TESTBED, gpt2_small, prompts  # noqa: E402
 
+SMOLLM_RL = Path(__file__).resolve().parents[1] / "probes/testbed/checkpoints/smollm-seed0/rl"
 VOCABULARIES = {"testbed": 512, "gpt2": 50257, "smollm2": 49152, "qwen2.5": 152064}
 
 
@@ -80,27 +88,64 @@ def time_draws(device: str, rows: int, repeats: int) -> list[tuple[str, float, f
     return out
 
 
-def time_sampling(loaded: Any, questions: list[str], n: int, tokens: int, batch: int, how: str) -> float:
-    """tokens/s of the local responder: ``how`` = ``generators`` (the legacy sampler, dynamic loop),
-    ``dynamic`` or ``static`` (the counter-based sampler in that loop)."""
+def time_sampling(
+    loaded: Any, questions: list[str], n: int, tokens: int, batch: int, how: str, chat: bool = False
+) -> tuple[float, list]:
+    """(tokens/s, the completions' token ids) of the local responder: ``how`` = ``generators`` (the
+    legacy sampler, dynamic loop), ``dynamic`` or ``static`` (the counter-based sampler in that
+    loop), ``per-row-prefill`` (the dynamic loop prefilling every row); raw prompts, or ``chat``."""
     from probes.responders import decoding
     from probes.responders.base import GenerationParams
     from probes.responders.local import LocalResponder, PromptFormat
 
     choose = legacy_choose if how == "generators" else decoding.choose_tokens
-    real, decoding.choose_tokens = decoding.choose_tokens, choose
+    real = decoding.choose_tokens, decoding.distinct_prompts
+    decoding.choose_tokens = choose
+    if how == "per-row-prefill":
+        decoding.distinct_prompts = lambda ids: ([list(x) for x in ids], list(range(len(ids))))
     try:
-        loop = "dynamic" if how == "generators" else how
-        fmt = PromptFormat(mode="raw", template="Q: {prompt}\nA:")
+        loop = how if how in ("dynamic", "static") else "dynamic"
+        fmt = PromptFormat(mode="chat") if chat else PromptFormat(mode="raw", template="Q: {prompt}\nA:")
         responder = LocalResponder(loaded, fmt, batch_size=batch, decoding=loop)
         responder.generate(questions, GenerationParams(tokens, 1.0, 1.0, n, 1))  # warm-up: the same shapes
         _GENERATORS.clear()
         start = time.perf_counter()
         gens = responder.generate(questions, GenerationParams(tokens, 1.0, 1.0, n, 0))
         _sync(str(loaded.device))
-        return sum(len(g.token_ids) for row in gens for g in row) / (time.perf_counter() - start)
+        seconds = time.perf_counter() - start
+        return sum(len(g.token_ids) for row in gens for g in row) / seconds, [g.token_ids for row in gens for g in row]
     finally:
-        decoding.choose_tokens = real
+        decoding.choose_tokens, decoding.distinct_prompts = real
+
+
+def prefill_rows(args: argparse.Namespace, models: dict[str, Path]) -> None:
+    """(d): one prefill a row against one per distinct prompt, on each model (and SmolLM2 if installed)."""
+    from cache.config import ModelConfig
+    from cache.loading import load_model
+
+    print(
+        f"\n(d) the dynamic loop, one prefill a row against one a distinct prompt; tokens/s "
+        f"({args.n} completions of up to {args.new_tokens} tokens of {args.questions} questions, raw prompts, "
+        f"{args.batch_size} rows a batch; SmolLM2: {args.smollm_n} of 48 tokens of 16 demo questions, chat, 128 rows)"
+    )
+    shapes = {
+        label: (source, prompts(args.questions), args.n, args.new_tokens, args.batch_size, False)
+        for label, source in models.items()
+    }
+    if SMOLLM_RL.exists():
+        demo = [json.loads(line)["question"] for line in (SMOLLM_RL.parent / "questions.jsonl").open()][:16]
+        shapes["SmolLM2 demo (RL)"] = (SMOLLM_RL, demo, args.smollm_n, 48, 128, True)
+    else:
+        print("    SmolLM2 left out: the smollm testbed is not in this checkout")
+    for label, (source, questions, n, tokens, batch, chat) in shapes.items():
+        loaded = load_model(ModelConfig(source=str(source), device=args.device, dtype="float32"))
+        each, each_ids = time_sampling(loaded, questions, n, tokens, batch, "per-row-prefill", chat)
+        shared, shared_ids = time_sampling(loaded, questions, n, tokens, batch, "dynamic", chat)
+        same = sum(a == b for a, b in zip(each_ids, shared_ids))
+        print(
+            f"    {label:<20} a row {each:8.1f}   a prompt {shared:8.1f}   {shared / each:.2f}x   "
+            f"rows identical {same}/{len(each_ids)}"
+        )
 
 
 def _sync(device: str) -> None:
@@ -108,6 +153,41 @@ def _sync(device: str) -> None:
 
     if device.startswith("cuda"):
         torch.cuda.synchronize()
+
+
+def sampler_rows(args: argparse.Namespace, models: dict[str, Path]) -> None:
+    """(a), (b) and (c)."""
+    from cache.config import ModelConfig
+    from cache.loading import load_model
+
+    print(f"(a) one step's draw for {args.rows} rows, ms (mean of {args.repeats}); per-row generators vs counter-based")
+    print(f"    {'vocabulary':<10} {'size':>7} {'top-p':>6} {'generators':>11} {'counter':>9} {'speed-up':>9}")
+    for name, top_p, legacy, counter in time_draws(args.device, args.rows, args.repeats):
+        print(
+            f"    {name:<10} {VOCABULARIES[name]:>7} {top_p:>6} {legacy:>11.2f} {counter:>9.2f} {legacy / counter:>8.2f}x"
+        )
+    print(
+        f"\n(b) sampling through the local responder: {args.n} completions of up to {args.new_tokens} tokens of "
+        f"{args.questions} questions (T = 1), {args.batch_size} rows a batch; tokens/s"
+    )
+    questions = prompts(args.questions)
+    rates = {}
+    for label, source in models.items():
+        loaded = load_model(ModelConfig(source=str(source), device=args.device, dtype="float32"))
+        rates[label] = {
+            how: time_sampling(loaded, questions, args.n, args.new_tokens, args.batch_size, how)[0]
+            for how in ("generators", "dynamic", "static")
+        }
+        r = rates[label]
+        print(
+            f"    {label:<20} generators {r['generators']:8.1f}   counter {r['dynamic']:8.1f}   "
+            f"{r['dynamic'] / r['generators']:.2f}x"
+        )
+    print("\n(c) the counter-based sampler in each decoding loop; tokens/s")
+    for label, r in rates.items():
+        print(
+            f"    {label:<20} dynamic {r['dynamic']:8.1f}   static {r['static']:8.1f}   {r['static'] / r['dynamic']:.2f}x"
+        )
 
 
 def main() -> None:
@@ -119,6 +199,8 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=8)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--smollm-n", type=int, default=8, help="samples a prompt on SmolLM2 in (d)")
+    parser.add_argument("--only-prefill", action="store_true", help="(d) alone")
     args = parser.parse_args()
     import torch
 
@@ -126,39 +208,11 @@ def main() -> None:
         torch.cuda.get_device_name(0) if args.device.startswith("cuda") else f"CPU ({torch.get_num_threads()} threads)"
     )
     print(f"on {where}; torch {torch.__version__}\n")
-    print(f"(a) one step's draw for {args.rows} rows, ms (mean of {args.repeats}); per-row generators vs counter-based")
-    print(f"    {'vocabulary':<10} {'size':>7} {'top-p':>6} {'generators':>11} {'counter':>9} {'speed-up':>9}")
-    for name, top_p, legacy, counter in time_draws(args.device, args.rows, args.repeats):
-        print(
-            f"    {name:<10} {VOCABULARIES[name]:>7} {top_p:>6} {legacy:>11.2f} {counter:>9.2f} {legacy / counter:>8.2f}x"
-        )
-    print(
-        f"\n(b) sampling through the local responder: {args.n} completions of up to {args.new_tokens} tokens of "
-        f"{args.questions} questions (T = 1), {args.batch_size} rows a batch; tokens/s"
-    )
-    from cache.config import ModelConfig
-    from cache.loading import load_model
-
-    questions = prompts(args.questions)
     with tempfile.TemporaryDirectory() as tmp:
         models = {"testbed RL": TESTBED / "rl", "gpt2-small (random)": gpt2_small(Path(tmp) / "gpt2-small")}
-        rates = {}
-        for label, source in models.items():
-            loaded = load_model(ModelConfig(source=str(source), device=args.device, dtype="float32"))
-            rates[label] = {
-                how: time_sampling(loaded, questions, args.n, args.new_tokens, args.batch_size, how)
-                for how in ("generators", "dynamic", "static")
-            }
-            r = rates[label]
-            print(
-                f"    {label:<20} generators {r['generators']:8.1f}   counter {r['dynamic']:8.1f}   "
-                f"{r['dynamic'] / r['generators']:.2f}x"
-            )
-    print("\n(c) the counter-based sampler in each decoding loop; tokens/s")
-    for label, r in rates.items():
-        print(
-            f"    {label:<20} dynamic {r['dynamic']:8.1f}   static {r['static']:8.1f}   {r['static'] / r['dynamic']:.2f}x"
-        )
+        if not args.only_prefill:
+            sampler_rows(args, models)
+        prefill_rows(args, models)
 
 
 if __name__ == "__main__":

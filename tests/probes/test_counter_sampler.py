@@ -227,3 +227,47 @@ def test_static_decoding_answers_as_dynamic_decoding(loaded_models, arch):
     )
     with pytest.raises(Exception, match="decoding 'fast'"):
         LocalResponder(loaded_models[arch], PromptFormat(mode="raw"), decoding="fast")
+
+
+@pytest.mark.parametrize("arch", ["gpt2", "llama", "qwen2"])
+def test_each_distinct_prompt_is_prefilled_once_and_its_rows_answer_as_with_a_prefill_each(
+    loaded_models, arch, monkeypatch
+):
+    """n samples of a prompt share one prefill (its KV cache copied to the rows): the model's first
+    call holds each distinct prompt once, and every row's tokens, log-probs and entropies are those
+    of a prefill per row (within 1e-5), greedy and sampled, prompts of uneven lengths."""
+    from probes.responders import decoding
+
+    loaded = loaded_models[arch]
+    prompts = [*PROMPTS, " ".join(["q"] * 12)]
+    responder = LocalResponder(loaded, PromptFormat(mode="raw"), batch_size=8)
+    responder.generate(prompts[:1], GenerationParams(2))  # the cached-decoding check runs before counting
+    prefill_rows: list[int] = []
+
+    def count(_module, args, kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        if ids.shape[1] > 1:  # a prefill (decoding steps feed one token a row)
+            prefill_rows.append(ids.shape[0])
+
+    hook = loaded.model.register_forward_pre_hook(count, with_kwargs=True)
+    try:
+        for params in (GenerationParams(12), GenerationParams(12, 1.0, 0.9, 4, 7)):
+            prefill_rows.clear()
+            shared = responder.generate(prompts, params)
+            # n rows a prompt, in batches of 8 rows that n divides: each prompt prefilled once
+            assert sum(prefill_rows) == len(prompts)
+            with monkeypatch.context() as patched:
+                patched.setattr(
+                    decoding, "distinct_prompts", lambda ids: ([list(x) for x in ids], list(range(len(ids))))
+                )
+                prefill_rows.clear()
+                each = responder.generate(prompts, params)
+                assert sum(prefill_rows) == len(prompts) * params.n
+            for row_a, row_b in zip(shared, each):
+                for x, y in zip(row_a, row_b):
+                    assert x.token_ids == y.token_ids and x.finish_reason == y.finish_reason
+                    np.testing.assert_allclose(x.logprobs, y.logprobs, atol=1e-5)
+                    np.testing.assert_allclose(x.entropies, y.entropies, atol=1e-5)
+            assert params.n == 1 or len({tuple(g.token_ids) for g in shared[0]}) > 1
+    finally:
+        hook.remove()
