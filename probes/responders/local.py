@@ -97,18 +97,38 @@ class LocalResponder(PromptTokens):
         special tokens (e.g. BOS) as for any raw text."""
         return self._generate([self.tokenizer(t)["input_ids"] for t in texts], texts, params)
 
-    def _generate(
-        self, encoded: list[list[int]], prompts: Sequence[str], params: GenerationParams
+    def generate_some(
+        self, prompts: Sequence[str], params: GenerationParams, wanted: Sequence[Sequence[int]]
     ) -> list[list[Generation]]:
-        """Completions of token-id prompts. Each prompt is fitted to the context on its own
-        (:meth:`_fit_prompt`) and each row has its own budget, so a completion depends only on
-        (prompt, decoding parameters, seed, j) — never on its batch-mates (SPEC §5)."""
+        """Completions ``wanted[i]`` (indices j < ``params.n``) of prompt i, in that order: completion j
+        depends on (prompt, parameters, seed, j) alone, so a store holding the others is completed
+        exactly (a larger n draws only the new samples)."""
+        return self._generate([self.encode_prompt(p) for p in prompts], prompts, params, wanted)
+
+    def complete_some(
+        self, texts: Sequence[str], params: GenerationParams, wanted: Sequence[Sequence[int]]
+    ) -> list[list[Generation]]:
+        """:meth:`complete`'s continuations ``wanted[i]`` of text i only (as :meth:`generate_some`)."""
+        return self._generate([self.tokenizer(t)["input_ids"] for t in texts], texts, params, wanted)
+
+    def _generate(
+        self,
+        encoded: list[list[int]],
+        prompts: Sequence[str],
+        params: GenerationParams,
+        wanted: Sequence[Sequence[int]] | None = None,
+    ) -> list[list[Generation]]:
+        """Completions of token-id prompts (all n, or the indices ``wanted[i]`` of prompt i). Each
+        prompt is fitted to the context on its own (:meth:`_fit_prompt`) and each row has its own
+        budget, so a completion depends only on (prompt, decoding parameters, seed, j) — never on
+        its batch-mates (SPEC §5)."""
         import torch
 
         fitted = [self._fit_prompt(ids) for ids in encoded]
         if fitted and not self._cache_checked:
             self._check_cached_decoding(fitted[0][0])
-        rows = [(p, j) for p in range(len(prompts)) for j in range(params.n)]
+        indices = [range(params.n)] * len(prompts) if wanted is None else wanted
+        rows = [(p, j) for p in range(len(prompts)) for j in indices[p]]
         order = sorted(range(len(rows)), key=lambda r: -len(fitted[rows[r][0]][0]))  # similar lengths together
         results: list[Generation | None] = [None] * len(rows)
         with torch.inference_mode():

@@ -192,23 +192,27 @@ class CachedResponder:
         found = self.store.get_many([k for row in keys for k in row])
         self.counter.cache_hits += len(found)
         missing = {(i, j) for i, row in enumerate(keys) for j, k in enumerate(row) if k not in found}
-        # completion j of a prompt depends on (seed, prompt, j) only, so regenerating the prompts
-        # that miss anything, in chunks, and keeping the missing indices is exact
+        # completion j of a prompt depends on (seed, prompt, j) only, so running just the missing
+        # indices (a responder with ``<kind>_some``), or the prompts that miss any and keeping the
+        # missing ones, in chunks, is exact
         first = {prompts[i]: i for i, _ in sorted(missing, reverse=True)}  # a prompt asked for twice is run once
         todo = sorted(first.values(), key=lambda i: (-len(prompts[i]), i))  # similar lengths together
         missing = {(i, j) for i, j in missing if first[prompts[i]] == i}
-        per_chunk = prompts_per_chunk(self.chunk_rows, params.n)
+        some = getattr(self.responder, f"{kind}_some", None)
+        wanted = {i: [j for j in range(params.n) if (i, j) in missing] for i in todo}
+        rows_each = max((len(js) for js in wanted.values()), default=1) if some is not None else params.n
+        per_chunk = prompts_per_chunk(self.chunk_rows, rows_each)
         with self._bar(len(missing), kind, len(todo) > per_chunk) as bar:
             for start in range(0, len(todo), per_chunk):
                 chunk = todo[start : start + per_chunk]
-                fresh = self._counting_requests(run, [prompts[i] for i in chunk], params)
+                texts = [prompts[i] for i in chunk]
+                if some is not None:
+                    fresh = self._counting_requests(some, texts, params, [wanted[i] for i in chunk])
+                else:
+                    fresh = [dict(enumerate(gens)) for gens in self._counting_requests(run, texts, params)]
+                    fresh = [[gens[j] for j in wanted[i]] for i, gens in zip(chunk, fresh)]
                 check_generations(fresh, self.identity)  # nothing an engine failed to send is stored
-                new = {
-                    keys[i][j]: gen.to_dict()
-                    for i, gens in zip(chunk, fresh)
-                    for j, gen in enumerate(gens)
-                    if (i, j) in missing
-                }
+                new = {keys[i][j]: gen.to_dict() for i, gens in zip(chunk, fresh) for j, gen in zip(wanted[i], gens)}
                 self.store.put_many(kind, new)  # committed: an interruption after this keeps it
                 self.counter.generated += len(new)
                 found.update(new)

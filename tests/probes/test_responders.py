@@ -141,6 +141,28 @@ def test_store_makes_reruns_free(loaded_models, tmp_path):
     assert greedy[0][0].token_ids == again.generate(PROMPTS[:1], GenerationParams(max_new_tokens=8))[0][0].token_ids
 
 
+@pytest.mark.parametrize("kind", ["generate", "complete"])
+def test_a_larger_n_runs_only_the_new_samples_and_they_equal_a_fresh_runs(loaded_models, tmp_path, kind):
+    """A store holding samples 0..2 of each prompt asked for 5: the model runs samples 3 and 4 only
+    (8 rows, not 20), and every sample equals the one an empty store draws."""
+    params = GenerationParams(max_new_tokens=8, temperature=1.0, n=5, seed=2)
+
+    def responder(path):
+        return CachedResponder(LocalResponder(loaded_models["llama"], PromptFormat(mode="raw")), ResponseStore(path))
+
+    cached = responder(tmp_path / "grown.sqlite")
+    getattr(cached, kind)(PROMPTS, GenerationParams(max_new_tokens=8, temperature=1.0, n=3, seed=2))
+    assert cached.responder.counter.generated == 12
+    grown = getattr(cached, kind)(PROMPTS, params)
+    assert cached.responder.counter.generated == 12 + 8 and cached.counter.cache_hits == 12
+    fresh = getattr(responder(tmp_path / "fresh.sqlite"), kind)(PROMPTS, params)
+    assert [[g.token_ids for g in row] for row in grown] == [[g.token_ids for g in row] for row in fresh]
+    for row_a, row_b in zip(grown, fresh):
+        for a, b in zip(row_a, row_b):
+            np.testing.assert_allclose(a.logprobs, b.logprobs, atol=1e-5)
+    assert len({tuple(g.token_ids) for g in fresh[1]}) > 1
+
+
 def _teacher_forced(model, ids: list[int], start: int) -> np.ndarray:
     """log p(ids[t] | ids[:t]) for t = start … len(ids) − 1, by one plain forward pass."""
     with torch.inference_mode():
