@@ -132,6 +132,17 @@ def prompts_per_chunk(batch_rows: int, n: int) -> int:
     return whole if whole * n <= 32 * batch_rows else max(1, batch_rows // n)
 
 
+def indexed_method(responder: Any, kind: str) -> Any:
+    """The responder's ``<kind>_some`` (draw only the wanted indices), where the class that defines
+    it also defines ``<kind>``: a subclass that overrides ``generate`` alone (a wrapping engine) is
+    run through its own ``generate``, never around it. None otherwise."""
+    mro = type(responder).__mro__
+    owner = {name: next((c for c in mro if name in vars(c)), None) for name in (kind, f"{kind}_some")}
+    if owner[f"{kind}_some"] is None or owner[kind] is not owner[f"{kind}_some"]:
+        return None
+    return getattr(responder, f"{kind}_some")
+
+
 def _key(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -198,7 +209,7 @@ class CachedResponder:
         first = {prompts[i]: i for i, _ in sorted(missing, reverse=True)}  # a prompt asked for twice is run once
         todo = sorted(first.values(), key=lambda i: (-len(prompts[i]), i))  # similar lengths together
         missing = {(i, j) for i, j in missing if first[prompts[i]] == i}
-        some = getattr(self.responder, f"{kind}_some", None)
+        some = indexed_method(self.responder, kind)
         wanted = {i: [j for j in range(params.n) if (i, j) in missing] for i in todo}
         rows_each = max((len(js) for js in wanted.values()), default=1) if some is not None else params.n
         per_chunk = prompts_per_chunk(self.chunk_rows, rows_each)

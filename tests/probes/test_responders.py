@@ -215,3 +215,29 @@ def test_processes_opening_a_new_store_at_once_all_succeed(tmp_path):
             p.join(60)
         assert [p.exitcode for p in procs] == [0, 0], f"attempt {attempt}"
         assert len(ResponseStore(path)) == 2
+
+
+def test_only_a_class_that_defines_both_draws_by_index(loaded_models):
+    """The store draws only the missing indices through ``generate_some`` where the class defining
+    ``generate`` defines it too: a subclass that overrides ``generate`` alone is run through it."""
+    from probes.responders.store import indexed_method
+
+    class Wrapping(LocalResponder):
+        def generate(self, prompts, params):
+            return super().generate(prompts, params)
+
+    class Both(Wrapping):
+        def generate_some(self, prompts, params, wanted):
+            return super().generate_some(prompts, params, wanted)
+
+        def generate(self, prompts, params):
+            return super().generate(prompts, params)
+
+    fmt = PromptFormat(mode="raw")
+    local = LocalResponder(loaded_models["gpt2"], fmt)
+    assert indexed_method(local, "generate") == local.generate_some
+    assert indexed_method(local, "complete") == local.complete_some
+    assert indexed_method(Wrapping(loaded_models["gpt2"], fmt), "generate") is None
+    assert indexed_method(Wrapping(loaded_models["gpt2"], fmt), "complete") is not None  # complete not overridden
+    assert indexed_method(Both(loaded_models["gpt2"], fmt), "generate") is not None
+    assert indexed_method(object(), "generate") is None
