@@ -36,6 +36,7 @@ _MASK = 0xFFFFFFFF
 _MULTIPLIER = 0x45D9F3B  # < 2**31: a 32-bit word times it stays under 2**63
 _STEP_SALT = 0x9E3779B1
 _TOKEN_SALT = 0x85EBCA77
+NUCLEUS_CANDIDATES = 256  # tokens searched for a row's top-p nucleus before a full sort
 _CPU_CHUNK_ELEMENTS = 1 << 19  # rows × vocabulary hashed at once on a CPU (stays in cache: ~4x faster)
 _token_words: dict[tuple[int, str], Any] = {}
 
@@ -87,19 +88,44 @@ def gumbel_noise(keys: Any, step: int, vocab: int) -> Any:
     return uniforms(keys, step, vocab).log_().neg_().log_().neg_()
 
 
+def _sorted_nucleus(probs: Any, top_p: float) -> Any:
+    """``[b, V]`` bool: each row's nucleus by a full descending sort."""
+    import torch
+
+    sorted_p, index = probs.sort(dim=-1, descending=True)
+    keep_sorted = sorted_p.cumsum(-1) - sorted_p < top_p  # the smallest prefix reaching top_p
+    return torch.zeros_like(keep_sorted).scatter(-1, index, keep_sorted)
+
+
+def nucleus(probs: Any, top_p: float) -> Any:
+    """``[b, V]`` bool: the smallest most-probable set of each row whose mass reaches ``top_p``
+    (a token is in when the mass of the tokens before it, most probable first, is under top_p).
+
+    Found among each row's :data:`NUCLEUS_CANDIDATES` most probable tokens (``topk``, sorted), and
+    by a full sort only for the rows whose nucleus does not end inside them: the same set as
+    sorting every row — the prefix sums are the same numbers in the same order — at a fraction
+    of the cost on a 50,000-token vocabulary (a full sort was a third of a CPU's sampling time)."""
+    import torch
+
+    k = min(NUCLEUS_CANDIDATES, probs.shape[-1])
+    top, index = probs.topk(k, dim=-1)  # sorted, most probable first
+    keep_top = top.cumsum(-1) - top < top_p
+    keep = torch.zeros_like(probs, dtype=torch.bool).scatter(-1, index, keep_top)
+    wider = keep_top[:, -1]  # the last candidate is still in: the nucleus may go on past it
+    if bool(wider.any()):
+        keep[wider] = _sorted_nucleus(probs[wider], top_p)
+    return keep
+
+
 def filtered_logits(logits: Any, temperature: float, top_p: float) -> Any:
-    """``[b, V]`` logits / T, with the tokens outside the nucleus (the smallest most-probable set
-    whose mass reaches ``top_p``; 1 = off) set to −inf."""
+    """``[b, V]`` logits / T, with the tokens outside the nucleus (:func:`nucleus`; top_p 1 = off)
+    set to −inf."""
     import torch
 
     scaled = logits / temperature
     if top_p >= 1.0:
         return scaled
-    probs = torch.softmax(scaled, dim=-1)
-    sorted_p, index = probs.sort(dim=-1, descending=True)
-    keep_sorted = sorted_p.cumsum(-1) - sorted_p < top_p  # the smallest prefix reaching top_p
-    keep = torch.zeros_like(keep_sorted).scatter(-1, index, keep_sorted)
-    return scaled.masked_fill(~keep, float("-inf"))
+    return scaled.masked_fill(~nucleus(torch.softmax(scaled, dim=-1), top_p), float("-inf"))
 
 
 def draw_tokens(logits: Any, keys: Any, step: int, temperature: float, top_p: float = 1.0) -> Any:

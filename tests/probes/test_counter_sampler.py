@@ -113,6 +113,33 @@ def test_token_frequencies_match_the_softmax_sampled_from(temperature, top_p):
         assert _chi_square_p(draws, probs) > 1e-3
 
 
+def _naive_nucleus(row: list[float], top_p: float) -> set[int]:
+    """The nucleus by hand: tokens most probable first, in while the mass before them is under top_p."""
+    order = sorted(range(len(row)), key=lambda v: -row[v])
+    kept, mass = set(), 0.0
+    for v in order:
+        if mass >= top_p:
+            break
+        kept.add(v)
+        mass += row[v]
+    return kept
+
+
+@pytest.mark.parametrize("top_p", [0.5, 0.9, 0.99])
+def test_the_nucleus_found_among_candidates_is_the_full_sorts(monkeypatch, top_p):
+    """Rows whose nucleus ends among the candidates and rows that need the full sort (candidates cut
+    to 8 here, a 600-token vocabulary, peaked to flat rows): the same set as a naive loop's."""
+    monkeypatch.setattr(counter_sampler, "NUCLEUS_CANDIDATES", 8)
+    generator = torch.Generator().manual_seed(3)
+    scales = torch.tensor([0.1, 1.0, 3.0, 8.0]).repeat_interleave(10)[:, None]
+    probs = torch.softmax(torch.randn(40, 600, generator=generator, dtype=torch.float64) * scales, -1)
+    keep = counter_sampler.nucleus(probs, top_p)
+    sizes = keep.sum(-1)
+    assert (sizes <= 8).any() and (sizes > 8).any()  # both paths taken
+    for row, kept in zip(probs.tolist(), keep):
+        assert set(torch.nonzero(kept)[:, 0].tolist()) == _naive_nucleus(row, top_p)
+
+
 def test_the_frequency_check_fails_on_a_planted_bias(monkeypatch):
     """At the size the check runs at, a mild bias on one token's uniforms (u → u^1.1: its Gumbel
     noise 0.095 lower, its probability 0.405 → 0.38) makes it fail."""
