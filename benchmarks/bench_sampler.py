@@ -13,11 +13,15 @@ each: ``b`` small kernels a step) against one hash-and-Gumbel-max draw for every
     ``generate`` with ``num_return_sequences`` does) against one prefill per distinct prompt, its
     cache copied to the prompt's n rows: on (b)'s models and, with the smollm extra, on the
     real-model demo's shape (SmolLM2's RL checkpoint, chat prompts, ``--smollm-n`` samples of 48
-    tokens, 128 rows a batch), with whether every row's tokens came out the same.
+    tokens, 128 rows a batch), with whether every row's tokens came out the same;
+(e) the top-p nucleus on a model's own next-token distributions (every position of 48 questions'
+    prompts and answers: SmolLM2's RL checkpoint with the smollm extra, else the testbed's), found
+    among each row's 256 most probable tokens against a full sort of every row: ms per 128 rows,
+    the rows whose nucleus ran past the candidates, and the rows whose sets differ.
 
     python benchmarks/bench_sampler.py                       # the table in docs/performance.md (CPU)
     python benchmarks/bench_sampler.py --device cuda         # on a GPU
-    python benchmarks/bench_sampler.py --only-prefill        # (d) alone
+    python benchmarks/bench_sampler.py --sections de         # (d) and (e) alone
 """
 
 from __future__ import annotations
@@ -190,6 +194,47 @@ def sampler_rows(args: argparse.Namespace, models: dict[str, Path]) -> None:
         )
 
 
+def nucleus_rows(args: argparse.Namespace) -> None:
+    """(e): the nucleus among candidates against a full sort, on a model's own logits."""
+    import torch
+
+    from cache.config import ModelConfig
+    from cache.loading import load_model
+    from probes.responders.counter_sampler import _sorted_nucleus, nucleus
+    from probes.responders.local import LocalResponder, PromptFormat
+
+    smollm = SMOLLM_RL.exists()
+    source = SMOLLM_RL if smollm else TESTBED / "rl"
+    rows = [json.loads(line) for line in (source.parent / "questions.jsonl").open()][:48]
+    loaded = load_model(ModelConfig(source=str(source), device=args.device, dtype="float32"))
+    responder = LocalResponder(loaded, PromptFormat(mode="chat" if smollm else "raw"))
+    with torch.inference_mode():
+        texts = [
+            responder.encode_prompt(r["question"]) + loaded.tokenizer(f" The answer is {r.get('answer')}.")["input_ids"]
+            for r in rows
+        ]
+        logits = torch.cat([loaded.model(input_ids=torch.tensor([ids], device=args.device)).logits[0] for ids in texts])
+    print(
+        f"\n(e) the top-p nucleus on {'SmolLM2 (RL)' if smollm else 'the testbed RL model'}'s own distributions "
+        f"({logits.shape[0]} positions of 48 prompts and answers, vocabulary {logits.shape[1]}); ms per 128 rows"
+    )
+    for temperature in (1.0, 0.7):
+        for top_p in (0.9, 0.95, 0.99):
+            probs = torch.softmax(logits / temperature, dim=-1)
+            found, seconds = {}, {}
+            for name, how in (("sort", _sorted_nucleus), ("candidates", nucleus)):
+                start = time.perf_counter()
+                found[name] = torch.cat([how(probs[s : s + 128], top_p) for s in range(0, len(probs), 128)])
+                _sync(args.device)
+                seconds[name] = (time.perf_counter() - start) / (len(probs) / 128) * 1e3
+            wide = int((found["sort"].sum(-1) >= 256).sum())
+            differ = int((found["sort"] != found["candidates"]).any(-1).sum())
+            print(
+                f"    T = {temperature}, top-p {top_p}: sort {seconds['sort']:7.1f}   candidates {seconds['candidates']:6.1f}   "
+                f"{seconds['sort'] / seconds['candidates']:5.1f}x   past 256: {wide:>4} rows   sets differ: {differ} rows"
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cpu")
@@ -200,7 +245,7 @@ def main() -> None:
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--smollm-n", type=int, default=8, help="samples a prompt on SmolLM2 in (d)")
-    parser.add_argument("--only-prefill", action="store_true", help="(d) alone")
+    parser.add_argument("--sections", default="abcde", help="which tables: (a)-(c) go together")
     args = parser.parse_args()
     import torch
 
@@ -208,11 +253,15 @@ def main() -> None:
         torch.cuda.get_device_name(0) if args.device.startswith("cuda") else f"CPU ({torch.get_num_threads()} threads)"
     )
     print(f"on {where}; torch {torch.__version__}\n")
-    with tempfile.TemporaryDirectory() as tmp:
-        models = {"testbed RL": TESTBED / "rl", "gpt2-small (random)": gpt2_small(Path(tmp) / "gpt2-small")}
-        if not args.only_prefill:
-            sampler_rows(args, models)
-        prefill_rows(args, models)
+    if set("abcd") & set(args.sections):
+        with tempfile.TemporaryDirectory() as tmp:
+            models = {"testbed RL": TESTBED / "rl", "gpt2-small (random)": gpt2_small(Path(tmp) / "gpt2-small")}
+            if set("abc") & set(args.sections):
+                sampler_rows(args, models)
+            if "d" in args.sections:
+                prefill_rows(args, models)
+    if "e" in args.sections:
+        nucleus_rows(args)
 
 
 if __name__ == "__main__":
