@@ -28,7 +28,8 @@ from cache.store import ActivationStore
 from generation.records import read_sets
 from probes.evaluation.effect import cohens_d_ci
 from probes.evaluation.layer_null import layer_null
-from probes.lara.metrics_file import MetricsFile, _metrics_of_chunk, _read_chunk
+from probes.lara.metrics_chunks import metrics_of_chunk, read_chunk
+from probes.lara.metrics_file import MetricsFile
 from probes.lara.protocol import compress
 from probes.lara.sets import layout
 from probes.questions.reading import match_group, read_labels
@@ -113,7 +114,7 @@ def planted_shift(run: Path, questions: Path) -> None:
     y = np.array([-1 if labels_of.get(r.question.id) is None else labels_of[r.question.id] for r in records])
     k1 = max(lay.k for lay in layouts) + 1
     m = max(lay.m for lay in layouts)
-    rows, index = _read_chunk(layouts, store, store.layer_labels, k1, m)
+    rows, index = read_chunk(layouts, store, store.layer_labels, k1, m)
     delta = rows[index.u[:, 0]] - rows[index.w[:, 0]]  # [n, L, d] originals' blanking shifts
     scale = float(np.median(np.linalg.norm(delta, axis=-1)))
     direction = np.random.default_rng(7).normal(size=rows.shape[-1])
@@ -129,7 +130,7 @@ def planted_shift(run: Path, questions: Path) -> None:
         shifted = rows.copy()
         for layer in PLANTED_LAYERS:
             shifted[index.u[own, 0], layer] += strength * scale * direction
-        result = _metrics_of_chunk(shifted, index, 1e-8)["metrics"]
+        result = metrics_of_chunk(shifted, index, 1e-8)["metrics"]
         keep = (y >= 0) & np.isfinite(result).all(axis=(1, 2))
         found = layer_null(compress(result[keep]), y[keep], None, PERMUTATIONS, 0)
         print(

@@ -101,7 +101,7 @@ def lara_metrics(
     """zRSM, DC and zRSI of each set's question at each layer (SPEC §3), from the activations of
     every text of the sets pooled in memory by :func:`probes.pool` (arguments as there) — the
     same numbers ``lara metrics`` computes from a store."""
-    from ..lara.metrics_file import _metrics_of_chunk, _read_chunk  # lazy: pulls h5py
+    from ..lara.metrics_chunks import metrics_of_chunk, read_chunk  # lazy: pulls h5py
     from ..lara.sets import distinct_texts, layout  # lazy: pulls h5py
 
     loaded = load_model(model)
@@ -115,8 +115,8 @@ def lara_metrics(
     memory = _Rows(dict(zip(texts, rows)), rows.shape[2])
     k1 = max(lay.k for lay in layouts) + 1
     m = max(lay.m for lay in layouts)
-    chunk, index = _read_chunk(layouts, memory, labels, k1, m)
-    values = _metrics_of_chunk(chunk, index, eps)["metrics"]
+    chunk, index = read_chunk(layouts, memory, labels, k1, m)
+    values = metrics_of_chunk(chunk, index, eps)["metrics"]
     reasons = {lay.id: lay.reason for lay in layouts if lay.reason}
     for lay, row in zip(layouts, values):
         if lay.id not in reasons and not np.isfinite(row).all():

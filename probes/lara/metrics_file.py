@@ -40,7 +40,8 @@ from lara_core.files import atomic_path, file_sha256
 from lara_core.version import __version__
 
 from ..errors import InputError, MismatchError
-from .geometry import DEFAULT_EPS, METRIC_NAMES, batch_metrics
+from .geometry import DEFAULT_EPS, METRIC_NAMES
+from .metrics_chunks import metrics_of_chunk, read_chunk
 from .sets import SetLayout, layout
 
 logger = logging.getLogger(__name__)
@@ -48,7 +49,6 @@ logger = logging.getLogger(__name__)
 KIND = "lara-metrics"
 SCHEMA_VERSION = 1
 DEFAULT_CHUNK_MIB = 32  # float32 rows read per chunk
-UNIT_BYTES = 8 << 20  # float64 working set of one kernel call
 
 
 @dataclass
@@ -198,9 +198,9 @@ def compute_metrics(
         bar = _bar(len(layouts), progress)
         for lo in range(0, len(layouts), chunk):
             part = layouts[lo : lo + chunk]
-            rows, index = _read_chunk(part, store, labels, k1, m)
+            rows, index = read_chunk(part, store, labels, k1, m)
             n_texts += len(rows)
-            result = _metrics_of_chunk(rows, index, eps, pool)
+            result = metrics_of_chunk(rows, index, eps, pool)
             hi = lo + len(part)
             for name in ("metrics", "S", "R", "n_similars"):
                 ds[name][lo:hi] = result[name]
@@ -254,85 +254,6 @@ def _check_cached(layouts: Sequence[SetLayout], store: ActivationStore, sets_pat
             f"{len(missing)} of {len(needed)} texts of {sets_path} are not in {store.path} (e.g. {shown}); "
             f"cache them first: `lara cache {sets_path} --model MODEL -o {store.path}` (it skips texts already stored)"
         )
-
-
-@dataclass(frozen=True)
-class _ChunkIndex:
-    """Where each question's texts sit in a chunk's rows; missing parts point at row 0 (masked)."""
-
-    u: np.ndarray  # [c, K+1]
-    w: np.ndarray  # [c, K+1]
-    phi: np.ndarray  # [c, K+1, M]
-    member_ok: np.ndarray  # [c, K+1]
-    paraphrase_ok: np.ndarray  # [c, K+1, M]
-
-
-def _read_chunk(part: Sequence[SetLayout], store: ActivationStore, labels: tuple[str, ...], k1: int, m: int):
-    """The float32 rows ``[n_texts, L, d]`` of one chunk of questions and their index."""
-    c = len(part)
-    texts = sorted({t for lay in part for t in lay.texts()}, key=text_hash)  # file order: read without reordering
-    row = {t: i for i, t in enumerate(texts)}
-    index = _ChunkIndex(
-        u=np.zeros((c, k1), dtype=np.int64),
-        w=np.zeros((c, k1), dtype=np.int64),
-        phi=np.zeros((c, k1, m), dtype=np.int64),
-        member_ok=np.zeros((c, k1), dtype=bool),
-        paraphrase_ok=np.zeros((c, k1, m), dtype=bool),
-    )
-    for q, lay in enumerate(part):
-        for i, ok in enumerate(lay.member_ok):
-            if not ok:
-                continue
-            index.member_ok[q, i] = True
-            index.u[q, i] = row[lay.u[i]]
-            index.w[q, i] = row[lay.w[i]]
-            for j, (text, p_ok) in enumerate(zip(lay.phi[i], lay.paraphrase_ok[i])):
-                if p_ok:
-                    index.paraphrase_ok[q, i, j] = True
-                    index.phi[q, i, j] = row[text]
-    if not texts:  # no usable question in the chunk: one zero row keeps the shapes valid
-        return np.zeros((1, len(labels), store.d_model), dtype=np.float32), index
-    return store.get(texts, layers=labels), index
-
-
-def _metrics_of_chunk(
-    rows: np.ndarray,
-    index: _ChunkIndex,
-    eps: float,
-    pool: ThreadPoolExecutor | None = None,
-    unit_bytes: int = UNIT_BYTES,
-) -> dict[str, np.ndarray]:
-    """Metrics of a chunk, computed in work units of a few questions × a few layers whose float64
-    arrays stay in a CPU's cache: the arithmetic then runs from cache instead of streaming the
-    chunk through memory a dozen times. Every unit is one call of the vectorised kernel; units
-    run on ``pool``'s threads (NumPy releases the GIL in its loops)."""
-    c, k1, m = index.phi.shape
-    n_layers, d = rows.shape[1], rows.shape[2]
-    per_layer = (2 + m) * k1 * d * 8  # float64 bytes of one question at one layer
-    layers_per_unit = max(1, min(n_layers, unit_bytes // per_layer))
-    questions_per_unit = max(1, unit_bytes // (per_layer * n_layers)) if layers_per_unit == n_layers else 1
-    out = {
-        "metrics": np.empty((c, 3, n_layers)),
-        "S": np.empty((c, k1, n_layers)),
-        "R": np.empty((c, k1, n_layers)),
-        "n_similars": np.zeros(c, dtype=np.int32),
-    }
-
-    def unit(bounds: tuple[int, int]) -> None:
-        q, layers = slice(bounds[0], bounds[0] + questions_per_unit), slice(bounds[1], bounds[1] + layers_per_unit)
-        u = rows[index.u[q], layers].astype(np.float64)  # [g, K+1, B, d]
-        w = rows[index.w[q], layers].astype(np.float64)
-        phi = rows[index.phi[q], layers].astype(np.float64)  # [g, K+1, M, B, d]
-        result = batch_metrics(u, w, phi, index.member_ok[q], index.paraphrase_ok[q], eps, overwrite=True)
-        out["metrics"][q, :, layers] = result.metrics  # units write disjoint slices
-        out["S"][q, :, layers] = result.S
-        out["R"][q, :, layers] = result.R
-        out["n_similars"][q] = result.n_similars
-
-    units = [(q0, l0) for q0 in range(0, c, questions_per_unit) for l0 in range(0, n_layers, layers_per_unit)]
-    for _ in pool.map(unit, units) if pool is not None else map(unit, units):
-        pass
-    return out
 
 
 def _create(
