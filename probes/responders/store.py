@@ -220,10 +220,14 @@ class CachedResponder:
                 if some is not None:
                     fresh = self._counting_requests(some, texts, params, [wanted[i] for i in chunk])
                 else:
-                    fresh = [dict(enumerate(gens)) for gens in self._counting_requests(run, texts, params)]
-                    fresh = [[gens[j] for j in wanted[i]] for i, gens in zip(chunk, fresh)]
+                    whole = self._counting_requests(run, texts, params)
+                    fresh = [[gens[j] for j in wanted[i]] for i, gens in zip(chunk, whole)]
                 check_generations(fresh, self.identity)  # nothing an engine failed to send is stored
-                new = {keys[i][j]: gen.to_dict() for i, gens in zip(chunk, fresh) for j, gen in zip(wanted[i], gens)}
+                new = {
+                    keys[i][j]: gen.to_dict()
+                    for i, gens in zip(chunk, fresh)
+                    for j, gen in zip(wanted[i], gens, strict=True)  # one answer per wanted index
+                }
                 self.store.put_many(kind, new)  # committed: an interruption after this keeps it
                 self.counter.generated += len(new)
                 found.update(new)

@@ -241,3 +241,18 @@ def test_only_a_class_that_defines_both_draws_by_index(loaded_models):
     assert indexed_method(Wrapping(loaded_models["gpt2"], fmt), "complete") is not None  # complete not overridden
     assert indexed_method(Both(loaded_models["gpt2"], fmt), "generate") is not None
     assert indexed_method(object(), "generate") is None
+
+
+def test_an_engine_sending_fewer_answers_than_asked_is_refused_before_anything_is_stored(loaded_models, tmp_path):
+    class Short(LocalResponder):
+        def generate(self, prompts, params):
+            return super().generate(prompts, params)
+
+        def generate_some(self, prompts, params, wanted):
+            return [row[:-1] for row in super().generate_some(prompts, params, wanted)]
+
+    store = ResponseStore(tmp_path / "short.sqlite")
+    cached = CachedResponder(Short(loaded_models["gpt2"], PromptFormat(mode="raw")), store)
+    with pytest.raises(ValueError):
+        cached.generate(PROMPTS[:2], GenerationParams(max_new_tokens=4, temperature=1.0, n=3))
+    assert len(store) == 0
