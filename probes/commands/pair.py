@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from ..operations.pair_questions import PairSettings, pair_questions
-from ..questions.importing import provenance_path
 from ..questions.pairing import format_balance
+from ..questions.question_files import provenance_path
 
 
 def register_pair(actions: Any) -> None:

@@ -13,8 +13,8 @@ import numpy as np
 from generation.records import read_questions
 
 from ..errors import InputError
-from ..questions.importing import read_provenance, write_question_file
 from ..questions.pairing import balance_table, pair_sets
+from ..questions.question_files import read_provenance, write_question_file
 from ..questions.reading import match_group
 from ..verdicts.blind import blind_baseline
 

@@ -26,8 +26,8 @@ from generation.records import Question, read_questions
 from lara_core.files import write_text_atomically
 
 from ..errors import InputError
-from ..questions.importing import read_question_meta, write_question_file
 from ..questions.lm_eval_tasks import INSTALL, config_digest
+from ..questions.question_files import read_question_meta, write_question_file
 
 logger = logging.getLogger(__name__)
 

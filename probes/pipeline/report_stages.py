@@ -17,7 +17,7 @@ from cache.sources import describe_model
 from ..operations.accuracy import read_accuracy
 from ..operations.evaluate import EvaluateInputs, write_evaluation
 from ..operations.fuse import fused_table, write_fused
-from ..questions.importing import provenance_for_report
+from ..questions.question_files import provenance_for_report
 from ..questions.reading import match_group
 from ..report.markdown import render_summary
 from ..report.verdict_text import decided, describe_verdict

@@ -32,8 +32,9 @@ from lara_core.files import write_text_atomically
 
 from ..errors import InputError
 from ..questions.chat import default_system_prompt
-from ..questions.importing import ImportOptions, provenance_path, questions_text, write_questions
+from ..questions.importing import ImportOptions, write_questions
 from ..questions.lm_eval_tasks import LmEvalSource, import_lm_eval_task
+from ..questions.question_files import provenance_path, questions_text
 from ..verdicts.controls import control_texts
 from . import report_stages, stage_table, stages
 from .config import LmEvalQuestions, RunConfig, dump_config

@@ -17,8 +17,9 @@ lm_eval_tasks = pytest.importorskip("lm_eval.tasks")
 from generation.records import read_questions  # noqa: E402
 from probes.cli import main  # noqa: E402
 from probes.errors import InputError  # noqa: E402
-from probes.questions.importing import ImportOptions, read_question_meta  # noqa: E402
+from probes.questions.importing import ImportOptions  # noqa: E402
 from probes.questions.lm_eval_tasks import LmEvalSource, import_lm_eval_task  # noqa: E402
+from probes.questions.question_files import read_question_meta  # noqa: E402
 from probes.responders.prompting import PromptFormat, PromptTokens  # noqa: E402
 
 TRAIN = [{"question": f"What is {a} plus {a + 1}?", "answer": str(2 * a + 1)} for a in range(1, 9)]

@@ -186,7 +186,7 @@ def test_a_hub_name_offline_fails_at_once_in_one_line(tmp_path, capsys, monkeypa
 def test_a_run_reports_an_imported_file_s_provenance_without_a_pairing(tmp_path):
     """Before: the report's provenance read ``meta['pairing']['inputs']`` even when there was no
     pairing, so every run on a file straight from `lara questions import` failed in its report."""
-    from probes.questions.importing import provenance_for_report, read_question_meta
+    from probes.questions.question_files import provenance_for_report, read_question_meta
 
     out = tmp_path / "gsm.jsonl"
     rows = [{"question": "Tom has 3 apples and buys 4. How many?", "answer": "Step.\n#### 7"}]
