@@ -92,26 +92,35 @@ def _sorted_nucleus(probs: Any, top_p: float) -> Any:
     """``[b, V]`` bool: each row's nucleus by a full descending sort."""
     import torch
 
-    sorted_p, index = probs.sort(dim=-1, descending=True)
+    sorted_p, index = probs.sort(dim=-1, descending=True, stable=True)  # equal ones: lower id first
     keep_sorted = sorted_p.cumsum(-1) - sorted_p < top_p  # the smallest prefix reaching top_p
     return torch.zeros_like(keep_sorted).scatter(-1, index, keep_sorted)
 
 
 def nucleus(probs: Any, top_p: float) -> Any:
     """``[b, V]`` bool: the smallest most-probable set of each row whose mass reaches ``top_p``
-    (a token is in when the mass of the tokens before it, most probable first, is under top_p).
+    (a token is in when the mass of the tokens before it, most probable first and of equal ones
+    the lower id first, is under top_p: a stable sort's order, so the set never depends on how a
+    device's sort or ``topk`` orders ties).
 
-    Found among each row's :data:`NUCLEUS_CANDIDATES` most probable tokens (``topk``, sorted), and
-    by a full sort only for the rows whose nucleus does not end inside them: the same set as
-    sorting every row — the prefix sums are the same numbers in the same order — at a fraction
-    of the cost on a 50,000-token vocabulary (a full sort was a third of a CPU's sampling time)."""
+    Found among each row's :data:`NUCLEUS_CANDIDATES` most probable tokens (``topk``, put in that
+    order), and by a full sort only for the rows whose nucleus does not end inside them or ends
+    among tokens tied with the last candidate (``topk`` may have left out an equal one of lower
+    id): the same set as sorting every row — the prefix sums are the same numbers in the same
+    order — at a fraction of the cost on a 50,000-token vocabulary (a full sort was a third of a
+    CPU's sampling time)."""
     import torch
 
     k = min(NUCLEUS_CANDIDATES, probs.shape[-1])
-    top, index = probs.topk(k, dim=-1)  # sorted, most probable first
+    top, index = probs.topk(k, dim=-1)
+    index, by_id = index.sort(dim=-1)  # candidates by id, then most probable first (stable)
+    top, order = top.gather(-1, by_id).sort(dim=-1, descending=True, stable=True)
+    index = index.gather(-1, order)
     keep_top = top.cumsum(-1) - top < top_p
     keep = torch.zeros_like(probs, dtype=torch.bool).scatter(-1, index, keep_top)
-    wider = keep_top[:, -1]  # the last candidate is still in: the nucleus may go on past it
+    # the last candidate's value reached: the nucleus may go on past the candidates, or topk may
+    # have chosen among tokens equal to it otherwise than by id
+    wider = (keep_top & (top == top[:, -1:])).any(-1)
     if bool(wider.any()):
         keep[wider] = _sorted_nucleus(probs[wider], top_p)
     return keep

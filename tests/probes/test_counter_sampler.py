@@ -140,6 +140,22 @@ def test_the_nucleus_found_among_candidates_is_the_full_sorts(monkeypatch, top_p
         assert set(torch.nonzero(kept)[:, 0].tolist()) == _naive_nucleus(row, top_p)
 
 
+@pytest.mark.parametrize("top_p", [0.3, 0.6, 0.9])
+def test_the_nucleus_keeps_the_lower_ids_of_equally_probable_tokens(monkeypatch, top_p):
+    """Logits on a coarse grid (as half-precision logits are), so many tokens tie, also across the
+    8th candidate: the set is a stable sort's (equal ones, lower id first), on every path."""
+    monkeypatch.setattr(counter_sampler, "NUCLEUS_CANDIDATES", 8)
+    generator = torch.Generator().manual_seed(5)
+    logits = (torch.randn(60, 300, generator=generator, dtype=torch.float64) * 2).round()
+    logits = logits[:, torch.randperm(300, generator=generator)]  # ties at ids in no order
+    probs = torch.softmax(logits, -1)
+    keep = counter_sampler.nucleus(probs, top_p)
+    for row, kept in zip(probs.tolist(), keep):
+        assert set(torch.nonzero(kept)[:, 0].tolist()) == _naive_nucleus(row, top_p)
+    top = probs.topk(8, -1).values
+    assert ((top[:, :, None] == top[:, None, :]).sum((1, 2)) > 8).all()  # ties among the candidates
+
+
 def test_the_frequency_check_fails_on_a_planted_bias(monkeypatch):
     """At the size the check runs at, a mild bias on one token's uniforms (u → u^1.1: its Gumbel
     noise 0.095 lower, its probability 0.405 → 0.38) makes it fail."""
