@@ -9,6 +9,7 @@ past the prompt. Each is refused here in one line that names the engine and what
 
 * :func:`check_generations` / :func:`check_scores`: every completion and every scored text: its
   tokens and log-probs came back, in equal numbers, finite and ≤ 0.
+* :func:`check_answer_counts`: as many completions came back for each prompt as were asked.
 * :class:`SamplingWitness`: whether an engine asked to sample really does. Every chosen token
   being the top-1 of its step is what greedy decoding gives; under genuine sampling at
   temperature T (top-p ≤ 1) its probability is at most Π_t 1/(1 + Σ_{v ≠ top} (p_v/p_top)^{1/T})
@@ -62,6 +63,28 @@ def check_generations(generations: Sequence[Sequence[Any]], identity: dict[str, 
                     f"{engine_name(identity)} {problem}; the detectors need each generated token's "
                     "log-prob (ask the server for logprobs/top_logprobs, or use another engine)"
                 )
+
+
+def check_answer_counts(generations: Sequence[Sequence[Any]], asked: Sequence[int], identity: dict[str, Any]) -> None:
+    """Refuse an engine's answer to a batch that does not hold, for each prompt asked, as many
+    completions as asked for (a dropped prompt would shift every later one onto the wrong key).
+
+    Args:
+        generations: per prompt, the completions the engine sent.
+        asked: per prompt asked, how many completions were asked for.
+        identity: the engine's identity (named in the message).
+    """
+    if len(generations) != len(asked):
+        raise EngineOutputError(
+            f"{engine_name(identity)} answered {len(generations)} prompts of a batch of {len(asked)}; nothing "
+            "of the batch is stored (run again: the answers already stored are kept)"
+        )
+    for row, n in zip(generations, asked):
+        if len(row) != n:
+            raise EngineOutputError(
+                f"{engine_name(identity)} sent {len(row)} completions for a prompt where {n} were asked; "
+                "nothing of the batch is stored (run again: the answers already stored are kept)"
+            )
 
 
 def _generation_problem(gen: Any) -> str | None:

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import MismatchError
 from .base import CallCounter, Generation, GenerationParams, Rollout, TextScore
-from .checks import check_generations, check_scores
+from .checks import check_answer_counts, check_generations, check_scores
 from .counter_sampler import LEGACY_SAMPLER
 
 if TYPE_CHECKING:
@@ -221,13 +221,12 @@ class CachedResponder:
                     fresh = self._counting_requests(some, texts, params, [wanted[i] for i in chunk])
                 else:
                     whole = self._counting_requests(run, texts, params)
+                    check_answer_counts(whole, [params.n] * len(chunk), self.identity)
                     fresh = [[gens[j] for j in wanted[i]] for i, gens in zip(chunk, whole)]
-                check_generations(fresh, self.identity)  # nothing an engine failed to send is stored
-                new = {
-                    keys[i][j]: gen.to_dict()
-                    for i, gens in zip(chunk, fresh)
-                    for j, gen in zip(wanted[i], gens, strict=True)  # one answer per wanted index
-                }
+                # nothing an engine failed to send is stored: one answer per prompt and wanted index
+                check_answer_counts(fresh, [len(wanted[i]) for i in chunk], self.identity)
+                check_generations(fresh, self.identity)
+                new = {keys[i][j]: gen.to_dict() for i, gens in zip(chunk, fresh) for j, gen in zip(wanted[i], gens)}
                 self.store.put_many(kind, new)  # committed: an interruption after this keeps it
                 self.counter.generated += len(new)
                 found.update(new)

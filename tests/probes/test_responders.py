@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from probes.responders.base import GenerationParams
+from probes.responders.checks import EngineOutputError
 from probes.responders.local import LocalResponder, PromptFormat
 from probes.responders.store import CachedResponder, ResponseStore
 
@@ -243,16 +244,29 @@ def test_only_a_class_that_defines_both_draws_by_index(loaded_models):
     assert indexed_method(object(), "generate") is None
 
 
-def test_an_engine_sending_fewer_answers_than_asked_is_refused_before_anything_is_stored(loaded_models, tmp_path):
+@pytest.mark.parametrize("drop", ["a completion", "a prompt"])
+@pytest.mark.parametrize("path", ["generate_some", "generate"])
+def test_an_engine_sending_fewer_answers_than_asked_is_refused_before_anything_is_stored(
+    loaded_models, tmp_path, drop, path
+):
+    """One completion short for each prompt, or the middle prompt's answers left out, through the
+    indexed path and the whole-prompt one: refused by name, nothing stored."""
+
+    def short(answers):
+        return [row[:-1] for row in answers] if drop == "a completion" else answers[:1] + answers[2:]
+
     class Short(LocalResponder):
         def generate(self, prompts, params):
-            return super().generate(prompts, params)
+            answers = super().generate(prompts, params)
+            return short(answers) if path == "generate" else answers
 
-        def generate_some(self, prompts, params, wanted):
-            return [row[:-1] for row in super().generate_some(prompts, params, wanted)]
+        if path == "generate_some":
+
+            def generate_some(self, prompts, params, wanted):
+                return short(super().generate_some(prompts, params, wanted))
 
     store = ResponseStore(tmp_path / "short.sqlite")
     cached = CachedResponder(Short(loaded_models["gpt2"], PromptFormat(mode="raw")), store)
-    with pytest.raises(ValueError):
-        cached.generate(PROMPTS[:2], GenerationParams(max_new_tokens=4, temperature=1.0, n=3))
+    with pytest.raises(EngineOutputError, match="nothing of the batch is stored"):
+        cached.generate(PROMPTS[:3], GenerationParams(max_new_tokens=4, temperature=1.0, n=3))
     assert len(store) == 0
