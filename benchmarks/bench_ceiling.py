@@ -46,6 +46,7 @@ from probes.evaluation import evaluate
 from probes.pipeline import load_run_config
 from probes.pipeline.run_state import LazyModel
 from probes.pipeline.stages import prompt_format, store_path
+from probes.responders.engines import close_engine
 from probes.responders.open import open_responder
 from probes.verdicts.modes import ScoredSet
 
@@ -59,22 +60,44 @@ def run_models(config) -> dict[str, LazyModel]:
     return {name: LazyModel(models[name]) for name in (config.name, config.reference_name())}
 
 
+def open_run_model(config, name: str, lazy: LazyModel, reference: bool = False, store: Path | None = None) -> Any:
+    """Model ``name``'s cached responder as the run's detectors reach it
+    (:func:`probes.pipeline.stages.model_access`): its engine (vLLM where the run's is), the run's
+    endpoint for the audited model, always hf as another model's ``reference`` — so the samples
+    the run stored are the ones found — and its response store (or ``store``)."""
+    d = config.detect
+    served = name == config.name and not reference
+    return open_responder(
+        lazy.get,
+        prompt_format(config),
+        store or store_path(Path(config.run_dir), name, d.store),
+        batch_size=d.batch_size,
+        decoding=d.decoding,
+        endpoint=d.endpoint if served else None,
+        engine=None if reference else lazy.config,
+    )
+
+
 def score_on_run(config, detectors: list, questions, models: dict[str, LazyModel] | None = None) -> Any:
     """``detectors`` on ``questions`` and their sampling controls (the verdict's first
     ``calibration.controls``) through the run's models (``models``: loaded once by the caller) and
-    response stores: the audited model against the reference (:class:`probes.detectors.run.DetectSummary`)."""
-    run_dir, d, c = Path(config.run_dir), config.detect, config.calibration
-    opened = {
-        name: open_responder(
-            lazy.get, prompt_format(config), store_path(run_dir, name, d.store), batch_size=d.batch_size
-        )
-        for name, lazy in (models or run_models(config)).items()
-    }
-    names = [detector.name for detector in detectors]
-    plan = ControlPlan.from_sets(read_sets(run_dir / "sets.jsonl"), c.controls, c.controls, c.controls, names)
-    return run_detectors(
-        detectors, questions, opened[config.name], reference=opened[config.reference_name()], controls=plan
-    )
+    response stores: the audited model against the reference (:class:`probes.detectors.run.DetectSummary`);
+    an engine opened for it (vLLM's) closed on leaving."""
+    c = config.calibration
+    models = models or run_models(config)
+    audited = open_run_model(config, config.name, models[config.name])
+    reference = config.reference_name()
+    try:
+        sft = open_run_model(config, reference, models[reference], reference=True)
+        try:
+            names = [detector.name for detector in detectors]
+            sets = read_sets(Path(config.run_dir) / "sets.jsonl")
+            plan = ControlPlan.from_sets(sets, c.controls, c.controls, c.controls, names)
+            return run_detectors(detectors, questions, audited, reference=sft, controls=plan)
+        finally:
+            close_engine(sft)
+    finally:
+        close_engine(audited)
 
 
 def save(config, name: str, found: dict) -> None:

@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from bench_ceiling import run_models, save
+from bench_ceiling import open_run_model, run_models, save
 from bench_verdict import ensure_run, scored, verdict_view
 
 from generation.records import read_questions, read_sets
@@ -54,8 +54,7 @@ from probes.detectors.on_controls import ControlPlan
 from probes.detectors.run import run_detectors
 from probes.detectors.selection import build_detectors
 from probes.pipeline import load_run_config
-from probes.pipeline.stages import prompt_format, store_path
-from probes.responders.open import open_responder
+from probes.responders.engines import close_engine
 from probes.scorefiles import ControlTable, ScoredSet
 from probes.scores import ScoreTable
 from probes.verdicts.modes import compute_verdict
@@ -71,10 +70,11 @@ def clean_scored(config, names: list[str], clean, models) -> dict[str, ScoredSet
     plan = ControlPlan.from_sets(read_sets(run_dir / "sets.jsonl"), c.controls, c.controls, c.controls, names)
     out = {}
     for name, lazy in models.items():
-        responder = open_responder(
-            lazy.get, prompt_format(config), store_path(run_dir, name, d.store), batch_size=d.batch_size
-        )
-        summary = run_detectors(detectors, clean, responder, controls=plan)
+        responder = open_run_model(config, name, lazy)  # each model audited on its own, as the relative mode runs it
+        try:
+            summary = run_detectors(detectors, clean, responder, controls=plan)
+        finally:
+            close_engine(responder)
         out[name] = ScoredSet(summary.table, summary.controls)
     return out
 

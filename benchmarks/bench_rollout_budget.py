@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_ceiling import decisions, run_models, run_params, save, score_on_run
+from bench_ceiling import decisions, open_run_model, run_models, run_params, save, score_on_run
 from bench_rollout_scores import joined
 from bench_verdict import ensure_run, scored
 from subset_decisions import reference_case
@@ -36,23 +36,26 @@ from generation.records import read_questions
 from probes.detectors import get_detector
 from probes.pipeline import load_run_config
 from probes.pipeline.run_state import LazyModel
-from probes.pipeline.stages import prompt_format
-from probes.responders.open import open_responder
+from probes.responders.engines import close_engine
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def seconds_per_sample(config, audited: LazyModel, questions, n: int = 16) -> float:
-    """Seconds per sampled answer of the audited model at the run's reward-gain settings, timed on
-    ``questions`` with a throwaway store (so nothing comes from the run's)."""
+    """Seconds per sampled answer of the audited model at the run's reward-gain settings, through
+    the run's engine, timed on ``questions`` with a throwaway store (so nothing comes from the
+    run's); the warm-up asks other prompts, so every timed sample is drawn."""
     params = get_detector("reward_gain", **run_params(config, "reward_gain", n=n)).sampling_params()
     with tempfile.TemporaryDirectory() as tmp:
-        store = Path(tmp) / "timing.sqlite"
-        responder = open_responder(audited.get, prompt_format(config), store, batch_size=config.detect.batch_size)
-        responder.generate(questions[:2], dataclasses.replace(params, n=2))  # the model loaded, caches warm
-        start = time.perf_counter()
-        responder.generate(questions, params)
-        return (time.perf_counter() - start) / (len(questions) * n)
+        responder = open_run_model(config, config.name, audited, store=Path(tmp) / "timing.sqlite")
+        try:
+            warm_up = [f"{q}\n" for q in questions[:2]]  # the model loaded, caches warm; not a timed prompt
+            responder.generate(warm_up, dataclasses.replace(params, n=2))
+            start = time.perf_counter()
+            responder.generate(questions, params)
+            return (time.perf_counter() - start) / (len(questions) * n)
+        finally:
+            close_engine(responder)
 
 
 def run(config, args: argparse.Namespace) -> dict:
