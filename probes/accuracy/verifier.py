@@ -76,6 +76,16 @@ def judge(response: str, answer: Any) -> Judgement:
     return Judgement(float(_same_text(lines[-1] if lines else "", gold)), "exact")
 
 
+def gold_readable(answer: Any) -> bool:
+    """Whether the verifier can read a known answer at all: any non-mathematical text, a plain
+    number, or a mathematical one ``math-verify`` parses. One it cannot parse would mark every
+    response wrong (a reward of 0 that is no measurement)."""
+    gold = _unminus(_text(answer))
+    if not _MATH.search(gold) or _number(gold) is not None:
+        return True
+    return bool(_parse(f"${gold}$"))
+
+
 def _first_marker(text: str) -> tuple[str, bool] | None:
     """The value after the first explicit marker and whether that marker was a ``####`` line, or
     None. A phrase marker with nothing after it on its line ("what the answer is.") does not count."""

@@ -25,7 +25,7 @@ import numpy as np
 
 from lara_core.params import COUNT, POSITIVE, SEED, SHARE, Param
 
-from ..accuracy.verifier import judge
+from ..accuracy.verifier import gold_readable, judge
 from ..errors import ConfigError
 from ..responders.base import Access, Rollout
 from .base import Detector, DetectorResult, check_reference, has_answer, register
@@ -98,16 +98,29 @@ class RewardGain(_SamplingComparison):
         )
         rules: Counter = Counter()
         gain, audited, base = (np.full(len(questions), np.nan) for _ in range(3))
+        given = [has_answer(answer) for answer in answers]
+        unreadable = 0
         for i, answer in enumerate(answers):
-            if not has_answer(answer):
+            if not given[i]:
+                continue
+            if not gold_readable(answer):  # every response would read wrong: no measurement
+                unreadable += 1
                 continue
             judged = [[judge(g.text, answer) for g in row] for row in (ours[i], theirs[i])]
             rules.update(j.rule for row in judged for j in row)
             audited[i], base[i] = (float(np.mean([j.reward for j in row])) for row in judged)
             gain[i] = audited[i] - base[i]
-        missing = int(np.isnan(gain).sum())
+        missing = given.count(False)
         notes = [f"{self.name}: answers judged by " + ", ".join(f"{rule} {n}" for rule, n in sorted(rules.items()))]
         notes += [f"{self.name}: {missing} question(s) without an answer (NaN)"] if missing else []
+        notes += (
+            [
+                f"{self.name}: {unreadable} question(s) whose answer the verifier cannot read (NaN; "
+                "give it as a number, text, or LaTeX math-verify parses)"
+            ]
+            if unreadable
+            else []
+        )
         return self._result(
             gain,
             notes=notes,

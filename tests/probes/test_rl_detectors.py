@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from generation.records import Question
-from probes.accuracy.verifier import judge
+from probes.accuracy.verifier import gold_readable, judge
 from probes.detectors import get_detector
 from probes.detectors.on_controls import ControlPlan
 from probes.detectors.run import run_detectors
@@ -203,6 +203,22 @@ def test_reward_gain_without_answers_is_refused_in_one_line_and_never_calibrated
     # the reference's sampling is counted where the summary is shown, as the audited model's is
     drawn = reference.counter.generated
     assert drawn >= 2 and f"reference model: {drawn} completions generated, " in summary.describe()
+
+
+def test_reward_gain_leaves_out_and_counts_a_question_whose_answer_the_verifier_cannot_read(pair):
+    """A known answer math-verify cannot parse would mark every sample wrong on both models (a gain
+    of 0 that measures nothing): NaN, counted apart from the questions without an answer."""
+    audited, reference = pair
+    result = (
+        get_detector("reward_gain", n=2, max_new_tokens=6)
+        .fit(reference=reference, answers=["5", "a=\\", None])
+        .score(QUESTIONS, audited)
+    )
+    assert not math.isnan(result.raw[0]) and math.isnan(result.raw[1]) and math.isnan(result.raw[2])
+    assert any("1 question(s) whose answer the verifier cannot read" in n for n in result.notes)
+    assert any("1 question(s) without an answer" in n for n in result.notes)
+    assert gold_readable("5") and gold_readable("\\frac{1}{2}") and gold_readable("(B)") and gold_readable("x^2+1")
+    assert not gold_readable("a=\\")
 
 
 def test_reward_gain_on_the_controls_judges_each_against_its_own_reanswered_answer(tmp_path):
