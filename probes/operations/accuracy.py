@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..accuracy.verifier import judge
+from ..accuracy.verifier import gold_readable, judge
 from ..detectors.likelihood import GREEDY_TOKENS, greedy_params
 from ..errors import InputError
 from ..scores import CLEAN_SPLIT, write_csv_atomically
@@ -60,19 +60,26 @@ def audited_with_answers(questions: Sequence[Any]) -> list[Any]:
 
 def judge_answers(questions: Sequence[Any], responder: Responder, max_new_tokens: int) -> list[list[Any]]:
     """One row a question (:data:`COLUMNS`): its greedy answer judged; ``correct`` empty (not
-    judged) where the question has no answer."""
+    judged) where the question has no answer, or one the verifier cannot read (every answer would
+    read wrong)."""
     answerable = audited_with_answers(questions)
     generations = responder.generate([q.question for q in answerable], greedy_params(max_new_tokens))
-    judged = {q.id: (judge(g[0].text, q.answer), g[0].text) for q, g in zip(answerable, generations, strict=True)}
+    judged = {
+        q.id: (judge(g[0].text, q.answer) if gold_readable(q.answer) else None, g[0].text)
+        for q, g in zip(answerable, generations, strict=True)
+    }
     rows = []
     for q in questions:
         if q.split == CLEAN_SPLIT:
             continue
-        if q.id in judged:
-            verdict, text = judged[q.id]
-            rows.append([q.id, int(verdict.reward), verdict.rule, text])
-        else:
+        if q.id not in judged:
             rows.append([q.id, "", "no answer to judge against", ""])
+            continue
+        verdict, text = judged[q.id]
+        if verdict is None:
+            rows.append([q.id, "", "an answer the verifier cannot read", text])
+        else:
+            rows.append([q.id, int(verdict.reward), verdict.rule, text])
     return rows
 
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from generation.records import Question
-from probes.accuracy.verifier import gold_readable, judge
+from probes.accuracy.verifier import RULES, gold_readable, judge
 from probes.detectors import get_detector
 from probes.detectors.on_controls import ControlPlan
 from probes.detectors.run import run_detectors
@@ -251,3 +251,20 @@ def test_reward_gain_on_the_controls_judges_each_against_its_own_reanswered_answ
     alone = get_detector("reward_gain", **params["reward_gain"]).fit(reference=sft, answers=[7, 7, 7])
     np.testing.assert_allclose(column[1:], alone.score([similar[i][0] for i in ids[1:]], rl).scores)
     assert any("scored on the 3 of 4 controls with a re-solved answer" in n for n in summary.info["notes"])
+
+
+def test_the_accuracy_stage_leaves_an_answer_the_verifier_cannot_read_unjudged(pair):
+    """The greedy answer of a question whose known answer math-verify cannot parse is not judged
+    (empty ``correct``, the reason written), as a question without an answer is not."""
+    from probes.operations.accuracy import judge_answers
+
+    audited, _ = pair
+    questions = [
+        Question("a", QUESTIONS[0], answer="5"),
+        Question("b", QUESTIONS[1], answer="a=\\"),
+        Question("c", "Hi"),
+    ]
+    rows = {row[0]: row for row in judge_answers(questions, audited, max_new_tokens=4)}
+    assert rows["a"][1] in (0, 1) and rows["a"][2] in RULES
+    assert rows["b"][1] == "" and rows["b"][2] == "an answer the verifier cannot read" and rows["b"][3]
+    assert rows["c"][1:] == ["", "no answer to judge against", ""]
