@@ -43,11 +43,10 @@ from probes.detectors import get_detector
 from probes.detectors.on_controls import ControlPlan
 from probes.detectors.run import run_detectors
 from probes.evaluation import evaluate
+from probes.operations.detect import DetectOptions, ModelAccess, opened_responders
 from probes.pipeline import load_run_config
 from probes.pipeline.run_state import LazyModel
-from probes.pipeline.stages import prompt_format, store_path
-from probes.responders.engines import close_engine
-from probes.responders.open import open_responder
+from probes.pipeline.stages import config_model_access, prompt_format
 from probes.verdicts.modes import ScoredSet
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,21 +59,16 @@ def run_models(config) -> dict[str, LazyModel]:
     return {name: LazyModel(models[name]) for name in (config.name, config.reference_name())}
 
 
-def open_run_model(config, name: str, lazy: LazyModel, reference: bool = False, store: Path | None = None) -> Any:
-    """Model ``name``'s cached responder as the run's detectors reach it
-    (:func:`probes.pipeline.stages.model_access`): its engine (vLLM where the run's is), the run's
-    endpoint for the audited model, always hf as another model's ``reference`` — so the samples
-    the run stored are the ones found — and its response store (or ``store``)."""
+def run_access(config, models: dict[str, LazyModel]) -> tuple[ModelAccess, ModelAccess, DetectOptions]:
+    """The audited model and the reference as the run's detectors reach them (the audited one's
+    engine and endpoint, the reference on hf: so the samples the run stored are the ones found),
+    and how the run puts questions to them."""
+    reference = config.reference_name()
     d = config.detect
-    served = name == config.name and not reference
-    return open_responder(
-        lazy.get,
-        prompt_format(config),
-        store or store_path(Path(config.run_dir), name, d.store),
-        batch_size=d.batch_size,
-        decoding=d.decoding,
-        endpoint=d.endpoint if served else None,
-        engine=None if reference else lazy.config,
+    return (
+        config_model_access(config, config.name, models[config.name]),
+        config_model_access(config, reference, models[reference], reference=True),
+        DetectOptions(prompt_format(config), batch_size=d.batch_size, decoding=d.decoding),
     )
 
 
@@ -84,20 +78,13 @@ def score_on_run(config, detectors: list, questions, models: dict[str, LazyModel
     response stores: the audited model against the reference (:class:`probes.detectors.run.DetectSummary`);
     an engine opened for it (vLLM's) closed on leaving."""
     c = config.calibration
-    models = models or run_models(config)
-    audited = open_run_model(config, config.name, models[config.name])
-    reference = config.reference_name()
-    try:
-        sft = open_run_model(config, reference, models[reference], reference=True)
-        try:
-            names = [detector.name for detector in detectors]
-            sets = read_sets(Path(config.run_dir) / "sets.jsonl")
-            plan = ControlPlan.from_sets(sets, c.controls, c.controls, c.controls, names)
-            return run_detectors(detectors, questions, audited, reference=sft, controls=plan)
-        finally:
-            close_engine(sft)
-    finally:
-        close_engine(audited)
+    names = [detector.name for detector in detectors]
+    plan = ControlPlan.from_sets(
+        read_sets(Path(config.run_dir) / "sets.jsonl"), c.controls, c.controls, c.controls, names
+    )
+    audited, reference, options = run_access(config, models or run_models(config))
+    with opened_responders(audited, reference, options) as (responder, sft):
+        return run_detectors(detectors, questions, responder, reference=sft, controls=plan)
 
 
 def save(config, name: str, found: dict) -> None:

@@ -46,15 +46,16 @@ import time
 from pathlib import Path
 
 import numpy as np
-from bench_ceiling import open_run_model, run_models, save
+from bench_ceiling import run_access, run_models, save
 from bench_verdict import ensure_run, scored, verdict_view
 
 from generation.records import read_questions, read_sets
 from probes.detectors.on_controls import ControlPlan
 from probes.detectors.run import run_detectors
 from probes.detectors.selection import build_detectors
+from probes.operations.detect import opened_responders
 from probes.pipeline import load_run_config
-from probes.responders.engines import close_engine
+from probes.pipeline.stages import config_model_access
 from probes.scorefiles import ControlTable, ScoredSet
 from probes.scores import ScoreTable
 from probes.verdicts.modes import compute_verdict
@@ -68,13 +69,12 @@ def clean_scored(config, names: list[str], clean, models) -> dict[str, ScoredSet
     run_dir, d, c = Path(config.run_dir), config.detect, config.calibration
     detectors = build_detectors(names, d.params, d.sampling_temperature)
     plan = ControlPlan.from_sets(read_sets(run_dir / "sets.jsonl"), c.controls, c.controls, c.controls, names)
+    _, _, options = run_access(config, models)
     out = {}
     for name, lazy in models.items():
-        responder = open_run_model(config, name, lazy)  # each model audited on its own, as the relative mode runs it
-        try:
+        access = config_model_access(config, name, lazy)  # each model audited on its own, as the relative mode runs it
+        with opened_responders(access, None, options) as (responder, _):
             summary = run_detectors(detectors, clean, responder, controls=plan)
-        finally:
-            close_engine(responder)
         out[name] = ScoredSet(summary.table, summary.controls)
     return out
 

@@ -27,35 +27,34 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_ceiling import decisions, open_run_model, run_models, run_params, save, score_on_run
+from bench_ceiling import decisions, run_access, run_models, run_params, save, score_on_run
 from bench_rollout_scores import joined
 from bench_verdict import ensure_run, scored
 from subset_decisions import reference_case
 
 from generation.records import read_questions
 from probes.detectors import get_detector
+from probes.operations.detect import opened_responders
 from probes.pipeline import load_run_config
 from probes.pipeline.run_state import LazyModel
-from probes.responders.engines import close_engine
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def seconds_per_sample(config, audited: LazyModel, questions, n: int = 16) -> float:
+def seconds_per_sample(config, models: dict[str, LazyModel], questions, n: int = 16) -> float:
     """Seconds per sampled answer of the audited model at the run's reward-gain settings, through
     the run's engine, timed on ``questions`` with a throwaway store (so nothing comes from the
     run's); the warm-up asks other prompts, so every timed sample is drawn."""
     params = get_detector("reward_gain", **run_params(config, "reward_gain", n=n)).sampling_params()
+    access, _, options = run_access(config, models)
     with tempfile.TemporaryDirectory() as tmp:
-        responder = open_run_model(config, config.name, audited, store=Path(tmp) / "timing.sqlite")
-        try:
+        throwaway = dataclasses.replace(access, store=Path(tmp) / "timing.sqlite")
+        with opened_responders(throwaway, None, options) as (responder, _):
             warm_up = [f"{q}\n" for q in questions[:2]]  # the model loaded, caches warm; not a timed prompt
             responder.generate(warm_up, dataclasses.replace(params, n=2))
             start = time.perf_counter()
             responder.generate(questions, params)
             return (time.perf_counter() - start) / (len(questions) * n)
-        finally:
-            close_engine(responder)
 
 
 def run(config, args: argparse.Namespace) -> dict:
@@ -68,7 +67,7 @@ def run(config, args: argparse.Namespace) -> dict:
     audited = [q for q in questions if q.id in chosen]
     controls = config.calibration.controls
     models = run_models(config)  # each loaded once for every budget and the timing
-    per_sample = seconds_per_sample(config, models[config.name], [q.question for q in audited[:20]])
+    per_sample = seconds_per_sample(config, models, [q.question for q in audited[:20]])
     sft = scored(run_dir, config.reference_name())
     fdr_args = argparse.Namespace(subsets=args.subsets, size=args.size, seed=args.seed)
     found: dict = {}

@@ -15,22 +15,17 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 bench = pytest.importorskip("bench_ceiling")
 
+from probes.operations.detect import opened_responders  # noqa: E402
 from probes.pipeline import load_run_config  # noqa: E402
-from probes.responders.engines import close_engine  # noqa: E402
 
 
 def test_the_audited_model_is_reached_through_the_runs_endpoint_and_the_reference_on_hf(tmp_path):
     endpoint = "detect.endpoint={base_url: 'http://127.0.0.1:9/v1', model: served-rl, api_key_env: null}"
     config = load_run_config(ROOT / "configs" / "demo.yaml", [f"run_dir={tmp_path}", endpoint])
-    models = bench.run_models(config)
-    audited = bench.open_run_model(config, config.name, models[config.name])
-    reference_name = config.reference_name()
-    reference = bench.open_run_model(config, reference_name, models[reference_name], reference=True)
-    try:
-        assert audited.identity["kind"] == "openai" and audited.identity["model"] == "served-rl"
-        assert reference.identity["kind"] == "local"
-        assert Path(audited.store.path).parent == tmp_path / config.name  # the run's own stores
-        assert Path(reference.store.path).parent == tmp_path / reference_name
-    finally:
-        close_engine(audited)
-        close_engine(reference)
+    audited, reference, options = bench.run_access(config, bench.run_models(config))
+    assert options.batch_size == config.detect.batch_size and options.decoding == config.detect.decoding
+    with opened_responders(audited, reference, options) as (served, local):
+        assert served.identity["kind"] == "openai" and served.identity["model"] == "served-rl"
+        assert local.identity["kind"] == "local"
+        assert Path(served.store.path).parent == tmp_path / config.name  # the run's own stores
+        assert Path(local.store.path).parent == tmp_path / config.reference_name()

@@ -256,14 +256,18 @@ def prompt_format(config: RunConfig) -> PromptFormat:
 
 
 def model_access(run: RunState, name: str, reference: bool = False) -> ModelAccess:
-    """Model ``name`` as the detectors reach it: its response store, the audited model's endpoint
-    where it is served, the model's engine — as another model's ``reference``, always local on the
-    hf engine, which feeds every detector exactly."""
-    d = run.config.detect
-    lazy = run.models[name]
-    endpoint = d.endpoint if name == run.config.name and not reference else None
+    """Model ``name`` as the run's detectors reach it (:func:`config_model_access`)."""
+    return config_model_access(run.config, name, run.models[name], reference)
+
+
+def config_model_access(config: RunConfig, name: str, lazy: Any, reference: bool = False) -> ModelAccess:
+    """Model ``name`` (``lazy``: its ``LazyModel``) as a run of ``config`` reaches it: its response
+    store, the audited model's endpoint where it is served, the model's engine — as another
+    model's ``reference``, always local on the hf engine, which feeds every detector exactly."""
+    d = config.detect
+    endpoint = d.endpoint if name == config.name and not reference else None
     engine = None if reference else lazy.config
-    return ModelAccess(lazy.get, store_path(run.run_dir, name, d.store), engine=engine, endpoint=endpoint)
+    return ModelAccess(lazy.get, store_path(Path(config.run_dir), name, d.store), engine=engine, endpoint=endpoint)
 
 
 def accuracy_key(run: RunState, model: str) -> dict[str, Any]:
