@@ -98,10 +98,10 @@ class RewardGain(_SamplingComparison):
         )
         rules: Counter = Counter()
         gain, audited, base = (np.full(len(questions), np.nan) for _ in range(3))
-        given = [has_answer(answer) for answer in answers]
-        unreadable = 0
+        missing = unreadable = 0
         for i, answer in enumerate(answers):
-            if not given[i]:
+            if not has_answer(answer):
+                missing += 1
                 continue
             if not gold_readable(answer):  # every response would read wrong: no measurement
                 unreadable += 1
@@ -110,17 +110,13 @@ class RewardGain(_SamplingComparison):
             rules.update(j.rule for row in judged for j in row)
             audited[i], base[i] = (float(np.mean([j.reward for j in row])) for row in judged)
             gain[i] = audited[i] - base[i]
-        missing = given.count(False)
         notes = [f"{self.name}: answers judged by " + ", ".join(f"{rule} {n}" for rule, n in sorted(rules.items()))]
         notes += [f"{self.name}: {missing} question(s) without an answer (NaN)"] if missing else []
-        notes += (
-            [
+        if unreadable:
+            notes.append(
                 f"{self.name}: {unreadable} question(s) whose answer the verifier cannot read (NaN; "
                 "give it as a number, text, or LaTeX math-verify parses)"
-            ]
-            if unreadable
-            else []
-        )
+            )
         return self._result(
             gain,
             notes=notes,

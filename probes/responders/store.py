@@ -217,14 +217,14 @@ class CachedResponder:
             for start in range(0, len(todo), per_chunk):
                 chunk = todo[start : start + per_chunk]
                 texts = [prompts[i] for i in chunk]
+                # nothing an engine failed to send is stored: as many answers per prompt as asked
                 if some is not None:
                     fresh = self._counting_requests(some, texts, params, [wanted[i] for i in chunk])
+                    check_answer_counts(fresh, [len(wanted[i]) for i in chunk], self.identity)
                 else:
                     whole = self._counting_requests(run, texts, params)
                     check_answer_counts(whole, [params.n] * len(chunk), self.identity)
                     fresh = [[gens[j] for j in wanted[i]] for i, gens in zip(chunk, whole)]
-                # nothing an engine failed to send is stored: one answer per prompt and wanted index
-                check_answer_counts(fresh, [len(wanted[i]) for i in chunk], self.identity)
                 check_generations(fresh, self.identity)
                 new = {keys[i][j]: gen.to_dict() for i, gens in zip(chunk, fresh) for j, gen in zip(wanted[i], gens)}
                 self.store.put_many(kind, new)  # committed: an interruption after this keeps it
