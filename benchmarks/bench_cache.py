@@ -28,7 +28,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 METHODS = ("floor", "hf", "hf+store", "transformer_lens", "nnsight", "naive")
 
@@ -153,82 +156,40 @@ class PeakRSS:
         self._thread.join()
 
 
+@dataclass
+class ChildSetup:
+    """What every method's runner needs: the loaded model, its texts and their planned batches."""
+
+    loaded: Any
+    model_dir: Path
+    texts: list[str]
+    batches: list[Any]
+    selection: Any
+    batch_size: int
+
+
 def run_child(method: str, model_dir: Path, texts_file: Path, repeats: int, batch_size: int) -> dict:
     import resource
 
     import torch
 
-    from cache.architecture import forward_kwargs, get_submodule
-    from cache.backends import create_extractor
     from cache.batching import collate, default_batch_tokens, plan_batches
-    from cache.config import CacheConfig, ExtractionConfig, ModelConfig
+    from cache.config import ModelConfig
     from cache.fingerprint import text_hash
     from cache.layers import resolve_layers
     from cache.loading import load_model
     from cache.prompts import PromptEncoder
-    from cache.runner import run_cache
     from cache.texts import read_texts
 
     texts = read_texts(texts_file)
     loaded = load_model(ModelConfig(source=str(model_dir), device="cpu"))
     tokenizer = loaded.tokenizer
     encoded = PromptEncoder(tokenizer).encode(texts)
-    n_tokens = sum(len(e) for e in encoded)
     keys = [text_hash(t) for t in texts]
     plan = plan_batches([len(e) for e in encoded], keys, batch_size, default_batch_tokens(loaded.device.type))
     batches = [collate([encoded[i] for i in b], tokenizer.pad_token_id) for b in plan]
     selection = resolve_layers(["all"], loaded.layout.n_blocks)
-
-    if method == "floor":
-        base = get_submodule(loaded.model, loaded.layout.base_path)
-
-        def one(batch):
-            with torch.inference_mode():
-                base(**forward_kwargs(base, batch.model_inputs()))
-
-        def run_all():
-            for batch in batches:
-                one(batch)
-
-        warm = lambda: one(batches[-1])  # noqa: E731
-    elif method in ("hf", "transformer_lens", "nnsight"):
-        extractor = create_extractor(method, loaded, own_model=True)
-
-        def run_all():
-            for batch in batches:
-                extractor.pool(batch, selection)
-
-        warm = lambda: extractor.pool(batches[-1], selection)  # noqa: E731
-    elif method == "hf+store":
-        _ = loaded.weights_fingerprint
-        config = CacheConfig(
-            model=ModelConfig(source=str(model_dir), device="cpu"), extraction=ExtractionConfig(batch_size=batch_size)
-        )
-        extractor = create_extractor("hf", loaded, own_model=True)
-        tmp = Path(tempfile.mkdtemp())
-        counter = iter(range(10**6))
-
-        def run_all():
-            run_cache(
-                texts, tmp / f"acts-{next(counter)}.h5", config, loaded=loaded, extractor=extractor, progress=False
-            )
-
-        warm = lambda: extractor.pool(batches[-1], selection)  # noqa: E731
-    elif method == "naive":
-        model = loaded.model
-
-        def run_all():
-            with torch.inference_mode():
-                for text in texts:
-                    ids = tokenizer(text, return_tensors="pt")
-                    hidden = model(**ids, output_hidden_states=True).hidden_states
-                    _ = [h[0].mean(0).cpu() for h in hidden]
-
-        def warm():
-            with torch.inference_mode():
-                model(**tokenizer(texts[0], return_tensors="pt"), output_hidden_states=True)
-    else:
-        raise SystemExit(f"unknown method {method!r}")
+    run_all, warm = method_runner(method, ChildSetup(loaded, model_dir, texts, batches, selection, batch_size))
 
     warm()
     best = float("inf")
@@ -240,11 +201,68 @@ def run_child(method: str, model_dir: Path, texts_file: Path, repeats: int, batc
     return {
         "seconds": best,
         "texts": len(texts),
-        "tokens": n_tokens,
+        "tokens": sum(len(e) for e in encoded),
         "loop_peak_rss_mb": rss.peak / 2**20,
         "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "threads": torch.get_num_threads(),
     }
+
+
+def method_runner(method: str, setup: ChildSetup) -> tuple[Callable[[], None], Callable[[], None]]:
+    """``(run_all, warm)`` for one method: a pass over every batch, and one warm-up batch."""
+    import torch
+
+    from cache.architecture import forward_kwargs, get_submodule
+    from cache.backends import create_extractor
+    from cache.config import CacheConfig, ExtractionConfig, ModelConfig
+    from cache.runner import run_cache
+
+    loaded, batches, selection = setup.loaded, setup.batches, setup.selection
+    if method == "floor":
+        base = get_submodule(loaded.model, loaded.layout.base_path)
+
+        def forward(batch: Any) -> None:
+            with torch.inference_mode():
+                base(**forward_kwargs(base, batch.model_inputs()))
+
+        return each(forward, batches), lambda: forward(batches[-1])
+    if method in ("hf", "transformer_lens", "nnsight"):
+        extractor = create_extractor(method, loaded, own_model=True)
+        pool = lambda batch: extractor.pool(batch, selection)  # noqa: E731
+        return each(pool, batches), lambda: pool(batches[-1])
+    if method == "hf+store":
+        _ = loaded.weights_fingerprint
+        model_config = ModelConfig(source=str(setup.model_dir), device="cpu")
+        config = CacheConfig(model=model_config, extraction=ExtractionConfig(batch_size=setup.batch_size))
+        extractor = create_extractor("hf", loaded, own_model=True)
+        tmp = Path(tempfile.mkdtemp())
+        counter = iter(range(10**6))
+
+        def store_all() -> None:
+            out = tmp / f"acts-{next(counter)}.h5"
+            run_cache(setup.texts, out, config, loaded=loaded, extractor=extractor, progress=False)
+
+        return store_all, lambda: extractor.pool(batches[-1], selection)
+    if method == "naive":
+        model, tokenizer = loaded.model, loaded.tokenizer
+
+        def one_text(text: str) -> None:
+            with torch.inference_mode():
+                hidden = model(**tokenizer(text, return_tensors="pt"), output_hidden_states=True).hidden_states
+                _ = [h[0].mean(0).cpu() for h in hidden]
+
+        return each(one_text, setup.texts), lambda: one_text(setup.texts[0])
+    raise SystemExit(f"unknown method {method!r}")
+
+
+def each(step: Callable[[Any], Any], items: list[Any]) -> Callable[[], None]:
+    """A pass that runs ``step`` on every item in order."""
+
+    def run_all() -> None:
+        for item in items:
+            step(item)
+
+    return run_all
 
 
 def print_table(results: dict, sets: dict, methods: list[str], model_dir: Path) -> None:

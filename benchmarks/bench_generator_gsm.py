@@ -28,6 +28,7 @@ import re
 import sys
 import time
 import types
+from dataclasses import dataclass, field
 from pathlib import Path
 from random import Random
 from typing import Any, Callable
@@ -116,59 +117,84 @@ def judge(
     return "valid", answer
 
 
+@dataclass
+class Tally:
+    """What the offline generator's similars came to, over every drawn question."""
+
+    outcomes: collections.Counter[str] = field(default_factory=collections.Counter)
+    per_template: dict[int, collections.Counter[str]] = field(default_factory=dict)
+    originals: collections.Counter[str] = field(default_factory=collections.Counter)
+    resolved: collections.Counter[str] = field(default_factory=collections.Counter)  # re-solved against the template's
+    differing: dict[int, tuple[str, Any, Any]] = field(default_factory=dict)  # per template, one differing similar
+    unsolved: collections.Counter[str] = field(default_factory=collections.Counter)  # why a worked solution is unusable
+    questions: int = 0
+    unmapped: int = 0
+    no_similars: int = 0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--per-template", type=int, default=3)
     parser.add_argument("--similars", type=int, default=5)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    start = time.perf_counter()
+    tally = count_similars(args)
+    print_tally(tally, args, time.perf_counter() - start)
+
+
+def count_similars(args: argparse.Namespace) -> Tally:
+    """Draws ``--per-template`` questions of every template and judges each similar the generator makes."""
     from generation.answers import read_solution
     from generation.config import GenerationConfig
     from generation.pipeline import make_generator
     from generation.records import Question
 
-    start = time.perf_counter()
     generator = make_generator(GenerationConfig(similars=args.similars, seed=args.seed))
-    outcomes: collections.Counter[str] = collections.Counter()
-    per_template: dict[int, collections.Counter[str]] = {}
-    questions = unmapped = no_similars = 0
-    originals: collections.Counter[str] = collections.Counter()
-    resolved: collections.Counter[str] = collections.Counter()  # re-solved answers against the template's
-    differing: dict[int, tuple[str, Any, Any]] = {}  # per template, one similar whose re-solved answer differs
-    unsolved: collections.Counter[str] = collections.Counter()  # why a question's worked solution could not be used
+    t = Tally()
     for template, generate in sorted(templates().items()):
-        counts = per_template.setdefault(template, collections.Counter())
+        counts = t.per_template.setdefault(template, collections.Counter())
         for k in range(args.per_template):
             example, inputs, recompute = draw(generate, Random(args.seed * 1000 + template * 10 + k))
             question = example["question"]
-            questions += 1
+            t.questions += 1
             if recompute is None or not inputs:  # the template computes its answer otherwise: cannot recompute
-                unmapped += 1
+                t.unmapped += 1
                 continue
             slots = slot_inputs(question, inputs)
-            originals[judge(question, question, inputs, slots, recompute)[0]] += (
-                1  # the check of the method: always valid
-            )
+            t.originals[judge(question, question, inputs, slots, recompute)[0]] += 1  # the method's check: valid
             record = generator.generate(Question(id=f"t{template}-{k}", question=question))
             similars = [s for s in record.similars if s is not None]
-            no_similars += not similars
+            t.no_similars += not similars
             worked = read_solution(question, example["metadata"]["answer_cot"], example["answer"])
             if isinstance(worked, str):
-                unsolved[worked.split(" (")[0]] += 1
+                t.unsolved[worked.split(" (")[0]] += 1
             for similar in similars:
                 verdict, truth = judge(similar, question, inputs, slots, recompute)
-                outcomes[verdict] += 1
+                t.outcomes[verdict] += 1
                 counts[verdict] += 1
                 mine = None if isinstance(worked, str) else worked.answer_for(similar)
                 outcome = _compare(mine, truth, verdict)
-                resolved[outcome] += 1
+                t.resolved[outcome] += 1
                 if outcome.startswith("answered, differs"):
-                    differing.setdefault(template, (similar, mine, truth))
+                    t.differing.setdefault(template, (similar, mine, truth))
+    return t
+
+
+def print_tally(t: Tally, args: argparse.Namespace, seconds: float) -> None:
+    outcomes, per_template, originals, resolved = t.outcomes, t.per_template, t.originals, t.resolved
+    differing, unsolved, questions, unmapped, no_similars = (
+        t.differing,
+        t.unsolved,
+        t.questions,
+        t.unmapped,
+        t.no_similars,
+    )
     total = sum(outcomes.values())
     judged = sum(n for v, n in outcomes.items() if not v.startswith("unjudged"))
     print(
         f"offline generator on GSM-Symbolic ({len(per_template)} templates × {args.per_template} questions, K = {args.similars}; "
-        f"{time.perf_counter() - start:.0f} s)"
+        f"{seconds:.0f} s)"
     )
     print(
         f"  questions: {questions}; left out, no generate_from_variables to recompute with: {unmapped}; "

@@ -314,6 +314,13 @@ def main() -> None:
         f"model: Qwen2 shape {args.shape} ({n_params / 1e9:.2f} B parameters, {loaded.layout.n_blocks} blocks, "
         f"d={loaded.layout.d_model}), {args.dtype}, random weights, on {where}; torch {torch.__version__}\n"
     )
+    report_extraction(loaded, args)
+    best_rate = report_sampling(loaded, args)
+    report_vllm(loaded, args, best_rate)
+
+
+def report_extraction(loaded: Any, args: argparse.Namespace) -> None:
+    """Part (a): pooled activations of every block, hooks against the floor and the naive path."""
     texts = make_texts(loaded.tokenizer, args.texts, args.max_tokens)
     seconds = bench_extraction(loaded, texts, args.batch_size, args.repeats)
     print(
@@ -327,6 +334,10 @@ def main() -> None:
         f"    hf against the floor: {seconds['hf'] / seconds['floor'] - 1:+.1%} (target: within 10 %); "
         f"hf against naive: {seconds['naive'] / seconds['hf']:.1f}x faster (target: >= 5x)\n"
     )
+
+
+def report_sampling(loaded: Any, args: argparse.Namespace) -> float:
+    """Part (b): each builtin decoding loop and hf-generate; returns the best builtin tokens/s."""
     rows = args.sample_batch_size or args.prompts * args.n
     weight_bytes = sum(p.numel() * p.element_size() for p in loaded.model.parameters())
     peak_bw = bandwidth(loaded.device)
@@ -354,20 +365,21 @@ def main() -> None:
         + ", ".join(f"{d} {r / (gtokens / gs):.2f}x" for d, r in rates.items())
         + f" hf-generate's tokens/s (best: {best}; target >= 1.5x, goal >= 3x)"
     )
-    tokens, s = rates[best], 1.0  # the vLLM row compares with the best builtin loop
+    return rates[best]
+
+
+def report_vllm(loaded: Any, args: argparse.Namespace, builtin_rate: float) -> None:
+    """The vLLM row, compared with the best builtin loop's tokens/s; left out without vLLM."""
     import importlib.util
 
     if args.no_vllm or importlib.util.find_spec("vllm") is None:
-        print(
-            "    vllm    left out ("
-            + ("--no-vllm" if args.no_vllm else "vLLM not installed: pip install -e '.[vllm]'")
-            + ")"
-        )
+        why = "--no-vllm" if args.no_vllm else "vLLM not installed: pip install -e '.[vllm]'"
+        print(f"    vllm    left out ({why})")
         return
     vs, vtokens = bench_vllm_sampling(loaded, args.prompts, args.n, args.new_tokens, args.dtype)
     print(
         f"    vllm    {vs:9.1f} s  {vtokens / vs:9.1f} tokens/s  ({vtokens} tokens); "
-        f"{(vtokens / vs) / (tokens / s):.2f}x the builtin sampler's tokens/s"
+        f"{(vtokens / vs) / builtin_rate:.2f}x the builtin sampler's tokens/s"
     )
 
 
