@@ -8,12 +8,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-bench = pytest.importorskip("bench_ceiling")
+import bench_ceiling as bench  # noqa: E402
 
 from probes.operations.detect import opened_responders  # noqa: E402
 from probes.pipeline import load_run_config  # noqa: E402
@@ -29,3 +27,17 @@ def test_the_audited_model_is_reached_through_the_runs_endpoint_and_the_referenc
         assert local.identity["kind"] == "local"
         assert Path(served.store.path).parent == tmp_path / config.name  # the run's own stores
         assert Path(local.store.path).parent == tmp_path / config.reference_name()
+
+
+def test_a_config_without_a_run_dir_keeps_its_stores_where_its_run_would(tmp_path, monkeypatch):
+    """A config built in code may leave ``run_dir`` unset: ``lara run`` then writes to runs/run, and
+    the models' stores must be found there too (they were a TypeError)."""
+    import dataclasses
+
+    from probes.pipeline.stages import config_model_access
+
+    monkeypatch.chdir(tmp_path)
+    config = dataclasses.replace(load_run_config(ROOT / "configs" / "demo.yaml"), run_dir=None)
+    access = config_model_access(config, config.name, bench.run_models(config)[config.name])
+    assert Path(access.store) == Path("runs/run") / config.name / "responses.sqlite"
+    assert config.run_path == Path("runs/run")  # where lara run writes (probes.pipeline.run)

@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-bench_testbeds = pytest.importorskip("bench_testbeds")
+import bench_testbeds  # noqa: E402
 
 from probes.detectors import REGISTRY  # noqa: E402
 
@@ -70,6 +70,7 @@ def test_the_benches_read_the_verdicts_controls_as_lara_run_does():
     """With decision or sampling controls beyond the verdict's, lara run's verdict reads the first
     calibration.controls of them: so must bench_verdict's (it read all 20, and measured the absolute
     mode's size at 0.45 where lara run's verdict has 0.045)."""
+    import bench_verdict
     import numpy as np
 
     from probes.pipeline.config import CalibrationSettings
@@ -77,7 +78,6 @@ def test_the_benches_read_the_verdicts_controls_as_lara_run_does():
     from probes.scores import ScoreTable
     from probes.verdicts.modes import ScoredSet
 
-    bench_verdict = pytest.importorskip("bench_verdict")
     ids = ["a", "b"]
     full = ScoredSet(
         ScoreTable(ids, {"ppl": np.zeros(2)}),
@@ -98,7 +98,8 @@ def test_a_finished_run_is_read_as_it_is_and_an_unfinished_one_is_run(tmp_path, 
     """The benches read a run whose every model has its verdict.json without calling lara run: one
     finished on another machine and copied without its activations (acts.h5) would be recomputed
     from the start (hours on 2 cores). A run missing a model's verdict is run."""
-    bench_verdict = pytest.importorskip("bench_verdict")
+    import bench_verdict
+
     calls = []
     monkeypatch.setattr(bench_verdict, "run_pipeline", lambda config, progress: calls.append(config))
 

@@ -254,6 +254,11 @@ class RunConfig:
             )
 
     @property
+    def run_path(self) -> Path:
+        """The run directory (``runs/run`` where a config built in code gives none)."""
+        return Path(self.run_dir or "runs/run")
+
+    @property
     def calibrating(self) -> bool:
         """Whether detectors score the questions' matched controls."""
         return bool(self.detect.names) and self.calibration.controls > 0

@@ -65,7 +65,7 @@ class RunResult:
 
 def run_pipeline(config: RunConfig, progress: bool = True) -> RunResult:
     """Run (or finish, or update) the audit described by ``config`` (data-parallel under torchrun)."""
-    run_dir = Path(config.run_dir or "runs/run")
+    run_dir = config.run_path
     check_writable(run_dir, "run directory", directory=True)  # before anything is generated or loaded
     ranks = Ranks.from_env()
     handler = logging.FileHandler(RunLayout(run_dir).log, encoding="utf-8")

@@ -267,7 +267,7 @@ def config_model_access(config: RunConfig, name: str, lazy: Any, reference: bool
     d = config.detect
     endpoint = d.endpoint if name == config.name and not reference else None
     engine = None if reference else lazy.config
-    return ModelAccess(lazy.get, store_path(Path(config.run_dir), name, d.store), engine=engine, endpoint=endpoint)
+    return ModelAccess(lazy.get, store_path(config.run_path, name, d.store), engine=engine, endpoint=endpoint)
 
 
 def accuracy_key(run: RunState, model: str) -> dict[str, Any]:
