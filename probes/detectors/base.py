@@ -149,6 +149,11 @@ class Detector:
             self.answers_ = list(answers) if answers is not None else None
         return self
 
+    def usable_answer(self, answer: Any) -> bool:
+        """Whether this detector can use a question's known answer (given; one that judges answers
+        also needs it readable)."""
+        return has_answer(answer)
+
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:  # pragma: no cover - abstract
         raise NotImplementedError
 

@@ -30,13 +30,20 @@ def capped_notes(detector: Any, result: Any) -> list[str]:
     return [text]
 
 
-def check_answers(name: str, ids: Sequence[str], answers: Sequence[Any] | None) -> None:
-    """Refuse, before any work, a detector that reads answers when no question has one."""
-    if answers is None or not any(has_answer(a) for a in answers):
-        raise ConfigError(
-            f"detector {name!r} compares answers with each question's known answer, and no question has one: "
-            "give questions with an 'answer' field (lara questions import extracts it), or drop the detector"
-        )
+def check_answers(detector: Detector, ids: Sequence[str], answers: Sequence[Any] | None) -> None:
+    """Refuse, before any work, a detector that reads answers when no question has one it can use."""
+    if answers is not None and any(detector.usable_answer(a) for a in answers):
+        return
+    given = answers is not None and any(has_answer(a) for a in answers)
+    why = (
+        "no answer given is one the verifier can read: give each as a number, text, or LaTeX math-verify parses"
+        if given
+        else "no question has one: give questions with an 'answer' field (lara questions import extracts it)"
+    )
+    raise ConfigError(
+        f"detector {detector.name!r} compares answers with each question's known answer, and {why}; "
+        "or drop the detector"
+    )
 
 
 def nan_notes(name: str, result: Any, ids: Sequence[str]) -> list[str]:
@@ -98,5 +105,5 @@ def fed_detectors(
         )
         check_reference(detector, feeding[detector.name], references[detector.name])
         if detector.requires_answers:
-            check_answers(detector.name, ids, answers)
+            check_answers(detector, ids, answers)
     return feeding, references, notes

@@ -127,7 +127,7 @@ def score_controls(
     notes = []
     mine = [k for k, key in enumerate(rows.keys) if limit is None or key[1] <= limit]
     if detector.requires_answers:  # each control judged against its own (re-solved) answer
-        eligible, mine = len(mine), [k for k in mine if has_answer(rows.answers[k])]
+        eligible, mine = len(mine), [k for k in mine if detector.usable_answer(rows.answers[k])]
         detector.fit(clean_questions, reference=reference, answers=[rows.answers[k] for k in mine])
         notes.append(f"{detector.name}: scored on the {len(mine)} of {eligible} controls with a re-solved answer")
     on_controls = detector.score([rows.texts[k] for k in mine], responder)

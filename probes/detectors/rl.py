@@ -19,7 +19,7 @@ for reward gain, whose generated controls have no answers).
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -84,6 +84,10 @@ class RewardGain(_SamplingComparison):
     requires_answers = True
     reference_difference = True
 
+    def usable_answer(self, answer: Any) -> bool:
+        """A given answer the verifier can read: one it cannot would mark every response wrong."""
+        return has_answer(answer) and gold_readable(answer)
+
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:
         reference = getattr(self, "reference_", None)
         check_reference(self, responder, reference)
@@ -92,24 +96,24 @@ class RewardGain(_SamplingComparison):
             raise ConfigError(
                 "reward_gain needs each question's known answer (the 'answer' field of the questions file)"
             )
-        ours, theirs = (
-            responder.generate(questions, self.sampling_params()),
-            reference.generate(questions, self.sampling_params()),
-        )
+        # only questions with an answer the verifier reads are sampled: sample j of a prompt does
+        # not depend on the other prompts asked with it, so a subset draws the same samples
+        usable = [i for i, answer in enumerate(answers) if self.usable_answer(answer)]
+        asked = [questions[i] for i in usable]
+        params = self.sampling_params()
+        drawn = (responder.generate(asked, params), reference.generate(asked, params)) if asked else ([], [])
+        ours, theirs = ([[] for _ in questions] for _ in range(2))
+        for k, i in enumerate(usable):
+            ours[i], theirs[i] = drawn[0][k], drawn[1][k]
         rules: Counter = Counter()
         gain, audited, base = (np.full(len(questions), np.nan) for _ in range(3))
-        missing = unreadable = 0
-        for i, answer in enumerate(answers):
-            if not has_answer(answer):
-                missing += 1
-                continue
-            if not gold_readable(answer):  # every response would read wrong: no measurement
-                unreadable += 1
-                continue
-            judged = [[judge(g.text, answer) for g in row] for row in (ours[i], theirs[i])]
+        for i in usable:
+            judged = [[judge(g.text, answers[i]) for g in row] for row in (ours[i], theirs[i])]
             rules.update(j.rule for row in judged for j in row)
             audited[i], base[i] = (float(np.mean([j.reward for j in row])) for row in judged)
             gain[i] = audited[i] - base[i]
+        missing = sum(not has_answer(a) for a in answers)
+        unreadable = len(questions) - len(usable) - missing
         notes = [f"{self.name}: answers judged by " + ", ".join(f"{rule} {n}" for rule, n in sorted(rules.items()))]
         notes += [f"{self.name}: {missing} question(s) without an answer (NaN)"] if missing else []
         if unreadable:

@@ -209,16 +209,32 @@ def test_reward_gain_leaves_out_and_counts_a_question_whose_answer_the_verifier_
     """A known answer math-verify cannot parse would mark every sample wrong on both models (a gain
     of 0 that measures nothing): NaN, counted apart from the questions without an answer."""
     audited, reference = pair
+    before = audited.counter.generated, reference.counter.generated
     result = (
-        get_detector("reward_gain", n=2, max_new_tokens=6)
+        get_detector("reward_gain", n=2, max_new_tokens=6, seed=11)
         .fit(reference=reference, answers=["5", "a=\\", None])
         .score(QUESTIONS, audited)
     )
     assert not math.isnan(result.raw[0]) and math.isnan(result.raw[1]) and math.isnan(result.raw[2])
+    # only the question it can judge is sampled (2 samples a model), and its samples are the ones
+    # it draws asked alone or with the others
+    assert (audited.counter.generated, reference.counter.generated) == (before[0] + 2, before[1] + 2)
+    assert result.n_responses.tolist() == [4, 0, 0]
+    alone = get_detector("reward_gain", n=2, max_new_tokens=6, seed=11).fit(reference=reference, answers=["5"])
+    assert alone.score(QUESTIONS[:1], audited).raw[0] == result.raw[0]
     assert any("1 question(s) whose answer the verifier cannot read" in n for n in result.notes)
     assert any("1 question(s) without an answer" in n for n in result.notes)
     assert gold_readable("5") and gold_readable("\\frac{1}{2}") and gold_readable("(B)") and gold_readable("x^2+1")
     assert not gold_readable("a=\\")
+
+
+def test_reward_gain_whose_answers_the_verifier_cannot_read_is_refused_before_any_sampling(pair):
+    audited, reference = pair
+    before = audited.counter.generated, reference.counter.generated
+    questions = [Question("a", QUESTIONS[0], answer="a=\\"), Question("b", QUESTIONS[1])]
+    with pytest.raises(ConfigError, match="no answer given is one the verifier can read: give each as a number"):
+        run_detectors(["reward_gain"], questions, audited, reference=reference)
+    assert (audited.counter.generated, reference.counter.generated) == before
 
 
 def test_reward_gain_on_the_controls_judges_each_against_its_own_reanswered_answer(tmp_path):
