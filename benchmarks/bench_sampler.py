@@ -17,7 +17,9 @@ each: ``b`` small kernels a step) against one hash-and-Gumbel-max draw for every
 (e) the top-p nucleus on a model's own next-token distributions (every position of 48 questions'
     prompts and answers: SmolLM2's RL checkpoint with the smollm extra, else the testbed's), found
     among each row's 256 most probable tokens against a full sort of every row: ms per 128 rows,
-    the rows whose nucleus ran past the candidates, and the rows whose sets differ.
+    the rows whose nucleus ran past the candidates, and the rows whose sets differ; and the rows
+    where ``counter-1``'s rule (equal probabilities in ``topk``'s order, not lower id first) kept
+    another set — with the model's logits in float32, then in bfloat16 (coarse: ties are likelier).
 
     python benchmarks/bench_sampler.py                       # the table in docs/performance.md (CPU)
     python benchmarks/bench_sampler.py --device cuda         # on a GPU
@@ -194,13 +196,30 @@ def sampler_rows(args: argparse.Namespace, models: dict[str, Path]) -> None:
         )
 
 
+def counter1_nucleus(probs: Any, top_p: float) -> Any:
+    """``[b, V]`` bool: the nucleus as ``counter-1`` found it — among ``topk``'s 256 candidates in
+    the order ``topk`` gives equal ones, a full (unstable) sort only where the last candidate is in."""
+    import torch
+
+    top, index = probs.topk(min(256, probs.shape[-1]), dim=-1)
+    keep_top = top.cumsum(-1) - top < top_p
+    keep = torch.zeros_like(probs, dtype=torch.bool).scatter(-1, index, keep_top)
+    wider = keep_top[:, -1]
+    if bool(wider.any()):
+        sorted_p, order = probs[wider].sort(dim=-1, descending=True)
+        keep[wider] = torch.zeros_like(sorted_p, dtype=torch.bool).scatter(
+            -1, order, sorted_p.cumsum(-1) - sorted_p < top_p
+        )
+    return keep
+
+
 def nucleus_rows(args: argparse.Namespace) -> None:
-    """(e): the nucleus among candidates against a full sort, on a model's own logits."""
+    """(e): the nucleus among candidates against a full sort, on a model's own logits; and the
+    rows where counter-1's tie rule kept another set, in float32 and in bfloat16 logits."""
     import torch
 
     from cache.config import ModelConfig
     from cache.loading import load_model
-    from probes.responders.counter_sampler import _sorted_nucleus, nucleus
     from probes.responders.local import LocalResponder, PromptFormat
 
     smollm = SMOLLM_RL.exists()
@@ -208,30 +227,44 @@ def nucleus_rows(args: argparse.Namespace) -> None:
     rows = [json.loads(line) for line in (source.parent / "questions.jsonl").open()][:48]
     loaded = load_model(ModelConfig(source=str(source), device=args.device, dtype="float32"))
     responder = LocalResponder(loaded, PromptFormat(mode="chat" if smollm else "raw"))
-    with torch.inference_mode():
-        texts = [
-            responder.encode_prompt(r["question"]) + loaded.tokenizer(f" The answer is {r.get('answer')}.")["input_ids"]
-            for r in rows
-        ]
-        logits = torch.cat([loaded.model(input_ids=torch.tensor([ids], device=args.device)).logits[0] for ids in texts])
-    print(
-        f"\n(e) the top-p nucleus on {'SmolLM2 (RL)' if smollm else 'the testbed RL model'}'s own distributions "
-        f"({logits.shape[0]} positions of 48 prompts and answers, vocabulary {logits.shape[1]}); ms per 128 rows"
-    )
+    texts = [
+        responder.encode_prompt(r["question"]) + loaded.tokenizer(f" The answer is {r.get('answer')}.")["input_ids"]
+        for r in rows
+    ]
+    print(f"\n(e) the top-p nucleus on {'SmolLM2 (RL)' if smollm else 'the testbed RL model'}'s own distributions")
+    for dtype in (torch.float32, torch.bfloat16):
+        model = loaded.model.to(dtype)
+        with torch.inference_mode():
+            logits = torch.cat([model(input_ids=torch.tensor([ids], device=args.device)).logits[0] for ids in texts])
+        print(
+            f"  {str(dtype).split('.')[-1]} logits: {logits.shape[0]} positions of 48 prompts and answers, vocabulary "
+            f"{logits.shape[1]}; ms per 128 rows; counter-1: rows whose nucleus counter-1's tie rule found otherwise"
+        )
+        nucleus_table(logits.float(), args.device)
+    loaded.model.to(torch.float32)
+
+
+def nucleus_table(logits: Any, device: str) -> None:
+    import torch
+
+    from probes.responders.counter_sampler import _sorted_nucleus, nucleus
+
     for temperature in (1.0, 0.7):
         for top_p in (0.9, 0.95, 0.99):
             probs = torch.softmax(logits / temperature, dim=-1)
             found, seconds = {}, {}
-            for name, how in (("sort", _sorted_nucleus), ("candidates", nucleus)):
+            for name, how in (("sort", _sorted_nucleus), ("candidates", nucleus), ("counter-1", counter1_nucleus)):
                 start = time.perf_counter()
                 found[name] = torch.cat([how(probs[s : s + 128], top_p) for s in range(0, len(probs), 128)])
-                _sync(args.device)
+                _sync(device)
                 seconds[name] = (time.perf_counter() - start) / (len(probs) / 128) * 1e3
             wide = int((found["sort"].sum(-1) >= 256).sum())
             differ = int((found["sort"] != found["candidates"]).any(-1).sum())
+            older = int((found["counter-1"] != found["candidates"]).any(-1).sum())
             print(
                 f"    T = {temperature}, top-p {top_p}: sort {seconds['sort']:7.1f}   candidates {seconds['candidates']:6.1f}   "
                 f"{seconds['sort'] / seconds['candidates']:5.1f}x   past 256: {wide:>4} rows   sets differ: {differ} rows"
+                f"   counter-1: {older} rows"
             )
 
 
