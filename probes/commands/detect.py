@@ -15,7 +15,6 @@ from generation.records import read_questions, read_sets
 from lara_core.configio import literal_choices, prompt_text
 
 from ..detectors import REGISTRY
-from ..detectors.base import has_answer
 from ..detectors.on_controls import ControlPlan
 from ..detectors.selection import checked_detectors, detector_names, parse_params
 from ..operations.detect import DetectOptions, ModelAccess, detect
@@ -270,9 +269,7 @@ def _sampling_detectors() -> list[str]:
 
 def handle(args: argparse.Namespace) -> int:
     questions = read_questions(args.questions)
-    names = detector_names(
-        args.detectors, reference=bool(args.reference), answers=any(has_answer(q.answer) for q in questions)
-    )
+    names = detector_names(args.detectors, reference=bool(args.reference), answers=[q.answer for q in questions])
     detectors = checked_detectors(  # each built once, every value checked before any model loads
         names, questions, bool(args.reference), parse_params(args.param, names), args.sampling_temperature
     )

@@ -149,10 +149,16 @@ class Detector:
             self.answers_ = list(answers) if answers is not None else None
         return self
 
-    def usable_answer(self, answer: Any) -> bool:
+    @classmethod
+    def usable_answer(cls, answer: Any) -> bool:
         """Whether this detector can use a question's known answer (given; one that judges answers
         also needs it readable)."""
         return has_answer(answer)
+
+    @classmethod
+    def answers_met(cls, answers: Sequence[Any]) -> bool:
+        """Whether its need for answers is met: it reads none, or some question has one it can use."""
+        return not cls.requires_answers or any(cls.usable_answer(a) for a in answers)
 
     def score(self, questions: Sequence[str], responder: Responder) -> DetectorResult:  # pragma: no cover - abstract
         raise NotImplementedError

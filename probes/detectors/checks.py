@@ -32,7 +32,7 @@ def capped_notes(detector: Any, result: Any) -> list[str]:
 
 def check_answers(detector: Detector, ids: Sequence[str], answers: Sequence[Any] | None) -> None:
     """Refuse, before any work, a detector that reads answers when no question has one it can use."""
-    if answers is not None and any(detector.usable_answer(a) for a in answers):
+    if answers is not None and detector.answers_met(answers):
         return
     given = answers is not None and any(has_answer(a) for a in answers)
     why = (

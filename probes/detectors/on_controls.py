@@ -14,7 +14,7 @@ from cache.fingerprint import text_hash
 from ..scorefiles import ControlTable
 from ..scores import CALIBRATED, derived_column
 from ..verdicts.controls import control_answers, control_texts, decision_control_count
-from .base import Detector, has_answer
+from .base import Detector
 from .checks import cut_notes
 
 if TYPE_CHECKING:
@@ -85,10 +85,6 @@ class ControlRows:
             [_control_answer(answers, r[0], r[1]) for r in rows],
         )
 
-    @property
-    def answered(self) -> bool:
-        return any(has_answer(a) for a in self.answers)
-
     def describe(
         self, control_table: ControlTable, calibrated: Sequence[str], detectors: dict[str, Any]
     ) -> dict[str, Any]:
@@ -129,7 +125,9 @@ def score_controls(
     if detector.requires_answers:  # each control judged against its own (re-solved) answer
         eligible, mine = len(mine), [k for k in mine if detector.usable_answer(rows.answers[k])]
         detector.fit(clean_questions, reference=reference, answers=[rows.answers[k] for k in mine])
-        notes.append(f"{detector.name}: scored on the {len(mine)} of {eligible} controls with a re-solved answer")
+        notes.append(
+            f"{detector.name}: scored on the {len(mine)} of {eligible} controls with a re-solved answer it can use"
+        )
     on_controls = detector.score([rows.texts[k] for k in mine], responder)
     notes += cut_notes(f"{detector.name} on controls", on_controls)
     column = np.full(len(rows.keys), np.nan)

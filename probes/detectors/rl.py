@@ -84,7 +84,8 @@ class RewardGain(_SamplingComparison):
     requires_answers = True
     reference_difference = True
 
-    def usable_answer(self, answer: Any) -> bool:
+    @classmethod
+    def usable_answer(cls, answer: Any) -> bool:
         """A given answer the verifier can read: one it cannot would mark every response wrong."""
         return has_answer(answer) and gold_readable(answer)
 

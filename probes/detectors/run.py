@@ -116,14 +116,14 @@ def run_detectors(
         for d in detectors
         if controls is not None
         and (controls.calibrate is None or d.name in controls.calibrate)
-        and (rows.answered or not d.requires_answers)
+        and d.answers_met(rows.answers)
     ]
     notes += [
-        f"{d.name}: not scored on the controls (no control has an answer: give the questions a worked solution, "
-        "extra.solution, for the generator to re-solve; generation.answers); it enters the relative mode against a clean "
-        "set with answers"
+        f"{d.name}: not scored on the controls (no control has an answer it can use: give the questions a worked "
+        "solution, extra.solution, for the generator to re-solve; generation.answers); it enters the relative mode "
+        "against a clean set with answers"
         for d in detectors
-        if controls is not None and d.requires_answers and not rows.answered
+        if controls is not None and not d.answers_met(rows.answers)
     ]
     control_table = rows.table() if controls is not None else None
     table, raw = ScoreTable(list(ids)), ScoreTable(list(ids))

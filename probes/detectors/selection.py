@@ -9,7 +9,7 @@ import json
 from typing import Any, Mapping, Sequence
 
 from ..errors import ConfigError
-from .base import REGISTRY, Detector, get_detector, has_answer
+from .base import REGISTRY, Detector, get_detector
 
 
 def settings_digest(detector: Any) -> str:
@@ -38,17 +38,15 @@ def parse_params(items: Sequence[str], names: Sequence[str]) -> dict[str, dict[s
     return out
 
 
-def detector_names(spec: str | Sequence[str], reference: bool = False, answers: bool = False) -> list[str]:
+def detector_names(spec: str | Sequence[str], reference: bool = False, answers: Sequence[Any] = ()) -> list[str]:
     """Registry names from ``"a,b"`` / ``["a", "b"]``; ``all`` is every detector whose needs can be
     met (those comparing with a reference model only when one is given, those reading answers
-    only when the questions have them)."""
+    only when some of ``answers``, the questions' known answers, is one they can use)."""
     items = [n.strip() for n in spec.split(",")] if isinstance(spec, str) else [str(n).strip() for n in spec]
     items = [n for n in items if n]
     if items == ["all"]:
         return [
-            n
-            for n, cls in REGISTRY.items()
-            if (reference or not cls.requires_reference) and (answers or not cls.requires_answers)
+            n for n, cls in REGISTRY.items() if (reference or not cls.requires_reference) and cls.answers_met(answers)
         ]
     return items
 
@@ -63,7 +61,7 @@ def checked_detectors(
     """The detectors ``spec`` names for these questions (``all``: those whose needs are met), each
     built once with its parameters (and ``sampling_temperature`` where it samples and sets none),
     every name and value checked before any model work (ConfigError)."""
-    names = detector_names(spec, reference=reference, answers=any(has_answer(q.answer) for q in questions))
+    names = detector_names(spec, reference=reference, answers=[q.answer for q in questions])
     chosen: dict[str, dict[str, Any]] = {n: {} for n in names}
     for name, values in (params or {}).items():
         if name not in chosen:

@@ -36,7 +36,7 @@ def validate_run(config: RunConfig, questions: Sequence[Any]) -> dict[str, Detec
     return the run's detectors, each built once here with its checked parameters (by name)."""
     labels = [q.label for q in questions]
     splits = {q.split for q in questions}
-    answers = any(has_answer(q.answer) for q in questions)
+    answers = [q.answer for q in questions]
     built: dict[str, Detector] = {}
     problems = (
         _sources(config)
@@ -109,16 +109,22 @@ def _engines(config: RunConfig) -> list[str]:
     return []
 
 
-def _detectors(config: RunConfig, answers: bool, built: dict[str, Detector]) -> list[str]:
+def _detectors(config: RunConfig, answers: Sequence[Any], built: dict[str, Detector]) -> list[str]:
     """Problems of the detect section; ``built`` gains each detector, built once."""
 
     d = config.detect
     names = detector_names(d.names, reference=config.reference_name() is not None, answers=answers)
     problems = [f"detect.names: {_unknown(n, REGISTRY)}" for n in names if n not in REGISTRY]
+    given = any(has_answer(a) for a in answers)
     problems += [
-        f"detect.names: {n!r} compares answers with each question's known answer, and no question has one"
+        f"detect.names: {n!r} compares answers with each question's known answer, and "
+        + (
+            "none given is one the verifier can read (a number, text, or LaTeX math-verify parses)"
+            if given
+            else "no question has one"
+        )
         for n in names
-        if n in REGISTRY and REGISTRY[n].requires_answers and not answers
+        if n in REGISTRY and not REGISTRY[n].answers_met(answers)
     ]
     problems += [f"detect.params.{n}: {_unknown(n, REGISTRY)}" for n in d.params if n not in REGISTRY]
     params = with_sampling_temperature(d.params, [n for n in names if n in REGISTRY], d.sampling_temperature)
@@ -226,7 +232,7 @@ def _lara(config: RunConfig, labels: list[Any], splits: set[Any]) -> list[str]:
     return []
 
 
-def _columns(config: RunConfig, answers: bool) -> set[str]:
+def _columns(config: RunConfig, answers: Sequence[Any]) -> set[str]:
     """Every score column the run's fusion can read."""
     names = detector_names(config.detect.names, reference=config.reference_name() is not None, answers=answers)
     known = [n for n in names if n in REGISTRY]
@@ -246,7 +252,7 @@ def _columns(config: RunConfig, answers: bool) -> set[str]:
     return columns
 
 
-def _fusion(config: RunConfig, labels: list[Any], splits: set[Any], answers: bool) -> list[str]:
+def _fusion(config: RunConfig, labels: list[Any], splits: set[Any], answers: Sequence[Any]) -> list[str]:
     columns, problems = _columns(config, answers), []
     for i, spec in enumerate(config.fusion):
         problems += [
@@ -265,7 +271,7 @@ def _fusion(config: RunConfig, labels: list[Any], splits: set[Any], answers: boo
     return problems
 
 
-def _verdict(config: RunConfig, labels: list[Any], splits: set[Any], answers: bool) -> list[str]:
+def _verdict(config: RunConfig, labels: list[Any], splits: set[Any], answers: Sequence[Any]) -> list[str]:
     names = _columns(config, answers) | {spec.column() for spec in config.fusion}
     problems = [
         f"verdict.detectors: {n!r} is not a score column of this run"

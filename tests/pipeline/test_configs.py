@@ -393,3 +393,27 @@ def test_three_wrong_values_are_named_in_one_pass(tmp_path, capsys):
     ):
         assert part in err
     assert not run_dir.exists()
+
+
+def test_a_detector_whose_answers_none_can_use_is_refused_before_stage_one_and_left_out_of_all(tmp_path):
+    """Answers the verifier cannot read are no answers to reward gain: ``lara run`` names the key
+    before any stage (it was refused only at the detect stage, after generation, caching and
+    scoring), and ``all`` leaves reward gain out while gold_shift, which reads the text, stays."""
+    import json
+
+    from generation.records import read_questions
+    from probes.detectors.selection import detector_names
+    from probes.errors import ConfigError
+    from probes.pipeline.validate import validate_run
+
+    questions = tmp_path / "q.jsonl"
+    rows = [{"id": f"q{i}", "question": f"Ann has {i + 2} pens. How many?", "answer": "a=\\"} for i in range(4)]
+    questions.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    config = load_run_config(CONFIGS / "demo.yaml", [f"questions={questions}", "detect.names=[ppl,reward_gain]"])
+    with pytest.raises(
+        ConfigError, match="detect.names: 'reward_gain' compares answers .* none given is one the verifier can read"
+    ):
+        validate_run(config, read_questions(questions))
+    chosen = detector_names("all", reference=True, answers=[r["answer"] for r in rows])
+    assert "reward_gain" not in chosen and "gold_shift" in chosen
+    assert "reward_gain" in detector_names("all", reference=True, answers=["5"])

@@ -203,6 +203,17 @@ def test_reward_gain_without_answers_is_refused_in_one_line_and_never_calibrated
     # the reference's sampling is counted where the summary is shown, as the audited model's is
     drawn = reference.counter.generated
     assert drawn >= 2 and f"reference model: {drawn} completions generated, " in summary.describe()
+    # controls whose re-solved answers the verifier cannot read are no answers: not calibrated, said so
+    unreadable = run_detectors(
+        ["reward_gain"],
+        [Question("a", QUESTIONS[0], answer="5")],
+        audited,
+        params={"reward_gain": {"n": 2, "max_new_tokens": 6}},
+        reference=reference,
+        controls=ControlPlan({"a": ["What is 3 + 4?", "What is 1 + 9?"]}, {"a": ["a=\\", "b=\\"]}),
+    )
+    assert "reward_gain@cal" not in unreadable.table.columns
+    assert any("not scored on the controls (no control has an answer it can use" in n for n in unreadable.info["notes"])
 
 
 def test_reward_gain_leaves_out_and_counts_a_question_whose_answer_the_verifier_cannot_read(pair):
@@ -266,7 +277,7 @@ def test_reward_gain_on_the_controls_judges_each_against_its_own_reanswered_answ
     assert math.isnan(column[0]) and "reward_gain@cal" in summary.table.columns
     alone = get_detector("reward_gain", **params["reward_gain"]).fit(reference=sft, answers=[7, 7, 7])
     np.testing.assert_allclose(column[1:], alone.score([similar[i][0] for i in ids[1:]], rl).scores)
-    assert any("scored on the 3 of 4 controls with a re-solved answer" in n for n in summary.info["notes"])
+    assert any("scored on the 3 of 4 controls with a re-solved answer it can use" in n for n in summary.info["notes"])
 
 
 def test_the_accuracy_stage_leaves_an_answer_the_verifier_cannot_read_unjudged(pair):
