@@ -29,7 +29,9 @@ from __future__ import annotations
 
 from typing import Any
 
-SAMPLER_VERSION = "counter-1"  # recorded by the response store; the answers of two versions never mix
+SAMPLER_VERSION = "counter-2"  # recorded by the response store; the answers of two versions never mix
+# counter-2: of equally probable tokens at the nucleus edge the lower ids are kept (counter-1 kept
+# whichever ``topk`` put first, which a device may order otherwise)
 LEGACY_SAMPLER = "generator-1"  # the sampler before it: one torch.Generator per row, torch.multinomial
 
 _MASK = 0xFFFFFFFF

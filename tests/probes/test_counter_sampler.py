@@ -216,11 +216,22 @@ def test_the_store_records_the_sampler_and_refuses_another(loaded_models, tmp_pa
     CachedResponder(local, ResponseStore(path)).generate(PROMPTS[:2], SAMPLED)
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT value FROM meta WHERE name = 'sampler/local'").fetchone() == (SAMPLER_VERSION,)
-    monkeypatch.setattr(LocalResponder, "sampler_version", "counter-2")
+    monkeypatch.setattr(LocalResponder, "sampler_version", "counter-3")
     later = CachedResponder(LocalResponder(loaded_models["gpt2"], PromptFormat(mode="raw")), ResponseStore(path))
-    with pytest.raises(MismatchError, match=f"sampled by the {SAMPLER_VERSION} sampler .* samples with counter-2"):
+    with pytest.raises(MismatchError, match=f"sampled by the {SAMPLER_VERSION} sampler .* samples with counter-3"):
         later.generate(PROMPTS[:2], SAMPLED)
     later.generate(PROMPTS[:2], GenerationParams(max_new_tokens=6))  # greedy answers: no sampler, served
+
+
+def test_a_store_of_counter_1_answers_is_refused_since_the_tie_rule(loaded_models, tmp_path):
+    """The nucleus's tie rule changed what the sampler draws (in bfloat16 logits at 14 % of
+    SmolLM2's positions: bench_sampler.py (e)), so it is a new version: a store whose answers
+    counter-1 drew is refused for sampling, not mixed with the new rule's."""
+    store = ResponseStore(tmp_path / "responses.sqlite")
+    store.claim_sampler("local", "counter-1")
+    cached = CachedResponder(LocalResponder(loaded_models["gpt2"], PromptFormat(mode="raw")), store)
+    with pytest.raises(MismatchError, match="sampled by the counter-1 sampler and this toolkit samples with counter-2"):
+        cached.generate(PROMPTS[:1], SAMPLED)
 
 
 def test_a_store_from_before_sampler_versions_is_refused_for_sampling(loaded_models, tmp_path):
