@@ -30,20 +30,23 @@ def capped_notes(detector: Any, result: Any) -> list[str]:
     return [text]
 
 
+def unmet_answers(detector: type[Detector] | Detector, answers: Sequence[Any] | None) -> str | None:
+    """Why ``detector`` cannot use these known answers (and what to give), or None when it can."""
+    if answers is not None and detector.answers_met(answers):
+        return None
+    if answers is not None and any(has_answer(a) for a in answers):
+        return "no answer given is one the verifier can read: give each as a number, text, or LaTeX math-verify parses"
+    return "no question has one: give questions with an 'answer' field (lara questions import extracts it)"
+
+
 def check_answers(detector: Detector, ids: Sequence[str], answers: Sequence[Any] | None) -> None:
     """Refuse, before any work, a detector that reads answers when no question has one it can use."""
-    if answers is not None and detector.answers_met(answers):
-        return
-    given = answers is not None and any(has_answer(a) for a in answers)
-    why = (
-        "no answer given is one the verifier can read: give each as a number, text, or LaTeX math-verify parses"
-        if given
-        else "no question has one: give questions with an 'answer' field (lara questions import extracts it)"
-    )
-    raise ConfigError(
-        f"detector {detector.name!r} compares answers with each question's known answer, and {why}; "
-        "or drop the detector"
-    )
+    why = unmet_answers(detector, answers)
+    if why is not None:
+        raise ConfigError(
+            f"detector {detector.name!r} compares answers with each question's known answer, and {why}; "
+            "or drop the detector"
+        )
 
 
 def nan_notes(name: str, result: Any, ids: Sequence[str]) -> list[str]:

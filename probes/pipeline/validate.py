@@ -16,7 +16,7 @@ from cache.loading import TOKENIZER_FILES
 from cache.sources import PACKAGE_PREFIX, resolve_source
 
 from ..detectors import REGISTRY, Detector, check_access, check_reference, get_detector
-from ..detectors.base import has_answer
+from ..detectors.checks import unmet_answers
 from ..detectors.selection import detector_names, with_sampling_temperature
 from ..errors import ConfigError
 from ..responders.engines import engine_key
@@ -115,16 +115,10 @@ def _detectors(config: RunConfig, answers: Sequence[Any], built: dict[str, Detec
     d = config.detect
     names = detector_names(d.names, reference=config.reference_name() is not None, answers=answers)
     problems = [f"detect.names: {_unknown(n, REGISTRY)}" for n in names if n not in REGISTRY]
-    given = any(has_answer(a) for a in answers)
     problems += [
-        f"detect.names: {n!r} compares answers with each question's known answer, and "
-        + (
-            "none given is one the verifier can read (a number, text, or LaTeX math-verify parses)"
-            if given
-            else "no question has one"
-        )
+        f"detect.names: {n!r} compares answers with each question's known answer, and {why}"
         for n in names
-        if n in REGISTRY and not REGISTRY[n].answers_met(answers)
+        if n in REGISTRY and (why := unmet_answers(REGISTRY[n], answers)) is not None
     ]
     problems += [f"detect.params.{n}: {_unknown(n, REGISTRY)}" for n in d.params if n not in REGISTRY]
     params = with_sampling_temperature(d.params, [n for n in names if n in REGISTRY], d.sampling_temperature)

@@ -411,7 +411,8 @@ def test_a_detector_whose_answers_none_can_use_is_refused_before_stage_one_and_l
     questions.write_text("".join(json.dumps(r) + "\n" for r in rows))
     config = load_run_config(CONFIGS / "demo.yaml", [f"questions={questions}", "detect.names=[ppl,reward_gain]"])
     with pytest.raises(
-        ConfigError, match="detect.names: 'reward_gain' compares answers .* none given is one the verifier can read"
+        ConfigError,
+        match="detect.names: 'reward_gain' compares answers .* no answer given is one the verifier can read",
     ):
         validate_run(config, read_questions(questions))
     chosen = detector_names("all", reference=True, answers=[r["answer"] for r in rows])
