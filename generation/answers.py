@@ -1,115 +1,93 @@
-"""Answers of similar questions, re-solved from the original's worked solution.
+"""Answers of similar questions, re-solved by re-running the original's worked solution.
 
 A detector that reads answers (reward gain: how much more often the audited model is right than
 the reference) can be calibrated against a question's matched controls only if the controls have
 answers too. A similar question differs from its original only in its quantities
-(:mod:`generation.numbers`), so where the original carries a worked solution whose arithmetic can
-be read — ``6 * 2 = 12. 12 + 16 = 28.``, ``120 students - 62 girls = 58 boys``, GSM8K's
-``<<6*2=12>>`` — the same steps computed with the similar's quantities give the similar's answer.
+(:mod:`generation.numbers`), so the original's worked solution — its steps read by
+:mod:`generation.solution_steps`, GSM8K's ``<<6*2=12>>`` annotations or written equations — is a
+program: each number of a step is one of the question's quantities, an earlier step's result, or a
+constant (``/ 60`` minutes), and the same program run on the similar's quantities gives the
+similar's answer.
 
-Each step ``expression = result`` is parsed; each number in it is read as one of the question's
-quantities (same value), an earlier step's result, or a constant (``/ 60`` minutes). An answer is
-given only when everything checks:
+How each number of a step is read:
 
-* every step's expression evaluates (exactly, in fractions) to the result it states, and the last
-  step that yields the question's known answer is the answer step;
-* every quantity the similar changes is read by some step (a solution that uses "20 %" as
-  ``0.2``, or skips a step, would otherwise keep the old value silently);
-* a number that could be two things (a quantity and an earlier result, or two quantities) takes the
-  same new value either way;
-* a quantity is read no more often than the question states it (a second reading of 12 in "every 12 months … 12 ÷ 12" or of 7 in
-  "7 tacos … 18 * 7" may be a constant that happens to equal it);
-* where every result of the original's steps is whole and non-negative, so is every result of the
-  similar's.
+* a quantity of the same value (``50%`` of a stated 50 %, or its share ``0.5``, ``1 - 0.5``,
+  ``1 + 0.5``; a fraction ``3/4`` written as ``3/4``), or an earlier step's result; where it could
+  be both, both readings must give the same new value; where it could be two quantities ("five $5
+  bills": ``5 x 5``), each way of reading them that leaves the fewest quantities unread is tried,
+  and they must agree;
+* else a constant.
+
+The similar's answer is given only when everything checks (:func:`read_solution` names the first
+rule that fails):
+
+* the last step yielding the question's known answer is the answer step;
+* a result the solution states but computes in no step read here (``half * 30 = 15``) is never
+  read later as a constant;
+* a quantity read more often than the question states it is no unit constant in disguise: where
+  the question also names a unit whose constant is that value ("every 12 months" and ``/ 12``,
+  "7 tacos" and a week), which reading is the constant cannot be told;
+* a quantity the solution never reads is a distractor — it changes nothing — only when the
+  solution reads none of its forms as a constant (``0.8`` for 20 %, the ``4`` of ``3/4``, ``0.75``
+  for 75 cents, nor its sum, difference, product or ratio with another number of the problem: "3
+  dogs and 4 cats, so 7 pets"), reads no constant but units and simple shares
+  (:data:`PLAIN_CONSTANTS`: another may have been worked out from it where no step shows), and it
+  is not 1 (``1 batch`` is read by multiplying by one);
+* a step whose result is non-negative in the original stays so in the similar, and one whose
+  result is whole stays whole — unless it is not the answer and reads a sum of money stated with
+  cents (``$4.20``): 7.2 people or -3 muffins are not the same kind of problem.
 
 Otherwise the similar's answer is unknown (None), never a guess. Pure functions; no model.
 """
 
 from __future__ import annotations
 
-import operator
+import itertools
+import math
 import re
-from collections import Counter
-from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, Iterable
 
 from .numbers import Slot, find_slots
 from .records import PerturbationSet
+from .solution_program import CONSTANT, Operand, Reading, Step, WorkedSolution
+from .solution_steps import Number, WrittenStep, read_steps
 
-RESOLVER_VERSION = "worked-solution-v1"
+RESOLVER_VERSION = "worked-solution-v2"  # v2: written and annotated steps together, distractors, shares, reuse
 
-_NUM = r"\$?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
-_WORDS = r"(?:[ \t]+(?!x\b)[A-Za-z][A-Za-z'-]*){0,2}"  # units after a number: "120 students - 62 girls"
-_TERM = rf"\(*[ \t]*{_NUM}%?{_WORDS}[ \t]*\)*"
-_OP = r"[ \t]*(?:[-+*/]|x(?=[ \t]))[ \t]*"
-_EQUATION = re.compile(rf"(?<![\w.,$])({_TERM}(?:{_OP}{_TERM})+)[ \t]*=[ \t]*({_NUM})")
-_STATED = re.compile(r"=[ \t]*\$?\d")  # a number stated as the result of something
-_ANNOTATION = re.compile(r"<<([^<>=]+)=([^<>=]+)>>")  # GSM8K's calculator annotations
-_TOKEN = re.compile(rf"({_NUM})|([-+*/()])|([A-Za-z][A-Za-z'-]*)")  # a word is a unit, skipped; "x" alone: times
-_SYMBOLS = {"×": "*", "÷": "/", "−": "-", "\\times": "*", "\\div": "/", "\\cdot": "*", "·": "*"}
+MAX_ALTERNATIVES = 64  # ways of reading numbers that could be two quantities, tried before giving up
 
-
-@dataclass(frozen=True)
-class Operand:
-    """A number of a step: the question's quantities (slot indices) and earlier steps' results
-    (step indices) it may be, or neither (a constant)."""
-
-    value: Fraction
-    slots: tuple[int, ...] = ()
-    steps: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True)
-class Step:
-    """``tokens``: operator and parenthesis strings, and ints indexing ``operands``."""
-
-    tokens: tuple[str | int, ...]
-    operands: tuple[Operand, ...]
-    result: Fraction
+# A unit's constant, and the words of a question that make a quantity of that value ambiguous.
+UNIT_CUES: dict[int, tuple[str, ...]] = {
+    2: ("half", "twice", "double", "pair", "couple"),
+    3: ("third", "triple", "thrice", "yard"),
+    4: ("quarter", "fourth", "quadruple"),
+    5: ("nickel", "fifth"),
+    7: ("week",),
+    10: ("dime", "decade", "tenth"),
+    12: ("dozen", "month", "year", "inch", "foot", "feet"),
+    16: ("ounce", "pound"),
+    24: ("hour", "day"),
+    25: ("quarter",),
+    30: ("month",),
+    52: ("week", "year"),
+    60: ("minute", "hour", "second"),
+    100: ("percent", "%", "cent", "century", "dollar"),
+    365: ("year", "day"),
+    1000: ("thousand", "kilo", "gram", "liter", "litre", "meter", "metre"),
+}
 
 
-@dataclass(frozen=True)
-class WorkedSolution:
-    """The steps of a question's solution, read against its quantities (``slots``)."""
-
-    slots: tuple[Slot, ...]
-    steps: tuple[Step, ...]
-    answer_step: int
-    whole: bool  # every result of the original's steps is a whole, non-negative number
-
-    def answer_for(self, variant: str) -> int | float | None:
-        """The answer of ``variant`` (the original with other quantities), or None when it cannot
-        be told (another slot structure, an ambiguous number, a division by zero, an answer less
-        whole than the original's)."""
-        found = find_slots(variant)
-        if len(found) != len(self.slots) or any(a.kind != b.kind for a, b in zip(found, self.slots)):
-            return None
-        new = [s.value for s in found]
-        results: list[Fraction] = []
-        for step in self.steps:
-            values = [_new_value(o, new, results) for o in step.operands]
-            if any(v is None for v in values):
-                return None
-            value = _evaluate(step.tokens, values)  # type: ignore[arg-type]
-            if value is None or (self.whole and (value.denominator != 1 or value < 0)):
-                return None  # 17.5 cards where the original counted whole ones: not the same kind of problem
-            results.append(value)
-        return _as_answer(results[self.answer_step])
-
-
-def _new_value(operand: Operand, new: list[Fraction], results: list[Fraction]) -> Fraction | None:
-    """What ``operand`` becomes with the variant's quantities ``new`` and the results so far;
-    None when its readings disagree."""
-    if not operand.slots and not operand.steps:
-        return operand.value
-    readings = {new[i] for i in operand.slots} | {results[i] for i in operand.steps}
-    return readings.pop() if len(readings) == 1 else None
+# Constants a solution may read beside a quantity it leaves unread: units and simple shares. Any
+# other constant may be a number worked out where no step shows it, from that very quantity.
+PLAIN_CONSTANTS = frozenset(
+    {Fraction(n) for n in (*range(1, 13), *UNIT_CUES)} | {Fraction(1, d) for d in (2, 3, 4, 10, 100)} | {Fraction(3, 4)}
+)
 
 
 def read_solution(question: str, solution: Any, answer: Any) -> WorkedSolution | str:
-    """The worked solution of ``question`` read step by step, or the reason it cannot be used."""
-    target = _number(answer)
+    """The worked solution of ``question`` read as a program, or the reason it cannot be used."""
+    target = number_of(answer)
     if target is None:
         return "the known answer is not a number"
     if not isinstance(solution, str) or not solution.strip():
@@ -117,73 +95,206 @@ def read_solution(question: str, solution: Any, answer: Any) -> WorkedSolution |
     slots = tuple(find_slots(question))
     if not slots:
         return "the question states no quantity"
-    text = solution
-    for symbol, op in _SYMBOLS.items():
-        text = text.replace(symbol, op)
-    pairs = [(m.group(1), m.group(2)) for m in _ANNOTATION.finditer(text)]
-    if not pairs:
-        found = list(_EQUATION.finditer(text))
-        read = [m.span() for m in found]
-        unread = [m.start() for m in _STATED.finditer(text) if not any(a <= m.start() < b for a, b in read)]
-        if unread:  # a result computed in a way not read here: a later step would take it for a constant
-            line = text[max(0, text.rfind("\n", 0, unread[0]) + 1) : unread[0] + 12].strip()
-            return f"a result computed in a step not read here ({line!r})"
-        pairs = [(m.group(1), m.group(2)) for m in found]
-    steps: list[Step] = []
-    for expression, stated in pairs:
-        step = _read_step(expression, stated, slots, steps)
-        if isinstance(step, str):
-            return step
-        steps.append(step)
+    keys = tuple(dict.fromkeys(s.key for s in slots))
+    quantities = [next(s for s in slots if s.key == key) for key in keys]
+    written = read_steps(solution)
+    steps = _bind(written.steps, quantities, question)
     answering = [i for i, s in enumerate(steps) if s.result == target]
     if not answering:
         return f"no step of the worked solution yields the answer ({answer})"
-    used = {i for s in steps for o in s.operands for i in o.slots}
-    unused = [s.text for i, s in enumerate(slots) if i not in used and not s.year]
-    if unused:
-        return f"a quantity the worked solution never reads as it is stated ({unused[0]!r})"
+    constants = [o.value for s in steps for o in s.operands if o.readings == (CONSTANT,)]
+    hidden = sorted(set(constants) & set(written.hidden))
+    if hidden:
+        return f"a result computed in a step not read here ({_show(hidden[0])})"
+    over = _read_too_often(steps, slots, quantities, question)
+    if over is not None:
+        return f"a quantity read more often than the question states it ({over!r})"
+    alternatives = _alternatives(steps)
+    if alternatives is None:
+        return f"more than {MAX_ALTERNATIVES} ways to read its numbers as the question's quantities"
+    read = _read_quantities(steps, alternatives[0])
+    known = {q.value for q in quantities} | {s.result for s in steps} | set(constants)
+    for index, quantity in enumerate(quantities):
+        if index not in read and not quantity.year and not _distractor(quantity, constants, known):
+            return f"a quantity the worked solution never reads as it is stated ({quantity.text!r})"
     return WorkedSolution(
-        slots, tuple(steps), answering[-1], all(s.result.denominator == 1 and s.result >= 0 for s in steps)
+        slots,
+        keys,
+        tuple(steps),
+        answering[-1],
+        _whole_steps(steps, quantities, question, answering[-1]),
+        tuple(s.result >= 0 for s in steps),
+        tuple(alternatives),
     )
 
 
-def _read_step(expression: str, stated: str, slots: tuple[Slot, ...], earlier: list[Step]) -> Step | str:
-    result = _number(stated)
-    tokens: list[str | int] = []
-    operands: list[Operand] = []
-    for m in _TOKEN.finditer(expression):
-        if m.group(1):
-            value = _number(m.group(1))
-            assert value is not None
-            operands.append(
-                Operand(
-                    value,
-                    tuple(i for i, s in enumerate(slots) if s.value == value),
-                    tuple(i for i, s in enumerate(earlier) if s.result == value),
-                )
-            )
-            tokens.append(len(operands) - 1)
-        elif m.group(2):
-            tokens.append(m.group(2))
-        elif m.group(3) == "x":
-            tokens.append("*")
-    if result is None or not operands:
-        return f"a step that cannot be read ({expression.strip()} = {stated.strip()})"
-    if _evaluate(tokens, [o.value for o in operands]) != result:
-        return f"a step that does not compute ({expression.strip()} = {stated.strip()})"
-    # a number that may also be an earlier result is checked per similar instead (its readings must agree)
-    readings = Counter(slots[o.slots[0]].key for o in operands if o.slots and not o.steps)
-    readings.update(slots[o.slots[0]].key for step in earlier for o in step.operands if o.slots and not o.steps)
-    times_stated = Counter(s.key for s in slots)
-    over = [key for key, n in readings.items() if n > times_stated[key]]
-    if over:
-        # "12 ÷ 12 = 1" for "every 12 months", "18 * 7 = 126" (days) after "7 + 8 + 3 = 18" (tacos): read more often than
-        # the question states it, one reading is a constant that happens to equal the quantity, and which cannot be told
-        return f"a quantity read more often than the question states it ({next(s.text for s in slots if s.key == over[0])!r})"
-    return Step(tuple(tokens), tuple(operands), result)
+def _whole_steps(steps: list[Step], quantities: list[Slot], question: str, answer_step: int) -> tuple[bool, ...]:
+    """Per step, whether its result must stay whole: it is whole in the original, and it is the
+    answer or no sum of money stated with cents (``$4.20``) feeds it, directly or through earlier
+    steps."""
+    money = [q.kind == "decimal" and _is_money(question, q) for q in quantities]
+    cents: list[bool] = []
+    for step in steps:
+        readings = [r for o in step.operands for r in o.readings]
+        cents.append(
+            any(r.kind == "quantity" and money[r.index] for r in readings)
+            or any(r.kind == "step" and cents[r.index] for r in readings)
+        )
+    return tuple(
+        s.result.denominator == 1 and (i == answer_step or not c) for i, (s, c) in enumerate(zip(steps, cents))
+    )
 
 
-def _number(value: Any) -> Fraction | None:
+def _is_money(text: str, slot: Slot) -> bool:
+    before, after = text[max(0, slot.start - 2) : slot.start], text[slot.end : slot.end + 9].lower()
+    return any(sign in before for sign in "$€£¥") or after.lstrip().startswith(("dollar", "cent", "euro", "pound"))
+
+
+def _bind(written: Iterable[WrittenStep], quantities: list[Slot], question: str) -> list[Step]:
+    """Each written step with the readings of its numbers (see the module docstring)."""
+    cents = {i for i, q in enumerate(quantities) if re.match(r"\s*cents?\b", question[q.end : q.end + 8])}
+    steps: list[Step] = []
+    for step in written:
+        tokens, numbers = _merge_fractions(step, quantities)
+        operands = tuple(Operand(n.value, n.percent, _readings(n, quantities, steps, cents)) for n in numbers)
+        steps.append(Step(tokens, operands, step.result, step.percent))
+    return steps
+
+
+def _readings(number: Number, quantities: list[Slot], earlier: list[Step], cents: set[int]) -> tuple[Reading, ...]:
+    value = number.value
+    out = [
+        Reading("quantity", i)
+        for i, q in enumerate(quantities)
+        if q.value == value and (q.percent or not number.percent)
+    ]
+    out += [Reading("step", i) for i, s in enumerate(earlier) if s.result == value]
+    if out:
+        return tuple(out)
+    if not number.percent:
+        for i, q in enumerate(quantities):
+            if q.percent:
+                forms = {"share": q.value / 100, "less": 1 - q.value / 100, "more": 1 + q.value / 100}
+                out += [Reading("quantity", i, form) for form, v in forms.items() if v == value]
+            elif i in cents and q.value / 100 == value:  # "25 cents" read as 0.25 (dollars)
+                out.append(Reading("quantity", i, "share"))
+    return tuple(out) if len(out) == 1 else (CONSTANT,)
+
+
+def _merge_fractions(step: WrittenStep, quantities: list[Slot]) -> tuple[tuple[str | int, ...], list[Number]]:
+    """``3 / 4`` read as the one quantity 3/4 where the question states that fraction (not after a
+    ``/``, where it would change the grouping)."""
+    fractions = {q.value for q in quantities if q.kind in ("fraction", "latex_fraction")}
+    tokens, numbers = list(step.tokens), list(step.numbers)
+    out_tokens: list[str | int] = []
+    out_numbers: list[Number] = []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if (
+            isinstance(token, int)
+            and i + 2 < len(tokens)
+            and tokens[i + 1] == "/"
+            and isinstance(tokens[i + 2], int)
+            and (not out_tokens or out_tokens[-1] != "/")
+        ):
+            a, b = numbers[token], numbers[tokens[i + 2]]  # type: ignore[index]
+            if b.value and a.value / b.value in fractions and a.value.denominator == b.value.denominator == 1:
+                out_numbers.append(Number(a.value / b.value, f"{a.text}/{b.text}"))
+                out_tokens.append(len(out_numbers) - 1)
+                i += 3
+                continue
+        if isinstance(token, int):
+            out_numbers.append(numbers[token])
+            out_tokens.append(len(out_numbers) - 1)
+        else:
+            out_tokens.append(token)
+        i += 1
+    return tuple(out_tokens), out_numbers
+
+
+def _read_too_often(steps: list[Step], slots: tuple[Slot, ...], quantities: list[Slot], question: str) -> str | None:
+    """The text of a quantity read more often than stated whose value is the constant of a unit the
+    question names, or None."""
+    counts: dict[int, int] = {}
+    for step in steps:
+        for operand in step.operands:
+            if len(operand.readings) == 1 and operand.readings[0].kind == "quantity":
+                index = operand.readings[0].index
+                counts[index] = counts.get(index, 0) + 1
+    words = question.lower()
+    for index, n in counts.items():
+        quantity = quantities[index]
+        stated = sum(s.key == quantity.key for s in slots)
+        cues = UNIT_CUES.get(int(quantity.value), ()) if quantity.value.denominator == 1 else ()
+        if n > stated and any(re.search(rf"(?<![a-z]){re.escape(cue)}", words) for cue in cues):
+            return quantity.text
+    return None
+
+
+def _alternatives(steps: list[Step]) -> list[tuple[tuple[int, int, Reading], ...]] | None:
+    """The ways of reading the numbers that could be several things that leave the fewest
+    quantities unread and earlier results unused (a solution works a result out to use it: in
+    ``9 / 3 = 3. 3 + 8 = 11`` the second 3 is the first step's); None when there are too many to
+    try even with a number that could be a quantity or a result left to agree both ways."""
+    for choosable in (lambda readings: True, lambda readings: all(r.kind == "quantity" for r in readings)):
+        choices = [
+            (s, o, operand.readings)
+            for s, step in enumerate(steps)
+            for o, operand in enumerate(step.operands)
+            if len(operand.readings) > 1 and choosable(operand.readings)
+        ]
+        if math.prod(len(c[2]) for c in choices) <= MAX_ALTERNATIVES:
+            break
+    else:
+        return None
+    combos = [
+        tuple((s, o, r) for (s, o, _), r in zip(choices, pick)) for pick in itertools.product(*(c[2] for c in choices))
+    ]
+    coverage = [_coverage(steps, combo) for combo in combos]
+    best = max(coverage)
+    return [combo for combo, n in zip(combos, coverage) if n == best]
+
+
+def _coverage(steps: list[Step], choice: tuple[tuple[int, int, Reading], ...]) -> int:
+    """How many quantities and earlier results the steps read, with ``choice``'s readings."""
+    read = _read_by(steps, choice)
+    return len({r.index for r in read if r.kind == "quantity"}) + len({r.index for r in read if r.kind == "step"})
+
+
+def _read_quantities(steps: list[Step], choice: tuple[tuple[int, int, Reading], ...]) -> set[int]:
+    return {r.index for r in _read_by(steps, choice) if r.kind == "quantity"}
+
+
+def _read_by(steps: list[Step], choice: tuple[tuple[int, int, Reading], ...]) -> list[Reading]:
+    chosen = {(s, o): r for s, o, r in choice}
+    out: list[Reading] = []
+    for s, step in enumerate(steps):
+        for o, operand in enumerate(step.operands):
+            out.extend((chosen[(s, o)],) if (s, o) in chosen else operand.readings)
+    return out
+
+
+def _distractor(quantity: Slot, constants: list[Fraction], known: set[Fraction]) -> bool:
+    """Whether a quantity no step reads can be left out of the solution safely (see the module
+    docstring); ``known``: every other value the solution could combine it with (the question's
+    quantities, the steps' results, the constants)."""
+    value = quantity.value
+    if value == 1 or any(c not in PLAIN_CONSTANTS for c in constants):
+        return False
+    forms = {value, value / 100, value / 10, value * 10, value * 100, value / 1000}  # 75 cents as 0.75
+    if quantity.percent:
+        forms |= {1 - value / 100, 1 + value / 100}
+    if quantity.kind in ("fraction", "latex_fraction"):
+        forms |= {Fraction(value.numerator), Fraction(value.denominator)}
+    for other in known:  # "3 dogs and 4 cats, so 7 pets. 7 * 2 = 14": 7 is worked out in words
+        forms |= {value + other, value - other, other - value, value * other}
+        forms |= {value / other} if other else set()
+        forms |= {other / value} if value else set()
+    return not forms & set(constants)
+
+
+def number_of(value: Any) -> Fraction | None:
     """A known answer or a number in a solution as an exact fraction (``$1,200.50`` reads 1200.5)."""
     if isinstance(value, bool):
         return None
@@ -194,66 +305,12 @@ def _number(value: Any) -> Fraction | None:
     text = str(value).strip().replace(",", "").lstrip("$").rstrip("%").strip()
     try:
         return Fraction(text)
-    except ValueError:
-        return None
-
-
-def _evaluate(tokens: tuple[str | int, ...] | list[str | int], values: list[Fraction]) -> Fraction | None:
-    """Value of the token expression (ints index ``values``), with the usual precedence; None on
-    a malformed expression or a division by zero."""
-    position = 0
-
-    def peek() -> str | int | None:
-        return tokens[position] if position < len(tokens) else None
-
-    def atom() -> Fraction:
-        nonlocal position
-        token = peek()
-        position += 1
-        if isinstance(token, int):
-            return values[token]
-        if token == "(":
-            value = expression()
-            if peek() != ")":
-                raise ValueError("unbalanced")
-            position += 1
-            return value
-        if token == "-":
-            return -atom()
-        raise ValueError(f"unexpected {token!r}")
-
-    def chain(operators: dict[str, Any], operand: Any) -> Fraction:
-        """``operand (op operand)*`` for the ``operators`` of one precedence level, left to right."""
-        nonlocal position
-        value = operand()
-        while peek() in operators:
-            op = operators[peek()]  # type: ignore[index]
-            position += 1
-            value = op(value, operand())
-        return value
-
-    def product() -> Fraction:
-        return chain({"*": operator.mul, "/": operator.truediv}, atom)
-
-    def expression() -> Fraction:
-        return chain({"+": operator.add, "-": operator.sub}, product)
-
-    try:
-        value = expression()
     except (ValueError, ZeroDivisionError):
         return None
-    return value if position == len(tokens) else None
 
 
-def _as_answer(value: Fraction) -> int | float | None:
-    """An int when whole, a float when a short decimal, else None."""
-    if value.denominator == 1:
-        return int(value)
-    denominator = value.denominator
-    for prime in (2, 5):
-        while denominator % prime == 0:
-            denominator //= prime
-    return float(value) if denominator == 1 else None
+def _show(value: Fraction) -> str:
+    return str(value.numerator) if value.denominator == 1 else str(float(value))
 
 
 def answers_for(question: str, solution: Any, answer: Any, variants: list[str | None]) -> tuple[list[Any], str | None]:

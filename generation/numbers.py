@@ -8,7 +8,9 @@ so a varied value keeps them (``-5`` stays negative, ``$3.50`` stays dollars).
 Numbers that are *structure*, not quantities, are not slots: exponents and subscripts
 (``x^2``, ``a_1``, ``10^{-3}``), root indices (``\\sqrt[3]``), ordinals (``3rd``), compound
 modifiers (``6-sided``, ``three-digit``), numbers glued to a preceding letter or digit
-(``H2O``, ``x2``) and zero (``= 0``). Changing those would change the problem's type.
+(``H2O``, ``x2``), zero (``= 0``), and the numbers that state the answer's form, a range or a
+constraint, or draw a figure (:mod:`generation.protected`). Changing those would change the
+problem's type.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
+
+from .protected import protected_spans
 
 SlotKind = Literal["int", "decimal", "fraction", "latex_fraction", "word"]
 
@@ -87,14 +91,15 @@ class Slot:
     year: bool = False
 
     @property
-    def key(self) -> tuple[str, Fraction, int]:
-        """Two slots with the same key state the same quantity (varied together)."""
-        return (self.kind, self.value, self.decimals)
+    def key(self) -> tuple[str, Fraction, int, bool]:
+        """Two slots with the same key state the same quantity (varied together): "20 students" and
+        "20 %" do not."""
+        return (self.kind, self.value, self.decimals, self.percent)
 
 
 def find_slots(text: str) -> list[Slot]:
     """The quantities of ``text`` in order of appearance (see the module docstring)."""
-    taken: list[tuple[int, int]] = []
+    taken: list[tuple[int, int]] = protected_spans(text)  # the answer's form, constraints, figures
     slots: list[Slot] = []
 
     def free(start: int, end: int) -> bool:
@@ -107,7 +112,7 @@ def find_slots(text: str) -> list[Slot]:
 
     for m in _LATEX_FRACTION.finditer(text):
         num, den = int(m.group(1)), int(m.group(2))
-        if den:
+        if den and free(m.start(), m.end()):
             add(Slot(m.start(), m.end(), m.group(0), "latex_fraction", Fraction(num, den)))
         taken.append((m.start(), m.end()))
     for m in _PLAIN_FRACTION.finditer(text):
@@ -310,6 +315,36 @@ def _draw_int(slot: Slot, rng: random.Random) -> str:
         if slot.percent and n <= 100:
             new = min(new, 99)
     return f"{new:,}" if "," in slot.text else str(new)
+
+
+MAX_SUPPORT = 400
+
+
+def int_support(slot: Slot, keep_digits: bool = False) -> list[str] | None:
+    """Every rendering :func:`vary` can give an integer quantity (not a year), in increasing order,
+    or None for another kind or more than :data:`MAX_SUPPORT` values: what a search over a
+    quantity's values enumerates instead of sampling."""
+    if slot.kind != "int" or slot.year:
+        return None
+    n = int(slot.value)
+    zeros = len(str(n)) - len(str(n).rstrip("0")) if n >= 10 else 0
+    lead = n // 10**zeros
+    if zeros and n >= 30 and lead < 10:
+        values = [d * 10**zeros for d in range(1, 10)]
+    else:
+        base = lead if n >= 30 else n
+        scale = 10**zeros if n >= 30 else 1
+        low, high = max(1, base // 2), max(2 * base, base + 4)
+        if high - low > MAX_SUPPORT:
+            return None  # 12345678 has millions: drawn, not enumerated
+        values = [v * scale for v in range(low, high + 1)]
+    if slot.percent and n <= 100:
+        values = [min(v, 99) for v in values]
+    values = sorted({v for v in values if v != n})
+    if keep_digits and _room(slot):
+        same = [v for v in values if len(str(v)) == len(str(n))]
+        values = same or values
+    return [f"{v:,}" if "," in slot.text else str(v) for v in values]
 
 
 def _draw_decimal(slot: Slot, rng: random.Random) -> str:

@@ -27,16 +27,18 @@ import random
 from typing import Any, Callable
 
 from . import records as r
+from .answers import read_solution
 from .config import GenerationConfig
 from .numbers import Slot, find_slots, replace_spans, signed_span
 from .records import Failure, PerturbationSet, Question
 from .rewrite import paraphrase_candidates
 from .slot_names import describe_slots
+from .solution_program import WorkedSolution
 from .source_digest import code_digest
 from .validate import check_blanked, check_paraphrase, check_similar, removed_spans
-from .value_draws import draw_values
+from .value_draws import DrawPlan, draw_values
 
-ALGORITHM_VERSION = "offline-v3"  # v3: each similar its own draws and relaxations (prefix-stable); v2: joint draws, then quantities in order keeping their relations with the earlier ones; shares; years by context
+ALGORITHM_VERSION = "offline-v4"  # v4: values whose worked solution re-runs first, a level that found nothing skipped, protected numbers; v3: each similar its own draws and relaxations (prefix-stable); v2: joint draws, then quantities in order keeping their relations with the earlier ones; shares; years by context
 
 
 def question_rng(seed: int, question: Question, purpose: str) -> random.Random:
@@ -94,9 +96,10 @@ class OfflineGenerator:
                 for step in r.STEPS + ((r.CONTROLS_STEP,) if c.controls else ())
             ]
             return record
-        self._fill_similars(record, slots, question_rng(c.seed, question, "similars"))
+        plan = DrawPlan.of(slots, c.offline.relations == "arithmetic", self._program(question))
+        self._fill_similars(record, plan, question_rng(c.seed, question, "similars"))
         if c.controls:
-            self._fill_controls(record, slots, question_rng(c.seed, question, "controls"))
+            self._fill_controls(record, plan, question_rng(c.seed, question, "controls"))
         self._fill_blanks(record, slots)
         for i, blanked in enumerate(record.blanked):
             if blanked is not None:
@@ -109,20 +112,30 @@ class OfflineGenerator:
 
     # -- similars ---------------------------------------------------------------------------
 
-    def _fill_similars(self, record: PerturbationSet, slots: list[Slot], rng: random.Random) -> None:
-        accepted, tries = self._draw_similars(record.question.question, slots, rng, self.config.similars, [])
+    def _program(self, question: Question) -> WorkedSolution | None:
+        """The question's worked solution as a program, where it can be re-run (:mod:`generation.answers`,
+        with ``answers`` on): similars are drawn first among the values that give an answer as whole
+        and non-negative as the original's."""
+        solution = question.extra_value("solution")
+        if not self.config.answers or solution is None or question.answer is None:
+            return None
+        worked = read_solution(question.question, solution, question.answer)
+        return None if isinstance(worked, str) else worked
+
+    def _fill_similars(self, record: PerturbationSet, plan: DrawPlan, rng: random.Random) -> None:
+        accepted, tries = self._draw_similars(record.question.question, plan, rng, self.config.similars, [])
         record.similars[: len(accepted)] = accepted
         if len(accepted) < self.config.similars:
             detail = f"only {len(accepted)} distinct similar questions in {tries} draws (too few quantities or too little room to vary them)"
             for i in range(len(accepted) + 1, self.config.similars + 1):
                 record.failures.append(Failure("similars", i, r.NOT_ENOUGH_DISTINCT, detail, tries))
 
-    def _fill_controls(self, record: PerturbationSet, slots: list[Slot], rng: random.Random) -> None:
+    def _fill_controls(self, record: PerturbationSet, plan: DrawPlan, rng: random.Random) -> None:
         """Further similars, drawn alike but from their own stream (the K similars stay as they
         were) and distinct from them: matched controls only."""
         n = self.config.controls
         taken = [s for s in record.similars if s is not None]
-        accepted, tries = self._draw_similars(record.question.question, slots, rng, n, taken)
+        accepted, tries = self._draw_similars(record.question.question, plan, rng, n, taken)
         record.controls[: len(accepted)] = accepted
         if len(accepted) < n:
             detail = (
@@ -135,7 +148,7 @@ class OfflineGenerator:
             ]
 
     def _draw_similars(
-        self, q0: str, slots: list[Slot], rng: random.Random, count: int, taken: list[str]
+        self, q0: str, plan: DrawPlan, rng: random.Random, count: int, taken: list[str]
     ) -> tuple[list[str], int]:
         """Up to ``count`` distinct similars of ``q0``, also distinct from ``taken``; and the draws made.
 
@@ -145,21 +158,29 @@ class OfflineGenerator:
         has draws of its own)."""
         accepted: list[str] = []
         per_similar = self.config.offline.max_tries
-        keeps_arithmetic, misses, tries = self.config.offline.relations == "arithmetic", 0, 0
+        keeps_arithmetic, tries = self.config.offline.relations == "arithmetic", 0
+        repeats: dict[tuple[str, bool] | None, int] = {}  # duplicates drawn at each level
         for _ in range(count):
             for attempt in range(per_similar):
                 tries += 1
-                # all relations are kept while distinct similars that keep them can be found; after a few
-                # misses or half its draws, order, divisibility and shares alone; a question with little
-                # room (2, 2 and 6) falls back to order alone for the last quarter of its draws
-                full = attempt < per_similar // 2 and misses < 3
+                # all relations are kept while distinct similars that keep them can be found (a level that found
+                # none is skipped from then on: plan.failed); after half its draws, order, divisibility and shares
+                # alone; a question with little room (2, 2 and 6) falls back to order alone for the last quarter
+                # and values whose worked solution re-runs are drawn for the first quarter (where few values do, the
+                # rest may be the same few: distinct similars without an answer are then drawn)
+                full = attempt < per_similar // 2
                 arithmetic = keeps_arithmetic and attempt < 3 * per_similar // 4
-                values, held = draw_values(slots, rng, arithmetic=arithmetic, full=full)
-                misses += arithmetic and full and not held
-                candidate = replace_spans(q0, [(s.start, s.end, new) for s, new in zip(slots, values)])
-                if check_similar(q0, candidate, taken + accepted, self.config.min_changed) is None:
+                values, level = draw_values(
+                    plan, rng, arithmetic=arithmetic, full=full, checked=attempt < per_similar // 4
+                )
+                candidate = replace_spans(q0, [(s.start, s.end, new) for s, new in zip(plan.slots, values)])
+                problem = check_similar(q0, candidate, taken + accepted, self.config.min_changed)
+                if problem is None:
                     accepted.append(candidate)
                     break
+                repeats[level] = repeats.get(level, 0) + (problem.reason == r.DUPLICATE)
+                if level is not None and repeats[level] >= 3:  # its few values are all taken: a weaker level
+                    plan.failed.add(level)
         return accepted, tries
 
     # -- key information and blanking --------------------------------------------------------

@@ -21,6 +21,8 @@ originals without having trained on either, and a test that compares them is no 
 * **percentage mark-ups** (with percentages): the sign of q_i − q_j·(1 + p/100 [+ p'/100]) and of
   q_i − q_j·p/100 — "a $440,000 budget, a $380,000 price plus 8 % and 13 % in fees" needs
   380,000 · 1.21 > 440,000 to stay;
+* (up to :data:`MAX_ARITHMETIC` distinct quantities: a table of 36 numbers keeps order, divisibility
+  and shares only — its triples alone would be 235,000 relations to check at every draw)
 * **magnitude** (:func:`generation.numbers.vary` with ``keep_digits``): an integer keeps its number
   of digits, so "boxes of 7" do not become "boxes of 14".
 """
@@ -30,6 +32,8 @@ from __future__ import annotations
 from fractions import Fraction
 from itertools import combinations, permutations
 from typing import Iterable, Sequence
+
+MAX_ARITHMETIC = 12  # beyond this many distinct quantities, relations among three or four are not kept
 
 Relation = tuple[str, int, tuple[int, ...], int]  # (kind, i, others, sign): q_i against the others
 
@@ -48,6 +52,8 @@ def relations(
     for i, j in permutations(range(n), 2):
         if whole[i] and whole[j] and values[i] > values[j] > 1 and values[i] % values[j] == 0:
             out.add(("div", i, (j,), 0))
+    if n > MAX_ARITHMETIC:  # a table of numbers: relations among three or four of them would be most of the time
+        return out | _share_relations(values, percent or [False] * n)
     for i, j in permutations(range(n), 2):
         for k in range(n):
             if k in (i, j) or not (whole[i] and whole[j] and whole[k]) or values[k] <= 1:

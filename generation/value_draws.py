@@ -1,93 +1,156 @@
 """New values for a question's quantities that keep the original's relations (the offline generator's
-similar questions): :func:`draw_values` and the levels it falls back through."""
+similar questions): a :class:`DrawPlan` worked out once per question, and :func:`draw_values`.
+
+A plan holds the question's distinct quantities, the relations a similar keeps at each level of
+strictness (:mod:`generation.relations`: all of them; order, divisibility and shares; order
+alone), an optional program that the drawn values must give an answer on (the original's worked
+solution: :class:`generation.solution_program.WorkedSolution`), and the levels that already failed for this
+question, which later draws skip: a level that found no values once is not searched again for
+every further similar (that search was most of the generator's time on real benchmarks).
+"""
 
 from __future__ import annotations
 
 import random
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence
 
-from .numbers import Slot, rendered_value, vary, vary_share
+from .numbers import Slot, int_support, rendered_value, vary, vary_share
 from .relations import kept, relations
 
 
+class Program(Protocol):
+    """A worked solution that runs on new values (:class:`generation.solution_program.WorkedSolution`)."""
+
+    def answer_of(self, quantities: Sequence[Any]) -> Any: ...
+
+    def stages(self) -> list[list[int]]: ...
+
+    def extend(self, quantities: Sequence[Any], results: dict[int, Any], steps: Sequence[int]) -> dict | None: ...
+
+
+LEVELS = ("all", "basic", "order")
+_BASIC = ("lt", "div", "den", "below1")  # the relations kept when all of them cannot be
+_STRICT = ("div", "divdiff", "divsum", "den")  # the relations a random value rarely keeps
+
+
+@dataclass
+class DrawPlan:
+    """What one question's draws keep (see the module docstring)."""
+
+    slots: list[Slot]
+    keys: list[tuple]
+    quantities: list[Slot]
+    levels: dict[str, set]
+    program: Program | None = None
+    failed: set[tuple[str, bool]] = field(default_factory=set)  # (level, with the program) found nothing
+    searched: set[tuple[str, bool]] = field(default_factory=set)  # no joint draw found these: search at once
+
+    def holds(self, values: Sequence[Any]) -> bool:
+        """Whether the program (if any) gives an answer on ``values``."""
+        return self.program is None or self.program.answer_of(values) is not None
+
+    @classmethod
+    def of(cls, slots: list[Slot], arithmetic: bool = True, program: Program | None = None) -> "DrawPlan":
+        distinct: dict[tuple, Slot] = {}
+        for slot in slots:
+            distinct.setdefault(slot.key, slot)
+        keys = list(distinct)
+        quantities = [distinct[k] for k in keys]
+        old = [_number(q.value) for q in quantities]
+        percent = [q.percent for q in quantities]
+        order = relations(old, False)
+        if not arithmetic:
+            return cls(slots, keys, quantities, {"order": _reachable(order, quantities)}, program)
+        everything = _reachable(relations(old, True, percent), quantities)
+        levels = {"all": everything, "basic": {rel for rel in everything if rel[0] in _BASIC}, "order": order}
+        return cls(slots, keys, quantities, levels, program)
+
+
 def draw_values(
-    slots: list[Slot],
+    plan: DrawPlan,
     rng: random.Random,
     arithmetic: bool = True,
-    tries: int = 80,
-    per_quantity: int = 40,
     full: bool = True,
+    checked: bool = True,
     joint: int = 100,
-) -> tuple[list[str], bool]:
-    """New renderings for ``slots``: equal quantities stay equal, and the original's relations
-    (:mod:`generation.relations`: order, and with ``arithmetic`` divisibility, sum and product
-    signs, shares and digit counts) are kept when a draw allows; failing that (or at once when
-    not ``full``), order, divisibility and shares alone; failing that, order alone; failing that,
-    an unconstrained draw. Also returns whether the first level tried held.
+    tries: int = 2,
+    per_quantity: int = 12,
+    budget: int = 1200,
+) -> tuple[list[str], tuple[str, bool] | None]:
+    """New renderings for ``plan.slots``: equal quantities stay equal, and the strictest level of
+    relations (all, or from ``basic`` on when not ``full``, or ``order`` alone when not
+    ``arithmetic``) that a draw allows is kept — first with the plan's check (when ``checked``),
+    then without;
+    failing every level, an unconstrained draw. Also returns the level drawn at (its name, and
+    whether with the program), None for the unconstrained draw.
 
     At each level, up to ``joint`` joint draws come first: an accepted one is uniform over the
     values that keep every relation, as the originals' own numbers are. Where none is accepted —
-    a question with many quantities (GSM8K's have five to eight) almost never keeps them all in
-    one joint draw, and fell back to order alone, which is where negative and fractional answers
-    came from — quantities are drawn one at a time in order of appearance, each redrawn (up to
-    ``per_quantity`` times) until it keeps every relation with the quantities already drawn; a
-    round in which some quantity finds no such value starts again (up to ``tries`` rounds). The
-    order-wise draw is not uniform over that set (early quantities range freely, late ones are
-    squeezed), and on the testbed, where joint draws succeed, it made the clean SFT checkpoint's
-    absolute mode reject 18 % of subsets instead of 5 %: so it is the fallback, not the rule."""
-    distinct: dict[tuple, Slot] = {}
-    for slot in slots:
-        distinct.setdefault(slot.key, slot)
-    keys = list(distinct)
-    old = [_number(distinct[k].value) for k in keys]
-    percent = [distinct[k].percent for k in keys]
-    quantities = [distinct[k] for k in keys]
-    everything = _reachable(relations(old, arithmetic, percent), quantities)
-    levels = (
-        [everything]
-        if not arithmetic
-        else [everything, {rel for rel in everything if rel[0] in _BASIC}, relations(old, False)]
-    )
-    levels = levels[0 if full or not arithmetic else 1 :]
-    for level, wanted in enumerate(levels):
-        drawn = _draw_level(quantities, wanted, rng, arithmetic, joint, tries, per_quantity)
-        if drawn is not None:
-            return _per_slot(slots, keys, drawn), level == 0
-    return _per_slot(slots, keys, [vary(q, rng, keep_digits=arithmetic) for q in quantities]), False
+    a question with many quantities almost never keeps them all in one joint draw — quantities are
+    drawn one at a time in order of appearance, each among ``per_quantity`` redraws that keep every
+    relation with those already drawn, stepping back to an earlier quantity's next redraw where
+    none does (:func:`_search`, ``budget`` values tried, up to ``tries`` times). That draw is not
+    uniform over the set (early quantities range freely, late ones are squeezed), and on the
+    testbed, where joint draws succeed, it made the clean SFT checkpoint's absolute mode reject
+    18 % of subsets instead of 5 %: so it is the fallback, not the rule."""
+    names = [n for n in LEVELS if n in plan.levels]
+    if arithmetic and not full:
+        names = [n for n in names if n != "all"]
+    elif not arithmetic:
+        names = ["order"]
+    for with_program in (True, False) if plan.program is not None and checked else (False,):
+        for name in names:
+            if (name, with_program) in plan.failed:
+                continue
+            effort = (0 if (name, with_program) in plan.searched else joint, tries, per_quantity, budget)
+            drawn = _draw_level(plan, name, with_program, rng, arithmetic, effort)
+            if drawn is not None:
+                return _per_slot(plan, drawn), (name, with_program)
+            plan.failed.add((name, with_program))
+    return _per_slot(plan, [vary(q, rng, keep_digits=arithmetic) for q in plan.quantities]), None
 
 
 def _draw_level(
-    quantities: list[Slot],
-    wanted: set,
+    plan: DrawPlan,
+    level: str,
+    with_program: bool,
     rng: random.Random,
     keep_digits: bool,
-    joint: int,
-    tries: int,
-    per_quantity: int,
+    effort: tuple[int, int, int, int],
 ) -> list[str] | None:
-    """One rendering per quantity keeping every relation in ``wanted``: up to ``joint`` joint
-    draws, then up to ``tries`` order-wise rounds (:func:`_draw_in_order`); None when all fail."""
+    """One rendering per quantity keeping every relation of ``level`` (and, ``with_program``, on
+    which the plan's program gives an answer): up to ``joint`` joint draws (none once they failed
+    for this question: :attr:`DrawPlan.searched`), then up to ``tries``
+    order-wise rounds, each quantity drawn among the values that also keep the program's steps so
+    far whole and non-negative; None when all fail."""
+    joint, tries, per_quantity, budget = effort
+    wanted = plan.levels[level]
+    quantities = plan.quantities
     denominators = _denominators(wanted, len(quantities))
     percent = [q.percent for q in quantities]
+    program = plan.program if with_program else None
     for _ in range(joint):  # an accepted joint draw is uniform over the values that keep every relation
         drawn = [_redraw(q, rng, keep_digits, d) for q, d in zip(quantities, denominators)]
-        if kept(wanted, [_number(rendered_value(q, t)) for q, t in zip(quantities, drawn)], percent):
+        values = [_number(rendered_value(q, t)) for q, t in zip(quantities, drawn)]
+        if kept(wanted, values, percent) and (program is None or plan.holds(values)):
             return drawn
-    by_last = _by_last_index(wanted, len(quantities))
+    if joint:
+        plan.searched.add((level, with_program))  # the next draw at this level searches at once
+    stages = program.stages() if program is not None else None
     for _ in range(tries):
-        drawn = _draw_in_order(quantities, by_last, denominators, rng, keep_digits, per_quantity)
-        if drawn is not None:
+        drawn = _search(plan, wanted, denominators, rng, keep_digits, per_quantity, budget, stages)
+        if drawn is not None and (
+            program is None or plan.holds([_number(rendered_value(q, t)) for q, t in zip(quantities, drawn)])
+        ):
             return drawn
     return None
 
 
-def _per_slot(slots: list[Slot], keys: list[tuple], drawn: list[str]) -> list[str]:
-    """``drawn`` (one rendering per distinct quantity, in ``keys``' order) spread over ``slots``."""
-    new = dict(zip(keys, drawn))
-    return [new[slot.key] for slot in slots]
-
-
-_BASIC = ("lt", "div", "den", "below1")  # the relations kept when all of them cannot be
+def _per_slot(plan: DrawPlan, drawn: list[str]) -> list[str]:
+    """``drawn`` (one rendering per distinct quantity, in ``plan.keys``' order) spread over the slots."""
+    new = dict(zip(plan.keys, drawn))
+    return [new[slot.key] for slot in plan.slots]
 
 
 def _reachable(wanted: set, quantities: list[Slot], draws: int = 60) -> set:
@@ -123,39 +186,90 @@ def _redraw(slot: Slot, rng: random.Random, keep_digits: bool, denominator: int 
     return on_lattice if on_lattice is not None else vary(slot, rng, keep_digits=keep_digits)
 
 
-def _by_last_index(wanted: set, n: int) -> list[list]:
-    """``wanted`` grouped by the last quantity each relation involves (checked once it is drawn),
-    in a fixed order (a set's order would make the draws depend on the process's hash seed)."""
-    groups: list[list] = [[] for _ in range(n)]
-    for relation in sorted(wanted):
-        _, i, others, _ = relation
-        groups[max((i, *others))].append(relation)
-    return groups
+def _by_last_index(wanted: set, n: int, position: dict[int, int]) -> list[tuple[int, tuple]]:
+    """(the draw position of the last quantity it involves, relation) for each relation of ``wanted``
+    (checked once that quantity is drawn), in a fixed order (a set's order would make the draws
+    depend on the process's hash seed), the rarely kept first."""
+    ordered = sorted(wanted, key=lambda rel: (rel[0] not in _STRICT, rel))
+    return [(max(position[q] for q in (rel[1], *rel[2])), rel) for rel in ordered]
 
 
-def _draw_in_order(
-    quantities: list[Slot],
-    by_last: list[list],
+def _search(
+    plan: DrawPlan,
+    wanted: set,
     denominators: list[int | None],
     rng: random.Random,
     keep_digits: bool,
-    per_quantity: int,
+    options: int,
+    budget: int,
+    stages: list[list[int]] | None = None,
 ) -> list[str] | None:
-    """One value per quantity keeping every relation with the earlier ones, or None."""
-    texts: list[str] = []
-    values: list[Any] = []
-    percent = [q.percent for q in quantities]
-    for index, slot in enumerate(quantities):
-        for _ in range(per_quantity):
-            text = _redraw(slot, rng, keep_digits, denominators[index])
-            value = _number(rendered_value(slot, text))
-            if kept(by_last[index], values + [value], percent):
-                texts.append(text)
-                values.append(value)
-                break
+    """One value per quantity keeping every relation in ``wanted`` with the quantities drawn before
+    it: each quantity tries its values (:func:`_options`) in random order, and where none fits, the
+    previous quantity takes its next one (a depth-first search), up to ``budget`` values drawn and
+    tried in all; None when the budget runs out. Quantities are drawn in order of appearance with
+    ``stages`` (each value also keeps the program's steps that the quantities so far let run:
+    :meth:`Program.extend`), else the most constrained first (those in the most divisibility
+    relations: a wrong early choice there is what a search spends its budget undoing)."""
+    n = len(plan.quantities)
+    order = list(range(n)) if stages is not None else _most_constrained_first(wanted, n)
+    position = {q: p for p, q in enumerate(order)}
+    groups: list[list] = [[] for _ in range(n)]
+    for relation in _by_last_index(wanted, n, position):
+        groups[relation[0]].append(relation[1])
+    percent = [q.percent for q in plan.quantities]
+    texts: list[str | None] = [None] * n
+    values: list[Any] = [None] * n
+    results: list[dict[int, Any]] = [{}]
+    choices: list[list[str]] = []
+    while len(choices) <= n:
+        depth = len(results) - 1
+        if depth == n:
+            return texts  # type: ignore[return-value]
+        index = order[depth]
+        if len(choices) == depth:
+            choices.append(_options(plan.quantities[index], rng, keep_digits, denominators[index], options))
+            budget -= len(choices[-1])
+        while choices[depth] and budget > 0:
+            text = choices[depth].pop()
+            budget -= 1
+            values[index] = _number(rendered_value(plan.quantities[index], text))
+            if not kept(groups[depth], values, percent):
+                continue
+            extended: dict[int, Any] | None = results[depth]
+            if stages is not None and stages[index]:
+                extended = plan.program.extend(values[: index + 1], results[depth], stages[index])  # type: ignore[union-attr]
+                if extended is None:
+                    continue
+            texts[index] = text
+            results.append(extended)  # type: ignore[arg-type]
+            break
         else:
-            return None
-    return texts
+            if budget <= 0 or depth == 0:
+                return None
+            choices.pop()  # back to the previous quantity, which takes its next value
+            values[index] = None
+            results.pop()
+    return None
+
+
+def _most_constrained_first(wanted: set, n: int) -> list[int]:
+    """Quantity indices by how many divisibility relations they are in (most first), then in order."""
+    count = [0] * n
+    for kind, i, others, _ in wanted:
+        if kind in _STRICT:
+            for q in (i, *others):
+                count[q] += 1
+    return sorted(range(n), key=lambda q: (-count[q], q))
+
+
+def _options(slot: Slot, rng: random.Random, keep_digits: bool, denominator: int | None, count: int) -> list[str]:
+    """A quantity's values to try, in random order: every one of an integer's (up to ``4 * count``,
+    drawn without replacement), else ``count`` distinct redraws."""
+    support = int_support(slot, keep_digits) if denominator is None else None
+    if support is not None:
+        return rng.sample(support, min(len(support), 4 * count))
+    return list(dict.fromkeys(_redraw(slot, rng, keep_digits, denominator) for _ in range(count)))
 
 
 def _number(value: Any) -> Any:

@@ -13,7 +13,7 @@ from generation.numbers import find_slots, vary
 from generation.offline import OfflineGenerator
 from generation.records import Question
 from generation.relations import kept, relations
-from generation.value_draws import draw_values
+from generation.value_draws import DrawPlan, draw_values
 from probes.testbed.problems import TEMPLATES, make_splits, solve
 
 F = Fraction
@@ -169,9 +169,10 @@ def test_similars_are_drawn_uniformly_over_the_values_that_keep_the_relations():
         if values[0] < values[1] < values[2]:
             naive.append(values)
     rng = random.Random(2)
-    drawn = [tuple(map(int, draw_values(slots, rng, arithmetic=False)[0])) for _ in range(n)]
+    plan = DrawPlan.of(slots, arithmetic=False)
+    drawn = [tuple(map(int, draw_values(plan, rng, arithmetic=False)[0])) for _ in range(n)]
     rng = random.Random(3)
-    in_order = [tuple(map(int, draw_values(slots, rng, arithmetic=False, joint=0)[0])) for _ in range(n)]
+    in_order = [tuple(map(int, draw_values(plan, rng, arithmetic=False, joint=0)[0])) for _ in range(n)]
     assert all(a < b < c for a, b, c in drawn + in_order)
     for i in range(3):
         # two samples of 4000 from one distribution over ~20 values: distance ≈ 0.03–0.05
