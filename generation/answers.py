@@ -48,6 +48,7 @@ import re
 from fractions import Fraction
 from typing import Any, Iterable
 
+from .cas_answers import read_question
 from .numbers import Slot, find_slots
 from .records import PerturbationSet
 from .solution_program import CONSTANT, Operand, Reading, Step, WorkedSolution
@@ -125,6 +126,7 @@ def read_solution(question: str, solution: Any, answer: Any) -> WorkedSolution |
         _whole_steps(steps, quantities, question, answering[-1]),
         tuple(s.result >= 0 for s in steps),
         tuple(alternatives),
+        is_latex(answer),
     )
 
 
@@ -303,10 +305,22 @@ def number_of(value: Any) -> Fraction | None:
     if isinstance(value, float):
         return Fraction(str(value))
     text = str(value).strip().replace(",", "").lstrip("$").rstrip("%").strip()
+    latex = _LATEX_NUMBER.fullmatch(text.replace(" ", ""))  # MATH's "\\frac{14}{3}", "-\\dfrac{1}{2}"
+    if latex:
+        sign = -1 if latex.group(1) else 1
+        return sign * Fraction(int(latex.group(2)), int(latex.group(3))) if int(latex.group(3)) else None
     try:
         return Fraction(text)
     except (ValueError, ZeroDivisionError):
         return None
+
+
+_LATEX_NUMBER = re.compile(r"(-?)\\[dt]?frac\{(\d+)\}\{(\d+)\}")
+
+
+def is_latex(answer: Any) -> bool:
+    """Whether a known answer is written in LaTeX (a similar's is then written so too)."""
+    return isinstance(answer, str) and "\\" in answer
 
 
 def _show(value: Fraction) -> str:
@@ -315,10 +329,14 @@ def _show(value: Fraction) -> str:
 
 def answers_for(question: str, solution: Any, answer: Any, variants: list[str | None]) -> tuple[list[Any], str | None]:
     """Each variant's answer (None where it cannot be told, or the variant is None), and the reason
-    when the solution itself cannot be used (then every answer is None)."""
-    worked = read_solution(question, solution, answer)
+    when neither the worked solution nor the question's own mathematics (:mod:`generation.cas_answers`)
+    can be used (then every answer is None)."""
+    worked: Any = read_solution(question, solution, answer)
     if isinstance(worked, str):
-        return [None] * len(variants), worked
+        why = worked
+        worked = read_question(question, answer) if answer is not None and "$" in question else why
+        if isinstance(worked, str):
+            return [None] * len(variants), why
     return [None if v is None else worked.answer_for(v) for v in variants], None
 
 
@@ -329,7 +347,7 @@ def attach_answers(record: PerturbationSet) -> None:
     record.provenance = {**record.provenance, "answers": RESOLVER_VERSION}
     question = record.question
     solution = question.extra_value("solution")
-    if solution is None or question.answer is None:
+    if (solution is None and "$" not in question.question) or question.answer is None:
         return
     answers, why = answers_for(question.question, solution, question.answer, [*record.similars, *record.controls])
     k = len(record.similars)

@@ -61,15 +61,16 @@ class WorkedSolution:
     whole: tuple[bool, ...]  # per step: its result must stay a whole number
     signed: tuple[bool, ...]  # per step: its result must stay non-negative
     alternatives: tuple[Choice, ...] = ((),)  # the ways of reading ambiguous numbers, all to agree
+    latex: bool = False  # the known answer is LaTeX: a fraction answer is written \\frac{p}{q}
 
-    def answer_for(self, variant: str) -> int | float | None:
+    def answer_for(self, variant: str) -> int | float | str | None:
         """The answer of ``variant`` (the original with other quantities), or None when it cannot
         be told (another slot structure, readings that disagree, a division by zero, an answer
         less whole than the original's)."""
         values = self._quantities(variant)
         return None if values is None else self.answer_of(values)
 
-    def answer_of(self, quantities: Sequence[Fraction | int]) -> int | float | None:
+    def answer_of(self, quantities: Sequence[Fraction | int]) -> int | float | str | None:
         """The answer when the distinct quantities (``keys``' order) take ``quantities``, or None."""
         values = [Fraction(v) for v in quantities]
         answer = None
@@ -78,7 +79,7 @@ class WorkedSolution:
             if value is None or (k and value != answer):
                 return None  # every way of reading the numbers must give the answer
             answer = value
-        return None if answer is None else as_answer(answer)
+        return None if answer is None else as_answer(answer, self.latex)
 
     def _quantities(self, variant: str) -> list[Fraction] | None:
         """The variant's value of each distinct quantity, or None (another structure, or one quantity
@@ -167,10 +168,14 @@ def _reading_value(
     return {"stated": value, "share": value / 100, "less": 1 - value / 100, "more": 1 + value / 100}[reading.form]
 
 
-def as_answer(value: Fraction) -> int | float | None:
-    """An int when whole, a float when a short decimal, else None."""
+def as_answer(value: Fraction, latex: bool = False) -> int | float | str | None:
+    """An int when whole; else with ``latex`` a fraction as LaTeX (``\\frac{14}{3}``), without it a
+    float when a short decimal, else None."""
     if value.denominator == 1:
         return int(value)
+    if latex:
+        sign = "-" if value < 0 else ""
+        return f"{sign}\\frac{{{abs(value.numerator)}}}{{{value.denominator}}}"
     denominator = value.denominator
     for prime in (2, 5):
         while denominator % prime == 0:

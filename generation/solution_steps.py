@@ -30,12 +30,18 @@ NUMBER_TEXT = r"(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
 _NUMBER = re.compile(rf"(?<![\w.]){NUMBER_TEXT}(?![\d])")
 _ANNOTATION = re.compile(r"<<([^<>]*?)=([^<>=]*)>>")
 _STATED = re.compile(rf"=[ \t]*\$?[ \t]*(-?)[ \t]*\$?({NUMBER_TEXT}(?:/\d+(?![\d.]))?)(%?)")
-_BOUNDARY = re.compile(r"[\n:;=]|[.!?](?=\s)|<<|>>")
-_TOKEN = re.compile(rf"({NUMBER_TEXT})(%?)|([-+*/()])|([A-Za-z][A-Za-z'’-]*)|(\S)")
+_BOUNDARY = re.compile(r"[\n:;=]|[.!?](?=\s)|<<|>>|\$")
+_TOKEN = re.compile(rf"({NUMBER_TEXT})(%?)|([-+*/()^])|([A-Za-z][A-Za-z'’-]*)|(\S)")
 _SYMBOLS = (
     ("\\times", "*"),
     ("\\cdot", "*"),
     ("\\div", "/"),
+    ("\\left(", "("),
+    ("\\right)", ")"),
+    ("\\left[", "("),
+    ("\\right]", ")"),
+    ("\\!", ""),
+    ("\\,", ""),
     ("×", "*"),
     ("·", "*"),
     ("÷", "/"),
@@ -51,6 +57,14 @@ _WORDS = (
     (r"minus", "-"),
     (r"(?:equals|is equal to)", "="),
 )
+
+_MATH_SEGMENT = re.compile(
+    r"\$\$(.+?)\$\$|\$(.+?)\$|\\\[(.+?)\\\]|\\begin\{align\*?\}(.+?)\\end\{align\*?\}", re.DOTALL
+)
+_BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
+_LATEX_FRACTION = re.compile(r"\\[dt]?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}")
+_PLAIN_PARENS = re.compile(rf"\(({NUMBER_TEXT})\)(?=/)|(?<=/)\(({NUMBER_TEXT})\)")
+_POWER_BRACES = re.compile(r"\^\{(-?\d+)\}")
 
 Token = tuple[str, Any]  # ("num", (value, text, percent)) | ("op", "+") | ("(", None) | (")", None)
 
@@ -87,9 +101,17 @@ class ReadSolution:
 
 
 def normalise(text: str) -> str:
-    """``text`` with the usual operator symbols and words written as ``* / - + =``."""
+    """``text`` with the usual operator symbols and words written as ``* / - + = ^`` (LaTeX too:
+    ``\\frac{a}{b}`` is ``(a/b)``, ``2(3)`` and ``(1)(2)`` are products, ``\\boxed{x}`` is ``x``)."""
     for symbol, op in _SYMBOLS:
         text = text.replace(symbol, op)
+    text = _BOXED.sub(r"\1", text)
+    for _ in range(3):  # nested fractions, innermost first
+        text = _LATEX_FRACTION.sub(r"((\1)/(\2))", text)
+    text = _PLAIN_PARENS.sub(lambda m: m.group(1) or m.group(2), text)  # "((1)/(2))" -> "(1/2)"
+    text = _POWER_BRACES.sub(r"^\1", text)
+    text = re.sub(r"(?<=[\d)])[ \t]*(?=\()", "*", text)  # "2(3)", "(1)(2)": products
+    text = re.sub(r"(?<=\))[ \t]*(?=\d)", "*", text)
     for words, op in _WORDS:
         text = re.sub(rf"(?<=[\d\s]){words}(?=\s*\$?[\d.(<])", op, text)  # "2 times 5 equals 10"
     return re.sub(r"(?<=\d)[ \t]*[xX][ \t]*(?=[\d.(])", " * ", text)  # "5 x 5", "3x4": times
@@ -112,6 +134,9 @@ def read_steps(solution: str) -> ReadSolution:
         elif _number(m.group(2).strip().lstrip("$").rstrip("%")) is not None:  # an annotation that does not compute
             hidden.append(_number(m.group(2).strip().lstrip("$").rstrip("%")))  # type: ignore[arg-type]
         used.append((start, m.end()))
+    for position, step, span in _math_chains(text, used):
+        steps.append((position, step))
+        used.append(span)
     for m in _STATED.finditer(text):
         if _inside(m.start(), used) or re.match(r"[ \t]*\$?[ \t]*<<", text[m.start() + 1 :]):
             continue  # inside an annotation, or "= <<…>>" / "= $<<…>>": the annotation is the step
@@ -130,6 +155,47 @@ def read_steps(solution: str) -> ReadSolution:
         _number(m.group(0)) for m in _NUMBER.finditer(text) if not _inside(m.start(), used) and _number(m.group(0))
     ]
     return ReadSolution(tuple(s for _, s in steps), tuple(hidden), tuple(v for v in mentioned if v is not None))
+
+
+def _math_chains(text: str, used: Sequence[tuple[int, int]]) -> list[tuple[int, WrittenStep, tuple[int, int]]]:
+    """The steps of LaTeX chains ``a = b = c`` (in ``$…$``, ``\\[…\\]`` or an ``align``): the first
+    link that is a computation over numbers alone and whose value is the chain's last one (later
+    links only simplify it), where every link that is a number expression agrees; with the
+    chain's span."""
+    out: list[tuple[int, WrittenStep, tuple[int, int]]] = []
+    for m in _MATH_SEGMENT.finditer(text):
+        if _inside(m.start(), used):
+            continue
+        body = next(g for g in m.groups() if g is not None).replace("&", "")
+        for line in re.split(r"\\\\(?!\s*=)|\n(?!\s*=)", body):  # "\\ &= …" goes on with the chain
+            links = [link.strip() for link in re.split(r"=", line.replace("\\\\", " "))]
+            if len(links) < 2:
+                continue
+            parsed = [_link(link) for link in links]
+            values = [p for p in parsed if p is not None]
+            if not values or len({v for v, _ in values}) != 1:
+                continue
+            value = values[-1][0]
+            first = next((p[1] for p in parsed if p is not None and p[1] is not None), None)
+            if first is not None:
+                out.append((m.start(), WrittenStep(first[0], first[1], value, False, line.strip()), m.span()))
+    return out
+
+
+def _link(link: str) -> tuple[Fraction, tuple[tuple[str | int, ...], tuple[Number, ...]] | None] | None:
+    """A chain link's value and, when it computes (an operator over numbers), its tokens; None for
+    a link with letters (a variable, a function) or that does not evaluate."""
+    bare = re.sub(r"\\(?:text|mathrm|textbf)\{[^{}]*\}|\\[ ,;!]|\\q?quad", " ", link).rstrip(" .,")
+    if re.search(r"[A-Za-z{}\\]", bare) or not re.search(r"\d", bare):
+        return None  # a variable, a function, \\sqrt or \\pi: not a number expression read here
+    tokens, numbers = _tokens(bare)
+    if tokens is None or not numbers:
+        return None
+    value = evaluate(tokens, [n.value for n in numbers])
+    if value is None:
+        return None
+    computes = any(t in ("+", "-", "*", "/", "^") for t in tokens) and len(numbers) > 1
+    return value, ((tokens, tuple(numbers)) if computes else None)
 
 
 def _inside(position: int, spans: Sequence[tuple[int, int]]) -> bool:
@@ -159,7 +225,7 @@ def _step(expression: str, stated: str, allow_junk: bool) -> WrittenStep | None:
     for start in starts:
         tail = tokens[start:]
         used = sorted({t for t in tail if isinstance(t, int)})
-        if not any(t in ("+", "-", "*", "/") for t in tail):
+        if not any(t in ("+", "-", "*", "/", "^") for t in tail):
             continue  # "receives 18=18 emails": a number restated, no computation
         renumber = {old: new for new, old in enumerate(used)}
         tail = tuple(renumber[t] if isinstance(t, int) else t for t in tail)
@@ -178,6 +244,8 @@ def _value(number: Number, percent: bool) -> Fraction:
 def _tokens(expression: str) -> tuple[tuple[str | int, ...] | None, list[Number]]:
     """Numbers, operators and parentheses of ``expression`` (words and other marks dropped, and an
     operator next to a word: ``clam/minute`` is a unit)."""
+    if "\\" in expression:  # a LaTeX command (\\sqrt, \\pi, \\log …) changes the value: not read here
+        return None, []
     raw: list[tuple[str, Any]] = []
     for m in _TOKEN.finditer(expression):
         if m.group(1):
@@ -196,7 +264,7 @@ def _tokens(expression: str) -> tuple[tuple[str | int, ...] | None, list[Number]
             tokens.append(len(numbers) - 1)
             continue
         after = raw[i + 1][0] if i + 1 < len(raw) else None
-        if value in "*/+-" and after in ("word", None):  # "clam/minute", "per day -": a unit, not an operation
+        if value in "*/+-^" and after in ("word", None):  # "clam/minute", "per day -": a unit, not an operation
             continue
         tokens.append(value)
     return tuple(tokens), numbers
@@ -248,8 +316,19 @@ def evaluate(tokens: Sequence[str | int], values: Sequence[Fraction]) -> Fractio
             value = op(value, operand())
         return value
 
+    def power() -> Fraction:
+        nonlocal position
+        base = atom()
+        if peek() != "^":
+            return base
+        position += 1
+        exponent = power()  # right-associative
+        if exponent.denominator != 1 or abs(exponent) > 64 or (base == 0 and exponent < 0):
+            raise ValueError("a power that is no exact number")
+        return base ** int(exponent)
+
     def product() -> Fraction:
-        return chain({"*": operator.mul, "/": operator.truediv}, atom)
+        return chain({"*": operator.mul, "/": operator.truediv}, power)
 
     def expression() -> Fraction:
         return chain({"+": operator.add, "-": operator.sub}, product)
