@@ -4,6 +4,7 @@ detector's scores on them (:func:`score_controls`)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
@@ -123,7 +124,14 @@ def score_controls(
     notes = []
     mine = [k for k, key in enumerate(rows.keys) if limit is None or key[1] <= limit]
     if detector.requires_answers:  # each control judged against its own (re-solved) answer
-        eligible, mine = len(mine), [k for k in mine if detector.usable_answer(rows.answers[k])]
+        # a question's first `limit` controls that have one, among all it has: which controls the generator
+        # could re-solve depends on their numbers alone, never on a model
+        eligible, taken = len(mine), Counter()
+        mine = []
+        for k, key in enumerate(rows.keys):
+            if (limit is None or taken[key[0]] < limit) and detector.usable_answer(rows.answers[k]):
+                taken[key[0]] += 1
+                mine.append(k)
         detector.fit(clean_questions, reference=reference, answers=[rows.answers[k] for k in mine])
         notes.append(
             f"{detector.name}: scored on the {len(mine)} of {eligible} controls with a re-solved answer it can use"

@@ -295,3 +295,37 @@ def test_the_accuracy_stage_leaves_an_answer_the_verifier_cannot_read_unjudged(p
     assert rows["a"][1] in (0, 1) and rows["a"][2] in RULES
     assert rows["b"][1] == "" and rows["b"][2] == "an answer the verifier cannot read" and rows["b"][3]
     assert rows["c"][1:] == ["", "no answer to judge against", ""]
+
+
+def test_reward_gain_takes_a_questions_first_controls_that_have_an_answer(tmp_path):
+    """With one sampling control a question, reward gain scores its first control that has a re-solved
+    answer — the second where the first has none — not the first whatever it holds (before: the
+    question was left without a calibrated control)."""
+    from cache.config import ModelConfig
+    from cache.loading import load_model
+
+    rows = [json.loads(line) for line in (TESTBED / "questions.jsonl").read_text().splitlines()[:2]]
+    ids, questions, answers = [r["id"] for r in rows], [r["question"] for r in rows], [r["answer"] for r in rows]
+
+    def bumped(r: dict, by: int) -> str:
+        b = r["extra"]["numbers"]["b"]
+        return r["question"].replace(f" {b} ", f" {b + by} ", 1)
+
+    similar = {r["id"]: [bumped(r, 1), bumped(r, 2)] for r in rows}
+    given = {ids[0]: [None, 9], ids[1]: [5, 6]}
+    rl = LocalResponder(load_model(ModelConfig(source=str(TESTBED / "rl"), device="cpu")), RAW, batch_size=64)
+    sft = LocalResponder(load_model(ModelConfig(source=str(TESTBED / "sft"), device="cpu")), RAW, batch_size=64)
+    params = {"reward_gain": {"n": 4, "max_new_tokens": 48, "temperature": 1.0}}
+    summary = run_detectors(
+        ["reward_gain"],
+        [Question(i, q, answer=a) for i, q, a in zip(ids, questions, answers)],
+        rl,
+        params=params,
+        reference=sft,
+        controls=ControlPlan(similar, given, sampling=1),
+    )
+    column = summary.controls.columns["reward_gain"]
+    scored = [not math.isnan(v) for v in column]
+    assert scored == [False, True, True, False]  # question 0: its second control; question 1: its first
+    alone = get_detector("reward_gain", **params["reward_gain"]).fit(reference=sft, answers=[9, 5])
+    np.testing.assert_allclose(column[[1, 2]], alone.score([similar[ids[0]][1], similar[ids[1]][0]], rl).scores)
