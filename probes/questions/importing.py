@@ -59,6 +59,17 @@ class ImportResult:
         ]
         if p.get("ids_note"):
             lines.append(f"note: {p['ids_note']}")
+        if p.get("unused_text_columns"):
+            lines.append(
+                "text columns not imported: " + ", ".join(p["unused_text_columns"])
+                + " (a problem's facts may sit in one: --field context=COLUMN puts it before the question)"
+            )  # fmt: skip
+        numberless = p.get("numberless") or {}
+        if numberless.get("count"):
+            lines.append(
+                f"warning: {numberless['count']} question(s) state no number but have a numeric answer "
+                f"(e.g. {numberless['examples'][0]!r}): their facts may sit in another column (--field context=COLUMN)"
+            )
         if p.get("strip_suffix") is not None:
             s = p["suffix"]
             lines.append(
@@ -94,6 +105,8 @@ def import_questions(spec: TableSource, options: ImportOptions) -> ImportResult:
     provenance.update(
         {
             "ids_note": ids_note,
+            "unused_text_columns": unused_text_columns(selected, columns, preset),
+            "numberless": _numberless(questions),
             "strip_suffix": options.strip_suffix,
             "suffix": suffix,
             "preset": preset.name,
@@ -116,6 +129,29 @@ def import_questions(spec: TableSource, options: ImportOptions) -> ImportResult:
         why = provenance["skipped"] or ("empty table" if not n_rows else f"0 of {n_rows} rows selected")
         raise InputError(f"{spec.source}: no question imported ({why})")
     return ImportResult(questions, provenance)
+
+
+def unused_text_columns(table: Any, columns: dict[str, str], preset: Preset, rows: int = 50) -> list[str]:
+    """The table's columns holding text (a string of two words or more in its first ``rows`` rows)
+    that neither the field map nor the preset's kept columns read."""
+    read = {path.split(".")[0] for path in columns.values()} | set(preset.keep)
+    left = [name for name in table.column_names if name not in read]
+    if not left:
+        return []
+    view = table.select_columns(left).select(range(min(rows, len(table))))
+    texty: set[str] = set()
+    for row in view:
+        texty.update(k for k, v in row.items() if isinstance(v, str) and len(v.split()) >= 2)
+    return [name for name in left if name in texty]
+
+
+def _numberless(questions: list[Question]) -> dict[str, Any]:
+    """How many questions state no quantity although their answer is a number (and a few of them)."""
+    from generation.answers import number_of
+    from generation.numbers import find_slots
+
+    found = [q.question for q in questions if number_of(q.answer) is not None and not find_slots(q.question)]
+    return {"count": len(found), "examples": [text[:120] for text in found[:3]]}
 
 
 def select_rows(table: Any, options: ImportOptions) -> list[int]:
@@ -203,7 +239,7 @@ def rows_to_questions(
     for index, row in enumerate(rows):
         if options.limit is not None and len(questions) >= options.limit:
             break
-        text, chat = _question_text(row, columns, index)
+        text, chat = _question_text(row, columns, index, preset.joiner)
         if text and options.strip_suffix is not None:
             text, removed = _without_suffix(text, options.strip_suffix)
             suffix["stripped" if removed else "absent"] += 1
@@ -238,6 +274,8 @@ def _question(
     default_source: str,
 ) -> Question:
     answer, answer_extra = preset.answer(_get(row, columns.get("answer")))
+    if isinstance(answer, float) and answer.is_integer():  # a table's 145.0 is the answer 145
+        answer = int(answer)
     extra = {k: row[k] for k in preset.keep if k in row and row[k] not in (None, "")}
     extra.update(answer_extra)
     if chat is not None:
@@ -263,14 +301,15 @@ def _without_suffix(text: str, suffix: str) -> tuple[str, bool]:
 
 
 def _question_text(
-    row: dict[str, Any], columns: dict[str, str], index: int
+    row: dict[str, Any], columns: dict[str, str], index: int, joiner: str = "\n\n"
 ) -> tuple[str | None, dict[str, Any] | None]:
-    """The question (with its context before it) and, for a message list, ``{"system": …}``."""
+    """The question (with its context before it, joined by ``joiner``) and, for a message list,
+    ``{"system": …}``."""
     if "question" in columns:
         text = _get(row, columns["question"])
         context = _get(row, columns.get("context"))
         if isinstance(context, str) and context.strip() and isinstance(text, str):
-            text = f"{context.strip()}\n\n{text}"
+            text = f"{context.strip()}{joiner}{text.strip()}"
         return (text if isinstance(text, str) else None if text is None else str(text)), None
     messages = _get(row, columns["prompt"])
     if isinstance(messages, str):

@@ -52,6 +52,7 @@ class Preset:
     columns: dict[str, tuple[str, ...]]
     answer: Callable[[Any], Answer] = plain_answer
     keep: tuple[str, ...] = ()  # further columns copied into ``extra``
+    joiner: str = "\n\n"  # between the context (the facts) and the question, as the benchmark joins them
 
 
 _QUESTION = ("question", "problem")
@@ -82,6 +83,13 @@ PRESETS: dict[str, Preset] = {
             "GSM8K (question; the final answer after '####' in answer)",
             {"question": ("question",), "answer": ("answer",)},
             answer=gsm8k_answer,
+        ),
+        Preset(
+            "svamp",
+            "SVAMP (Body: the facts, Question: the ask, joined by a space; Equation, Answer)",
+            {"id": ("ID", "id"), "question": ("Question",), "context": ("Body",), "answer": ("Answer",)},
+            keep=("Equation", "Type"),
+            joiner=" ",
         ),
         Preset(
             "amc23",

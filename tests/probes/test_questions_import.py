@@ -196,3 +196,45 @@ def test_a_run_reports_an_imported_file_s_provenance_without_a_pairing(tmp_path)
     meta = read_question_meta(out)
     assert "pairing" not in meta
     assert provenance_for_report(out) == meta["provenance"] and meta["provenance"][0]["preset"] == "gsm8k"
+
+
+SVAMP = [
+    {
+        "ID": "chal-1",
+        "Body": "Each group of bananas has 290 bananas. There are 2 groups.",
+        "Question": "How big is each group of bananas?",
+        "Equation": "( 290.0 / 2.0 )",
+        "Answer": 145.0,
+        "Type": "Common-Division",
+    },
+    {
+        "ID": "chal-2",
+        "Body": "Jack had 8 pens and Mary had 5 pens. Jack gave 3 pens to Mary.",
+        "Question": "How many pens does Jack have now?",
+        "Equation": "( 8.0 - 3.0 )",
+        "Answer": 5.0,
+        "Type": "Subtraction",
+    },
+]
+
+
+def test_a_two_column_problem_imported_without_a_preset_names_what_it_left_behind(tmp_path, capsys):
+    """A benchmark whose facts sit in one column and its ask in another: imported without a map, the
+    summary and the meta record name the text columns left unread, and the questions that state no
+    number although their answer is one are counted and warned about; an integral float answer
+    reads as the integer. With the facts mapped (or the svamp preset), the question is whole."""
+    (tmp_path / "svamp.json").write_text(json.dumps(SVAMP))
+    qs, prov = run_import(tmp_path, tmp_path / "svamp.json")
+    shown = capsys.readouterr().out
+    assert qs[0].question == "How big is each group of bananas?" and qs[0].answer == 145
+    assert isinstance(qs[0].answer, int)
+    assert prov["unused_text_columns"] == ["Body", "Equation"]
+    assert prov["numberless"]["count"] == 2
+    assert "text columns not imported: Body, Equation" in shown and "2 question(s) state no number" in shown
+    qs, prov = run_import(tmp_path, tmp_path / "svamp.json", "--field", "context=Body")
+    assert qs[1].question == "Jack had 8 pens and Mary had 5 pens. Jack gave 3 pens to Mary.\n\nHow many pens does Jack have now?"
+    assert prov["unused_text_columns"] == ["Equation"] and prov["numberless"]["count"] == 0
+    qs, prov = run_import(tmp_path, tmp_path / "svamp.json", "--preset", "svamp")
+    assert qs[0].question == "Each group of bananas has 290 bananas. There are 2 groups. How big is each group of bananas?"
+    assert [q.id for q in qs] == ["chal-1", "chal-2"] and qs[1].answer == 5 and qs[1].extra["Equation"] == "( 8.0 - 3.0 )"
+    assert prov["unused_text_columns"] == [] and prov["numberless"]["count"] == 0
