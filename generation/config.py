@@ -29,7 +29,7 @@ from lara_core.configio import from_mapping, load_yaml
 from .errors import ConfigError
 
 Backend = Literal["offline", "openai"]
-STEP_TEMPLATES = ("similars", "key_information", "blanked", "paraphrases", "retry_feedback")
+STEP_TEMPLATES = ("similars", "key_information", "blanked", "paraphrases", "retry_feedback", "solve")
 
 
 def default_prompts_dir() -> Path:
@@ -70,6 +70,7 @@ class Templates:
     blanked: str = "blank_information.v1.txt"
     paraphrases: str = "paraphrases.v1.txt"
     retry_feedback: str = "retry_feedback.v1.txt"
+    solve: str = "solve.v1.txt"
 
     def path(self, step: str) -> Path:
         name = Path(getattr(self, step))
@@ -94,6 +95,12 @@ class OpenAIConfig:
             honoured up to the cap).
         concurrency: requests in flight at once (and questions worked on at once).
         cache_dir: response cache directory (None: :func:`default_cache_dir`).
+        structured: ask for each step's answer under its JSON schema (``response_format:
+            json_schema``, :mod:`generation.structured`); off for a server that refuses it.
+        answer_samples: k, the generator model's solutions of each similar and control, whose
+            majority is its answer (0: no answers).
+        answer_temperature: their sampling temperature.
+        answer_agreement: the share of the k answers the majority needs; below it, no answer.
     """
 
     base_url: str = "https://api.openai.com/v1"
@@ -109,9 +116,19 @@ class OpenAIConfig:
     backoff_max_s: float = 60.0
     concurrency: int = 8
     cache_dir: str | None = None
+    structured: bool = True
+    answer_samples: int = 5
+    answer_temperature: float = 0.7
+    answer_agreement: float = 0.6
 
     def __post_init__(self) -> None:
         _positive(self, "openai", "timeout_s", "max_attempts", "max_http_attempts", "concurrency")
+        if self.answer_samples < 0:
+            raise ConfigError(f"'openai.answer_samples' must be >= 0, got {self.answer_samples}")
+        if not 0.0 < self.answer_agreement <= 1.0:
+            raise ConfigError(f"'openai.answer_agreement' must be in (0, 1], got {self.answer_agreement}")
+        if not 0.0 <= self.answer_temperature <= 2.0:
+            raise ConfigError(f"'openai.answer_temperature' must be between 0 and 2, got {self.answer_temperature}")
         if self.max_tokens is not None:
             _positive(self, "openai", "max_tokens")
         if self.backoff_s < 0 or self.backoff_max_s < 0:

@@ -37,12 +37,20 @@ SCHEMA = "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, request TE
 
 
 def build_request(
-    model: str, messages: list[dict[str, str]], temperature: float, seed: int, max_tokens: int | None
+    model: str,
+    messages: list[dict[str, str]],
+    temperature: float,
+    seed: int,
+    max_tokens: int | None,
+    response_format: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The chat-completions body (what is sent and what is hashed)."""
+    """The chat-completions body (what is sent and what is hashed), with the answer's JSON schema
+    (``response_format``, :mod:`generation.structured`) where given."""
     body: dict[str, Any] = {"model": model, "messages": messages, "temperature": temperature, "seed": seed}
     if max_tokens is not None:
         body["max_tokens"] = max_tokens
+    if response_format is not None:
+        body["response_format"] = response_format
     return body
 
 

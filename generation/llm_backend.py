@@ -17,10 +17,12 @@ from typing import Any, Callable, Generic, TypeVar
 from . import records as r
 from .config import GenerationConfig
 from .llm import CallStats, ChatClient, TransportFailure, build_request, derive_seed
+from .llm_answers import answer_settings, majority_answers
 from .parsing import ParseError, parse_blanked, parse_description, parse_string_list
 from .prompts import PromptTemplate
 from .records import Failure, PerturbationSet, Question
 from .source_digest import code_digest
+from .structured import response_format
 from .validate import Problem, check_blanked, check_key_information, check_paraphrase, check_similar, removed_spans
 
 T = TypeVar("T")
@@ -61,6 +63,8 @@ class LLMGenerator:
             },
             "max_tokens": o.max_tokens,
             "max_attempts": o.max_attempts,
+            "structured": o.structured,
+            **({"answers": answer_settings(o, self.templates["solve"])} if o.answer_samples else {}),
             "seed": c.seed,
             "similars": c.similars,
             "paraphrases": c.paraphrases,
@@ -123,6 +127,18 @@ class LLMGenerator:
                     for i in range(len(controls.value or []) + 1, c.controls + 1)
                 ]
 
+        if c.openai.answer_samples:
+            texts = [*record.similars, *record.controls]
+            answers, agreement = await majority_answers(
+                self.client, c.openai, self.templates["solve"], c.seed, question.id, texts
+            )
+            k = len(record.similars)
+            record.answers = {
+                "similars": answers[:k],
+                "controls": answers[k:],
+                "agreement": {"similars": agreement[:k], "controls": agreement[k:]},
+            }
+
         info = await self._key_information(question)
         record.key_information = info.value
         members: list[str | None] = [q0, *record.similars]
@@ -181,7 +197,7 @@ class LLMGenerator:
             )
 
         prompt = self.templates["similars"].render(question=q0, count=k)
-        failure = await self._ask(question, "similars", None if count is None else -1, prompt, accept)
+        failure = await self._ask(question, "similars", None if count is None else -1, prompt, accept, (k, len(q0)))
         return Outcome(pool[:k], failure)
 
     async def _key_information(self, question: Question) -> Outcome[str]:
@@ -195,7 +211,7 @@ class LLMGenerator:
             return problem
 
         prompt = self.templates["key_information"].render(question=question.question)
-        failure = await self._ask(question, "key_information", None, prompt, accept)
+        failure = await self._ask(question, "key_information", None, prompt, accept, (1, 0))
         return Outcome(found[0] if found else None, failure)
 
     async def _blank(self, question: Question, i: int, member: str, information: str) -> Outcome[str]:
@@ -213,7 +229,7 @@ class LLMGenerator:
             return problem
 
         prompt = self.templates["blanked"].render(question=member, information=information, k=k)
-        failure = await self._ask(question, "blanked", i, prompt, accept)
+        failure = await self._ask(question, "blanked", i, prompt, accept, (1, len(member)))
         return Outcome(found[0] if found else None, failure)
 
     async def _paraphrases(self, question: Question, i: int, member: str, blanked: str) -> Outcome[list[str]]:
@@ -227,7 +243,7 @@ class LLMGenerator:
             )
 
         prompt = self.templates["paraphrases"].render(question=blanked, count=m, k=k)
-        failure = await self._ask(question, "paraphrases", i, prompt, accept)
+        failure = await self._ask(question, "paraphrases", i, prompt, accept, (m, len(blanked)))
         return Outcome(pool[:m], failure)
 
     # -- shared machinery --------------------------------------------------------------------
@@ -257,17 +273,25 @@ class LLMGenerator:
         return first_problem
 
     async def _ask(
-        self, question: Question, step: str, member: int | None, prompt: str, accept: Callable[[str], Problem | None]
+        self,
+        question: Question,
+        step: str,
+        member: int | None,
+        prompt: str,
+        accept: Callable[[str], Problem | None],
+        shape: tuple[int, int],
     ) -> Failure | None:
-        """Ask until ``accept`` finds no problem; the failure to record otherwise."""
+        """Ask until ``accept`` finds no problem; the failure to record otherwise. ``shape``: the
+        answer's item count and the length of the text it rewrites (its JSON schema's bounds)."""
         o = self.config.openai
+        fmt = response_format(step, *shape) if o.structured else None
         temperature = getattr(o.temperature, step)
         seed = derive_seed(self.config.seed, question.id, step, member)
         messages = [{"role": "user", "content": prompt}]
         problem: Problem | None = None
         answer = ""
         for _attempt in range(1, o.max_attempts + 1):
-            body = build_request(o.model, messages, temperature, seed, o.max_tokens)
+            body = build_request(o.model, messages, temperature, seed, o.max_tokens, fmt)
             try:
                 answer = await self.client.complete(body)
             except TransportFailure as err:

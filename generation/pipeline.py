@@ -117,7 +117,8 @@ def run_generation(
     journal = output.with_name(output.name + JOURNAL_SUFFIX)
     generator = make_generator(config)
     provenance = generator.provenance()
-    if config.answers:
+    resolve = config.answers and generator.name == "offline"  # the LLM backend asks its model (llm_answers)
+    if resolve:
         provenance = {**provenance, "answers": RESOLVER_VERSION}
     if overwrite:
         for path in (output, journal):
@@ -135,7 +136,7 @@ def run_generation(
             with _Journal(journal, settings_fingerprint(provenance)) as sink:
 
                 def finish(record: PerturbationSet) -> None:
-                    if config.answers:
+                    if resolve:
                         attach_answers(record)
                     sink.write(record)
                     done[record.question.id] = record

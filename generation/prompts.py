@@ -22,6 +22,7 @@ PLACEHOLDERS = {
     "blanked": {"question", "information", "k"},
     "paraphrases": {"question", "count", "k"},
     "retry_feedback": {"problem"},
+    "solve": {"question"},
 }
 
 

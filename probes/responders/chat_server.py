@@ -6,8 +6,10 @@ a GGUF file, an adapter — without vLLM.
 and decodes with the toolkit's KV-cached sampler (:class:`~probes.responders.local.LocalResponder`):
 ``temperature`` (0 greedy), ``top_p``, ``n``, ``seed`` (the same request gives the same answer)
 and ``max_tokens``; the reply carries ``usage`` (prompt and completion tokens) and
-``finish_reason`` (``stop`` or ``length``). ``GET /v1/models`` names the model. One request
-decodes at a time (the model is shared); it listens on 127.0.0.1 unless told otherwise.
+``finish_reason`` (``stop`` or ``length``). A request with ``response_format`` (``json_schema``,
+or ``json_object``) decodes under the schema's grammar (:mod:`generation.constrained`), so its
+answer parses by construction, with no free whitespace. ``GET /v1/models`` names the model. One
+request decodes at a time (the model is shared); it listens on 127.0.0.1 unless told otherwise.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from generation.structured import requested_schema
 
 from .base import GenerationParams
 from .local import LocalResponder
@@ -49,6 +53,7 @@ class ChatServer:
         if not getattr(loaded.tokenizer, "chat_template", None):
             raise ValueError(f"{model_name}: the tokenizer has no chat template, so it cannot serve chat completions")
         self.model_name = model_name
+        self.loaded = loaded
         self.responder = _Templated(loaded, PromptFormat(mode="chat"), batch_size=batch_size)
         self._lock = threading.Lock()
         self.requests = 0
@@ -85,6 +90,9 @@ class ChatServer:
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise ValueError("'messages' must be a non-empty list of {role, content}")
+        schema = requested_schema(body)
+        if schema is not None:
+            return self._reply(self._constrained(messages, schema, body))
         tokenizer = self.responder.tokenizer
         prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
         params = GenerationParams(
@@ -98,15 +106,43 @@ class ChatServer:
             generations = self.responder.generate([prompt], params)[0]
             self.requests += 1
         prompt_tokens = len(self.responder.encode_prompt(prompt))
-        completion_tokens = sum(len(g.token_ids) for g in generations)
+        return self._reply(([(g.text, g.finish_reason, len(g.token_ids)) for g in generations], prompt_tokens))
+
+    def _constrained(
+        self, messages: list[dict[str, str]], schema: dict[str, Any], body: dict[str, Any]
+    ) -> tuple[list[tuple[str, str, int]], int]:
+        """Completions decoded under ``schema`` (and the prompt's token count)."""
+        from generation.constrained import generate_json
+
+        tokenizer = self.responder.tokenizer
+        prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        with self._lock:
+            found = generate_json(
+                self.loaded.model,
+                tokenizer,
+                messages,
+                schema,
+                temperature=float(body.get("temperature", 1.0)),
+                top_p=float(body.get("top_p", 1.0)),
+                n=int(body.get("n", 1)),
+                seed=int(body.get("seed") or 0),
+                max_new_tokens=int(body.get("max_tokens") or body.get("max_completion_tokens") or DEFAULT_MAX_TOKENS),
+            )
+            self.requests += 1
+        return found, len(self.responder.encode_prompt(prompt))
+
+    def _reply(self, decoded: tuple[list[tuple[str, str, int]], int]) -> dict[str, Any]:
+        """The chat-completions reply of ``(text, finish_reason, completion tokens)`` choices."""
+        choices, prompt_tokens = decoded
+        completion_tokens = sum(n for _, _, n in choices)
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": self.model_name,
             "choices": [
-                {"index": i, "message": {"role": "assistant", "content": g.text}, "finish_reason": g.finish_reason}
-                for i, g in enumerate(generations)
+                {"index": i, "message": {"role": "assistant", "content": text}, "finish_reason": finish}
+                for i, (text, finish, _) in enumerate(choices)
             ],
             "usage": {
                 "prompt_tokens": prompt_tokens,

@@ -22,6 +22,7 @@ STEP_OPENINGS = {
     "You edit maths problems. Read": "key_information",
     "You edit maths problems. Remove": "blanked",
     "You rewrite maths problems.": "paraphrases",
+    "Solve this maths problem.": "solve",
 }
 LEADS = (
     "Consider this:",
@@ -61,6 +62,8 @@ def good_answer(step: str, prompt: str) -> str:
         return "Description: the first number in the problem."
     if step == "blanked":
         return json.dumps({"blanked": re.sub(r"\d+", "[BLANK]", problem, count=1)})
+    if step == "solve":  # a model that adds up the problem's numbers
+        return json.dumps({"solution": "adding up", "answer": str(sum(int(n) for n in re.findall(r"\d+", problem)))})
     n = count_of(prompt)
     return json.dumps([f"{LEADS[j % len(LEADS)]} {problem}" for j in range(n)])
 
@@ -101,6 +104,10 @@ class Script:
             return Reply(content=json.dumps([problem_of(prompt)] * count_of(prompt)))
         if scenario == "badrequest" and step == "key_information":
             return Reply(status=400, content='{"error": {"message": "context too long"}}')
+        if scenario == "split" and step == "solve" and nth % 5 in (1, 2):  # 3 of 5 solutions agree
+            return Reply(content=json.dumps({"solution": "guess", "answer": str(1000 + nth % 5)}))
+        if scenario == "scatter" and step == "solve" and nth % 5 in (1, 2, 3):  # 2 of 5 agree
+            return Reply(content=json.dumps({"solution": "guess", "answer": str(1000 + nth % 5)}))
         if scenario == "badkey":
             return Reply(status=401, content='{"error": {"message": "invalid api key"}}')
         return good

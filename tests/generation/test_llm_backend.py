@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import logging
 from pathlib import Path
 
@@ -64,7 +65,8 @@ def test_good_model_gives_complete_valid_sets_and_a_rerun_makes_no_request(tmp_p
         config = llm_config(server, tmp_path)
         summary = run_generation(questions, out, config)
         first = out.read_bytes()
-        per_question = 1 + 1 + 6 + 6  # similars, key information, 1+K blanks, 1+K paraphrase lists
+        # similars, key information, 1+K blanks, 1+K paraphrase lists, k = 5 solutions of each similar
+        per_question = 1 + 1 + 6 + 6 + 5 * 5
         assert server.requests == 3 * per_question
         assert summary.api_calls == 3 * per_question and summary.cache_hits == 0
         sets = read_sets(out)
@@ -75,6 +77,15 @@ def test_good_model_gives_complete_valid_sets_and_a_rerun_makes_no_request(tmp_p
                 and rec.provenance["templates"]["similars"]["id"] == "similar_questions.v1.txt"
             )
             assert len(rec.provenance["templates"]["paraphrases"]["sha256"]) == 64
+            # each similar's answer: the model's majority over its 5 solutions (it adds the numbers up)
+            sums = [sum(int(n) for n in re.findall(r"\d+", text)) for text in rec.similars]
+            assert rec.answers["similars"] == sums and rec.answers["agreement"]["similars"] == [1.0] * 5
+            assert rec.provenance["answers"]["method"] == "generator-majority-v1"
+        formats = [entry["body"].get("response_format") for entry in server.log]
+        assert all(f["type"] == "json_schema" and f["json_schema"]["schema"] for f in formats)
+        assert {f["json_schema"]["name"] for f in formats} == {
+            "lara_similars", "lara_key_information", "lara_blanked", "lara_paraphrases", "lara_solve"
+        }  # fmt: skip
 
         again = run_generation(questions, out, config)  # finished job: reused from the output
         assert server.requests == 3 * per_question and again.api_calls == 0 and again.reused == 3
@@ -216,3 +227,23 @@ def test_retry_after_forms() -> None:
     assert _retry_after({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0  # a date in the past
     assert _retry_after({}) is None
     assert _retry_after({"retry-after": "soon"}) is None
+
+
+def test_a_similars_answer_is_the_majority_only_where_enough_solutions_agree(tmp_path: Path) -> None:
+    """3 of 5 solutions agreeing reach the 0.6 threshold (the answer is theirs); 2 of 5 do not (no
+    answer, its agreement 0.4 recorded); with answers off, no solution is asked for."""
+    questions = [question("split"), question("scatter")]
+    with FakeLLMServer(scenarios=("split", "scatter")) as server:
+        sets = read_sets_of(run_generation(questions, tmp_path / "sets.jsonl", llm_config(server, tmp_path)))
+        split, scatter = sets["split"], sets["scatter"]
+        sums = [sum(int(n) for n in re.findall(r"\d+", text)) for text in split.similars]
+        assert split.answers["similars"] == sums and split.answers["agreement"]["similars"] == [0.6] * 5
+        assert scatter.answers["similars"] == [None] * 5 and scatter.answers["agreement"]["similars"] == [0.4] * 5
+        before = server.requests
+        off = llm_config(server, tmp_path / "off", answer_samples=0)
+        quiet = read_sets_of(run_generation([question("plainx")], tmp_path / "off.jsonl", off))
+        assert server.requests - before == 1 + 1 + 6 + 6 and quiet["plainx"].answers is None
+
+
+def read_sets_of(summary) -> dict[str, PerturbationSet]:
+    return read_sets(summary.output)

@@ -86,3 +86,38 @@ def test_the_generator_through_the_server_records_every_rejection(server, tmp_pa
     record = json.loads(out.read_text().splitlines()[0])
     assert record["failures"] and all(f.get("reason") for f in record["failures"])
     assert server.requests >= 1
+
+
+SIMILARS_SCHEMA = {
+    "type": "array",
+    "items": {"type": "string", "minLength": 1, "maxLength": 40},
+    "minItems": 3,
+    "maxItems": 3,
+}
+
+
+def test_a_json_schema_request_parses_where_the_same_request_unconstrained_does_not(server):
+    """The same request to the real server, twice: without ``response_format`` the toy model's
+    answer is no JSON at all; with ``json_schema`` it is three strings as the schema says, written
+    with no free whitespace, and reproducible from its seed."""
+    from generation.parsing import ParseError, parse_string_list
+    from generation.structured import step_schema
+
+    client = _client(server)
+    messages = [{"role": "user", "content": "Write 3 problems as a JSON array of strings."}]
+    plain = client.chat.completions.create(model="toy", messages=messages, temperature=1.0, seed=3, max_tokens=60)
+    with pytest.raises(ParseError):
+        parse_string_list(plain.choices[0].message.content)
+    fmt = {"type": "json_schema", "json_schema": {"name": "lara_similars", "strict": True, "schema": SIMILARS_SCHEMA}}
+    kept = [
+        client.chat.completions.create(
+            model="toy", messages=messages, temperature=1.0, seed=3, max_tokens=200, response_format=fmt
+        )
+        for _ in range(2)
+    ]
+    text = kept[0].choices[0].message.content
+    items = json.loads(text)
+    assert isinstance(items, list) and len(items) == 3 and all(isinstance(i, str) and 1 <= len(i) <= 40 for i in items)
+    assert kept[0].choices[0].finish_reason == "stop" and text == kept[1].choices[0].message.content
+    assert "\n" not in text and "  " not in text.replace('", "', "")[:1]  # no free whitespace between tokens
+    assert step_schema("similars", 3)["minItems"] == 3
