@@ -106,7 +106,11 @@ def gsm_symbolic_questions(per_template: int = 3) -> list[Any] | None:
         for k in range(per_template):
             example = generate(Random(template * 10 + k), 1.0)
             solution = example["metadata"]["answer_cot"]
-            out.append(Question(f"t{template}-{k}", example["question"], answer=example["answer"], extra={"solution": solution}))
+            out.append(
+                Question(
+                    f"t{template}-{k}", example["question"], answer=example["answer"], extra={"solution": solution}
+                )
+            )
     return out
 
 
@@ -147,7 +151,9 @@ def main() -> None:
     parser.add_argument("--controls", type=int, default=5, help="further controls (lara run's default: 10 in all)")
     args = parser.parse_args()
     print(f"offline generator: K = {args.similars} similars + {args.controls} further controls a question")
-    print(f"{'source':44s} {'n':>5s}  {'mean':>10s} {'p95':>9s} {'max':>10s}  {'compl':>5s}  {'answered':>11s} ≥{AT_LEAST} answered")
+    print(
+        f"{'source':44s} {'n':>5s}  {'mean':>10s} {'p95':>9s} {'max':>10s}  {'compl':>5s}  {'answered':>11s} ≥{AT_LEAST} answered"
+    )
     results = {
         "our templates": generate_all(template_questions(), args),
     }

@@ -28,7 +28,7 @@ from lara_core.configio import from_mapping, load_yaml
 
 from .errors import ConfigError
 
-Backend = Literal["offline", "openai"]
+Backend = Literal["offline", "openai", "local"]
 STEP_TEMPLATES = ("similars", "key_information", "blanked", "paraphrases", "retry_feedback", "solve")
 
 
@@ -141,6 +141,31 @@ class OpenAIConfig:
 
 
 @dataclass(frozen=True)
+class LocalConfig:
+    """The in-process LLM backend (``backend: local``): a model on this machine answers the LLM
+    generator's requests, each decoded under its JSON schema (:mod:`generation.local_client`); the
+    prompts, temperatures, retries, answers and cache are the ``openai`` section's.
+
+    Attributes:
+        model: a checkpoint directory or a ``.gguf`` file (never the audited model or its
+            reference: ``lara run`` refuses it).
+        device: ``cpu``, ``cuda`` or ``mps``.
+        dtype: ``float32``, ``float16`` or ``bfloat16``.
+        max_new_tokens: the completion budget where a request sets none.
+    """
+
+    model: str = ""
+    device: str = "cpu"
+    dtype: Literal["float32", "float16", "bfloat16"] = "float32"
+    max_new_tokens: int = 1024
+
+    def __post_init__(self) -> None:
+        _positive(self, "local", "max_new_tokens")
+        if self.dtype not in ("float32", "float16", "bfloat16"):
+            raise ConfigError(f"'local.dtype': {self.dtype!r}; choose float32, float16 or bfloat16")
+
+
+@dataclass(frozen=True)
 class OfflineConfig:
     """The built-in offline backend.
 
@@ -170,7 +195,8 @@ class GenerationConfig:
     """A generation job.
 
     Attributes:
-        backend: ``offline`` (default, deterministic) or ``openai``.
+        backend: ``offline`` (default, deterministic), ``openai`` (any OpenAI-compatible endpoint)
+            or ``local`` (a model in this process, :class:`LocalConfig`).
         seed: seeds the offline draws and the per-request ``seed`` sent to the LLM.
         similars: K, similar questions per original (≥ 2; SPEC §1).
         paraphrases: M, paraphrases per blanked variant.
@@ -194,6 +220,7 @@ class GenerationConfig:
     answers: bool = True
     offline: OfflineConfig = field(default_factory=OfflineConfig)
     openai: OpenAIConfig = field(default_factory=OpenAIConfig)
+    local: LocalConfig = field(default_factory=LocalConfig)
 
     def __post_init__(self) -> None:
         if self.similars < 2:
@@ -205,6 +232,8 @@ class GenerationConfig:
             raise ConfigError(f"'controls' must be >= 0 (further similars drawn only as controls), got {self.controls}")
         if not 0.0 < self.min_changed <= 1.0:
             raise ConfigError(f"'min_changed' must be in (0, 1], got {self.min_changed}")
+        if self.backend == "local" and not self.local.model:
+            raise ConfigError("'local.model' is required with backend: local (a checkpoint directory or a .gguf file)")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> "GenerationConfig":

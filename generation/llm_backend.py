@@ -37,7 +37,7 @@ class Outcome(Generic[T]):
 class LLMGenerator:
     """Perturbation sets from an LLM (see the module docstring)."""
 
-    name = "openai"
+    name = "llm"
 
     def __init__(
         self, config: GenerationConfig, toolkit_version: str, client: ChatClient, templates: dict[str, PromptTemplate]
@@ -49,11 +49,11 @@ class LLMGenerator:
 
     def provenance(self) -> dict[str, Any]:
         c, o = self.config, self.config.openai
+        where = {"model": o.model, "base_url": o.base_url} if c.backend == "openai" else {"model": c.local.model}
         return {
-            "backend": "openai",
+            "backend": c.backend,
             "code": code_digest(),
-            "model": o.model,
-            "base_url": o.base_url,
+            **where,
             "templates": {step: {"id": t.id, "sha256": t.sha256} for step, t in self.templates.items()},
             "temperatures": {
                 "similars": o.temperature.similars,

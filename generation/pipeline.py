@@ -99,8 +99,17 @@ def settings_fingerprint(provenance: dict[str, Any]) -> str:
 
 
 def make_generator(config: GenerationConfig) -> Any:
-    """The configured backend, ready to run (the LLM one with its client and response cache)."""
-    return build_generator(config, lambda: ChatClient(config.openai, ResponseCache(config.openai.resolved_cache_dir())))
+    """The configured backend, ready to run (an LLM one with its client and response cache)."""
+
+    def client() -> Any:
+        cache = ResponseCache(config.openai.resolved_cache_dir())
+        if config.backend == "local":
+            from .local_client import LocalChatClient
+
+            return LocalChatClient(config.local, cache)
+        return ChatClient(config.openai, cache)
+
+    return build_generator(config, client)
 
 
 def run_generation(

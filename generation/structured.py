@@ -30,13 +30,18 @@ def step_schema(step: str, count: int = 1, length: int = 0) -> dict[str, Any]:
         return _object({"blanked": text})
     if step == "solve":
         solution = {"type": "string", "maxLength": MAX_SOLUTION_CHARS}
-        return _object({"solution": solution, "answer": {"type": "string", "minLength": 1, "maxLength": MAX_ANSWER_CHARS}})
+        return _object(
+            {"solution": solution, "answer": {"type": "string", "minLength": 1, "maxLength": MAX_ANSWER_CHARS}}
+        )
     raise ValueError(f"no schema for step {step!r}")
 
 
 def response_format(step: str, count: int = 1, length: int = 0) -> dict[str, Any]:
     """The ``response_format`` of a chat-completions request that asks for ``step_schema``."""
-    return {"type": "json_schema", "json_schema": {"name": f"lara_{step}", "strict": True, "schema": step_schema(step, count, length)}}
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": f"lara_{step}", "strict": True, "schema": step_schema(step, count, length)},
+    }
 
 
 def requested_schema(body: dict[str, Any]) -> dict[str, Any] | None:

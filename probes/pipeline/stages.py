@@ -50,6 +50,8 @@ def generation_settings(config: RunConfig) -> dict[str, Any]:
         settings["openai"].pop(key, None)
     if config.generation.backend == "offline":
         settings.pop("openai")
+    if config.generation.backend != "local":
+        settings.pop("local")
     return settings
 
 

@@ -40,6 +40,7 @@ def validate_run(config: RunConfig, questions: Sequence[Any]) -> dict[str, Detec
     built: dict[str, Detector] = {}
     problems = (
         _sources(config)
+        + _generator_model(config)
         + _extraction(config)
         + _engines(config)
         + _detectors(config, answers, built)
@@ -68,6 +69,41 @@ def _sources(config: RunConfig) -> list[str]:
         except ModelLoadError as err:
             problems.append(f"model {name!r}: {err}")
     return problems
+
+
+def _generator_model(config: RunConfig) -> list[str]:
+    """An LLM generator that is the audited model or one of the run's controls (its reference
+    among them): it would write and answer its own controls, which the audit then reads as the
+    behaviour of questions it never saw — refused, naming both keys."""
+    g = config.generation
+    if g.backend == "offline":
+        return []
+    key, wanted = (
+        ("generation.local.model", g.local.model)
+        if g.backend == "local"
+        else ("generation.openai.model", g.openai.model)
+    )
+    for name, model in config.models():
+        role = (
+            "the audited model"
+            if name == config.name
+            else f"the control {name!r}" + (" (the reference)" if name == config.reference_name() else "")
+        )
+        if _same_model(wanted, model.source) or wanted == name:
+            return [
+                f"{key}: {wanted!r} is {role}; a generator model must be another model (it would write and "
+                "answer the controls it is then audited against)"
+            ]
+    return []
+
+
+def _same_model(generator: str, source: str) -> bool:
+    """Whether two model specs name the same model: the same string, or the same local path."""
+    if generator == source:
+        return True
+    if _local(generator) and _local(source) and not generator.startswith(PACKAGE_PREFIX):
+        return Path(generator).expanduser().resolve() == Path(source).expanduser().resolve()
+    return False
 
 
 def _local(spec: str) -> bool:

@@ -42,7 +42,9 @@ def _sets(question: Question, controls: int = 5) -> list[tuple[str, object]]:
 # each problem's answer from its quantities (in order of appearance), computed by hand
 FORMULAS = {
     0: lambda eggs, eaten, baked, price: (eggs - eaten - baked) * price,  # Janet's ducks
-    3: lambda sprints, times, meters: sprints * times * meters,  # "3 sprints 3 times a week": one quantity, stated twice
+    3: lambda sprints, times, meters: (
+        sprints * times * meters
+    ),  # "3 sprints 3 times a week": one quantity, stated twice
     4: lambda cups, _meals, morning, afternoon, flock: cups * flock - morning - afternoon,  # Wendi's chickens
     5: lambda price, percent, glasses: glasses / 2 * (price * percent / 100) + glasses / 2 * price,  # Kylar's glasses
     6: lambda times, seattle: seattle + times * seattle + 2 * times * seattle,  # "twice": a constant
@@ -93,8 +95,7 @@ def test_math500_arithmetic_in_latex_is_re_run():
             continue
         answered += 1
         a, b, c, d, e = [s.value for s in find_slots(text)]  # (a x - b) / (x - c); f(-d) + f(-e) + f(0)
-        g = lambda x: (a * x - b) / (x - c)  # noqa: E731
-        expected = g(-d) + g(-e) + g(Fraction(0))
+        expected = sum((a * x - b) / (x - c) for x in (-d, -e, Fraction(0)))
         written = str(answer).replace("\\frac{", "").replace("}{", "/").replace("}", "")
         assert Fraction(written) == expected, (text, answer)
     assert answered >= 3

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -418,3 +419,35 @@ def test_a_detector_whose_answers_none_can_use_is_refused_before_stage_one_and_l
     chosen = detector_names("all", reference=True, answers=[r["answer"] for r in rows])
     assert "reward_gain" not in chosen and "gold_shift" in chosen
     assert "reward_gain" in detector_names("all", reference=True, answers=["5"])
+
+
+@pytest.mark.parametrize(
+    "overrides,message",
+    [
+        (
+            ["generation.backend=local", "generation.local.model=../probes/testbed/checkpoints/cpu-seed0/rl"],
+            "the audited model",
+        ),
+        (
+            ["generation.backend=local", "generation.local.model=../probes/testbed/checkpoints/cpu-seed0/sft"],
+            "(the reference)",
+        ),
+        (["generation.backend=openai", "generation.openai.model=sft_control"], "(the reference)"),
+    ],
+)
+def test_a_generator_model_that_is_the_audited_model_or_its_reference_is_refused(overrides, message, tmp_path):
+    """The LLM generator would write and answer the controls it is audited against: refused before
+    any stage, naming the key and which model it is."""
+    from generation.records import read_questions
+    from probes.pipeline.validate import validate_run
+
+    resolved = [o.replace("=../", f"={CONFIGS.parent}/") for o in overrides]
+    config = load_run_config(CONFIGS / "demo.yaml", [f"run_dir={tmp_path}", *resolved])
+    with pytest.raises(ConfigError, match=re.escape(message)) as err:
+        validate_run(config, read_questions(config.questions))
+    assert overrides[1].split("=")[0] in str(err.value) and "must be another model" in str(err.value)
+    fine = load_run_config(
+        CONFIGS / "demo.yaml",
+        [f"run_dir={tmp_path}", "generation.backend=local", "generation.local.model=/elsewhere/m"],
+    )
+    validate_run(fine, read_questions(fine.questions))

@@ -232,9 +232,16 @@ def test_a_two_column_problem_imported_without_a_preset_names_what_it_left_behin
     assert prov["numberless"]["count"] == 2
     assert "text columns not imported: Body, Equation" in shown and "2 question(s) state no number" in shown
     qs, prov = run_import(tmp_path, tmp_path / "svamp.json", "--field", "context=Body")
-    assert qs[1].question == "Jack had 8 pens and Mary had 5 pens. Jack gave 3 pens to Mary.\n\nHow many pens does Jack have now?"
+    assert (
+        qs[1].question
+        == "Jack had 8 pens and Mary had 5 pens. Jack gave 3 pens to Mary.\n\nHow many pens does Jack have now?"
+    )
     assert prov["unused_text_columns"] == ["Equation"] and prov["numberless"]["count"] == 0
     qs, prov = run_import(tmp_path, tmp_path / "svamp.json", "--preset", "svamp")
-    assert qs[0].question == "Each group of bananas has 290 bananas. There are 2 groups. How big is each group of bananas?"
-    assert [q.id for q in qs] == ["chal-1", "chal-2"] and qs[1].answer == 5 and qs[1].extra["Equation"] == "( 8.0 - 3.0 )"
+    assert (
+        qs[0].question == "Each group of bananas has 290 bananas. There are 2 groups. How big is each group of bananas?"
+    )
+    assert (
+        [q.id for q in qs] == ["chal-1", "chal-2"] and qs[1].answer == 5 and qs[1].extra["Equation"] == "( 8.0 - 3.0 )"
+    )
     assert prov["unused_text_columns"] == [] and prov["numberless"]["count"] == 0
