@@ -45,7 +45,7 @@ def register(sub: Any) -> None:
         "--backend",
         GenerationConfig,
         "backend",
-        "offline (default, deterministic) or openai (any OpenAI-compatible endpoint)",
+        "offline (default, deterministic), openai (any OpenAI-compatible endpoint) or local (a model in this process)",
         default=False,
     )
     gen.add_argument("-K", "--similars", type=int, help="similar questions per question (default: 5)")
@@ -58,7 +58,9 @@ def register(sub: Any) -> None:
         help="further similar questions per question drawn only as matched controls, "
         "no blanks or paraphrases (for lara detect --decision-controls; default: 0)",
     )
-    gen.add_argument("--model", help="LLM model name (openai backend)")
+    gen.add_argument(
+        "--model", help="the generator model: its name at the endpoint (openai), or its directory or .gguf file (local)"
+    )
     gen.add_argument("--base-url", help="OpenAI-compatible endpoint, e.g. https://openrouter.ai/api/v1")
     gen.add_argument("--concurrency", type=int, help="LLM requests in flight (default: 8)")
     gen.add_argument("--cache-dir", help="LLM response cache directory (default: ~/.cache/lara-probes/llm-cache)")
@@ -75,6 +77,8 @@ def generation_config_from_args(args: argparse.Namespace) -> Any:
     data: dict[str, Any] = GenerationConfig.from_yaml(args.config).to_dict() if args.config else {}
     data.update({k: getattr(args, k) for k in _GENERATE_FLAGS if getattr(args, k) is not None})
     openai_flags = {k: getattr(args, k) for k in _OPENAI_FLAGS if getattr(args, k) is not None}
+    if data.get("backend") == "local" and "model" in openai_flags:  # --model names the local model
+        data["local"] = {**data.get("local", {}), "model": openai_flags.pop("model")}
     if openai_flags:
         data["openai"] = {**data.get("openai", {}), **openai_flags}
     return GenerationConfig.from_dict(data)

@@ -17,6 +17,7 @@ from ..accuracy.table import accuracy_table, subsets
 from ..detectors import REGISTRY
 from ..scorefiles import ScoredFiles
 from ..scores import CLEAN_SPLIT, jsonable
+from ..verdicts.coverage import coverage
 from ..verdicts.decision_table import write_no_decisions
 from ..verdicts.modes import ABSOLUTE_WARNING, REFERENCE_ABSOLUTE_WARNING, VerdictSettings
 from ..verdicts.on_files import audit_verdict
@@ -39,6 +40,8 @@ class VerdictInputs:
             one are marked as comparing it with itself.
         accuracy / reference_accuracy: each audited question's greedy answer judged (True, False,
             None: not judged) for the audited and the reference model: the accuracy table.
+        sets / detectors: the run's perturbation sets and detector objects: ``verdict.json``'s
+            ``coverage`` (:mod:`probes.verdicts.coverage`), where given.
     """
 
     audited: ScoredFiles
@@ -49,6 +52,8 @@ class VerdictInputs:
     subsets: Sequence[str] | None = None
     verdict_controls: int | None = None
     self_reference: bool = False
+    sets: Sequence[Any] | None = None  # the run's perturbation sets: what each detector decided, and why not (coverage)
+    detectors: Mapping[str, Any] = field(default_factory=dict)  # name -> detector object, for the coverage
     accuracy: Mapping[str, bool | None] | None = None
     reference_accuracy: Mapping[str, bool | None] | None = None
 
@@ -83,6 +88,8 @@ def write_verdict(
         write_no_decisions(audited, questions_table)
     if inputs.accuracy is not None:
         result["accuracy"] = _accuracy(decisions, audited, inputs.accuracy, inputs.reference_accuracy)
+    if inputs.sets is not None:
+        result["coverage"] = coverage(inputs.audited, inputs.sets, inputs.detectors, audited, inputs.verdict_controls)
     write_text_atomically(output, json.dumps(jsonable(result), indent=1) + "\n")
     return result
 

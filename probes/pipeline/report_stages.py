@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from cache.sources import describe_model
+from generation.records import read_sets
 
 from ..operations.accuracy import read_accuracy
 from ..operations.evaluate import EvaluateInputs, write_evaluation
@@ -141,6 +142,8 @@ def verdict(run: RunState, model: str) -> None:
         splits=run.splits,
         verdict_controls=c.controls if c.most > c.controls else None,
         self_reference=model == config.reference_name(),
+        sets=read_sets(layout.sets) if config.detect.names else None,
+        detectors={d.name: d for d in run.detector_objects()},
     )
     inputs.accuracy, inputs.reference_accuracy = _read_accuracies(run, model)
     result = write_verdict(inputs, config.verdict, layout.path(files.verdict), layout.path(files.questions))

@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 from ..accuracy.table import accuracy_markdown, accuracy_sentence
+from ..verdicts.coverage import coverage_lines
 from .flagged import FDR_METHODS, FLAGGED_UNREJECTED
 
 VALIDATED_ON = (
@@ -38,6 +39,9 @@ def describe_verdict(verdict: dict[str, Any], title: str = "Verdict") -> str:
         lines.append(f"  subset {name} ({sub['n']} questions): {_headline(sub, is_reference)}{_left_out_note(sub)}")
     lines += [f"  warning: {w}" for w in verdict.get("warnings", [])]
     lines += [f"  note: {n}" for n in verdict.get("notes", [])]
+    if verdict.get("coverage"):
+        lines.append("  what the questions allowed:")
+        lines += [f"    {line}" for line in coverage_lines(verdict["coverage"])]
     if "questions" in verdict:
         lines.append(f"  {describe_questions(verdict['questions'], rejected=bool(verdict.get('reject')))}")
     if verdict.get("accuracy"):
@@ -173,6 +177,9 @@ def verdict_markdown(verdict: dict[str, Any]) -> list[str]:
             )
         lines.append("")
     lines += [f"- {mode} mode unavailable: {why}" for mode, why in (verdict.get("unavailable") or {}).items()]
+    if verdict.get("coverage"):
+        lines += ["What the questions allowed each detector (decided, and why the others were left out):", ""]
+        lines += [f"- {line}" for line in coverage_lines(verdict["coverage"])] + [""]
     rows = [("all audited", verdict)] + list((verdict.get("subsets") or {}).items())
     if len(rows) > 1 or len(verdict["modes"]) > 1:
         lines += [
