@@ -27,6 +27,9 @@ rule that fails):
 * a quantity read more often than the question states it is no unit constant in disguise: where
   the question also names a unit whose constant is that value ("every 12 months" and ``/ 12``,
   "7 tacos" and a week), which reading is the constant cannot be told;
+* in a solution written in LaTeX (MATH's), where numbers are mostly worked out in the reasoning, no
+  quantity may be left unread, and no number may sit beside a quantity it is one or two away from,
+  twice or half (``\\frac{7\\times6\\times5}{3\\times2}`` for choosing 3 of 7);
 * a quantity the solution never reads is a distractor — it changes nothing — only when the
   solution reads none of its forms as a constant (``0.8`` for 20 %, the ``4`` of ``3/4``, ``0.75``
   for 75 cents, nor its sum, difference, product or ratio with another number of the problem: "3
@@ -107,6 +110,10 @@ def read_solution(question: str, solution: Any, answer: Any) -> WorkedSolution |
     hidden = sorted(set(constants) & set(written.hidden))
     if hidden:
         return f"a result computed in a step not read here ({_show(hidden[0])})"
+    strict = _mathematical(solution)
+    derived = _worked_out_nearby(steps, quantities) if strict else None
+    if derived is not None:
+        return f"a number worked out from a quantity where no step shows it ({derived})"
     over = _read_too_often(steps, slots, quantities, question)
     if over is not None:
         return f"a quantity read more often than the question states it ({over!r})"
@@ -114,9 +121,9 @@ def read_solution(question: str, solution: Any, answer: Any) -> WorkedSolution |
     if alternatives is None:
         return f"more than {MAX_ALTERNATIVES} ways to read its numbers as the question's quantities"
     read = _read_quantities(steps, alternatives[0])
-    known = {q.value for q in quantities} | {s.result for s in steps} | set(constants)
+    known = {q.value for q in quantities} | {s.result for s in steps} | set(constants) | {Fraction(1), Fraction(2)}
     for index, quantity in enumerate(quantities):
-        if index not in read and not quantity.year and not _distractor(quantity, constants, known):
+        if index not in read and not quantity.year and (strict or not _distractor(quantity, constants, known)):
             return f"a quantity the worked solution never reads as it is stated ({quantity.text!r})"
     return WorkedSolution(
         slots,
@@ -213,6 +220,28 @@ def _merge_fractions(step: WrittenStep, quantities: list[Slot]) -> tuple[tuple[s
             out_tokens.append(token)
         i += 1
     return tuple(out_tokens), out_numbers
+
+
+def _mathematical(solution: str) -> bool:
+    """Whether a solution is written in LaTeX (MATH's): there a number the question never states is
+    mostly worked out in the reasoning (``\\frac{7\\times6\\times5}{3\\times2}``: 6 and 5 come from
+    7), so a quantity left unread is no distractor, and a number next to a quantity it is one or two
+    away from, or twice or half, is taken for worked out from it (:func:`_worked_out_nearby`)."""
+    return "\\" in solution  # \\frac, \\boxed, \\cdot: GSM8K's "$" is money
+
+
+def _worked_out_nearby(steps: list[Step], quantities: list[Slot]) -> str | None:
+    """The first number of a step, not itself a quantity's reading, that is a quantity of the same
+    step plus or minus one or two, twice or half it (``7 × 6 × 5``), or None."""
+    for step in steps:
+        stated = {quantities[r.index].value for o in step.operands for r in o.readings if r.kind == "quantity"}
+        for operand in step.operands:
+            if any(r.kind == "quantity" for r in operand.readings) or operand.value == 0:
+                continue
+            near = {q + d for q in stated for d in (-2, -1, 1, 2)} | {2 * q for q in stated} | {q / 2 for q in stated}
+            if operand.value in near:
+                return _show(operand.value)
+    return None
 
 
 def _read_too_often(steps: list[Step], slots: tuple[Slot, ...], quantities: list[Slot], question: str) -> str | None:
