@@ -63,7 +63,7 @@ MAX_ALTERNATIVES = 64  # ways of reading numbers that could be two quantities, t
 
 # A unit's constant, and the words of a question that make a quantity of that value ambiguous.
 UNIT_CUES: dict[int, tuple[str, ...]] = {
-    2: ("half", "twice", "double", "pair", "couple"),
+    2: ("half", "twice", "double", "pair", "couple", "both"),
     3: ("third", "triple", "thrice", "yard"),
     4: ("quarter", "fourth", "quadruple"),
     5: ("nickel", "fifth"),
@@ -75,10 +75,18 @@ UNIT_CUES: dict[int, tuple[str, ...]] = {
     25: ("quarter",),
     30: ("month",),
     52: ("week", "year"),
-    60: ("minute", "hour", "second"),
+    60: ("minute", "hour", "seconds"),
     100: ("percent", "%", "cent", "century", "dollar"),
     365: ("year", "day"),
     1000: ("thousand", "kilo", "gram", "liter", "litre", "meter", "metre"),
+}
+# The words of a multiplier — on a step's own line they say a number of that value is the constant:
+# "so it was 2*7" beside "twice", "x 2 people" beside "both" (a unit's name, "a month", says too little).
+MULTIPLIERS: dict[int, tuple[str, ...]] = {
+    2: ("half", "twice", "double", "both", "pair", "couple"),
+    3: ("third", "triple", "thrice"),
+    4: ("quarter", "quadruple"),
+    12: ("dozen",),
 }
 
 
@@ -122,8 +130,9 @@ def read_solution(question: str, solution: Any, answer: Any) -> WorkedSolution |
         return f"more than {MAX_ALTERNATIVES} ways to read its numbers as the question's quantities"
     read = _read_quantities(steps, alternatives[0])
     known = {q.value for q in quantities} | {s.result for s in steps} | set(constants) | {Fraction(1), Fraction(2)}
+    seen = {o.value for s in steps for o in s.operands} | {s.result for s in steps}
     for index, quantity in enumerate(quantities):
-        if index not in read and not quantity.year and (strict or not _distractor(quantity, constants, known)):
+        if index not in read and not quantity.year and (strict or not _distractor(quantity, constants, known, seen)):
             return f"a quantity the worked solution never reads as it is stated ({quantity.text!r})"
     return WorkedSolution(
         slots,
@@ -165,18 +174,33 @@ def _bind(written: Iterable[WrittenStep], quantities: list[Slot], question: str)
     steps: list[Step] = []
     for step in written:
         tokens, numbers = _merge_fractions(step, quantities)
-        operands = tuple(Operand(n.value, n.percent, _readings(n, quantities, steps, cents)) for n in numbers)
+        hundred = _per_hundred(tokens, numbers)
+        operands = tuple(
+            Operand(n.value, n.percent, _readings(n, quantities, steps, cents, (step.line, k in hundred)))
+            for k, n in enumerate(numbers)
+        )
         steps.append(Step(tokens, operands, step.result, step.percent))
     return steps
 
 
-def _readings(number: Number, quantities: list[Slot], earlier: list[Step], cents: set[int]) -> tuple[Reading, ...]:
+def _readings(
+    number: Number, quantities: list[Slot], earlier: list[Step], cents: set[int], context: tuple[str, bool]
+) -> tuple[Reading, ...]:
+    """What ``number`` may stand for: the quantities and earlier results of its value, else a
+    quantity's share, else a constant. ``context``: the step's line, and whether the number is
+    taken per hundred there (``20 * 20 / 100``: the second 20 is the percentage)."""
     value = number.value
+    line, per_hundred = context
+    if not number.percent and _cue_in(line, value, MULTIPLIERS):
+        # "3 books/person x 2 people" on the line of "both"; "so it was 2*7" on the line of "twice": a constant
+        return (CONSTANT,)
     out = [
         Reading("quantity", i)
         for i, q in enumerate(quantities)
         if q.value == value and (q.percent or not number.percent)
     ]
+    if len({quantities[r.index].percent for r in out}) == 2:  # 20 students and 20 %: which, by how it is used
+        out = [r for r in out if quantities[r.index].percent == (per_hundred or number.percent)]
     out += [Reading("step", i) for i, s in enumerate(earlier) if s.result == value]
     if out:
         return tuple(out)
@@ -188,6 +212,24 @@ def _readings(number: Number, quantities: list[Slot], earlier: list[Step], cents
             elif i in cents and q.value / 100 == value:  # "25 cents" read as 0.25 (dollars)
                 out.append(Reading("quantity", i, "share"))
     return tuple(out) if len(out) == 1 else (CONSTANT,)
+
+
+def _cue_in(text: str, value: Fraction, cues_of: dict[int, tuple[str, ...]] = UNIT_CUES) -> bool:
+    """Whether ``text`` names a unit whose constant is ``value`` ("twice" for 2, "dozen" for 12)."""
+    cues = cues_of.get(int(value), ()) if value.denominator == 1 else ()
+    words = text.lower()
+    return any(re.search(rf"(?<![a-z]){re.escape(cue)}", words) for cue in cues)
+
+
+def _per_hundred(tokens: tuple[str | int, ...], numbers: list[Number]) -> set[int]:
+    """The numbers of a step taken per hundred: followed by ``/ 100`` or ``* .01``."""
+    out = set()
+    for i, token in enumerate(tokens[:-2]):
+        if isinstance(token, int) and isinstance(tokens[i + 2], int):
+            after = numbers[tokens[i + 2]].value  # type: ignore[index]
+            if (tokens[i + 1] == "/" and after == 100) or (tokens[i + 1] == "*" and after == Fraction(1, 100)):
+                out.add(token)
+    return out
 
 
 def _merge_fractions(step: WrittenStep, quantities: list[Slot]) -> tuple[tuple[str | int, ...], list[Number]]:
@@ -253,12 +295,10 @@ def _read_too_often(steps: list[Step], slots: tuple[Slot, ...], quantities: list
             if len(operand.readings) == 1 and operand.readings[0].kind == "quantity":
                 index = operand.readings[0].index
                 counts[index] = counts.get(index, 0) + 1
-    words = question.lower()
     for index, n in counts.items():
         quantity = quantities[index]
         stated = sum(s.key == quantity.key for s in slots)
-        cues = UNIT_CUES.get(int(quantity.value), ()) if quantity.value.denominator == 1 else ()
-        if n > stated and any(re.search(rf"(?<![a-z]){re.escape(cue)}", words) for cue in cues):
+        if n > stated and _cue_in(question, quantity.value):
             return quantity.text
     return None
 
@@ -306,10 +346,12 @@ def _read_by(steps: list[Step], choice: tuple[tuple[int, int, Reading], ...]) ->
     return out
 
 
-def _distractor(quantity: Slot, constants: list[Fraction], known: set[Fraction]) -> bool:
+def _distractor(quantity: Slot, constants: list[Fraction], known: set[Fraction], seen: set[Fraction]) -> bool:
     """Whether a quantity no step reads can be left out of the solution safely (see the module
     docstring); ``known``: every other value the solution could combine it with (the question's
-    quantities, the steps' results, the constants)."""
+    quantities, the steps' results, the constants); ``seen``: every number the steps read or
+    compute — none may be a form of it ("the first two have 200 each": ``200 + 200 = 400`` is two
+    times 200; "1/3 of the fish": ``21 / 3`` reads its 3)."""
     value = quantity.value
     if value == 1 or any(c not in PLAIN_CONSTANTS for c in constants):
         return False
@@ -322,7 +364,7 @@ def _distractor(quantity: Slot, constants: list[Fraction], known: set[Fraction])
         forms |= {value + other, value - other, other - value, value * other}
         forms |= {value / other} if other else set()
         forms |= {other / value} if value else set()
-    return not forms & set(constants)
+    return not forms & (set(constants) | seen)
 
 
 def number_of(value: Any) -> Fraction | None:

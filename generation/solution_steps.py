@@ -20,6 +20,7 @@ Pure functions; exact arithmetic in fractions.
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import re
 from dataclasses import dataclass
@@ -58,6 +59,7 @@ _WORDS = (
     (r"(?:equals|is equal to)", "="),
 )
 
+_COEFFICIENT = re.compile(rf"{NUMBER_TEXT}[A-Za-z](?![A-Za-z])")
 _MATH_SEGMENT = re.compile(
     r"\$\$(.+?)\$\$|\$(.+?)\$|\\\[(.+?)\\\]|\\begin\{align\*?\}(.+?)\\end\{align\*?\}", re.DOTALL
 )
@@ -89,6 +91,7 @@ class WrittenStep:
     result: Fraction
     percent: bool = False
     written: str = ""
+    line: str = ""  # the line of the solution it stands on ("twice" there says a 2 is a constant)
 
 
 @dataclass(frozen=True)
@@ -151,6 +154,7 @@ def read_steps(solution: str) -> ReadSolution:
         steps.append((m.start(), step))
         used.append((start, m.end()))
     steps.sort(key=lambda pair: pair[0])
+    steps = [(at, dataclasses.replace(step, line=_line_at(text, at))) for at, step in steps]
     mentioned = [
         _number(m.group(0)) for m in _NUMBER.finditer(text) if not _inside(m.start(), used) and _number(m.group(0))
     ]
@@ -196,6 +200,13 @@ def _link(link: str) -> tuple[Fraction, tuple[tuple[str | int, ...], tuple[Numbe
         return None
     computes = any(t in ("+", "-", "*", "/", "^") for t in tokens) and len(numbers) > 1
     return value, ((tokens, tuple(numbers)) if computes else None)
+
+
+def _line_at(text: str, position: int) -> str:
+    """The line of ``text`` holding ``position``."""
+    start = text.rfind("\n", 0, position) + 1
+    end = text.find("\n", position)
+    return text[start : end if end >= 0 else len(text)]
 
 
 def _inside(position: int, spans: Sequence[tuple[int, int]]) -> bool:
@@ -245,6 +256,8 @@ def _tokens(expression: str) -> tuple[tuple[str | int, ...] | None, list[Number]
     """Numbers, operators and parentheses of ``expression`` (words and other marks dropped, and an
     operator next to a word: ``clam/minute`` is a unit)."""
     if "\\" in expression:  # a LaTeX command (\\sqrt, \\pi, \\log …) changes the value: not read here
+        return None, []
+    if _COEFFICIENT.search(expression):  # "12A + 8A": an unknown's coefficients, algebra — not arithmetic
         return None, []
     raw: list[tuple[str, Any]] = []
     for m in _TOKEN.finditer(expression):

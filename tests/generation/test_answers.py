@@ -225,3 +225,53 @@ def test_the_real_model_testbeds_builder_writes_the_worked_solution_the_generato
         question = Question(**{k: row[k] for k in ("id", "question", "label", "answer", "split")}, extra=row["extra"])
         worked = read_solution(question.question, question.extra_value("solution"), question.answer)
         assert not isinstance(worked, str), (row["question"], worked)
+
+
+def test_a_multiplier_on_a_steps_own_line_makes_its_number_a_constant():
+    """'Dolly has two books … both read': ``3 books/person x 2 people`` sits on the line of "both", so
+    its 2 is the two readers, not Dolly's books (before: five books gave 30, not 12); '2 + 1' is the books."""
+    question = "Dolly has two books. Pandora has one. If both Dolly and Pandora read each others' books, how many books do they read?"
+    solution = "There are 2 + 1 = <<2+1=3>>3 books in total.\nThey both read all 3 books, so 3 books/person x 2 people = <<3*2=6>>6 books total"
+    answers, why = answers_for(question, solution, 6, [question.replace("two books", "five books")])
+    assert why is None and answers == [12]
+
+
+def test_a_percentage_and_a_count_of_the_same_value_are_told_apart_by_a_per_hundred():
+    """'20 students, 20%': ``20 x 20/100`` — the 20 before ``/100`` is the percentage, the other the
+    students (before: every way of reading them was tried, and they disagreed)."""
+    question = "In a class of 20 students, 20% play chess. How many students do not play chess?"
+    solution = "20 x 20/100 = <<20*20/100=4>>4 play chess.\nSo 20 - 4 = <<20-4=16>>16 do not."
+    variant = "In a class of 40 students, 25% play chess. How many students do not play chess?"
+    assert answers_for(question, solution, 16, [variant])[0] == [30]
+
+
+def test_an_unknowns_coefficients_are_algebra_not_arithmetic():
+    """'12A + 8A = 20A' reads no step (its 8 is 4 * 2 worked out in words), so '120 / 20' reads a
+    result computed where no step shows it: no answer (before: $8 a small animal gave 10, not 240/56)."""
+    question = (
+        "Teresa sells large stuffed animals for three times the price of small ones. She sold twice as many small "
+        "as large ones and earned $120. Each small one costs $4. How many small ones did she sell?"
+    )
+    solution = (
+        "Large ones cost 3 * 4 = $<<3*4=12>>12.\nShe earned 12A + 4 * 2A = 12A + 8A = 20A = $120.\n"
+        "So A = 120 / 20 = <<120/20=6>>6.\nShe sold 6 * 2 = <<6*2=12>>12 small ones."
+    )
+    answers, why = answers_for(question, solution, 12, [question.replace("$120", "$240").replace("$4", "$8")])
+    assert answers == [None] and why.startswith("a result computed in a step not read here"), why
+
+
+def test_a_quantity_a_step_reads_in_another_form_is_no_distractor():
+    """'The first two have 200 apartments each': ``200 + 200 = 400`` is two times 200, so "two" is read,
+    only not as itself — no answer (before: four complexes still counted two)."""
+    question = (
+        "John has 3 complexes. The first two have 200 apartments each and the last one has 100. How many apartments?"
+    )
+    solution = "200 + 200 = <<200+200=400>>400\n400 + 100 = <<400+100=500>>500"
+    answers, why = answers_for(question, solution, 500, [question.replace("two", "four").replace("3 ", "5 ")])
+    assert answers == [None] and why.startswith("a quantity the worked solution never reads"), why
+    # a quantity no form of which the solution shows changes nothing: a distractor
+    question = "Ann has 7 red pens and 5 blue pens. Her sister is 30 years old. How many pens has Ann?"
+    answers, why = answers_for(
+        question, "7 + 5 = <<7+5=12>>12", 12, [question.replace("30", "40").replace("7 red", "9 red")]
+    )
+    assert why is None and answers == [14]
