@@ -63,12 +63,14 @@ MAX_ALTERNATIVES = 64  # ways of reading numbers that could be two quantities, t
 
 # A unit's constant, and the words of a question that make a quantity of that value ambiguous.
 UNIT_CUES: dict[int, tuple[str, ...]] = {
-    2: ("half", "twice", "double", "pair", "couple", "both"),
-    3: ("third", "triple", "thrice", "yard"),
-    4: ("quarter", "fourth", "quadruple"),
+    2: ("half", "twice", "double", "pair", "couple", "both", "legs", "wheels", "hands", "eyes"),
+    3: ("third", "triple", "thrice", "yard", "triangle"),
+    4: ("quarter", "fourth", "quadruple", "legs", "wheels", "tires", "square", "season"),
     5: ("nickel", "fifth"),
+    6: ("hexagon", "half a dozen"),
+    8: ("octopus", "spider", "legs"),
     7: ("week",),
-    10: ("dime", "decade", "tenth"),
+    10: ("dime", "decade", "tenth", "fingers", "toes"),
     12: ("dozen", "month", "year", "inch", "foot", "feet"),
     16: ("ounce", "pound"),
     24: ("hour", "day"),
@@ -80,6 +82,9 @@ UNIT_CUES: dict[int, tuple[str, ...]] = {
     365: ("year", "day"),
     1000: ("thousand", "kilo", "gram", "liter", "litre", "meter", "metre"),
 }
+# Words that explain a constant but say too little to flag a reuse: "every second glass" (2).
+ORDINAL_CUES: dict[int, tuple[str, ...]] = {2: ("second", "other"), 3: ("third",), 4: ("fourth",), 5: ("fifth",)}
+
 # The words of a multiplier — on a step's own line they say a number of that value is the constant:
 # "so it was 2*7" beside "twice", "x 2 people" beside "both" (a unit's name, "a month", says too little).
 MULTIPLIERS: dict[int, tuple[str, ...]] = {
@@ -120,6 +125,7 @@ def read_solution(question: str, solution: Any, answer: Any) -> WorkedSolution |
         return f"a result computed in a step not read here ({_show(hidden[0])})"
     strict = _mathematical(solution)
     derived = _worked_out_nearby(steps, quantities) if strict else None
+    derived = derived or _worked_out_in_words(steps, quantities, question)
     if derived is not None:
         return f"a number worked out from a quantity where no step shows it ({derived})"
     over = _read_too_often(steps, slots, quantities, question)
@@ -270,6 +276,46 @@ def _mathematical(solution: str) -> bool:
     7), so a quantity left unread is no distractor, and a number next to a quantity it is one or two
     away from, or twice or half, is taken for worked out from it (:func:`_worked_out_nearby`)."""
     return "\\" in solution  # \\frac, \\boxed, \\cdot: GSM8K's "$" is money
+
+
+def _worked_out_in_words(steps: list[Step], quantities: list[Slot], question: str) -> str | None:
+    """The first constant of the steps that nothing explains — it is no unit or multiplier the
+    question names ("dozen": 12, "a week": 7, "twice": 2, a percentage's 100), no number the question
+    states as structure ("the 3rd floor", "a 10-foot section") and not 0 or 1 — so it was worked out
+    in words from the problem's numbers (``150 / 3`` after 2 and 1 hours; ``12.8 / 2`` after 2/5
+    was left; ``4 * 7`` for the rest of the week): None where every constant is explained."""
+    structure = {v for v in (_plain_number(m.group(0)) for m in _ANY_NUMBER.finditer(question)) if v is not None}
+    structure -= {q.value for q in quantities}
+    percent = any(q.percent for q in quantities) or "%" in question or "percent" in question.lower()
+    for step in steps:
+        for operand in step.operands:
+            value = operand.value
+            if operand.readings != (CONSTANT,) or value in (0, 1) or value in structure:
+                continue
+            explained = (
+                _cue_in(question, value) or _cue_in(question, value, ORDINAL_CUES) or _share_cue(question, value)
+            )
+            if (percent and value in (100, Fraction(1, 100))) or explained:
+                continue
+            return _show(value)
+    return None
+
+
+_ANY_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_SHARES = {Fraction(1, 2): ("half",), Fraction(1, 4): ("quarter",), Fraction(1, 3): ("third",), Fraction(2): ("half",)}
+
+
+def _share_cue(question: str, value: Fraction) -> bool:
+    """Whether the question names a share of that value ("half": 0.5, "a quarter": 0.25)."""
+    words = question.lower()
+    return any(re.search(rf"(?<![a-z]){cue}", words) for cue in _SHARES.get(value, ()))
+
+
+def _plain_number(text: str) -> Fraction | None:
+    try:
+        return Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        return None
 
 
 def _worked_out_nearby(steps: list[Step], quantities: list[Slot]) -> str | None:

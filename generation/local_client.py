@@ -58,7 +58,7 @@ class LocalChatClient:
         return None
 
     def _decode(self, body: dict[str, Any]) -> tuple[str, int, int]:
-        from .constrained import generate_json
+        from .constrained import generate_json  # lazy: pulls torch and llguidance
 
         with self._lock:
             model, tokenizer = self._loaded()

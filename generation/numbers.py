@@ -58,7 +58,7 @@ WORD_VALUES = {word: value for value, word in UNITS.items()}
 
 _LATEX_FRACTION = re.compile(r"\\[dt]?frac\{\s*(\d+)\s*\}\{\s*(\d+)\s*\}")
 _PLAIN_FRACTION = re.compile(r"(?<![\w./])(\d+)/(\d+)(?![\w/]|\.\d)")
-_NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?!\.\d)")
+_NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+|(?<=[\s$(])(?=\.\d))(?:\.(\d+))?(?!\.\d)")  # ".75": 0.75
 _WORD = re.compile(r"(?<![\w-])(" + "|".join(sorted(WORD_VALUES, key=len, reverse=True)) + r")(?![\w-])", re.IGNORECASE)
 _ORDINAL_AFTER = re.compile(r"(st|nd|rd|th)\b")
 _STRUCTURAL_BEFORE = re.compile(r"(\^|_|\^\{-?|_\{|\\sqrt\[)$")

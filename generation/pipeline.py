@@ -104,7 +104,7 @@ def make_generator(config: GenerationConfig) -> Any:
     def client() -> Any:
         cache = ResponseCache(config.openai.resolved_cache_dir())
         if config.backend == "local":
-            from .local_client import LocalChatClient
+            from .local_client import LocalChatClient  # lazy: only for backend: local
 
             return LocalChatClient(config.local, cache)
         return ChatClient(config.openai, cache)

@@ -11,6 +11,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
+from generation.answers import number_of
+from generation.numbers import find_slots
 from generation.records import Question
 
 from ..errors import InputError
@@ -147,9 +149,6 @@ def unused_text_columns(table: Any, columns: dict[str, str], preset: Preset, row
 
 def _numberless(questions: list[Question]) -> dict[str, Any]:
     """How many questions state no quantity although their answer is a number (and a few of them)."""
-    from generation.answers import number_of
-    from generation.numbers import find_slots
-
     found = [q.question for q in questions if number_of(q.answer) is not None and not find_slots(q.question)]
     return {"count": len(found), "examples": [text[:120] for text in found[:3]]}
 

@@ -112,7 +112,7 @@ class ChatServer:
         self, messages: list[dict[str, str]], schema: dict[str, Any], body: dict[str, Any]
     ) -> tuple[list[tuple[str, str, int]], int]:
         """Completions decoded under ``schema`` (and the prompt's token count)."""
-        from generation.constrained import generate_json
+        from generation.constrained import generate_json  # lazy: pulls llguidance, only for schema requests
 
         tokenizer = self.responder.tokenizer
         prompt = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)

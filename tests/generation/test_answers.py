@@ -49,12 +49,12 @@ def test_constants_stay_and_a_short_decimal_answer_is_given():
 @pytest.mark.parametrize(
     "question, solution, answer, why",
     [
-        # 0.3 is no form of 20 %: it may have been worked out from it where no step shows
+        # 0.3 is no form of 20 %, nor a unit: it was worked out where no step shows it
         (
             "Tom has 50 apples and gives 20% away to 2 friends. How many are left?",
             "50 * 0.3 = 15.\n#### 15",
             15,
-            "a quantity the worked solution never reads",
+            "a number worked out from a quantity where no step shows it",
         ),
         # "half * 30 = 15" is not read, so the next step would take 15 for a constant
         (
