@@ -45,6 +45,7 @@ class DrawPlan:
     program: Program | None = None
     failed: set[tuple[str, bool]] = field(default_factory=set)  # (level, with the program) found nothing
     searched: set[tuple[str, bool]] = field(default_factory=set)  # no joint draw found these: search at once
+    pools: dict[tuple, list[str]] = field(default_factory=dict)  # each quantity's values a search tries
 
     def holds(self, values: Sequence[Any]) -> bool:
         """Whether the program (if any) gives an answer on ``values``."""
@@ -228,7 +229,7 @@ def _search(
             return texts  # type: ignore[return-value]
         index = order[depth]
         if len(choices) == depth:
-            choices.append(_options(plan.quantities[index], rng, keep_digits, denominators[index], options))
+            choices.append(_options(plan, index, rng, keep_digits, denominators[index], options))
             budget -= len(choices[-1])
         while choices[depth] and budget > 0:
             text = choices[depth].pop()
@@ -263,13 +264,23 @@ def _most_constrained_first(wanted: set, n: int) -> list[int]:
     return sorted(range(n), key=lambda q: (-count[q], q))
 
 
-def _options(slot: Slot, rng: random.Random, keep_digits: bool, denominator: int | None, count: int) -> list[str]:
-    """A quantity's values to try, in random order: every one of an integer's (up to ``4 * count``,
-    drawn without replacement), else ``count`` distinct redraws."""
-    support = int_support(slot, keep_digits) if denominator is None else None
-    if support is not None:
-        return rng.sample(support, min(len(support), 4 * count))
-    return list(dict.fromkeys(_redraw(slot, rng, keep_digits, denominator) for _ in range(count)))
+def _options(
+    plan: DrawPlan, index: int, rng: random.Random, keep_digits: bool, denominator: int | None, count: int
+) -> list[str]:
+    """Quantity ``index``'s values to try, in random order: up to ``4 * count`` of its values, drawn
+    without replacement from every value an integer can take, or from a pool of distinct redraws
+    made once for the question (:attr:`DrawPlan.pools`: a search visits a quantity many times)."""
+    key = (index, keep_digits, denominator)
+    if key not in plan.pools:
+        slot = plan.quantities[index]
+        support = int_support(slot, keep_digits) if denominator is None else None
+        plan.pools[key] = (
+            support
+            if support is not None
+            else list(dict.fromkeys(_redraw(slot, rng, keep_digits, denominator) for _ in range(4 * count)))
+        )
+    pool = plan.pools[key]
+    return rng.sample(pool, min(len(pool), 4 * count))
 
 
 def _number(value: Any) -> Any:
