@@ -90,8 +90,14 @@ ORDINAL_CUES: dict[int, tuple[str, ...]] = {2: ("second", "other"), 3: ("third",
 MULTIPLIERS: dict[int, tuple[str, ...]] = {
     2: ("half", "twice", "double", "both", "pair", "couple"),
     3: ("third", "triple", "thrice"),
-    4: ("quarter", "quadruple"),
+    4: ("quarter", "quadruple", "fourth"),
     12: ("dozen",),
+}
+
+# The units alone (no multiplier): on a step's line they make a number of their value ambiguous.
+UNITS: dict[int, tuple[str, ...]] = {
+    value: tuple(c for c in cues if c not in {w for ws in MULTIPLIERS.values() for w in ws} | {"half"})
+    for value, cues in UNIT_CUES.items()
 }
 
 
@@ -120,8 +126,8 @@ def read_solution(question: str, solution: Any, answer: Any) -> WorkedSolution |
     if not answering:
         return f"no step of the worked solution yields the answer ({answer})"
     constants = [o.value for s in steps for o in s.operands if o.readings == (CONSTANT,)]
-    hidden = sorted(set(constants) & set(written.hidden))
-    if hidden:
+    hidden = sorted((set(constants) | _quantity_read(steps)) & set(written.hidden))
+    if hidden:  # "12 inches = 1 foot", then "4 * 1": that 1 is the foot, not the stated "1 inch"
         return f"a result computed in a step not read here ({_show(hidden[0])})"
     strict = _mathematical(solution)
     derived = _worked_out_nearby(steps, quantities) if strict else None
@@ -197,7 +203,7 @@ def _readings(
     taken per hundred there (``20 * 20 / 100``: the second 20 is the percentage)."""
     value = number.value
     line, per_hundred = context
-    if not number.percent and _cue_in(line, value, MULTIPLIERS):
+    if not number.percent and _cue_in(line, value, MULTIPLIERS, whole_word=True):
         # "3 books/person x 2 people" on the line of "both"; "so it was 2*7" on the line of "twice": a constant
         return (CONSTANT,)
     out = [
@@ -209,7 +215,8 @@ def _readings(
         out = [r for r in out if quantities[r.index].percent == (per_hundred or number.percent)]
     out += [Reading("step", i) for i, s in enumerate(earlier) if s.result == value]
     if out:
-        return tuple(out)
+        # "2*7=14 kgs of rice a week" after a result of 7: the 7 may be the days — read both ways
+        return (*out, CONSTANT) if not number.percent and _cue_in(line, value, UNITS, whole_word=True) else tuple(out)
     if not number.percent:
         for i, q in enumerate(quantities):
             if q.percent:
@@ -220,11 +227,20 @@ def _readings(
     return tuple(out) if len(out) == 1 else (CONSTANT,)
 
 
-def _cue_in(text: str, value: Fraction, cues_of: dict[int, tuple[str, ...]] = UNIT_CUES) -> bool:
-    """Whether ``text`` names a unit whose constant is ``value`` ("twice" for 2, "dozen" for 12)."""
+def _quantity_read(steps: list[Step]) -> set[Fraction]:
+    """The values of the numbers the steps read as quantities."""
+    return {o.value for s in steps for o in s.operands if any(r.kind == "quantity" for r in o.readings)}
+
+
+def _cue_in(
+    text: str, value: Fraction, cues_of: dict[int, tuple[str, ...]] = UNIT_CUES, whole_word: bool = False
+) -> bool:
+    """Whether ``text`` names a unit whose constant is ``value`` ("twice" for 2, "dozen" for 12);
+    ``whole_word``: the cue as a word of its own ("half", "halves", not "halfway")."""
     cues = cues_of.get(int(value), ()) if value.denominator == 1 else ()
     words = text.lower()
-    return any(re.search(rf"(?<![a-z]){re.escape(cue)}", words) for cue in cues)
+    end = r"(?:s|d|ed|es)?(?![a-z])" if whole_word else ""
+    return any(re.search(rf"(?<![a-z]){re.escape(cue)}{end}", words) for cue in cues)
 
 
 def _per_hundred(tokens: tuple[str | int, ...], numbers: list[Number]) -> set[int]:

@@ -35,7 +35,7 @@ from ..questions.chat import default_system_prompt
 from ..questions.importing import ImportOptions, write_questions
 from ..questions.lm_eval_tasks import LmEvalSource, import_lm_eval_task
 from ..questions.question_files import provenance_path, questions_text
-from ..verdicts.controls import control_texts
+from ..verdicts.controls import control_answers, control_texts
 from . import report_stages, stage_table, stages
 from .config import LmEvalQuestions, RunConfig, dump_config
 from .layout import RunLayout
@@ -234,11 +234,14 @@ class _Run:
         return self.reference is not None and any(d.requires_reference for d in self.detectors.values())
 
     def controls_digest(self) -> str:
-        """sha256 of every question's control texts: a change of the sets that leaves them alone
-        (more paraphrases, a later similar) does not redo detection."""
+        """sha256 of every question's controls as detection reads them — the texts and re-solved
+        answers of its first ``calibration.most`` (the decisions' controls too, not only the
+        verdict's): a change of the sets that leaves them alone (more paraphrases) does not redo
+        detection, one of a fourth control's text or of any control's answer does."""
         if self._controls is None:
-            texts = control_texts(read_sets(self.layout.sets), self.config.calibration.controls)
-            self._controls = hashlib.sha256(json.dumps(texts, sort_keys=True).encode()).hexdigest()
+            sets, most = read_sets(self.layout.sets), self.config.calibration.most
+            controls = {"texts": control_texts(sets, most), "answers": control_answers(sets, most)}
+            self._controls = hashlib.sha256(json.dumps(controls, sort_keys=True, default=str).encode()).hexdigest()
         return self._controls
 
 

@@ -275,3 +275,31 @@ def test_a_quantity_a_step_reads_in_another_form_is_no_distractor():
         question, "7 + 5 = <<7+5=12>>12", 12, [question.replace("30", "40").replace("7 red", "9 red")]
     )
     assert why is None and answers == [14]
+
+
+def test_a_unit_on_a_steps_line_makes_a_result_of_its_value_ambiguous():
+    """'2*7=14 kgs of rice a week' after a result of 7: the 7 may be the week's days or that result,
+    and both are read — they disagree on a similar, so no answer (before: the result was taken)."""
+    question = (
+        "Rice costs $20 per kg and the better one 35% more. He uses 2 kg a day for a week. What does the week cost?"
+    )
+    solution = "20*0.35=<<20*0.35=7>>7 more per kg\nSo 20+7=<<20+7=27>>27 per kg\nHe uses 2*7=<<2*7=14>>14 kgs a week\n27*14=<<27*14=378>>378"
+    variant = (
+        "Rice costs $30 per kg and the better one 40% more. He uses 3 kg a day for a week. What does the week cost?"
+    )
+    assert answers_for(question, solution, 378, [variant])[0] == [None]
+    # a multiplier inside a longer word is none: "halfway" says nothing of the 2s that are results
+    question = "James walks halfway to the store and back home, then to the store. His home is 4 miles away and he walks 4 miles per hour. How long does it take?"
+    solution = "He walked 4/2=<<4/2=2>>2 miles there\nSo he walked 2+2+4=<<2+2+4=8>>8 miles, halfway and back\n8/4=<<8/4=2>>2 hours"
+    variant = question.replace("4 miles away", "6 miles away").replace("4 miles per hour", "6 miles per hour")
+    assert answers_for(question, solution, 2, [variant])[0] == [2]  # 6/2 = 3; 3 + 3 + 6 = 12; 12 / 6 = 2
+
+
+def test_a_quantity_whose_value_a_step_states_in_words_is_not_read_as_it():
+    """'12 inches=1 foot' states a 1 no step computes; '4*1' then reads that foot, not the stated
+    '1 inch' — no answer (before: 5 inches gave 6 * 5 for the feet)."""
+    question = "Saskay lifts 12 times higher than Pompei, Kagiyami 4 times higher than Saskay. Pompei lifts 1 inch. How many feet does Kagiyami lift?"
+    solution = "Saskay lifts 12*1=12 inches=1 foot.\nKagiyami lifts 4*1=<<4*1=4>>4 feet."
+    variant = question.replace("12 times", "18 times").replace("4 times", "6 times").replace("1 inch", "5 inch")
+    answers, why = answers_for(question, solution, 4, [variant])
+    assert answers == [None] and why.startswith("a result computed in a step not read here"), why

@@ -203,12 +203,14 @@ def test_a_rerun_skips_every_finished_stage(first_run):
 
 @pytest.mark.slow
 def test_changing_k_redoes_exactly_the_stages_that_depend_on_it(first_run):
+    """K = 3 instead of 5 keeps each question's first controls but changes its 4th to 10th (two
+    similars fewer, two further controls more), which the decisions score: detection is redone (the
+    stores already hold the texts seen before); the greedy answers of the questions are not."""
     path, _ = first_run
     changed = run_pipeline(load_run_config(path, ["generation.similars=3"]), progress=False)
-    unchanged = {"detect/rl", "detect/sft", "accuracy/rl", "accuracy/sft"}
+    unchanged = {"accuracy/rl", "accuracy/sft"}
     assert set(changed.skipped) == unchanged
     assert set(changed.ran) == ALL_STAGES - unchanged
-    # and back: the sets come out as before, the stores already hold their texts
     back = run_pipeline(load_run_config(path), progress=False)
     assert set(back.skipped) == unchanged
 
@@ -482,3 +484,31 @@ def test_with_a_reference_the_run_s_report_shows_the_drift_map_beside_lara_s(fir
     md = (tmp_path / "run/rl/report/report.md").read_text()
     assert md.index("## Layer analysis") < md.index("## Representation drift")
     assert "drift" not in json.loads((tmp_path / "run/sft/report/report.json").read_text())
+
+
+def test_the_detect_stage_key_reads_every_control_it_scores_and_their_answers(tmp_path):
+    """The controls' digest (part of the detect stage's key) covers the texts and re-solved answers
+    of each question's first ``calibration.most`` controls: a changed answer or a changed 4th
+    control redoes detection (before: only the first ``calibration.controls`` texts counted, so a
+    re-solver's new answers were scored with the old ones)."""
+    import types
+
+    from generation.records import Question, empty_set
+    from probes.pipeline.run import _Run
+
+    def digest(answers: list, fourth: str) -> str:
+        record = empty_set(Question("q", "Ann has 3 pens."), 5, 1, {}, 5)
+        record.similars = [f"Ann has {n} pens." for n in (4, 5, 6)] + [fourth, "Ann has 9 pens."]
+        record.answers = {"similars": answers, "controls": [None] * 5}
+        (tmp_path / "sets.jsonl").write_text(record.to_json() + "\n")
+        run = types.SimpleNamespace(
+            layout=types.SimpleNamespace(sets=tmp_path / "sets.jsonl"),
+            config=types.SimpleNamespace(calibration=types.SimpleNamespace(controls=2, most=10)),
+            _controls=None,
+        )
+        return _Run.controls_digest(run)
+
+    base = digest([4, 5, 6, 7, 9], "Ann has 7 pens.")
+    assert digest([4, 5, 6, 7, 9], "Ann has 7 pens.") == base
+    assert digest([4, 5, 6, 8, 9], "Ann has 7 pens.") != base  # a control's answer
+    assert digest([4, 5, 6, 7, 9], "Ann has 8 pens.") != base  # the 4th control's text
