@@ -4,24 +4,27 @@ OpenAI-compatible servers decode under it (vLLM's structured outputs, OpenAI's s
 ``lara serve`` and the in-process backend through :mod:`generation.constrained`), so an answer
 parses by construction; the answer is still parsed and validated (:mod:`generation.parsing`,
 :mod:`generation.validate`) — a schema fixes the shape, not the content. Strings have a length
-bound (a runaway string is cut by the schema, not by ``max_tokens``).
+bound — a rewrite at most 1.5 times the text it rewrites — so a runaway string is ended by the
+schema, not cut by ``max_tokens`` into JSON that does not parse.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-MAX_PROBLEM_CHARS = 1200  # a similar problem, a paraphrase, a blanked variant
-MAX_DESCRIPTION_CHARS = 100
-MAX_SOLUTION_CHARS = 1500
-MAX_ANSWER_CHARS = 60
+MAX_PROBLEM_CHARS = 1200  # a similar problem, a paraphrase, a blanked variant: at most this, …
+REWRITE_SLACK = 1.5  # … and at most 1.5 times the text it rewrites, plus 40 characters
+MAX_DESCRIPTION_CHARS = 60  # a few words (the validator takes up to 15)
+MAX_SOLUTION_CHARS = 600
+MAX_ANSWER_CHARS = 30
 
 
 def step_schema(step: str, count: int = 1, length: int = 0) -> dict[str, Any]:
     """The schema of ``step``'s answer: ``count`` strings for the list steps (similars,
     paraphrases), an object with one string for the others; ``length``: the text rewritten, whose
     size bounds a rewrite's."""
-    text = {"type": "string", "minLength": 1, "maxLength": max(MAX_PROBLEM_CHARS, 2 * length)}
+    bound = min(MAX_PROBLEM_CHARS, int(REWRITE_SLACK * length) + 40) if length else MAX_PROBLEM_CHARS
+    text = {"type": "string", "minLength": 1, "maxLength": bound}
     if step in ("similars", "paraphrases"):
         return {"type": "array", "items": text, "minItems": count, "maxItems": count}
     if step == "key_information":
