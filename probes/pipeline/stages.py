@@ -184,7 +184,8 @@ def detect_key(run: RunState, model: str) -> dict[str, Any]:
         "model": run.identity(model),
         "detect": detect,
         "reference": reference,
-        "calibration": {"controls": controls, **_calibration_key(config)} if config.calibrating else None,
+        # the controls' digest under its own name: the settings' "controls" (a count) must not hide it
+        "calibration": {**_calibration_key(config), "control_sets": controls} if config.calibrating else None,
     }
     engine = None if detect["endpoint"] is not None else engine_key(dict(config.models())[model])
     if engine is not None:  # hf: the key as it was before engines existed

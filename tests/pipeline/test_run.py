@@ -509,6 +509,18 @@ def test_the_detect_stage_key_reads_every_control_it_scores_and_their_answers(tm
         return _Run.controls_digest(run)
 
     base = digest([4, 5, 6, 7, 9], "Ann has 7 pens.")
+    # and the detect stage's key holds it (before, the calibration's count of controls overwrote it)
+    from probes.pipeline.stages import detect_key
+
+    fake = types.SimpleNamespace(
+        config=load_run_config(Path(__file__).resolve().parents[2] / "configs" / "demo.yaml", [f"run_dir={tmp_path}"]),
+        detector_objects=lambda: [],
+        reference=None,
+        q_digest="q",
+        identity=lambda name: {"name": name},
+        controls_digest=lambda: "digest-of-the-controls",
+    )
+    assert detect_key(fake, "rl")["calibration"]["control_sets"] == "digest-of-the-controls"
     assert digest([4, 5, 6, 7, 9], "Ann has 7 pens.") == base
     assert digest([4, 5, 6, 8, 9], "Ann has 7 pens.") != base  # a control's answer
     assert digest([4, 5, 6, 7, 9], "Ann has 8 pens.") != base  # the 4th control's text
