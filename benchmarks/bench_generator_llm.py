@@ -115,6 +115,7 @@ def main() -> None:
                     "api_key_env": None,
                     "max_tokens": args.max_tokens,
                     "concurrency": 1,
+                    "timeout_s": 1800.0,  # a CPU decodes a long answer slowly: never give up on it
                     "cache_dir": str(Path(tmp) / "cache"),
                 },
             }

@@ -49,57 +49,18 @@ import itertools
 import math
 import re
 from fractions import Fraction
-from typing import Any, Iterable
+from typing import Any
 
 from .cas_answers import read_question
 from .numbers import Slot, find_slots
 from .records import PerturbationSet
-from .solution_program import CONSTANT, Operand, Reading, Step, WorkedSolution
-from .solution_steps import Number, WrittenStep, read_steps
+from .solution_binding import ORDINAL_CUES, UNIT_CUES, bind, cue_in, quantity_read, whole_steps
+from .solution_program import CONSTANT, Reading, Step, WorkedSolution
+from .solution_steps import read_steps
 
 RESOLVER_VERSION = "worked-solution-v2"  # v2: written and annotated steps together, distractors, shares, reuse
 
 MAX_ALTERNATIVES = 64  # ways of reading numbers that could be two quantities, tried before giving up
-
-# A unit's constant, and the words of a question that make a quantity of that value ambiguous.
-UNIT_CUES: dict[int, tuple[str, ...]] = {
-    2: ("half", "twice", "double", "pair", "couple", "both", "legs", "wheels", "hands", "eyes"),
-    3: ("third", "triple", "thrice", "yard", "triangle"),
-    4: ("quarter", "fourth", "quadruple", "legs", "wheels", "tires", "square", "season"),
-    5: ("nickel", "fifth"),
-    6: ("hexagon", "half a dozen"),
-    8: ("octopus", "spider", "legs"),
-    7: ("week",),
-    10: ("dime", "decade", "tenth", "fingers", "toes"),
-    12: ("dozen", "month", "year", "inch", "foot", "feet"),
-    16: ("ounce", "pound"),
-    24: ("hour", "day"),
-    25: ("quarter",),
-    30: ("month",),
-    52: ("week", "year"),
-    60: ("minute", "hour", "seconds"),
-    100: ("percent", "%", "cent", "century", "dollar"),
-    365: ("year", "day"),
-    1000: ("thousand", "kilo", "gram", "liter", "litre", "meter", "metre"),
-}
-# Words that explain a constant but say too little to flag a reuse: "every second glass" (2).
-ORDINAL_CUES: dict[int, tuple[str, ...]] = {2: ("second", "other"), 3: ("third",), 4: ("fourth",), 5: ("fifth",)}
-
-# The words of a multiplier — on a step's own line they say a number of that value is the constant:
-# "so it was 2*7" beside "twice", "x 2 people" beside "both" (a unit's name, "a month", says too little).
-MULTIPLIERS: dict[int, tuple[str, ...]] = {
-    2: ("half", "twice", "double", "both", "pair", "couple"),
-    3: ("third", "triple", "thrice"),
-    4: ("quarter", "quadruple", "fourth"),
-    12: ("dozen",),
-}
-
-# The units alone (no multiplier): on a step's line they make a number of their value ambiguous.
-UNITS: dict[int, tuple[str, ...]] = {
-    value: tuple(c for c in cues if c not in {w for ws in MULTIPLIERS.values() for w in ws} | {"half"})
-    for value, cues in UNIT_CUES.items()
-}
-
 
 # Constants a solution may read beside a quantity it leaves unread: units and simple shares. Any
 # other constant may be a number worked out where no step shows it, from that very quantity.
@@ -121,12 +82,12 @@ def read_solution(question: str, solution: Any, answer: Any) -> WorkedSolution |
     keys = tuple(dict.fromkeys(s.key for s in slots))
     quantities = [next(s for s in slots if s.key == key) for key in keys]
     written = read_steps(solution)
-    steps = _bind(written.steps, quantities, question)
+    steps = bind(written.steps, quantities, question)
     answering = [i for i, s in enumerate(steps) if s.result == target]
     if not answering:
         return f"no step of the worked solution yields the answer ({answer})"
     constants = [o.value for s in steps for o in s.operands if o.readings == (CONSTANT,)]
-    hidden = sorted((set(constants) | _quantity_read(steps)) & set(written.hidden))
+    hidden = sorted((set(constants) | quantity_read(steps)) & set(written.hidden))
     if hidden:  # "12 inches = 1 foot", then "4 * 1": that 1 is the foot, not the stated "1 inch"
         return f"a result computed in a step not read here ({_show(hidden[0])})"
     strict = _mathematical(solution)
@@ -151,139 +112,11 @@ def read_solution(question: str, solution: Any, answer: Any) -> WorkedSolution |
         keys,
         tuple(steps),
         answering[-1],
-        _whole_steps(steps, quantities, question, answering[-1]),
+        whole_steps(steps, quantities, question, answering[-1]),
         tuple(s.result >= 0 for s in steps),
         tuple(alternatives),
         is_latex(answer),
     )
-
-
-def _whole_steps(steps: list[Step], quantities: list[Slot], question: str, answer_step: int) -> tuple[bool, ...]:
-    """Per step, whether its result must stay whole: it is whole in the original, and it is the
-    answer or no sum of money stated with cents (``$4.20``) feeds it, directly or through earlier
-    steps."""
-    money = [q.kind == "decimal" and _is_money(question, q) for q in quantities]
-    cents: list[bool] = []
-    for step in steps:
-        readings = [r for o in step.operands for r in o.readings]
-        cents.append(
-            any(r.kind == "quantity" and money[r.index] for r in readings)
-            or any(r.kind == "step" and cents[r.index] for r in readings)
-        )
-    return tuple(
-        s.result.denominator == 1 and (i == answer_step or not c) for i, (s, c) in enumerate(zip(steps, cents))
-    )
-
-
-def _is_money(text: str, slot: Slot) -> bool:
-    before, after = text[max(0, slot.start - 2) : slot.start], text[slot.end : slot.end + 9].lower()
-    return any(sign in before for sign in "$€£¥") or after.lstrip().startswith(("dollar", "cent", "euro", "pound"))
-
-
-def _bind(written: Iterable[WrittenStep], quantities: list[Slot], question: str) -> list[Step]:
-    """Each written step with the readings of its numbers (see the module docstring)."""
-    cents = {i for i, q in enumerate(quantities) if re.match(r"\s*cents?\b", question[q.end : q.end + 8])}
-    steps: list[Step] = []
-    for step in written:
-        tokens, numbers = _merge_fractions(step, quantities)
-        hundred = _per_hundred(tokens, numbers)
-        operands = tuple(
-            Operand(n.value, n.percent, _readings(n, quantities, steps, cents, (step.line, k in hundred)))
-            for k, n in enumerate(numbers)
-        )
-        steps.append(Step(tokens, operands, step.result, step.percent))
-    return steps
-
-
-def _readings(
-    number: Number, quantities: list[Slot], earlier: list[Step], cents: set[int], context: tuple[str, bool]
-) -> tuple[Reading, ...]:
-    """What ``number`` may stand for: the quantities and earlier results of its value, else a
-    quantity's share, else a constant. ``context``: the step's line, and whether the number is
-    taken per hundred there (``20 * 20 / 100``: the second 20 is the percentage)."""
-    value = number.value
-    line, per_hundred = context
-    if not number.percent and _cue_in(line, value, MULTIPLIERS, whole_word=True):
-        # "3 books/person x 2 people" on the line of "both"; "so it was 2*7" on the line of "twice": a constant
-        return (CONSTANT,)
-    out = [
-        Reading("quantity", i)
-        for i, q in enumerate(quantities)
-        if q.value == value and (q.percent or not number.percent)
-    ]
-    if len({quantities[r.index].percent for r in out}) == 2:  # 20 students and 20 %: which, by how it is used
-        out = [r for r in out if quantities[r.index].percent == (per_hundred or number.percent)]
-    out += [Reading("step", i) for i, s in enumerate(earlier) if s.result == value]
-    if out:
-        # "2*7=14 kgs of rice a week" after a result of 7: the 7 may be the days — read both ways
-        return (*out, CONSTANT) if not number.percent and _cue_in(line, value, UNITS, whole_word=True) else tuple(out)
-    if not number.percent:
-        for i, q in enumerate(quantities):
-            if q.percent:
-                forms = {"share": q.value / 100, "less": 1 - q.value / 100, "more": 1 + q.value / 100}
-                out += [Reading("quantity", i, form) for form, v in forms.items() if v == value]
-            elif i in cents and q.value / 100 == value:  # "25 cents" read as 0.25 (dollars)
-                out.append(Reading("quantity", i, "share"))
-    return tuple(out) if len(out) == 1 else (CONSTANT,)
-
-
-def _quantity_read(steps: list[Step]) -> set[Fraction]:
-    """The values of the numbers the steps read as quantities."""
-    return {o.value for s in steps for o in s.operands if any(r.kind == "quantity" for r in o.readings)}
-
-
-def _cue_in(
-    text: str, value: Fraction, cues_of: dict[int, tuple[str, ...]] = UNIT_CUES, whole_word: bool = False
-) -> bool:
-    """Whether ``text`` names a unit whose constant is ``value`` ("twice" for 2, "dozen" for 12);
-    ``whole_word``: the cue as a word of its own ("half", "halves", not "halfway")."""
-    cues = cues_of.get(int(value), ()) if value.denominator == 1 else ()
-    words = text.lower()
-    end = r"(?:s|d|ed|es)?(?![a-z])" if whole_word else ""
-    return any(re.search(rf"(?<![a-z]){re.escape(cue)}{end}", words) for cue in cues)
-
-
-def _per_hundred(tokens: tuple[str | int, ...], numbers: list[Number]) -> set[int]:
-    """The numbers of a step taken per hundred: followed by ``/ 100`` or ``* .01``."""
-    out = set()
-    for i, token in enumerate(tokens[:-2]):
-        if isinstance(token, int) and isinstance(tokens[i + 2], int):
-            after = numbers[tokens[i + 2]].value  # type: ignore[index]
-            if (tokens[i + 1] == "/" and after == 100) or (tokens[i + 1] == "*" and after == Fraction(1, 100)):
-                out.add(token)
-    return out
-
-
-def _merge_fractions(step: WrittenStep, quantities: list[Slot]) -> tuple[tuple[str | int, ...], list[Number]]:
-    """``3 / 4`` read as the one quantity 3/4 where the question states that fraction (not after a
-    ``/``, where it would change the grouping)."""
-    fractions = {q.value for q in quantities if q.kind in ("fraction", "latex_fraction")}
-    tokens, numbers = list(step.tokens), list(step.numbers)
-    out_tokens: list[str | int] = []
-    out_numbers: list[Number] = []
-    i = 0
-    while i < len(tokens):
-        token = tokens[i]
-        if (
-            isinstance(token, int)
-            and i + 2 < len(tokens)
-            and tokens[i + 1] == "/"
-            and isinstance(tokens[i + 2], int)
-            and (not out_tokens or out_tokens[-1] != "/")
-        ):
-            a, b = numbers[token], numbers[tokens[i + 2]]  # type: ignore[index]
-            if b.value and a.value / b.value in fractions and a.value.denominator == b.value.denominator == 1:
-                out_numbers.append(Number(a.value / b.value, f"{a.text}/{b.text}"))
-                out_tokens.append(len(out_numbers) - 1)
-                i += 3
-                continue
-        if isinstance(token, int):
-            out_numbers.append(numbers[token])
-            out_tokens.append(len(out_numbers) - 1)
-        else:
-            out_tokens.append(token)
-        i += 1
-    return tuple(out_tokens), out_numbers
 
 
 def _mathematical(solution: str) -> bool:
@@ -308,9 +141,7 @@ def _worked_out_in_words(steps: list[Step], quantities: list[Slot], question: st
             value = operand.value
             if operand.readings != (CONSTANT,) or value in (0, 1) or value in structure:
                 continue
-            explained = (
-                _cue_in(question, value) or _cue_in(question, value, ORDINAL_CUES) or _share_cue(question, value)
-            )
+            explained = cue_in(question, value) or cue_in(question, value, ORDINAL_CUES) or _share_cue(question, value)
             if (percent and value in (100, Fraction(1, 100))) or explained:
                 continue
             return _show(value)
@@ -360,7 +191,7 @@ def _read_too_often(steps: list[Step], slots: tuple[Slot, ...], quantities: list
     for index, n in counts.items():
         quantity = quantities[index]
         stated = sum(s.key == quantity.key for s in slots)
-        if n > stated and _cue_in(question, quantity.value):
+        if n > stated and cue_in(question, quantity.value):
             return quantity.text
     return None
 
