@@ -48,7 +48,8 @@ def read_answer(text: str) -> Any:
         return None
     number = number_of(str(value).strip().rstrip("."))
     if number is not None:
-        return as_answer(number, latex=False) if as_answer(number) is not None else str(number)
+        written = as_answer(number)  # 18, 18.5; a third stays a fraction's text ("1/3")
+        return written if written is not None else str(number)
     text = str(value).strip()
     return text or None
 

@@ -247,3 +247,15 @@ def test_a_similars_answer_is_the_majority_only_where_enough_solutions_agree(tmp
 
 def read_sets_of(summary) -> dict[str, PerturbationSet]:
     return read_sets(summary.output)
+
+
+def test_solutions_answers_read_as_numbers_agree_and_a_majority_needs_its_share():
+    from generation.llm_answers import majority, read_answer
+
+    replies = ['{"solution": "…", "answer": "18"}', '{"solution": "…", "answer": "18.0"}', '{"answer": "$18"}']
+    assert [read_answer(r) for r in replies] == [18, 18, 18]
+    assert read_answer('{"answer": "1/3"}') == "1/3" and read_answer('{"answer": "blue"}') == "blue"
+    assert read_answer("no json here") is None
+    assert majority([18, 18, 18, 5, None], 0.6) == (18, 0.6)
+    assert majority([18, 18, 5, 7, None], 0.6) == (None, 0.4)
+    assert majority([None, None], 0.6) == (None, 0.0)
