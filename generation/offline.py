@@ -96,7 +96,7 @@ class OfflineGenerator:
                 for step in r.STEPS + ((r.CONTROLS_STEP,) if c.controls else ())
             ]
             return record
-        plan = DrawPlan.of(slots, c.offline.relations == "arithmetic", self._program(question))
+        plan = self._plan(question, slots)
         self._fill_similars(record, plan, question_rng(c.seed, question, "similars"))
         if c.controls:
             self._fill_controls(record, plan, question_rng(c.seed, question, "controls"))
@@ -111,6 +111,10 @@ class OfflineGenerator:
         return record
 
     # -- similars ---------------------------------------------------------------------------
+
+    def _plan(self, question: Question, slots: list[Slot]) -> DrawPlan:
+        """How the question's values are drawn: its slots, their relations and its worked solution."""
+        return DrawPlan.of(slots, self.config.offline.relations == "arithmetic", self._program(question))
 
     def _program(self, question: Question) -> WorkedSolution | None:
         """The question's worked solution as a program, where it can be re-run (:mod:`generation.answers`,

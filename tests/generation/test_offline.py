@@ -168,9 +168,9 @@ def _controls_drawn(questions: list[Question], extra: int) -> dict[str, list[str
     drawn, gaps = {}, {}
     for q in questions:
         record = r.empty_set(q, 5, 5, {}, extra)
-        slots = find_slots(q.question)
-        generator._fill_similars(record, slots, question_rng(0, q, "similars"))
-        generator._fill_controls(record, slots, question_rng(0, q, "controls"))
+        plan = generator._plan(q, find_slots(q.question))
+        generator._fill_similars(record, plan, question_rng(0, q, "similars"))
+        generator._fill_controls(record, plan, question_rng(0, q, "controls"))
         drawn[q.id] = [t for t in [*record.similars, *record.controls] if t is not None]
         gaps[q.id] = [g for g in unexplained_gaps(record) if g.startswith(("similars", "controls"))]
     return drawn, gaps

@@ -91,8 +91,11 @@ def assert_same_audit(run: Path, reference: Path) -> None:
                     np.testing.assert_array_equal(theirs, values, err_msg=f"{model}/{table}:{name}")
                 elif name in ("ppl",):  # a log-probability: float32 rounding of the batch composition
                     np.testing.assert_allclose(theirs, values, rtol=1e-6, atol=1e-9, err_msg=f"{model}/{table}:{name}")
-                else:  # LaRA (z-scores of rows equal to ≤ 3e-7), @cal (divided by the controls' spread), fused:
-                    # that rounding carried through each score's own scale, as between two batch sizes in one process
+                elif name.endswith("@cal"):  # (raw − the controls' median) / σ̂: the raw scores' rounding over σ̂
+                    atol = calibrated_rounding(reference / model, name.removesuffix("@cal"), one.columns)
+                    np.testing.assert_allclose(theirs, values, rtol=1e-3, atol=atol, err_msg=f"{model}/{table}:{name}")
+                else:  # LaRA (z-scores of rows equal to ≤ 3e-7), fused: that rounding carried through each
+                    # score's own scale, as between two batch sizes in one process
                     scale = np.nanstd(values) if np.isfinite(values).any() else 0.0
                     np.testing.assert_allclose(
                         theirs, values, rtol=1e-3, atol=1e-4 * scale + 1e-9, err_msg=f"{model}/{table}:{name}"
@@ -105,6 +108,26 @@ def assert_same_audit(run: Path, reference: Path) -> None:
     assert (run / "report.md").read_text() == (reference / "report.md").read_text() or _same_verdict_lines(
         run, reference
     )
+
+
+def calibrated_rounding(model_dir: Path, detector: str, columns: dict[str, np.ndarray]) -> float:
+    """How far ``<detector>@cal`` may move when every raw score moves by its asserted rounding (1e-6
+    relative): the original's and the controls' median by that much each, divided by σ̂, the controls'
+    pooled spread (about 1e-3 on the smoke testbed's ppl of about 3: controls that differ in a number)."""
+    import csv
+    from collections import defaultdict
+
+    from probes.verdicts.stats import pooled_control_scale
+
+    by_question: dict[str, list[float]] = defaultdict(list)
+    with open(model_dir / "detectors.controls.csv", newline="") as f:
+        for row in csv.DictReader(f):
+            by_question[row["id"]].append(float(row[detector]) if row[detector] else np.nan)
+    width = max(len(v) for v in by_question.values())
+    controls = np.array([v + [np.nan] * (width - len(v)) for v in by_question.values()])
+    scale = float(pooled_control_scale(controls).scale[0])
+    largest = max(np.nanmax(np.abs(columns[detector])), np.nanmax(np.abs(controls)))
+    return 2 * 1e-6 * largest / scale
 
 
 def _same_verdict_lines(run: Path, reference: Path) -> bool:
