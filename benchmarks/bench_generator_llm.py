@@ -7,7 +7,8 @@ Serves the model through ``lara serve``'s loopback chat server (the real ``opena
 HTTP), runs the LLM backend (the four steps with their validation and retries, each answer asked
 under its JSON schema, and each similar's answer the model's majority over 5 solutions) on the
 first ``--questions`` questions (of GSM8K's ``--gsm8k`` file, else the shipped testbed), and the
-offline generator on the same questions, each with an empty response cache; ``--unconstrained``
+offline generator on the same questions, each with an empty response cache (or ``--cache-dir``'s, where a
+rerun resumes); ``--unconstrained``
 asks without schemas too. Prints per backend: the share of structurally valid sets (every answer
 parsed into the shape asked for: no ``invalid_json`` or ``wrong_count``), the validators' pass
 rate on content (valid similars, blanked variants and paraphrases over those asked for), the
@@ -98,11 +99,13 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=256, help="completion tokens per request")
     parser.add_argument("--gsm8k", type=Path, default=None, help="GSM8K's test.jsonl (default: the shipped testbed)")
     parser.add_argument("--unconstrained", action="store_true", help="also ask without JSON schemas")
+    parser.add_argument("--cache-dir", type=Path, default=None, help="keep the responses here: a rerun resumes")
     args = parser.parse_args()
     questions = load_questions(args)
     loaded = load_model(ModelConfig(source=args.model, device="cpu", dtype="float32"))
     rows = []
     with tempfile.TemporaryDirectory() as tmp, ChatServer(loaded, "bench", batch_size=4) as server:
+        cache = args.cache_dir or Path(tmp)
         offline = GenerationConfig.from_dict({"backend": "offline", "seed": 0, **SIZES})
         llm = GenerationConfig.from_dict(
             {
@@ -116,14 +119,14 @@ def main() -> None:
                     "max_tokens": args.max_tokens,
                     "concurrency": 1,
                     "timeout_s": 1800.0,  # a CPU decodes a long answer slowly: never give up on it
-                    "cache_dir": str(Path(tmp) / "cache"),
+                    "cache_dir": str(cache / "cache"),
                 },
             }
         )
         backends = [("offline", offline), (f"LLM ({Path(args.model).name}), schemas", llm)]
         if args.unconstrained:
             free = llm.to_dict()
-            free["openai"] = {**free["openai"], "structured": False, "cache_dir": str(Path(tmp) / "free")}
+            free["openai"] = {**free["openai"], "structured": False, "cache_dir": str(cache / "free")}
             backends.append((f"LLM ({Path(args.model).name}), no schemas", GenerationConfig.from_dict(free)))
         for name, config in backends:
             sets, summary, seconds = run(config, questions, Path(tmp) / f"{name[:3]}.jsonl")
