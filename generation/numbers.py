@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
 
+from .magnitudes import balanced_choice, draw_near, round_values
 from .protected import protected_spans
 
 SlotKind = Literal["int", "decimal", "fraction", "latex_fraction", "word"]
@@ -261,10 +262,7 @@ def vary_share(slot: Slot, denominator: int, rng: random.Random) -> str | None:
     count = hi - lo + 1 - (current.denominator == 1 and lo <= current <= hi)
     if count <= 0:
         return None
-    k = lo + rng.randrange(count)  # the k-th multiple, skipping the current value
-    if current.denominator == 1 and k >= current:
-        k += 1
-    return render(k * step)
+    return render(draw_near(current, lo, hi, rng) * step)
 
 
 def _digits(text: str) -> int:
@@ -295,10 +293,9 @@ def _draw(slot: Slot, rng: random.Random) -> str:
 
 
 def near_int(n: int, rng: random.Random) -> int:
-    """An integer of comparable magnitude to ``n >= 1``: uniform on [max(1, n/2), max(2n, n+4)], != n."""
-    lo, hi = max(1, n // 2), max(2 * n, n + 4)
-    choice = rng.randint(lo, hi - 1)
-    return choice + 1 if choice >= n else choice
+    """An integer of comparable magnitude to ``n >= 1``, != n: on [max(1, n/2), max(2n, n+4)], as
+    often below ``n`` as above (:func:`generation.magnitudes.draw_near`)."""
+    return draw_near(n, max(1, n // 2), max(2 * n, n + 4), rng)
 
 
 def _draw_int(slot: Slot, rng: random.Random) -> str:
@@ -308,8 +305,8 @@ def _draw_int(slot: Slot, rng: random.Random) -> str:
     else:
         zeros = len(str(n)) - len(str(n).rstrip("0")) if n >= 10 else 0
         lead = n // 10**zeros
-        if zeros and n >= 30 and lead < 10:  # round numbers stay round, same order of magnitude (40 -> 10…90)
-            new = rng.choice([d for d in range(1, 10) if d != lead]) * 10**zeros
+        if zeros and n >= 30 and lead < 10:  # round numbers stay round (40 -> 20, 30, 50…80)
+            new = balanced_choice(round_values(n, zeros), n, rng)
         else:
             new = near_int(lead, rng) * 10**zeros if n >= 30 else near_int(n, rng)
         if slot.percent and n <= 100:
@@ -330,7 +327,7 @@ def int_support(slot: Slot, keep_digits: bool = False) -> list[str] | None:
     zeros = len(str(n)) - len(str(n).rstrip("0")) if n >= 10 else 0
     lead = n // 10**zeros
     if zeros and n >= 30 and lead < 10:
-        values = [d * 10**zeros for d in range(1, 10)]
+        values = round_values(n, zeros)
     else:
         base = lead if n >= 30 else n
         scale = 10**zeros if n >= 30 else 1
@@ -352,9 +349,9 @@ def _draw_decimal(slot: Slot, rng: random.Random) -> str:
     if slot.text.endswith(("0", "5")) and slot.decimals:
         step *= 5
     value = slot.value
-    lo, hi = max(step, value / 2), max(value * 2, value + 4 * step)
-    new = lo + step * rng.randint(0, int((hi - lo) / step))
-    return f"{float(new):.{slot.decimals}f}"
+    units = value / step  # the value in steps (not always whole: "2.30" in steps of 0.05)
+    lo, hi = max(1, math.ceil(units / 2)), max(math.floor(units * 2), math.floor(units) + 4)
+    return f"{float(step * draw_near(units, lo, hi, rng)):.{slot.decimals}f}"
 
 
 def _draw_fraction(num: int, den: int, rng: random.Random) -> tuple[int, int]:

@@ -38,7 +38,7 @@ from .source_digest import code_digest
 from .validate import check_blanked, check_paraphrase, check_similar, removed_spans
 from .value_draws import DrawPlan, draw_values
 
-ALGORITHM_VERSION = "offline-v4"  # v4: values whose worked solution re-runs first, a level that found nothing skipped, protected numbers; v3: each similar its own draws and relaxations (prefix-stable); v2: joint draws, then quantities in order keeping their relations with the earlier ones; shares; years by context
+ALGORITHM_VERSION = "offline-v5"  # v5: a new value as often below the old as above (generation/magnitudes.py); v4: values whose worked solution re-runs first, a level that found nothing skipped, protected numbers; v3: each similar its own draws and relaxations (prefix-stable); v2: joint draws, then quantities in order keeping their relations with the earlier ones; shares; years by context
 
 
 def question_rng(seed: int, question: Question, purpose: str) -> random.Random:

@@ -15,6 +15,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
+from .magnitudes import balanced_weights, weighted_order
 from .numbers import Slot, int_support, rendered_value, vary, vary_share
 from .relations import kept, relations
 
@@ -45,7 +46,8 @@ class DrawPlan:
     program: Program | None = None
     failed: set[tuple[str, bool]] = field(default_factory=set)  # (level, with the program) found nothing
     searched: set[tuple[str, bool]] = field(default_factory=set)  # no joint draw found these: search at once
-    pools: dict[tuple, list[str]] = field(default_factory=dict)  # each quantity's values a search tries
+    pools: dict[tuple, tuple[list[str], list[float] | None]] = field(default_factory=dict)
+    # each quantity's values a search tries, and their weights (None: equally likely)
 
     def holds(self, values: Sequence[Any]) -> bool:
         """Whether the program (if any) gives an answer on ``values``."""
@@ -268,19 +270,22 @@ def _options(
     plan: DrawPlan, index: int, rng: random.Random, keep_digits: bool, denominator: int | None, count: int
 ) -> list[str]:
     """Quantity ``index``'s values to try, in random order: up to ``4 * count`` of its values, drawn
-    without replacement from every value an integer can take, or from a pool of distinct redraws
-    made once for the question (:attr:`DrawPlan.pools`: a search visits a quantity many times)."""
+    without replacement from every value an integer can take (as often below the old value as above:
+    :mod:`generation.magnitudes`), or from a pool of distinct redraws made once for the question
+    (:attr:`DrawPlan.pools`: a search visits a quantity many times)."""
     key = (index, keep_digits, denominator)
     if key not in plan.pools:
         slot = plan.quantities[index]
         support = int_support(slot, keep_digits) if denominator is None else None
-        plan.pools[key] = (
-            support
-            if support is not None
-            else list(dict.fromkeys(_redraw(slot, rng, keep_digits, denominator) for _ in range(4 * count)))
-        )
-    pool = plan.pools[key]
-    return rng.sample(pool, min(len(pool), 4 * count))
+        if support is not None:
+            plan.pools[key] = (support, balanced_weights([rendered_value(slot, v) for v in support], slot.value))
+        else:
+            redraws = (_redraw(slot, rng, keep_digits, denominator) for _ in range(4 * count))
+            plan.pools[key] = (list(dict.fromkeys(redraws)), None)
+    pool, weights = plan.pools[key]
+    if weights is None:
+        return rng.sample(pool, min(len(pool), 4 * count))
+    return weighted_order(pool, weights, 4 * count, rng)
 
 
 def _number(value: Any) -> Any:

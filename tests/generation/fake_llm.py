@@ -181,6 +181,7 @@ class FakeLLMServer:
                     "body": body,
                 }
             )
+        answered = False
         try:
             reply = self.script.reply(scenario, step, nth, prompt)
             time.sleep(self.latency + reply.delay)
@@ -206,6 +207,9 @@ class FakeLLMServer:
                 data = json.dumps(payload).encode()
             else:
                 data = (reply.content or "{}").encode()
+            with self._lock:  # no longer in flight once answered: the client may send its next request
+                self.in_flight -= 1  # before this thread runs again after writing the answer
+                answered = True
             handler.send_response(reply.status)
             handler.send_header("Content-Type", "application/json")
             handler.send_header("Content-Length", str(len(data)))
@@ -216,5 +220,6 @@ class FakeLLMServer:
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timeout test)
         finally:
-            with self._lock:
-                self.in_flight -= 1
+            if not answered:
+                with self._lock:
+                    self.in_flight -= 1
