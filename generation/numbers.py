@@ -302,16 +302,40 @@ def _draw_int(slot: Slot, rng: random.Random) -> str:
     n = int(slot.value)
     if slot.year:  # a calendar year: stay in a plausible range
         new = rng.randint(1950, 2029)
+    elif (candidates := _round_candidates(slot)) is not None:  # round numbers stay round (40 -> 20, 30, 50…80)
+        new = balanced_choice(candidates, n, rng)
     else:
-        zeros = len(str(n)) - len(str(n).rstrip("0")) if n >= 10 else 0
-        lead = n // 10**zeros
-        if zeros and n >= 30 and lead < 10:  # round numbers stay round (40 -> 20, 30, 50…80)
-            new = balanced_choice(round_values(n, zeros), n, rng)
-        else:
-            new = near_int(lead, rng) * 10**zeros if n >= 30 else near_int(n, rng)
-        if slot.percent and n <= 100:
-            new = min(new, 99)
+        base, lo, hi, scale = _int_span(slot)
+        new = draw_near(base, lo, hi, rng) * scale
     return f"{new:,}" if "," in slot.text else str(new)
+
+
+def _cap(slot: Slot) -> int | None:
+    """The largest value an integer may take: 99 for a percentage of at most 100, else None."""
+    return 99 if slot.percent and slot.value <= 100 else None
+
+
+def _round_candidates(slot: Slot) -> list[int] | None:
+    """A round integer's new values (:func:`generation.magnitudes.round_values`, under the cap), or
+    None for an integer that is not round (one significant digit, 30 or more)."""
+    n = int(slot.value)
+    zeros = len(str(n)) - len(str(n).rstrip("0")) if n >= 10 else 0
+    if not (zeros and n >= 30 and n // 10**zeros < 10):
+        return None
+    cap = _cap(slot)
+    return [v for v in round_values(n, zeros) if cap is None or v <= cap]
+
+
+def _int_span(slot: Slot) -> tuple[int, int, int, int]:
+    """``(base, lo, hi, scale)``: a non-round integer ``base·scale`` becomes ``v·scale``, v in
+    [lo, hi] other than base — within half to twice it (at least base + 4), its trailing zeros kept
+    from 30 on (120 → 60…240 in tens), under the cap."""
+    n = int(slot.value)
+    zeros = len(str(n)) - len(str(n).rstrip("0")) if n >= 30 else 0
+    base, scale = n // 10**zeros, 10**zeros
+    lo, hi = max(1, base // 2), max(2 * base, base + 4)
+    cap = _cap(slot)
+    return base, lo, hi if cap is None else min(hi, cap // scale), scale
 
 
 MAX_SUPPORT = 400
@@ -324,20 +348,12 @@ def int_support(slot: Slot, keep_digits: bool = False) -> list[str] | None:
     if slot.kind != "int" or slot.year:
         return None
     n = int(slot.value)
-    zeros = len(str(n)) - len(str(n).rstrip("0")) if n >= 10 else 0
-    lead = n // 10**zeros
-    if zeros and n >= 30 and lead < 10:
-        values = round_values(n, zeros)
-    else:
-        base = lead if n >= 30 else n
-        scale = 10**zeros if n >= 30 else 1
-        low, high = max(1, base // 2), max(2 * base, base + 4)
-        if high - low > MAX_SUPPORT:
+    values = _round_candidates(slot)
+    if values is None:
+        base, lo, hi, scale = _int_span(slot)
+        if hi - lo > MAX_SUPPORT:
             return None  # 12345678 has millions: drawn, not enumerated
-        values = [v * scale for v in range(low, high + 1)]
-    if slot.percent and n <= 100:
-        values = [min(v, 99) for v in values]
-    values = sorted({v for v in values if v != n})
+        values = [v * scale for v in range(lo, hi + 1) if v != base]
     if keep_digits and _room(slot):
         same = [v for v in values if len(str(v)) == len(str(n))]
         values = same or values
@@ -349,7 +365,7 @@ def _draw_decimal(slot: Slot, rng: random.Random) -> str:
     if slot.text.endswith(("0", "5")) and slot.decimals:
         step *= 5
     value = slot.value
-    units = value / step  # the value in steps (not always whole: "2.30" in steps of 0.05)
+    units = value / step  # the value in steps ("2.30" in steps of 0.05: 46)
     lo, hi = max(1, math.ceil(units / 2)), max(math.floor(units * 2), math.floor(units) + 4)
     return f"{float(step * draw_near(units, lo, hi, rng)):.{slot.decimals}f}"
 

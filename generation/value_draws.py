@@ -231,7 +231,8 @@ def _search(
             return texts  # type: ignore[return-value]
         index = order[depth]
         if len(choices) == depth:
-            choices.append(_options(plan, index, rng, keep_digits, denominators[index], options))
+            tried = _options(plan, index, rng, keep_digits, denominators[index], options)
+            choices.append(tried[::-1])  # taken by pop(): the first to try last
             budget -= len(choices[-1])
         while choices[depth] and budget > 0:
             text = choices[depth].pop()
@@ -269,7 +270,7 @@ def _most_constrained_first(wanted: set, n: int) -> list[int]:
 def _options(
     plan: DrawPlan, index: int, rng: random.Random, keep_digits: bool, denominator: int | None, count: int
 ) -> list[str]:
-    """Quantity ``index``'s values to try, in random order: up to ``4 * count`` of its values, drawn
+    """Quantity ``index``'s values to try, the first to try first: up to ``4 * count`` of its values, drawn
     without replacement from every value an integer can take (as often below the old value as above:
     :mod:`generation.magnitudes`), or from a pool of distinct redraws made once for the question
     (:attr:`DrawPlan.pools`: a search visits a quantity many times)."""

@@ -12,7 +12,7 @@ import pytest
 
 from generation.magnitudes import balanced_weights, draw_near, round_values, weighted_order
 from generation.numbers import find_slots, int_support, vary
-from generation.value_draws import DrawPlan, _options
+from generation.value_draws import DrawPlan, _options, draw_values
 
 
 def test_a_new_value_is_below_the_old_as_often_as_above():
@@ -43,10 +43,11 @@ def test_one_side_only_where_the_other_is_empty():
 
 
 def test_a_center_between_integers():
-    """A decimal's value in steps need not be whole ("2.30" in steps of 0.05 is 46, "0.3" in fifths 1.5)."""
+    """A share's value in steps need not be whole (0.3 in steps of 1/5 is 1.5), nor a center inside the range."""
     rng = random.Random(3)
     draws = [draw_near(Fraction(3, 2), 1, 3, rng) for _ in range(4000)]
     assert set(draws) == {1, 2, 3} and abs(draws.count(1) / 4000 - 0.5) < 0.03
+    assert {draw_near(10, 1, 5, rng) for _ in range(200)} == {1, 2, 3, 4, 5}  # all below: the range holds
 
 
 def test_balanced_weights_by_hand():
@@ -66,7 +67,7 @@ def test_weighted_order_draws_its_first_item_by_the_weights():
 
 def test_round_numbers_stay_round_and_move_both_ways():
     assert round_values(40, 1) == [20, 30, 50, 60, 70, 80]
-    assert round_values(100, 2) == [50, 60, 70, 80, 90, 200]  # 1..9 hundreds were all above 100
+    assert round_values(100, 2) == [50, 60, 70, 80, 90, *range(110, 201, 10)]  # 1..9 hundreds were all above
     assert round_values(3000, 3) == [2000, 4000, 5000, 6000]
     rng = random.Random(5)
     slot = find_slots("She paid 100 dollars.")[0]
@@ -86,3 +87,32 @@ def test_vary_moves_integers_decimals_and_shares_both_ways():
     assert int_support(plan.quantities[0]) is not None  # the search tries enumerated values, weighted
     firsts = [int(_options(plan, 0, rng, False, None, 5)[0]) for _ in range(6000)]
     assert abs(sum(v < 37 for v in firsts) / 6000 - 0.5) < 0.03
+
+
+def test_the_search_tries_values_below_as_often_as_above():
+    """The search (draw_values with no joint draw) takes each quantity's first weighted value first:
+    taken from the wrong end of the order, 95 % of its first tries for 250 were above it."""
+    plan = DrawPlan.of(find_slots("He ran 250 miles."), arithmetic=True)
+    rng = random.Random(7)
+    drawn = [int(draw_values(plan, rng, joint=0)[0][0]) for _ in range(3000)]
+    assert abs(sum(v < 250 for v in drawn) / 3000 - 0.5) < 0.04
+
+
+def test_a_percentage_stays_under_100_without_piling_on_99():
+    """Capped after the draw, the upper half of 75 % fell on 99; the cap now bounds the range, and
+    vary's draws and the search's weights agree."""
+    slot = find_slots("a 75% discount")[0]
+    rng = random.Random(8)
+    drawn = Counter(int(vary(slot, rng)) for _ in range(8000))
+    assert max(drawn) <= 99 and drawn[99] / 8000 < 0.06
+    assert abs(sum(c for v, c in drawn.items() if v > 75) / 8000 - 0.5) < 0.03
+    support = [int(v) for v in int_support(slot)]
+    weights = dict(zip(support, balanced_weights(support, 75)))
+    for v in (40, 60, 80, 99):
+        assert drawn[v] / 8000 == pytest.approx(weights[v], abs=0.01), v
+
+
+def test_a_power_of_ten_that_keeps_its_digits_has_values_on_its_grid():
+    slot = find_slots("She paid 100 dollars.")[0]
+    rng = random.Random(9)
+    assert {vary(slot, rng, keep_digits=True) for _ in range(500)} == {str(v) for v in range(110, 201, 10)}

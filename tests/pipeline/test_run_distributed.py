@@ -111,8 +111,8 @@ def assert_same_audit(run: Path, reference: Path) -> None:
 
 
 def calibrated_rounding(model_dir: Path, detector: str, columns: dict[str, np.ndarray]) -> float:
-    """How far ``<detector>@cal`` may move when every raw score moves by its asserted rounding (1e-6
-    relative): the original's and the controls' median by that much each, divided by σ̂, the controls'
+    """How far ``<detector>@cal`` may move when every raw score moves by the rounding asserted of
+    ppl, the one raw score with @cal here (1e-6 relative): the original's and the controls' median by that much each, divided by σ̂, the controls'
     pooled spread (about 1e-3 on the smoke testbed's ppl of about 3: controls that differ in a number)."""
     import csv
     from collections import defaultdict
@@ -125,7 +125,9 @@ def calibrated_rounding(model_dir: Path, detector: str, columns: dict[str, np.nd
             by_question[row["id"]].append(float(row[detector]) if row[detector] else np.nan)
     width = max(len(v) for v in by_question.values())
     controls = np.array([v + [np.nan] * (width - len(v)) for v in by_question.values()])
-    scale = float(pooled_control_scale(controls).scale[0])
+    fitted = pooled_control_scale(controls)
+    assert fitted is not None and fitted.scale[0] > 0, f"{detector}: no spread among the controls to scale by"
+    scale = float(fitted.scale[0])
     largest = max(np.nanmax(np.abs(columns[detector])), np.nanmax(np.abs(controls)))
     return 2 * 1e-6 * largest / scale
 
