@@ -12,6 +12,7 @@ ratio new/old has median 1 (docs/generation.md, "Similar questions").
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from fractions import Fraction
@@ -57,7 +58,8 @@ def weighted_order(items: Sequence[str], weights: Sequence[float], k: int, rng: 
     return [items[i] for i in order[:k]]
 
 
-def round_values(n: int, zeros: int) -> list[int]:
+@functools.lru_cache(maxsize=4096)
+def round_values(n: int, zeros: int) -> tuple[int, ...]:
     """The values a round number ``n = d·10^zeros`` (one significant digit, ``n >= 30``) may become: the
     numbers of one significant digit within half to twice it (40 → 20, 30, 50, …, 80), and for a power
     of ten those of two above it (100 → 50, …, 90, 110, 120, …, 200): a round number stays round, and
@@ -65,4 +67,4 @@ def round_values(n: int, zeros: int) -> list[int]:
     grid = {d * 10**k for d in range(1, 10) for k in (zeros - 1, zeros, zeros + 1) if k >= 0}
     if n == 10**zeros:
         grid |= {n + d * 10 ** (zeros - 1) for d in range(1, 11)}
-    return sorted(v for v in grid if n / 2 <= v <= 2 * n and v != n)
+    return tuple(sorted(v for v in grid if n / 2 <= v <= 2 * n and v != n))

@@ -270,11 +270,16 @@ def _digits(text: str) -> int:
 
 
 def _room(slot: Slot) -> bool:
-    """Whether another integer of the same number of digits lies in the draw's range."""
+    """Whether the draw can give an integer of the same number of digits (100 % under its cap of 99
+    cannot: then :func:`vary` takes any value at once rather than after 100 tries)."""
     n = int(slot.value)
-    lo, hi = max(1, n // 2), max(2 * n, n + 4)
     d = len(str(n))
-    return max(lo, 10 ** (d - 1)) < min(hi, 10**d - 1) or n >= 30
+    candidates = _round_candidates(slot)
+    if candidates is not None:
+        return any(len(str(v)) == d for v in candidates)
+    base, lo, hi, scale = _int_span(slot)
+    a, b = max(lo, -(-(10 ** (d - 1)) // scale)), min(hi, (10**d - 1) // scale)  # same-digit v of v·scale
+    return b - a + 1 - (a <= base <= b) > 0
 
 
 def _draw(slot: Slot, rng: random.Random) -> str:
