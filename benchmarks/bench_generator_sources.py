@@ -14,7 +14,8 @@ annotations and written steps, MATH's arithmetic; a question that is one computa
 equation by sympy). Per source: seconds a question (generation and answers, one process; mean, p95,
 max), complete sets, the controls with an answer, and the share of questions with at least 3 of them
 (the controls an answer-reading detector scores); MATH-500 also by subject and by level, and why a
-solution could not be re-run. ``--similars`` and ``--controls`` change the draw.
+solution could not be re-run; and how the re-solved answers compare in size with the original's
+(median ratio, share larger). ``--similars`` and ``--controls`` change the draw.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class SourceTally:
     enough: int = 0
     unsolved: collections.Counter = field(default_factory=collections.Counter)
     groups: dict[str, list[int]] = field(default_factory=dict)  # subject or level -> [questions, enough]
+    ratios: list[float] = field(default_factory=list)  # each re-solved answer over its original's (both > 0)
 
     def add(self, record: Any, seconds: float, groups: tuple[str, ...] = ()) -> None:
         self.seconds.append(seconds)
@@ -56,6 +58,9 @@ class SourceTally:
         self.controls += sum(t is not None for t in texts)
         self.answered += answered
         self.enough += answered >= AT_LEAST
+        original = _positive(record.question.answer)
+        if original is not None:
+            self.ratios += [r / original for r in map(_positive, given) if r is not None]
         if answers.get("unavailable"):
             self.unsolved[answers["unavailable"].split(" (")[0]] += 1
         elif answered < AT_LEAST:
@@ -64,6 +69,25 @@ class SourceTally:
             cell = self.groups.setdefault(group, [0, 0])
             cell[0] += 1
             cell[1] += answered >= AT_LEAST
+
+
+def _positive(answer: Any) -> float | None:
+    try:
+        value = float(answer)
+    except (TypeError, ValueError):
+        return None
+    return value if value > 0 else None
+
+
+def show_ratios(name: str, tally: SourceTally, width: int = 44) -> None:
+    """How the controls' answers compare in size with the originals': alike when the median ratio is
+    1 and half are larger (a matched control as hard as its original, as far as size goes)."""
+    if tally.ratios:
+        r = sorted(tally.ratios)
+        larger = sum(x > 1 for x in r) / len(r)
+        print(
+            f"{name:{width}s} {len(r):6d} answers: median {r[len(r) // 2]:.2f} times the original's, {100 * larger:.0f} % larger"
+        )
 
 
 def generate_all(questions: list[Any], args: argparse.Namespace, group_of: Any = None) -> SourceTally:
@@ -167,6 +191,9 @@ def main() -> None:
     )
     for name, tally in results.items():
         show(name, tally)
+    print("the re-solved answers against their original's answer (positive numbers):")
+    for name, tally in results.items():
+        show_ratios(name, tally)
     for name, tally in results.items():
         if tally.groups:
             print(f"{name}, by subject and level:")
