@@ -12,7 +12,6 @@ ratio new/old has median 1 (docs/generation.md, "Similar questions").
 
 from __future__ import annotations
 
-import functools
 import math
 import random
 from fractions import Fraction
@@ -44,11 +43,6 @@ def balanced_weights(values: Sequence[int | Fraction], center: int | Fraction) -
     return [share / v / (below if v < center else above) for v in values]
 
 
-def balanced_choice(values: Sequence[int], center: int, rng: random.Random) -> int:
-    """One of ``values`` (none equal to ``center``) by :func:`balanced_weights`."""
-    return rng.choices(list(values), weights=balanced_weights(values, center))[0]
-
-
 def weighted_order(items: Sequence[str], weights: Sequence[float], k: int, rng: random.Random) -> list[str]:
     """``k`` of ``items`` drawn without replacement with probabilities ∝ ``weights``, the first drawn
     first (each item's key log(u)/w, u uniform on (0, 1], largest first: Efraimidis and Spirakis,
@@ -58,7 +52,6 @@ def weighted_order(items: Sequence[str], weights: Sequence[float], k: int, rng: 
     return [items[i] for i in order[:k]]
 
 
-@functools.lru_cache(maxsize=4096)
 def round_values(n: int, zeros: int) -> tuple[int, ...]:
     """The values a round number ``n = d·10^zeros`` (one significant digit, ``n >= 30``) may become: the
     numbers of one significant digit within half to twice it (40 → 20, 30, 50, …, 80), and for a power

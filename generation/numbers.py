@@ -15,6 +15,7 @@ problem's type.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import re
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
 
-from .magnitudes import balanced_choice, draw_near, round_values
+from .magnitudes import balanced_weights, draw_near, round_values
 from .protected import protected_spans
 
 SlotKind = Literal["int", "decimal", "fraction", "latex_fraction", "word"]
@@ -307,8 +308,8 @@ def _draw_int(slot: Slot, rng: random.Random) -> str:
     n = int(slot.value)
     if slot.year:  # a calendar year: stay in a plausible range
         new = rng.randint(1950, 2029)
-    elif (candidates := _round_candidates(slot)) is not None:  # round numbers stay round (40 -> 20, 30, 50…80)
-        new = balanced_choice(candidates, n, rng)
+    elif (table := _round_table(n, _cap(slot))) is not None:  # round numbers stay round (40 -> 20, 30, 50…80)
+        new = rng.choices(table[0], weights=table[1])[0]
     else:
         base, lo, hi, scale = _int_span(slot)
         new = draw_near(base, lo, hi, rng) * scale
@@ -320,15 +321,26 @@ def _cap(slot: Slot) -> int | None:
     return 99 if slot.percent and slot.value <= 100 else None
 
 
-def _round_candidates(slot: Slot) -> list[int] | None:
-    """A round integer's new values (:func:`generation.magnitudes.round_values`, under the cap), or
-    None for an integer that is not round (one significant digit, 30 or more)."""
-    n = int(slot.value)
-    zeros = len(str(n)) - len(str(n).rstrip("0")) if n >= 10 else 0
+def _trailing_zeros(n: int) -> int:
+    return len(str(n)) - len(str(n).rstrip("0"))
+
+
+@functools.lru_cache(maxsize=4096)
+def _round_table(n: int, cap: int | None) -> tuple[tuple[int, ...], tuple[float, ...]] | None:
+    """A round integer's new values (:func:`generation.magnitudes.round_values`, up to ``cap``) and
+    their weights (:func:`generation.magnitudes.balanced_weights`), or None for an integer that is not
+    round (one significant digit, 30 or more). Cached: a draw visits the same number many times."""
+    zeros = _trailing_zeros(n) if n >= 10 else 0
     if not (zeros and n >= 30 and n // 10**zeros < 10):
         return None
-    cap = _cap(slot)
-    return [v for v in round_values(n, zeros) if cap is None or v <= cap]
+    values = tuple(v for v in round_values(n, zeros) if cap is None or v <= cap)
+    return values, tuple(balanced_weights(values, n))
+
+
+def _round_candidates(slot: Slot) -> list[int] | None:
+    """A round integer's new values under its cap, or None for one that is not round."""
+    table = _round_table(int(slot.value), _cap(slot))
+    return None if table is None else list(table[0])
 
 
 def _int_span(slot: Slot) -> tuple[int, int, int, int]:
@@ -336,7 +348,7 @@ def _int_span(slot: Slot) -> tuple[int, int, int, int]:
     [lo, hi] other than base — within half to twice it (at least base + 4), its trailing zeros kept
     from 30 on (120 → 60…240 in tens), under the cap."""
     n = int(slot.value)
-    zeros = len(str(n)) - len(str(n).rstrip("0")) if n >= 30 else 0
+    zeros = _trailing_zeros(n) if n >= 30 else 0
     base, scale = n // 10**zeros, 10**zeros
     lo, hi = max(1, base // 2), max(2 * base, base + 4)
     cap = _cap(slot)
