@@ -47,6 +47,7 @@ class SourceTally:
     unsolved: collections.Counter = field(default_factory=collections.Counter)
     groups: dict[str, list[int]] = field(default_factory=dict)  # subject or level -> [questions, enough]
     ratios: list[float] = field(default_factory=list)  # each re-solved answer over its original's (both > 0)
+    unrated: int = 0  # re-solved answers left out of the ratios: theirs or the original's no positive number
 
     def add(self, record: Any, seconds: float, groups: tuple[str, ...] = ()) -> None:
         self.seconds.append(seconds)
@@ -59,8 +60,10 @@ class SourceTally:
         self.answered += answered
         self.enough += answered >= AT_LEAST
         original = _positive(record.question.answer)
-        if original is not None:
-            self.ratios += [r / original for r in map(_positive, given) if r is not None]
+        values = [_positive(a) for t, a in zip(texts, given) if t is not None and a is not None]
+        rated = [] if original is None else [v / original for v in values if v is not None]
+        self.ratios += rated
+        self.unrated += answered - len(rated)
         if answers.get("unavailable"):
             self.unsolved[answers["unavailable"].split(" (")[0]] += 1
         elif answered < AT_LEAST:
@@ -87,6 +90,7 @@ def show_ratios(name: str, tally: SourceTally, width: int = 44) -> None:
         larger = sum(x > 1 for x in r) / len(r)
         print(
             f"{name:{width}s} {len(r):6d} answers: median {r[len(r) // 2]:.2f} times the original's, {100 * larger:.0f} % larger"
+            f" ({tally.unrated} left out: no positive number)"
         )
 
 
