@@ -38,7 +38,7 @@ from .source_digest import code_digest
 from .validate import check_blanked, check_paraphrase, check_similar, removed_spans
 from .value_draws import DrawPlan, draw_values
 
-ALGORITHM_VERSION = "offline-v5"  # v5: a new value as often below the old as above (generation/magnitudes.py); v4: values whose worked solution re-runs first, a level that found nothing skipped, protected numbers; v3: each similar its own draws and relaxations (prefix-stable); v2: joint draws, then quantities in order keeping their relations with the earlier ones; shares; years by context
+ALGORITHM_VERSION = "offline-v6"  # v6: a control keeps the quantities its answer rests on, and varies fewer where none gives an answer; v5: a new value as often below the old as above (generation/magnitudes.py); v4: values whose worked solution re-runs first, a level that found nothing skipped, protected numbers; v3: each similar its own draws and relaxations (prefix-stable); v2: joint draws, then quantities in order keeping their relations with the earlier ones; shares; years by context
 
 
 def question_rng(seed: int, question: Question, purpose: str) -> random.Random:
@@ -96,10 +96,7 @@ class OfflineGenerator:
                 for step in r.STEPS + ((r.CONTROLS_STEP,) if c.controls else ())
             ]
             return record
-        plan = self._plan(question, slots)
-        self._fill_similars(record, plan, question_rng(c.seed, question, "similars"))
-        if c.controls:
-            self._fill_controls(record, plan, question_rng(c.seed, question, "controls"))
+        self._fill_draws(record, question, slots)
         self._fill_blanks(record, slots)
         for i, blanked in enumerate(record.blanked):
             if blanked is not None:
@@ -112,14 +109,30 @@ class OfflineGenerator:
 
     # -- similars ---------------------------------------------------------------------------
 
-    def _plan(self, question: Question, slots: list[Slot]) -> DrawPlan:
+    def _fill_draws(self, record: PerturbationSet, question: Question, slots: list[Slot]) -> None:
+        """The similars, then the further controls: a control may keep quantities a similar changes
+        (:meth:`_program`), and where its worked solution gives no answer on values that vary them all,
+        it varies fewer (:meth:`DrawPlan.narrowings`)."""
+        c = self.config
+        program = self._program(question)
+        shared = program is None or not program.held
+        plan = self._plan(slots, program if shared else None)
+        self._fill_similars(record, plan, question_rng(c.seed, question, "similars"))
+        if c.controls:
+            plan = plan if shared else self._plan(slots, program)
+            plan.narrowings()
+            self._fill_controls(record, plan, question_rng(c.seed, question, "controls"))
+
+    def _plan(self, slots: list[Slot], program: WorkedSolution | None) -> DrawPlan:
         """How the question's values are drawn: its slots, their relations and its worked solution."""
-        return DrawPlan.of(slots, self.config.offline.relations == "arithmetic", self._program(question))
+        return DrawPlan.of(slots, self.config.offline.relations == "arithmetic", program)
 
     def _program(self, question: Question) -> WorkedSolution | None:
         """The question's worked solution as a program, where it can be re-run (:mod:`generation.answers`,
         with ``answers`` on): similars are drawn first among the values that give an answer as whole
-        and non-negative as the original's."""
+        and non-negative as the original's. A program that holds quantities (a number may have been
+        worked out from them where no step shows it) serves the further controls alone: a similar
+        question changes every quantity, a control drawn for its answer keeps those."""
         solution = question.extra_value("solution")
         if not self.config.answers or solution is None or question.answer is None:
             return None
@@ -178,7 +191,10 @@ class OfflineGenerator:
                     plan, rng, arithmetic=arithmetic, full=full, checked=attempt < per_similar // 4
                 )
                 candidate = replace_spans(q0, [(s.start, s.end, new) for s, new in zip(plan.slots, values)])
-                problem = check_similar(q0, candidate, taken + accepted, self.config.min_changed)
+                changed = (
+                    self.config.min_changed * (1 - plan.held_share()) if level and level[1] else self.config.min_changed
+                )
+                problem = check_similar(q0, candidate, taken + accepted, changed)
                 if problem is None:
                     accepted.append(candidate)
                     break

@@ -20,10 +20,37 @@ from .solution_steps import Number, WrittenStep
 
 # A unit's constant, and the words of a question that make a quantity of that value ambiguous.
 UNIT_CUES: dict[int, tuple[str, ...]] = {
-    2: ("half", "twice", "double", "pair", "couple", "both", "legs", "wheels", "hands", "eyes"),
+    2: (
+        "half",
+        "twice",
+        "double",
+        "pair",
+        "couple",
+        "both",
+        "legs",
+        "wheels",
+        "hands",
+        "eyes",
+        "weekend",
+        "back and forth",
+        "round trip",
+        "round-trip",
+        "there and back",
+    ),
     3: ("third", "triple", "thrice", "yard", "triangle"),
-    4: ("quarter", "fourth", "quadruple", "legs", "wheels", "tires", "square", "season"),
-    5: ("nickel", "fifth"),
+    4: (
+        "quarter",
+        "fourth",
+        "quadruple",
+        "legs",
+        "wheels",
+        "tires",
+        "square",
+        "season",
+        "four-week",
+        "weeks in a month",
+    ),
+    5: ("nickel", "fifth", "weekday"),
     6: ("hexagon", "half a dozen"),
     8: ("octopus", "spider", "legs"),
     7: ("week",),
@@ -87,8 +114,11 @@ def bind(written: Iterable[WrittenStep], quantities: list[Slot], question: str) 
     for step in written:
         tokens, numbers = _merge_fractions(step, quantities)
         hundred = _per_hundred(tokens, numbers)
+        divisors = {t for i, t in enumerate(tokens) if isinstance(t, int) and i and tokens[i - 1] == "/"}
         operands = tuple(
-            Operand(n.value, n.percent, _readings(n, quantities, steps, cents, (step.line, k in hundred)))
+            Operand(
+                n.value, n.percent, _readings(n, quantities, steps, cents, (step.line, k in hundred, k in divisors))
+            )
             for k, n in enumerate(numbers)
         )
         steps.append(Step(tokens, operands, step.result, step.percent))
@@ -96,13 +126,14 @@ def bind(written: Iterable[WrittenStep], quantities: list[Slot], question: str) 
 
 
 def _readings(
-    number: Number, quantities: list[Slot], earlier: list[Step], cents: set[int], context: tuple[str, bool]
+    number: Number, quantities: list[Slot], earlier: list[Step], cents: set[int], context: tuple[str, bool, bool]
 ) -> tuple[Reading, ...]:
     """What ``number`` may stand for: the quantities and earlier results of its value, else a
-    quantity's share, else a constant. ``context``: the step's line, and whether the number is
-    taken per hundred there (``20 * 20 / 100``: the second 20 is the percentage)."""
+    quantity's share, else a constant. ``context``: the step's line, whether the number is taken
+    per hundred there (``20 * 20 / 100``: the second 20 is the percentage), and whether it divides
+    (``66 / 3`` may be 1/3 as its inverse, ``4 * 600`` is no 1/4)."""
     value = number.value
-    line, per_hundred = context
+    line, per_hundred, divides = context
     if not number.percent and cue_in(line, value, MULTIPLIERS, whole_word=True):
         # "3 books/person x 2 people" on the line of "both"; "so it was 2*7" on the line of "twice": a constant
         return (CONSTANT,)
@@ -119,9 +150,13 @@ def _readings(
         return (*out, CONSTANT) if not number.percent and cue_in(line, value, UNITS, whole_word=True) else tuple(out)
     if not number.percent:
         for i, q in enumerate(quantities):
-            if q.percent:
+            if q.percent and q.value:
                 forms = {"share": q.value / 100, "less": 1 - q.value / 100, "more": 1 + q.value / 100}
+                if divides:  # "50 %" as "52 / 2" (a 4 that multiplies is more often 4 weeks than 1/25 %)
+                    forms["per_share"] = 100 / q.value
                 out += [Reading("quantity", i, form) for form, v in forms.items() if v == value]
+            elif divides and q.kind in ("fraction", "latex_fraction") and q.value and 1 / q.value == value:
+                out.append(Reading("quantity", i, "inverse"))  # "1/3 as many" as "66 / 3"
             elif i in cents and q.value / 100 == value:  # "25 cents" read as 0.25 (dollars)
                 out.append(Reading("quantity", i, "share"))
     return tuple(out) if len(out) == 1 else (CONSTANT,)

@@ -23,7 +23,8 @@ Choice = tuple[tuple[int, int, "Reading"], ...]  # (step, operand, reading): how
 @dataclass(frozen=True)
 class Reading:
     """What a number of a step stands for: ``quantity`` (``index``: a distinct quantity of the
-    question, ``form``: ``stated``, ``share`` p/100, ``less`` 1 − p/100 or ``more`` 1 + p/100),
+    question, ``form``: ``stated``, ``share`` p/100, ``less`` 1 − p/100, ``more`` 1 + p/100,
+    ``per_share`` 100/p, or a fraction's ``inverse`` 1/f),
     ``step`` (``index``: an earlier step), or ``constant``."""
 
     kind: str
@@ -62,6 +63,8 @@ class WorkedSolution:
     signed: tuple[bool, ...]  # per step: its result must stay non-negative
     alternatives: tuple[Choice, ...] = ((),)  # the ways of reading ambiguous numbers, all to agree
     latex: bool = False  # the known answer is LaTeX: a fraction answer is written \\frac{p}{q}
+    held: frozenset[int] = frozenset()  # the quantities a variant must keep for the program to hold
+    # (:mod:`generation.held_quantities`): a number of the solution may have been worked out from them
 
     def answer_for(self, variant: str) -> int | float | str | None:
         """The answer of ``variant`` (the original with other quantities), or None when it cannot
@@ -73,6 +76,8 @@ class WorkedSolution:
     def answer_of(self, quantities: Sequence[Fraction | int]) -> int | float | str | None:
         """The answer when the distinct quantities (``keys``' order) take ``quantities``, or None."""
         values = [Fraction(v) for v in quantities]
+        if any(values[i] != self.keys[i][1] for i in self.held):
+            return None  # a number worked out from that quantity where no step shows it would be wrong
         answer = None
         for k, choice in enumerate(self.alternatives):
             value = self._run(values, {(s, o): r for s, o, r in choice})
@@ -147,7 +152,7 @@ class WorkedSolution:
         for o, operand in enumerate(step.operands):
             readings = (chosen[(s, o)],) if (s, o) in chosen else operand.readings
             seen = {_reading_value(r, operand, quantities, results) for r in readings}
-            if len(seen) != 1:
+            if len(seen) != 1 or None in seen:
                 return None
             value = seen.pop()
             values.append(value / 100 if step.percent and operand.percent else value)
@@ -159,12 +164,14 @@ class WorkedSolution:
 
 def _reading_value(
     reading: Reading, operand: Operand, quantities: Sequence[Fraction], results: dict[int, Fraction] | list[Fraction]
-) -> Fraction:
+) -> Fraction | None:
     if reading.kind == "constant":
         return operand.value
     if reading.kind == "step":
         return results[reading.index]
     value = quantities[reading.index]
+    if reading.form in ("inverse", "per_share"):
+        return (100 if reading.form == "per_share" else 1) / value if value else None
     return {"stated": value, "share": value / 100, "less": 1 - value / 100, "more": 1 + value / 100}[reading.form]
 
 

@@ -29,8 +29,12 @@ class Program(Protocol):
 
     def extend(self, quantities: Sequence[Any], results: dict[int, Any], steps: Sequence[int]) -> dict | None: ...
 
+    @property
+    def held(self) -> frozenset[int]: ...
+
 
 LEVELS = ("all", "basic", "order")
+NARROWED = (20, 300)  # joint draws and search budget with each narrowing (DrawPlan.narrow)
 _BASIC = ("lt", "div", "den", "below1")  # the relations kept when all of them cannot be
 _STRICT = ("div", "divdiff", "divsum", "den")  # the relations a random value rarely keeps
 
@@ -48,6 +52,38 @@ class DrawPlan:
     searched: set[tuple[str, bool]] = field(default_factory=set)  # no joint draw found these: search at once
     pools: dict[tuple, tuple[list[str], list[float] | None]] = field(default_factory=dict)
     # each quantity's values a search tries, and their weights (None: equally likely)
+    narrowing: list[frozenset[int]] = field(default_factory=list)  # more quantities to hold, in turn, once the
+    # program gives no answer on values that vary the others (matched controls only: a similar varies them all)
+    narrowed: frozenset[int] = frozenset()  # the ones held now
+
+    @property
+    def held(self) -> frozenset[int]:
+        """The quantities a draw with the program keeps at their original values: those its answer rests
+        on, and those held since the program gave no answer while they varied (:meth:`narrow`)."""
+        return (self.program.held if self.program is not None else frozenset()) | self.narrowed
+
+    def narrow(self) -> bool:
+        """Hold the next set of :attr:`narrowing` (the levels with the program are searched anew); False
+        when none is left."""
+        if not self.narrowing:
+            return False
+        self.narrowed = self.narrowing.pop(0)
+        self.failed = {f for f in self.failed if not f[1]}
+        self.searched = {f for f in self.searched if not f[1]}
+        return True
+
+    def narrowings(self) -> None:
+        """Fill :attr:`narrowing`: each quantity the program does not hold held alone (the others vary), in
+        order, then all of them but one (that one varies alone) — for a question whose similars give no
+        answer: a control that varies fewer quantities keeps what made the answer whole."""
+        free = [i for i, q in enumerate(self.quantities) if i not in self.held and not q.year]
+        alone = [frozenset({i}) for i in free] if len(free) > 2 else []
+        self.narrowing = alone + [frozenset(free) - {i} for i in free] if len(free) > 1 else []
+
+    def held_share(self) -> float:
+        """The share of the slots whose quantity the program holds."""
+        held = {self.keys[i] for i in self.held}
+        return sum(slot.key in held for slot in self.slots) / len(self.slots) if self.slots else 0.0
 
     def holds(self, values: Sequence[Any]) -> bool:
         """Whether the program (if any) gives an answer on ``values``."""
@@ -103,14 +139,19 @@ def draw_values(
     elif not arithmetic:
         names = ["order"]
     for with_program in (True, False) if plan.program is not None and checked else (False,):
-        for name in names:
-            if (name, with_program) in plan.failed:
-                continue
-            effort = (0 if (name, with_program) in plan.searched else joint, tries, per_quantity, budget)
-            drawn = _draw_level(plan, name, with_program, rng, arithmetic, effort)
-            if drawn is not None:
-                return _per_slot(plan, drawn), (name, with_program)
-            plan.failed.add((name, with_program))
+        while True:
+            for name in names if not (with_program and plan.narrowed) else names[-1:]:
+                if (name, with_program) in plan.failed:
+                    continue
+                effort = (0 if (name, with_program) in plan.searched else joint, tries, per_quantity, budget)
+                if with_program and plan.narrowed:  # a fallback: a small search each
+                    effort = (min(effort[0], NARROWED[0]), 1, per_quantity, NARROWED[1])
+                drawn = _draw_level(plan, name, with_program, rng, arithmetic, effort)
+                if drawn is not None:
+                    return _per_slot(plan, drawn), (name, with_program)
+                plan.failed.add((name, with_program))
+            if not (with_program and plan.narrow()):
+                break
     return _per_slot(plan, [vary(q, rng, keep_digits=arithmetic) for q in plan.quantities]), None
 
 
@@ -133,8 +174,12 @@ def _draw_level(
     denominators = _denominators(wanted, len(quantities))
     percent = [q.percent for q in quantities]
     program = plan.program if with_program else None
+    held = plan.held if with_program else frozenset()
     for _ in range(joint):  # an accepted joint draw is uniform over the values that keep every relation
-        drawn = [_redraw(q, rng, keep_digits, d) for q, d in zip(quantities, denominators)]
+        drawn = [
+            q.text if i in held else _redraw(q, rng, keep_digits, d)
+            for i, (q, d) in enumerate(zip(quantities, denominators))
+        ]
         values = [_number(rendered_value(q, t)) for q, t in zip(quantities, drawn)]
         if kept(wanted, values, percent) and (program is None or plan.holds(values)):
             return drawn
@@ -231,7 +276,8 @@ def _search(
             return texts  # type: ignore[return-value]
         index = order[depth]
         if len(choices) == depth:
-            tried = _options(plan, index, rng, keep_digits, denominators[index], options)
+            held = plan.held if stages is not None else frozenset()
+            tried = _options(plan, index, rng, keep_digits, denominators[index], options, held)
             choices.append(tried[::-1])  # taken by pop(): the first to try last
             budget -= len(choices[-1])
         while choices[depth] and budget > 0:
@@ -268,12 +314,20 @@ def _most_constrained_first(wanted: set, n: int) -> list[int]:
 
 
 def _options(
-    plan: DrawPlan, index: int, rng: random.Random, keep_digits: bool, denominator: int | None, count: int
+    plan: DrawPlan,
+    index: int,
+    rng: random.Random,
+    keep_digits: bool,
+    denominator: int | None,
+    count: int,
+    held: frozenset[int] = frozenset(),
 ) -> list[str]:
     """Quantity ``index``'s values to try, the first to try first: up to ``4 * count`` of its values, drawn
     without replacement from every value an integer can take (as often below the old value as above:
     :mod:`generation.magnitudes`), or from a pool of distinct redraws made once for the question
     (:attr:`DrawPlan.pools`: a search visits a quantity many times)."""
+    if index in held:  # searched with a program that holds it: it keeps its value
+        return [plan.quantities[index].text]
     key = (index, keep_digits, denominator)
     if key not in plan.pools:
         slot = plan.quantities[index]

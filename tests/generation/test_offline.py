@@ -162,15 +162,11 @@ def _controls_drawn(questions: list[Question], extra: int) -> dict[str, list[str
     (K = 5 and ``extra`` further controls; the draws alone, without blanks or paraphrases)."""
     import dataclasses
 
-    from generation.offline import question_rng
-
     generator = OfflineGenerator(dataclasses.replace(GenerationConfig(seed=0, similars=5), controls=extra), "test")
     drawn, gaps = {}, {}
     for q in questions:
         record = r.empty_set(q, 5, 5, {}, extra)
-        plan = generator._plan(q, find_slots(q.question))
-        generator._fill_similars(record, plan, question_rng(0, q, "similars"))
-        generator._fill_controls(record, plan, question_rng(0, q, "controls"))
+        generator._fill_draws(record, q, find_slots(q.question))
         drawn[q.id] = [t for t in [*record.similars, *record.controls] if t is not None]
         gaps[q.id] = [g for g in unexplained_gaps(record) if g.startswith(("similars", "controls"))]
     return drawn, gaps
