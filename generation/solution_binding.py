@@ -112,7 +112,7 @@ def bind(written: Iterable[WrittenStep], quantities: list[Slot], question: str) 
     cents = {i for i, q in enumerate(quantities) if re.match(r"\s*cents?\b", question[q.end : q.end + 8])}
     steps: list[Step] = []
     for step in written:
-        tokens, numbers = _merge_fractions(step, quantities)
+        tokens, numbers = _merge_fractions(step, quantities, {s.result for s in steps if s.result.denominator > 1})
         hundred = _per_hundred(tokens, numbers)
         divisors = {t for i, t in enumerate(tokens) if isinstance(t, int) and i and tokens[i - 1] == "/"}
         operands = tuple(
@@ -173,9 +173,13 @@ def cue_in(
     """Whether ``text`` names a unit whose constant is ``value`` ("twice" for 2, "dozen" for 12);
     ``whole_word``: the cue as a word of its own ("half", "halves", not "halfway")."""
     cues = cues_of.get(int(value), ()) if value.denominator == 1 else ()
-    words = text.lower()
+    words = _PERIODS.sub(" ", text.lower())
     end = r"(?:s|d|ed|es)?(?![a-z])" if whole_word else ""
     return any(re.search(rf"(?<![a-z]){re.escape(cue)}{end}", words) for cue in cues)
+
+
+# "the first half" of a match, "the third quarter" of a year: a period's name, no share or multiplier
+_PERIODS = re.compile(r"\b(?:first|second|third|fourth|last|other|final|next)\s+(?:half|halves|quarters?)\b")
 
 
 def _per_hundred(tokens: tuple[str | int, ...], numbers: list[Number]) -> set[int]:
@@ -189,10 +193,13 @@ def _per_hundred(tokens: tuple[str | int, ...], numbers: list[Number]) -> set[in
     return out
 
 
-def _merge_fractions(step: WrittenStep, quantities: list[Slot]) -> tuple[tuple[str | int, ...], list[Number]]:
-    """``3 / 4`` read as the one quantity 3/4 where the question states that fraction (not after a
-    ``/``, where it would change the grouping)."""
-    fractions = {q.value for q in quantities if q.kind in ("fraction", "latex_fraction")}
+def _merge_fractions(
+    step: WrittenStep, quantities: list[Slot], results: set[Fraction]
+) -> tuple[tuple[str | int, ...], list[Number]]:
+    """``3 / 4`` read as one number where the question states that fraction, or an earlier step's
+    result is it (``1 - (1/3) = 2/3``, then ``100 / (2/3)``: the 2/3 is that result); not after a
+    ``/``, where it would change the grouping."""
+    fractions = {q.value for q in quantities if q.kind in ("fraction", "latex_fraction")} | results
     tokens, numbers = list(step.tokens), list(step.numbers)
     out_tokens: list[str | int] = []
     out_numbers: list[Number] = []

@@ -5,7 +5,8 @@ Each doubt below rests on some of them (:mod:`generation.held_quantities`), whic
 control keeps at their original values; a doubt that rests on none refuses the solution:
 
 * a result the solution states but computes in no step read here (``half * 30 = 15``), read later:
-  it rests on what writes it (:func:`generation.held_quantities.origins`);
+  it rests on what writes it (:func:`generation.held_quantities.origins`) — in an algebraic
+  solution ("Let g be…", ``2g = 10``) on every quantity;
 * a constant nothing explains — no unit or multiplier the question names ("dozen": 12, "a week": 7,
   "twice": 2, "round trip": 2, a percentage's 100), no number it states as structure, not 0 or 1 —
   was worked out in words (``150 / 3`` after 2 and 1 hours): it rests on its origins; in a
@@ -68,11 +69,13 @@ def solution_doubts(
         return origins(value, table(quantities, steps, sources, before, named))
 
     out: list[Doubt] = []
+    algebra = _ALGEBRA.search(solution) is not None
     for value in sorted((set(constants) | quantity_read(steps)) & set(hidden)):
-        # "12 inches = 1 foot", then "4 * 1": that 1 is the foot, not the stated "1 inch"
-        out.append(
-            (f"a result computed in a step not read here ({show(value)})", rests(value, _first_read(steps, value)))
-        )
+        # "12 inches = 1 foot", then "4 * 1": that 1 is the foot, not the stated "1 inch"; in algebra
+        # ("2g + 4(20 - g) = 70", so "2g = 10") a result solves an equation of every quantity
+        at = _first_read(steps, value)
+        held = frozenset(range(len(quantities))) if algebra else rests(value, at)
+        out.append((f"a result computed in a step not read here ({show(value)})", held))
     strict = mathematical(solution)
     derived = _worked_out_nearby(steps, quantities) if strict else []
     for s, value in derived + _worked_out_in_words(steps, quantities, question):
@@ -115,6 +118,9 @@ def _ordinal_counts(question: str, quantities: list[Slot]) -> list[tuple[int, st
     named = {n for n, word in enumerate(_ORDINALS, start=2) if re.search(rf"(?<![a-z]){word}(?![a-z])", words)}
     why = "a count the question also enumerates by an ordinal"
     return [(i, f"{why} ({q.text!r})") for i, q in enumerate(quantities) if q.value in named and not q.percent]
+
+
+_ALGEBRA = re.compile(r"\blet\s+[a-z]\b|\d[a-z]\b", re.IGNORECASE)  # "Let g be …", "2g + 4s = 70"
 
 
 def _first_read(steps: list[Step], value: Fraction) -> int:
