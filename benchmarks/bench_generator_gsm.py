@@ -1,7 +1,7 @@
 """The offline generator on questions nobody here wrote (issue 24, item 2): GSM-Symbolic's GSM8K
 templates (reasoning-gym's generators; ``pip install reasoning-gym``, the ``gsm`` extra).
 
-    python benchmarks/bench_generator_gsm.py [--per-template 3] [--similars 5] [--seed 0]
+    python benchmarks/bench_generator_gsm.py [--per-template 3] [--similars 5] [--controls 5] [--seed 0]
 
 For each template, draws questions, asks the offline generator for similar questions, and
 recomputes each similar's answer *under the template's own computation*: the numbers of the
@@ -15,7 +15,8 @@ percentage of a fraction) cannot be judged this way and is counted apart.
 
 It also checks the answers :mod:`generation.answers` re-solves from the original's worked solution
 (what lets reward gain be scored on a question's controls) against the template's: how many
-similars get one, and how many of those differ from the template's, each such template shown with
+similars and further controls (drawn, as ``lara run`` draws them, with the worked solution: a
+control may keep quantities its answer rests on) get one, and how many of those differ from the template's, each such template shown with
 one example to check by hand (two are the template's own: template 75 reads "three times" as fixed
 text where the similar changed the word, template 99 rounds money to whole dollars).
 """
@@ -137,6 +138,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--per-template", type=int, default=3)
     parser.add_argument("--similars", type=int, default=5)
+    parser.add_argument("--controls", type=int, default=5, help="further controls a question (lara run's default)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     print_tally(count_similars(args), args)
@@ -150,7 +152,8 @@ def count_similars(args: argparse.Namespace) -> Tally:
     from generation.records import Question
 
     start = time.perf_counter()
-    generator = make_generator(GenerationConfig(similars=args.similars, seed=args.seed))
+    config = GenerationConfig(similars=args.similars, seed=args.seed, controls=args.controls)
+    generator = make_generator(config)
     t = Tally()
     for template, generate in sorted(templates().items()):
         counts = t.per_template.setdefault(template, collections.Counter())
@@ -163,19 +166,24 @@ def count_similars(args: argparse.Namespace) -> Tally:
                 continue
             slots = slot_inputs(question, inputs)
             t.originals[judge(question, question, inputs, slots, recompute)[0]] += 1  # the method's check: valid
-            record = generator.generate(Question(id=f"t{template}-{k}", question=question))
+            solution = example["metadata"]["answer_cot"]
+            record = generator.generate(
+                Question(id=f"t{template}-{k}", question=question, answer=example["answer"], extra={"solution": solution})
+            )
             similars = [s for s in record.similars if s is not None]
             t.no_similars += not similars
-            worked = read_solution(question, example["metadata"]["answer_cot"], example["answer"])
+            worked = read_solution(question, solution, example["answer"])
             if isinstance(worked, str):
                 t.unsolved[worked.split(" (")[0]] += 1
-            for similar in similars:
+            controls = [("similar", s) for s in similars] + [("control", c) for c in record.controls if c is not None]
+            for kind, similar in controls:
                 verdict, truth = judge(similar, question, inputs, slots, recompute)
-                t.outcomes[verdict] += 1
-                counts[verdict] += 1
+                if kind == "similar":
+                    t.outcomes[verdict] += 1
+                    counts[verdict] += 1
                 mine = None if isinstance(worked, str) else worked.answer_for(similar)
                 outcome = _compare(mine, truth, verdict)
-                t.resolved[outcome] += 1
+                t.resolved[f"{kind}s: {outcome}"] += 1
                 if outcome.startswith("answered, differs"):
                     t.differing.setdefault(template, (similar, mine, truth))
     t.seconds = time.perf_counter() - start
@@ -215,9 +223,10 @@ def print_tally(t: Tally, args: argparse.Namespace) -> None:
     worst = sorted((c["valid"] / judged_in(c), t) for t, c in per_template.items() if judged_in(c))[:8]
     print("  templates with the fewest valid similars: " + ", ".join(f"{t} ({share:.0%})" for share, t in worst))
     print(
-        f"  answers re-solved from the worked solution (generation.answers), against the template's, of {total} similars:"
+        f"  answers re-solved from the worked solution (generation.answers), against the template's, of {total} "
+        f"similars and {sum(n for o, n in resolved.items() if o.startswith('controls'))} further controls:"
     )
-    for outcome, n in resolved.most_common():
+    for outcome, n in sorted(resolved.items()):
         print(f"    {outcome:<48}{n:>6}")
     for template, (similar, mine, truth) in sorted(differing.items()):
         print(f"    template {template}: {similar!r}: re-solved {mine}, the template's computation {truth}")

@@ -75,7 +75,7 @@ def read_solution(question: str, solution: Any, answer: Any) -> WorkedSolution |
     if alternatives is None:
         return f"more than {MAX_ALTERNATIVES} ways to read its numbers as the question's quantities"
     read = _read_quantities(steps, alternatives[0])
-    doubts = solution_doubts(question, solution, steps, quantities, slots, written.hidden, read)
+    doubts = solution_doubts(question, solution, steps, quantities, slots, written.hidden_from, read)
     held: set[int] = set()
     for why, rests in doubts:
         if rests is None:

@@ -87,18 +87,20 @@ def forms(q: Slot) -> set[Fraction]:
     return out
 
 
-def origins(value: Fraction, numbers: Table) -> frozenset[int] | None:
+def origins(value: Fraction, numbers: Table, exhaustive: bool = False) -> frozenset[int] | None:
     """Every quantity ``value`` may rest on, or None where nothing writes it from a quantity. The
     simplest ways that write it are taken: as one of ``numbers`` that rests on a quantity; failing
     that, all the ways two of them combined by ``+ − × ÷`` write it, where at least one rests on a
     quantity; failing those, one of them plus or minus 1 or 2, or times or over 2, 3 or 4 (``8 - 2``,
-    ``4 / 2``)."""
-    if numbers.get(value):  # a form of a quantity or an earlier result (``0.5`` of a stated 50 %)
-        return numbers[value]
+    ``4 / 2``). ``exhaustive``: a form of a quantity and the ways two numbers write it, together (a
+    result computed where no step shows it: "18 emails" of 18 % of 100 rests on the 100 too)."""
+    direct = numbers.get(value)
+    if direct and not exhaustive:  # a form of a quantity or an earlier result (``0.5`` of a stated 50 %)
+        return direct
     for level in (_pairs, _with_small):
         held = level(value, numbers)
-        if held is not None:
-            return held
+        if held is not None or direct:
+            return frozenset(held or ()) | (direct or frozenset())
     return None
 
 

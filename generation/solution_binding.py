@@ -11,6 +11,7 @@ it; the rules are in its docstring).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from fractions import Fraction
 from typing import Iterable
 
@@ -115,9 +116,12 @@ def bind(written: Iterable[WrittenStep], quantities: list[Slot], question: str) 
         tokens, numbers = _merge_fractions(step, quantities, {s.result for s in steps if s.result.denominator > 1})
         hundred = _per_hundred(tokens, numbers)
         divisors = {t for i, t in enumerate(tokens) if isinstance(t, int) and i and tokens[i - 1] == "/"}
+        repeated = Counter(n.value for n in numbers)
         operands = tuple(
             Operand(
-                n.value, n.percent, _readings(n, quantities, steps, cents, (step.line, k in hundred, k in divisors))
+                n.value,
+                n.percent,
+                _readings(n, quantities, steps, cents, (step.line, k in hundred, k in divisors, repeated[n.value] > 1)),
             )
             for k, n in enumerate(numbers)
         )
@@ -126,15 +130,21 @@ def bind(written: Iterable[WrittenStep], quantities: list[Slot], question: str) 
 
 
 def _readings(
-    number: Number, quantities: list[Slot], earlier: list[Step], cents: set[int], context: tuple[str, bool, bool]
+    number: Number,
+    quantities: list[Slot],
+    earlier: list[Step],
+    cents: set[int],
+    context: tuple[str, bool, bool, bool],
 ) -> tuple[Reading, ...]:
     """What ``number`` may stand for: the quantities and earlier results of its value, else a
     quantity's share, else a constant. ``context``: the step's line, whether the number is taken
     per hundred there (``20 * 20 / 100``: the second 20 is the percentage), and whether it divides
-    (``66 / 3`` may be 1/3 as its inverse, ``4 * 600`` is no 1/4)."""
+    (``66 / 3`` may be 1/3 as its inverse, ``4 * 600`` is no 1/4), and whether the step writes its
+    value twice (``2 * 2`` beside "twice": one of them is the multiplier)."""
     value = number.value
-    line, per_hundred, divides = context
-    if not number.percent and cue_in(line, value, MULTIPLIERS, whole_word=True):
+    line, per_hundred, divides, repeated = context
+    multiplier = not number.percent and cue_in(line, value, MULTIPLIERS, whole_word=True)
+    if multiplier and not repeated:
         # "3 books/person x 2 people" on the line of "both"; "so it was 2*7" on the line of "twice": a constant
         return (CONSTANT,)
     out = [
@@ -146,8 +156,10 @@ def _readings(
         out = [r for r in out if quantities[r.index].percent == (per_hundred or number.percent)]
     out += [Reading("step", i) for i, s in enumerate(earlier) if s.result == value]
     if out:
-        # "2*7=14 kgs of rice a week" after a result of 7: the 7 may be the days — read both ways
-        return (*out, CONSTANT) if not number.percent and cue_in(line, value, UNITS, whole_word=True) else tuple(out)
+        # "2*7=14 kgs of rice a week" after a result of 7: the 7 may be the days; "twice the 2 who play
+        # tennis, so 2 * 2": one 2 is the multiplier — read both ways
+        unit = not number.percent and cue_in(line, value, UNITS, whole_word=True)
+        return (*out, CONSTANT) if unit or multiplier else tuple(out)
     if not number.percent:
         for i, q in enumerate(quantities):
             if q.percent and q.value:

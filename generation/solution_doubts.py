@@ -12,6 +12,8 @@ control keeps at their original values; a doubt that rests on none refuses the s
   was worked out in words (``150 / 3`` after 2 and 1 hours): it rests on its origins; in a
   solution written in LaTeX (MATH's), so does a number beside a quantity it is one or two away
   from, twice or half (``\\frac{7\\times6\\times5}{3\\times2}`` for choosing 3 of 7);
+* a number a step writes twice beside its multiplier ("twice the 2 who play tennis, so 2 * 2": one
+  of them is the multiplier) rests on what the other reading does;
 * a quantity read more often than the question states it whose value is a unit the question names
   ("every 12 months" and ``/ 12``, "7 tacos" and a week): which reading is the constant cannot be
   told, so it is held;
@@ -35,7 +37,7 @@ import math
 import re
 from fractions import Fraction
 
-from .held_quantities import origins, partners_of, step_sources, table
+from .held_quantities import Table, operand_sources, origins, partners_of, step_sources, table
 from .numbers import Slot
 from .solution_binding import ORDINAL_CUES, UNIT_CUES, cue_in, quantity_read
 from .solution_program import CONSTANT, Step
@@ -56,7 +58,7 @@ def solution_doubts(
     steps: list[Step],
     quantities: list[Slot],
     slots: tuple[Slot, ...],
-    hidden: tuple[Fraction, ...],
+    hidden: tuple[tuple[Fraction, tuple[Fraction, ...]], ...],
     read: set[int],
 ) -> list[Doubt]:
     """Every number of the solution it cannot vouch for, in the order of the module docstring's rules
@@ -69,17 +71,25 @@ def solution_doubts(
         return origins(value, table(quantities, steps, sources, before, named))
 
     out: list[Doubt] = []
+    everything = frozenset(range(len(quantities)))
     algebra = _ALGEBRA.search(solution) is not None
-    for value in sorted((set(constants) | quantity_read(steps)) & set(hidden)):
+    for value in sorted((set(constants) | quantity_read(steps)) & {h for h, _ in hidden}):
         # "12 inches = 1 foot", then "4 * 1": that 1 is the foot, not the stated "1 inch"; in algebra
         # ("2g + 4(20 - g) = 70", so "2g = 10") a result solves an equation of every quantity
-        at = _first_read(steps, value)
-        held = frozenset(range(len(quantities))) if algebra else rests(value, at)
+        numbers = table(quantities, steps, sources, _first_read(steps, value), named)
+        clauses = {n for h, clause in hidden if h == value for n in clause}
+        held = everything if algebra else _hidden_rests(value, clauses, numbers)
         out.append((f"a result computed in a step not read here ({show(value)})", held))
     strict = mathematical(solution)
     derived = _worked_out_nearby(steps, quantities) if strict else []
     for s, value in derived + _worked_out_in_words(steps, quantities, question):
         out.append((f"a number worked out from a quantity where no step shows it ({show(value)})", rests(value, s)))
+    for step in steps:  # "twice the 2 who play tennis, so 2 * 2": one 2 is the multiplier, which cannot be told
+        twice = [o for o in step.operands if CONSTANT in o.readings and len(o.readings) > 1]
+        for operand in twice:
+            if sum(o.value == operand.value for o in step.operands) > 1:
+                why = f"a number a step writes twice beside its multiplier ({show(operand.value)})"
+                out.append((why, operand_sources(operand, sources)))
     for index in _read_too_often(steps, slots, quantities, question):
         out.append(
             (f"a quantity read more often than the question states it ({quantities[index].text!r})", frozenset({index}))
@@ -118,6 +128,15 @@ def _ordinal_counts(question: str, quantities: list[Slot]) -> list[tuple[int, st
     named = {n for n, word in enumerate(_ORDINALS, start=2) if re.search(rf"(?<![a-z]){word}(?![a-z])", words)}
     why = "a count the question also enumerates by an ordinal"
     return [(i, f"{why} ({q.text!r})") for i, q in enumerate(quantities) if q.value in named and not q.percent]
+
+
+def _hidden_rests(value: Fraction, clauses: set[Fraction], numbers: Table) -> frozenset[int] | None:
+    """What a result stated but computed in no read step rests on: every simple way of writing it
+    (:func:`~generation.held_quantities.origins`, exhaustive) and the numbers of the expression it is
+    stated after ("15 x 0.6666 = 10.0", which does not compute exactly: 15 and the share)."""
+    held = origins(value, numbers, exhaustive=True)
+    written = frozenset().union(*(numbers.get(n, frozenset()) for n in clauses))
+    return written or None if held is None else held | written
 
 
 _ALGEBRA = re.compile(r"\blet\s+[a-z]\b|\d[a-z]\b", re.IGNORECASE)  # "Let g be …", "2g + 4s = 70"

@@ -101,6 +101,8 @@ class ReadSolution:
     steps: tuple[WrittenStep, ...]
     hidden: tuple[Fraction, ...]
     mentioned: tuple[Fraction, ...]  # every number the text shows outside the read steps
+    hidden_from: tuple[tuple[Fraction, tuple[Fraction, ...]], ...] = ()  # each hidden result, and the
+    # numbers of the expression it is stated after ("15 x 0.666 = 10.0": 15 and 0.666)
 
 
 def normalise(text: str) -> str:
@@ -126,6 +128,7 @@ def read_steps(solution: str) -> ReadSolution:
     steps: list[tuple[int, WrittenStep]] = []
     used: list[tuple[int, int]] = []
     hidden: list[Fraction] = []
+    hidden_from: list[tuple[Fraction, tuple[Fraction, ...]]] = []
     for m in _ANNOTATION.finditer(text):
         copy = re.search(r"=[ \t]*\$?[ \t]*$", text[: m.start()])  # "9 * 2 = $<<9*2=18>>": the prose is its copy
         start = _clause_start(text, copy.start()) if copy else m.start()
@@ -136,6 +139,7 @@ def read_steps(solution: str) -> ReadSolution:
             steps.append((m.start(), step))
         elif _number(m.group(2).strip().lstrip("$").rstrip("%")) is not None:  # an annotation that does not compute
             hidden.append(_number(m.group(2).strip().lstrip("$").rstrip("%")))  # type: ignore[arg-type]
+            hidden_from.append((hidden[-1], _numbers_in(m.group(1) + " " + text[start : m.start()])))
         used.append((start, m.end()))
     for position, step, span in _math_chains(text, used):
         steps.append((position, step))
@@ -150,6 +154,7 @@ def read_steps(solution: str) -> ReadSolution:
             value = _number(m.group(2))
             if value is not None:
                 hidden.append(-value if m.group(1) else value)
+                hidden_from.append((hidden[-1], _numbers_in(text[start : m.start()])))
             continue
         steps.append((m.start(), step))
         used.append((start, m.end()))
@@ -158,7 +163,21 @@ def read_steps(solution: str) -> ReadSolution:
     mentioned = [
         _number(m.group(0)) for m in _NUMBER.finditer(text) if not _inside(m.start(), used) and _number(m.group(0))
     ]
-    return ReadSolution(tuple(s for _, s in steps), tuple(hidden), tuple(v for v in mentioned if v is not None))
+    return ReadSolution(
+        tuple(s for _, s in steps), tuple(hidden), tuple(v for v in mentioned if v is not None), tuple(hidden_from)
+    )
+
+
+def _numbers_in(text: str) -> tuple[Fraction, ...]:
+    """The numbers written in ``text``, and its fractions ``a/b`` as one number too."""
+    found = [v for v in (_number(m.group(0)) for m in _NUMBER.finditer(text)) if v is not None]
+    for m in _FRACTION_TEXT.finditer(text):
+        if int(m.group(2)):
+            found.append(Fraction(int(m.group(1)), int(m.group(2))))
+    return tuple(found)
+
+
+_FRACTION_TEXT = re.compile(r"(?<![\d.])(?=(\d+)\s*/\s*(\d+)(?![\d.]))")  # overlapping: 15/2/5 has 15/2 and 2/5
 
 
 def _math_chains(text: str, used: Sequence[tuple[int, int]]) -> list[tuple[int, WrittenStep, tuple[int, int]]]:
