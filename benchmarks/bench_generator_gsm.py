@@ -168,7 +168,9 @@ def count_similars(args: argparse.Namespace) -> Tally:
             t.originals[judge(question, question, inputs, slots, recompute)[0]] += 1  # the method's check: valid
             solution = example["metadata"]["answer_cot"]
             record = generator.generate(
-                Question(id=f"t{template}-{k}", question=question, answer=example["answer"], extra={"solution": solution})
+                Question(
+                    id=f"t{template}-{k}", question=question, answer=example["answer"], extra={"solution": solution}
+                )
             )
             similars = [s for s in record.similars if s is not None]
             t.no_similars += not similars

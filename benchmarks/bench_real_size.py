@@ -107,6 +107,7 @@ def figures(run_dir: Path, audited: str = "rl") -> dict[str, Any]:
         "mode": verdict.get("mode"),
         "flagged": (verdict.get("questions") or {}).get("n_flagged"),
         "at_least": (verdict.get("questions") or {}).get("at_least"),
+        "detectors": _per_detector(verdict),
         "by_benchmark": {},
     }
     for name in ("all", "gsm8k", "math500"):
@@ -128,6 +129,26 @@ def figures(run_dir: Path, audited: str = "rl") -> dict[str, Any]:
     return out
 
 
+def _per_detector(verdict: dict[str, Any]) -> dict[str, Any]:
+    """Each detector's own test in the verdict's mode: its p-value, within-AUC with CI, and the
+    questions it decided (the verdict's ``coverage``)."""
+    mode = verdict.get("mode")
+    section = verdict.get(mode) if isinstance(verdict.get(mode), dict) else verdict
+    coverage = verdict.get("coverage") or {}
+    out = {}
+    for name, r in (section.get("detectors") or {}).items():
+        auc = r.get("within_auc") or {}
+        decided = coverage.get(name) or {}
+        out[name] = {
+            "p": r.get("p_value"),
+            "within_auc": auc.get("value"),
+            "ci": auc.get("ci"),
+            "decided": decided.get("decided"),
+            "of": decided.get("of"),
+        }
+    return out
+
+
 def _of(qid: str, name: str) -> bool:
     return (name == "all" and qid.startswith(("gsm8k-", "math500-"))) or qid.startswith(f"{name}-")
 
@@ -138,6 +159,12 @@ def show(found: dict[str, Any], args: argparse.Namespace) -> None:
         f"  verdict ({found['mode']}): {'REJECTS' if found['reject'] else 'not rejected'}, p = {found['p']}; "
         f"named at the FDR: {found['flagged']}, at least {found['at_least']}"
     )
+    for name, d in found["detectors"].items():
+        ci = d["ci"] or [math.nan, math.nan]
+        print(
+            f"  {name:12s} p = {d['p']:.3f}, within-AUC {d['within_auc']:.3f} [{ci[0]:.2f}, {ci[1]:.2f}]; "
+            f"decided {d['decided']} of {d['of']}"
+        )
     for name, f in found["by_benchmark"].items():
         lo, hi = f["band"]
         print(

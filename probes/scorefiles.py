@@ -258,6 +258,15 @@ def _read_meta(path: Path) -> dict[str, Any] | None:
     return meta if isinstance(meta, dict) else None
 
 
+def first_scored(controls: np.ndarray, width: int) -> np.ndarray:
+    """``[N, width]``: each row's first ``width`` scores (not NaN), in index order, NaN-padded."""
+    out = np.full((len(controls), width), np.nan)
+    for j, row in enumerate(np.asarray(controls, dtype=np.float64)):
+        scored = row[~np.isnan(row)][:width]
+        out[j, : len(scored)] = scored
+    return out
+
+
 @dataclass
 class ScoredSet:
     """One model's scores on some questions (``ids``) and, optionally, on their controls;
@@ -287,18 +296,23 @@ class ScoredSet:
 
     def control_matrix(self, name: str, width: int | None = None) -> np.ndarray:
         """``[n, C]`` scores of column ``name`` on each question's controls (``width`` C: default
-        :attr:`width`); controls beyond ``max_controls`` read as absent."""
+        :attr:`width`), by control index; with ``max_controls``, each question's first that many
+        *scored* controls in index order (a detector that reads answers scores the first controls
+        that have one, which need not be the first controls: :func:`first_scored`)."""
         assert self.controls is not None
-        matrix = self.controls.matrix(name, self.ids, width if width is not None else self.width)
-        if self.max_controls is not None and matrix.shape[1] > self.max_controls:
-            matrix[:, self.max_controls :] = np.nan
-        return matrix
+        if self.max_controls is None:
+            return self.controls.matrix(name, self.ids, width if width is not None else self.width)
+        return first_scored(self.controls.matrix(name, self.ids, self.largest), width or self.width)
+
+    @property
+    def largest(self) -> int:
+        """The largest control index."""
+        return int(self.controls.index.max()) if self.controls is not None and len(self.controls.index) else 0
 
     @property
     def width(self) -> int:
         """The largest control index (C), at most ``max_controls``."""
-        largest = int(self.controls.index.max()) if self.controls is not None and len(self.controls.index) else 0
-        return largest if self.max_controls is None else min(largest, self.max_controls)
+        return self.largest if self.max_controls is None else min(self.largest, self.max_controls)
 
     def subset(self, ids: Sequence[str]) -> "ScoredSet":
         return ScoredSet(self.scores, self.controls, list(ids), self.settings, self.prompt_format, self.max_controls)

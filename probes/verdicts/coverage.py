@@ -29,8 +29,8 @@ def coverage(
     min_controls: int = MIN_CONTROLS,
 ) -> dict[str, dict[str, Any]]:
     """Per detector of ``scored`` (its :class:`~probes.scorefiles.ScoredFiles`): ``decided`` (the
-    questions with a score and at least ``min_controls`` scored controls among their first
-    ``width``, as the verdict reads them), ``of`` (the questions ``ids``, default all) and
+    questions with a score and at least ``min_controls`` scored controls, of which the verdict reads
+    the first ``width``), ``of`` (the questions ``ids``, default all) and
     ``left_out`` ``{reason: count}``. ``sets``: the run's perturbation sets (their controls,
     answers and failures); ``detectors``: name → detector object (``requires_answers``,
     ``usable_answer``): only their columns are shown (all, when empty)."""
@@ -60,12 +60,12 @@ def coverage(
 
 
 def _scored_controls(table: Any, name: str, ids: Sequence[str], width: int | None) -> np.ndarray | None:
-    """Per question, how many of its first ``width`` controls (None: all) ``name`` scored (None
-    without a controls table)."""
+    """Per question, how many of its controls ``name`` scored, at most ``width`` (None: all) — the
+    verdict reads each question's first ``width`` scored controls (None without a controls table)."""
     if table is None or name not in table.columns:
         return None
-    matrix = table.matrix(name, ids)
-    return (~np.isnan(matrix[:, :width] if width else matrix)).sum(axis=1)
+    scored = (~np.isnan(table.matrix(name, ids))).sum(axis=1)
+    return np.minimum(scored, width) if width else scored
 
 
 def _why_no_score(record: Any, detector: Any, reads_answers: bool) -> str:

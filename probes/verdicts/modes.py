@@ -23,7 +23,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..errors import ConfigError, InputError
-from ..scorefiles import ScoredSet
+from ..scorefiles import ScoredSet, first_scored
 from . import stats
 from .comparable import check_aligned, check_settings
 
@@ -258,11 +258,7 @@ def _reference_mode(
     width = max(audited.width, ref.width)
     with np.errstate(invalid="ignore"):  # inf − inf: NaN, left out and counted
         out = {
-            n: within_test(
-                audited.original(n) - ref.original(n),
-                audited.control_matrix(n, width) - ref.control_matrix(n, width),
-                s,
-            )
+            n: within_test(audited.original(n) - ref.original(n), _control_differences(audited, ref, n, width), s)
             for n in usable
         }
     for n in usable:
@@ -272,6 +268,15 @@ def _reference_mode(
         {n: within_test(audited.original(n), audited.control_matrix(n), s) for n in names if n in REFERENCE_DIFFERENCES}
     )
     return out
+
+
+def _control_differences(audited: ScoredSet, ref: ScoredSet, name: str, width: int) -> np.ndarray:
+    """``[n, width]``: audited − reference on the same controls (by index), then each question's first
+    ``width`` controls both scored — the cut after the difference, so the two stay paired."""
+    both = audited.limited(None), ref.limited(None)
+    largest = max(x.largest for x in both)
+    diff = both[0].control_matrix(name, largest) - both[1].control_matrix(name, largest)
+    return first_scored(diff, width) if audited.max_controls is not None else diff[:, :width]
 
 
 def _constant(original: np.ndarray, controls: np.ndarray) -> bool:

@@ -186,3 +186,44 @@ def test_the_decisions_default_to_ten_controls_for_the_detectors_that_do_not_sam
     ppl, cdd = controls.matrix("ppl", ids), controls.matrix("cdd", ids)
     assert np.isfinite(ppl).sum(axis=1).max() == 8  # all it has, short of 10
     assert np.isfinite(cdd[:, :3]).any() and np.isnan(cdd[:, 3:]).all()
+
+
+def test_the_verdict_reads_each_questions_first_scored_controls_not_its_first_controls():
+    """A detector that reads answers scores each question's first 3 controls that have a re-solved
+    answer, which may be its 6th to 8th (the further controls, drawn keeping what the answer rests
+    on): the verdict's 3 controls are those, and a reference difference pairs the two models'
+    scores on the same controls before the cut (before: the verdict read controls 1-3 by index, and
+    such a question was left out with "fewer than 2 scored controls")."""
+    from probes.scorefiles import ScoredFiles
+    from probes.scores import ScoreTable
+
+    rng = np.random.default_rng(3)
+    n, width = 40, 10
+    ids = [f"q{i}" for i in range(n)]
+    where = [list(range(1, 4)) if i % 2 else [6, 7, 8] for i in range(n)]  # half the questions: controls 6-8
+    index = np.tile(np.arange(1, width + 1), n)
+    values = {}
+    for name, shift in (("reward_gain", 0.0), ("ppl", 0.3)):
+        matrix = np.full((n, width), np.nan)
+        for i, cols in enumerate(where):
+            matrix[i, [c - 1 for c in cols]] = rng.normal(size=3)
+        values[name] = (rng.normal(size=n) + shift, matrix.reshape(-1))
+    audited = ScoredFiles(
+        ScoreTable(ids, {k: v[0] for k, v in values.items()}),
+        ControlTable([i for i in ids for _ in range(width)], index, {k: v[1] for k, v in values.items()}),
+    )
+    reference = ScoredFiles(
+        ScoreTable(ids, {k: np.zeros(n) for k in values}),
+        ControlTable([i for i in ids for _ in range(width)], index, {k: np.zeros(n * width) for k in values}),
+    )
+    settings = VerdictSettings(permutations=200, bootstrap=10, detectors=("reward_gain", "ppl"))
+    verdict, _ = audit_verdict(audited, reference=reference, settings=settings, verdict_controls=3)
+    assert verdict["mode"] == "reference"
+    for name in ("reward_gain", "ppl"):
+        record = verdict["detectors"][name]
+        assert record["n"] == n, (name, record["left_out"])  # every question decided, on its 3 scored controls
+    whole, _ = audit_verdict(audited, reference=reference, settings=settings)
+    assert whole["detectors"]["ppl"]["within_auc"] == verdict["detectors"]["ppl"]["within_auc"]  # 3 scored each
+    from probes.verdicts.coverage import coverage
+
+    assert coverage(audited, [], {}, None, 3)["reward_gain"]["decided"] == n  # the report says the same
