@@ -29,7 +29,7 @@ from fractions import Fraction
 from typing import Iterable, Sequence
 
 from .numbers import Slot
-from .solution_program import Operand, Step
+from .solution_program import CONSTANT, Operand, Step
 
 Table = dict[Fraction, frozenset[int]]  # a value, and the quantities (distinct indices) it rests on
 
@@ -59,27 +59,32 @@ def table(
     sources: Sequence[frozenset[int]],
     before: int,
     constants: Iterable[Fraction],
+    rounded: bool = False,
 ) -> Table:
     """The numbers a doubtful number of step ``before`` may be worked out from: every quantity in
-    its stated and share forms, the results of the steps before it, and ``constants`` (the units
-    and structure the question names, resting on nothing)."""
+    its stated and share forms (``rounded``: and rounded, where the question rounds), the results of
+    the steps before it, and ``constants`` (the units and structure the question names, resting on
+    nothing)."""
     out: dict[Fraction, set[int]] = {}
     for value in constants:
         out.setdefault(value, set())
     for i, q in enumerate(quantities):
-        for form in forms(q):
+        for form in forms(q, rounded):
             out.setdefault(form, set()).add(i)
     for s in range(min(before, len(steps))):
         out.setdefault(steps[s].result, set()).update(sources[s])
     return {value: frozenset(rests) for value, rests in out.items()}
 
 
-def forms(q: Slot) -> set[Fraction]:
-    """A quantity's value as a step may read it: as stated, rounded down or up ($2.74 as $3); a
-    percentage as a share (``0.2``, ``0.8``, ``1.2``, ``5`` of 20 %); a fraction's two terms, its
-    rest and its inverse."""
+def forms(q: Slot, rounded: bool = False) -> set[Fraction]:
+    """A quantity's value as a step may read it: as stated; a percentage as a share (``0.2``,
+    ``0.8``, ``1.2``, ``5`` of 20 %); a fraction's two terms, its rest and its inverse; with
+    ``rounded``, rounded down or up ($2.74 as $3: a use of a quantity no step reads, not what a
+    constant is written from — any decimal rounds to some small whole number)."""
     value = q.value
-    out = {value} | ({Fraction(math.floor(value)), Fraction(math.ceil(value))} if value.denominator > 1 else set())
+    out = {value}
+    if rounded and value.denominator > 1:
+        out |= {Fraction(math.floor(value)), Fraction(math.ceil(value))}
     if q.percent:
         out |= {value / 100, 1 - value / 100, 1 + value / 100} | ({100 / value} if value else set())
     if q.kind in ("fraction", "latex_fraction"):
@@ -105,7 +110,8 @@ def origins(value: Fraction, numbers: Table, exhaustive: bool = False) -> frozen
 
 
 def _pairs(value: Fraction, numbers: Table) -> frozenset[int] | None:
-    """What every way of writing ``value`` as two of ``numbers`` (one resting on a quantity) rests on."""
+    """What every way of writing ``value`` as two of ``numbers`` (one resting on a quantity), or as
+    the sum or difference of three ("11 hours" after 2, 5 and 4), rests on."""
     held: set[int] = set()
     found = False
     for a, rests_a in numbers.items():
@@ -114,6 +120,14 @@ def _pairs(value: Fraction, numbers: Table) -> frozenset[int] | None:
             if rests_b is not None and (rests_a or rests_b):
                 found = True
                 held |= rests_a | rests_b
+    resting = [(v, r) for v, r in numbers.items() if r]
+    for i, (a, rests_a) in enumerate(resting):
+        for b, rests_b in resting[i + 1 :]:
+            for c in {value - a - b, value - a + b, value + a - b, a + b - value}:
+                rests_c = numbers.get(c)
+                if rests_c and c not in (a, b):
+                    found = True
+                    held |= rests_a | rests_b | rests_c
     return frozenset(held) if found else None
 
 
@@ -139,18 +153,30 @@ def _partners(value: Fraction, a: Fraction) -> set[Fraction]:
     return out
 
 
-def partners_of(index: int, quantities: Sequence[Slot], steps: Sequence[Step]) -> frozenset[int]:
+def partners_of(index: int, quantities: Sequence[Slot], steps: Sequence[Step], numbers: Table) -> frozenset[int]:
     """A quantity no step reads as stated, and every quantity it may have been used with where no step
     shows it: a number of a step equal to one of its forms (the ``.75`` of a stated 1/4 left over),
-    and a number a step repeats as many times as the quantity counts ("the first two have 200 each":
-    ``200 + 200``). A constant or a result stated but computed in no step that it may have been
-    worked out into is a doubt of its own (:func:`origins`, with this quantity among the numbers)."""
-    mine = forms(quantities[index])
+    a number a step repeats as many times as the quantity counts ("the first two have 200 each":
+    ``200 + 200``), and each of ``numbers`` it may have been combined with into a constant of the
+    steps ("3 dogs and 4 cats", then "7 * 5" for the pets' treats, where "a week" explains the 7)."""
+    mine = forms(quantities[index], rounded=True)
     sources = step_sources(steps)
     held = {index}
+    loose = []
     for step in steps:
         repeats = Counter(o.value for o in step.operands)
         for operand in step.operands:
             if operand.value in mine or (repeats[operand.value] > 1 and repeats[operand.value] in mine):
                 held |= operand_sources(operand, sources)
+            if operand.readings == (CONSTANT,) and operand.value not in (0, 1):
+                loose.append(operand.value)
+    if not mine & {Fraction(0), Fraction(1)}:  # "3 dogs and 4 cats", then "the 7 pets": the cats too
+        for value in loose:
+            for a in mine:
+                held |= _partners_rest(value, a, numbers)
     return frozenset(held)
+
+
+def _partners_rest(value: Fraction, a: Fraction, numbers: Table) -> set[int]:
+    """What every number ``b`` of ``numbers`` with ``value`` = ``a`` + − × ÷ ``b`` rests on."""
+    return {i for b in _partners(value, a) for i in numbers.get(b, ())}

@@ -50,6 +50,7 @@ UNIT_CUES: dict[int, tuple[str, ...]] = {
         "season",
         "four-week",
         "weeks in a month",
+        "month",
     ),
     5: ("nickel", "fifth", "weekday"),
     6: ("hexagon", "half a dozen"),
@@ -111,11 +112,19 @@ def _is_money(text: str, slot: Slot) -> bool:
 def bind(written: Iterable[WrittenStep], quantities: list[Slot], question: str) -> list[Step]:
     """Each written step with the readings of its numbers (see the module docstring)."""
     cents = {i for i, q in enumerate(quantities) if re.match(r"\s*cents?\b", question[q.end : q.end + 8])}
+    units = {Fraction(v) for v in UNITS if cue_in(question, Fraction(v), UNITS)}
     steps: list[Step] = []
     for step in written:
-        tokens, numbers = _merge_fractions(step, quantities, {s.result for s in steps if s.result.denominator > 1})
+        results = {
+            s.result for s in steps if s.result.denominator > 1 and not share_cue(question + step.line, s.result)
+        }
+        tokens, numbers = _merge_fractions(step, quantities, results)
         hundred = _per_hundred(tokens, numbers)
-        divisors = {t for i, t in enumerate(tokens) if isinstance(t, int) and i and tokens[i - 1] == "/"}
+        divisors = {  # "66 / 3" may be 1/3's inverse; "600 / 4" beside "a month" and "a week" is 4 weeks
+            t
+            for i, t in enumerate(tokens)
+            if isinstance(t, int) and i and tokens[i - 1] == "/" and numbers[t].value not in units
+        }
         repeated = Counter(n.value for n in numbers)
         operands = tuple(
             Operand(
@@ -177,6 +186,20 @@ def _readings(
 def quantity_read(steps: list[Step]) -> set[Fraction]:
     """The values of the numbers the steps read as quantities."""
     return {o.value for s in steps for o in s.operands if any(r.kind == "quantity" for r in o.readings)}
+
+
+SHARE_CUES = {
+    Fraction(1, 2): ("half",),
+    Fraction(1, 4): ("quarter",),
+    Fraction(1, 3): ("third",),
+    Fraction(2): ("half",),
+}
+
+
+def share_cue(text: str, value: Fraction) -> bool:
+    """Whether ``text`` names a share of that value ("half": 0.5, "a quarter": 0.25)."""
+    words = text.lower()
+    return any(re.search(rf"(?<![a-z]){cue}", words) for cue in SHARE_CUES.get(value, ()))
 
 
 def cue_in(

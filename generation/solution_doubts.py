@@ -39,7 +39,7 @@ from fractions import Fraction
 
 from .held_quantities import Table, operand_sources, origins, partners_of, step_sources, table
 from .numbers import Slot
-from .solution_binding import ORDINAL_CUES, UNIT_CUES, cue_in, quantity_read
+from .solution_binding import ORDINAL_CUES, UNIT_CUES, cue_in, quantity_read, share_cue
 from .solution_program import CONSTANT, Step
 
 # Constants a solution may read beside a quantity it leaves unread: units and simple shares. Any
@@ -66,9 +66,10 @@ def solution_doubts(
     sources = step_sources(steps)
     constants = [o.value for s in steps for o in s.operands if o.readings == (CONSTANT,)]
     named = _named_constants(question, quantities)
+    rounds = re.search(r"\bround|\bnearest\b", question, re.IGNORECASE) is not None  # "$2.74 rounded to $3"
 
     def rests(value: Fraction, before: int) -> frozenset[int] | None:
-        return origins(value, table(quantities, steps, sources, before, named))
+        return origins(value, table(quantities, steps, sources, before, named, rounds))
 
     out: list[Doubt] = []
     everything = frozenset(range(len(quantities)))
@@ -76,7 +77,7 @@ def solution_doubts(
     for value in sorted((set(constants) | quantity_read(steps)) & {h for h, _ in hidden}):
         # "12 inches = 1 foot", then "4 * 1": that 1 is the foot, not the stated "1 inch"; in algebra
         # ("2g + 4(20 - g) = 70", so "2g = 10") a result solves an equation of every quantity
-        numbers = table(quantities, steps, sources, _first_read(steps, value), named)
+        numbers = table(quantities, steps, sources, _first_read(steps, value), named, rounds)
         clauses = {n for h, clause in hidden if h == value for n in clause}
         held = everything if algebra else _hidden_rests(value, clauses, numbers)
         out.append((f"a result computed in a step not read here ({show(value)})", held))
@@ -96,12 +97,13 @@ def solution_doubts(
         )
     for index, why in _fixed_twins(question, slots, quantities) + _ordinal_counts(question, quantities):
         out.append((why, frozenset({index})))
+    all_numbers = table(quantities, steps, sources, len(steps), named, rounds)
     known = {q.value for q in quantities} | {s.result for s in steps} | set(constants) | {Fraction(1), Fraction(2)}
     seen = {o.value for s in steps for o in s.operands} | {s.result for s in steps}
     for index, quantity in enumerate(quantities):
         if index not in read and not quantity.year and (strict or not _distractor(quantity, constants, known, seen)):
             why = f"a quantity the worked solution never reads as it is stated ({quantity.text!r})"
-            out.append((why, partners_of(index, quantities, steps)))
+            out.append((why, partners_of(index, quantities, steps, all_numbers)))
     return out
 
 
@@ -179,20 +181,13 @@ def _worked_out_in_words(steps: list[Step], quantities: list[Slot], question: st
             value = operand.value
             if operand.readings != (CONSTANT,) or value in (0, 1) or value in structure:
                 continue
-            explained = cue_in(question, value) or cue_in(question, value, ORDINAL_CUES) or _share_cue(question, value)
+            explained = cue_in(question, value) or cue_in(question, value, ORDINAL_CUES) or share_cue(question, value)
             if not ((percent and value in (100, Fraction(1, 100))) or explained):
                 out.append((s, value))
     return out
 
 
 _ANY_NUMBER = re.compile(r"\d+(?:\.\d+)?")
-_SHARES = {Fraction(1, 2): ("half",), Fraction(1, 4): ("quarter",), Fraction(1, 3): ("third",), Fraction(2): ("half",)}
-
-
-def _share_cue(question: str, value: Fraction) -> bool:
-    """Whether the question names a share of that value ("half": 0.5, "a quarter": 0.25)."""
-    words = question.lower()
-    return any(re.search(rf"(?<![a-z]){cue}", words) for cue in _SHARES.get(value, ()))
 
 
 def _plain_number(text: str) -> Fraction | None:
