@@ -7,14 +7,15 @@ questions have matched controls that carry a re-solved answer.
 Sources: the toolkit's templates (the shipped testbed's first 400 questions, with their worked
 solutions: ``probes/testbed/checkpoints/cpu-seed0``), GSM-Symbolic's
 templates (3 questions of each, with the ``gsm`` extra: reasoning-gym), GSM8K's test questions
-(``--gsm8k``: openai/grade-school-math's ``test.jsonl``), MATH-500 (``--math500``: problem, solution,
+(``--gsm8k``: openai/grade-school-math's ``test.jsonl``), SVAMP (``--svamp``: arkilpatel/SVAMP's
+``SVAMP.json``, its equations as worked solutions), MATH-500 (``--math500``: problem, solution,
 answer, subject, level). Each question gets what ``lara run`` draws by default: K = 5 similars and
 5 further controls (10 controls), answers re-solved from its worked solution (GSM8K's calculator
 annotations and written steps, MATH's arithmetic; a question that is one computation or one
 equation by sympy). Per source: seconds a question (generation and answers, one process; mean, p95,
 max), complete sets, the controls with an answer, and the share of questions with at least 3 of them
 (the controls an answer-reading detector scores); MATH-500 also by subject and by level, and why a
-solution could not be re-run; and how the re-solved answers compare in size with the original's
+solution could not be re-run; SVAMP by problem type; and how the re-solved answers compare in size with the original's
 (median ratio, share larger). ``--similars`` and ``--controls`` change the draw.
 """
 
@@ -175,6 +176,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--gsm8k", type=Path, default=FIXTURES / "gsm8k_test_excerpt.jsonl")
     parser.add_argument("--math500", type=Path, default=FIXTURES / "math500_test_excerpt.jsonl")
+    parser.add_argument("--svamp", type=Path, default=FIXTURES / "svamp_excerpt.json")
     parser.add_argument("--similars", type=int, default=5)
     parser.add_argument("--controls", type=int, default=5, help="further controls (lara run's default: 10 in all)")
     args = parser.parse_args()
@@ -189,6 +191,9 @@ def main() -> None:
     if gsm_symbolic is not None:
         results["GSM-Symbolic (3 a template)"] = generate_all(gsm_symbolic, args)
     results[f"GSM8K ({args.gsm8k.name})"] = generate_all(file_questions(args.gsm8k, "gsm8k"), args)
+    results[f"SVAMP ({args.svamp.name})"] = generate_all(
+        file_questions(args.svamp, "svamp"), args, lambda q: (f"type {q.extra.get('Type')}",)
+    )
     math = file_questions(args.math500, "math500")
     results[f"MATH-500 ({args.math500.name})"] = generate_all(
         math, args, lambda q: (f"subject {q.extra.get('subject')}", f"level {q.extra.get('level')}")
@@ -200,7 +205,7 @@ def main() -> None:
         show_ratios(name, tally)
     for name, tally in results.items():
         if tally.groups:
-            print(f"{name}, by subject and level:")
+            print(f"{name}, by group:")
             show_groups(tally)
     for name, tally in results.items():
         if name != "our templates":

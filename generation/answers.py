@@ -47,7 +47,7 @@ from .solution_doubts import solution_doubts
 from .solution_program import Reading, Step, WorkedSolution
 from .solution_steps import read_steps
 
-RESOLVER_VERSION = "worked-solution-v3"  # v3: held quantities, inverse forms, answers in cents; v2: written and annotated steps together, distractors, shares, reuse
+RESOLVER_VERSION = "worked-solution-v4"  # v4: a negative result written again is that result; v3: held quantities, inverse forms, answers in cents; v2: written and annotated steps together, distractors, shares, reuse
 
 MAX_ALTERNATIVES = 64  # ways of reading numbers that could be two quantities, tried before giving up
 

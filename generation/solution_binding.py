@@ -119,6 +119,7 @@ def bind(written: Iterable[WrittenStep], quantities: list[Slot], question: str) 
             s.result for s in steps if s.result.denominator > 1 and not share_cue(question + step.line, s.result)
         }
         tokens, numbers = _merge_fractions(step, quantities, results)
+        tokens, numbers = _merge_negatives(tokens, numbers, {s.result for s in steps if s.result < 0})
         hundred = _per_hundred(tokens, numbers)
         divisors = {  # "66 / 3" may be 1/3's inverse; "600 / 4" beside "a month" and "a week" is 4 weeks
             t
@@ -161,6 +162,8 @@ def _readings(
         for i, q in enumerate(quantities)
         if q.value == value and (q.percent or not number.percent)
     ]
+    if value < 0:  # "-4" where an earlier step gave -4 may still be the question's 4, negated
+        out += [Reading("quantity", i, "negated") for i, q in enumerate(quantities) if q.value == -value]
     if len({quantities[r.index].percent for r in out}) == 2:  # 20 students and 20 %: which, by how it is used
         out = [r for r in out if quantities[r.index].percent == (per_hundred or number.percent)]
     out += [Reading("step", i) for i, s in enumerate(earlier) if s.result == value]
@@ -226,6 +229,31 @@ def _per_hundred(tokens: tuple[str | int, ...], numbers: list[Number]) -> set[in
             if (tokens[i + 1] == "/" and after == 100) or (tokens[i + 1] == "*" and after == Fraction(1, 100)):
                 out.add(token)
     return out
+
+
+def _merge_negatives(
+    tokens: tuple[str | int, ...], numbers: list[Number], negatives: set[Fraction]
+) -> tuple[tuple[str | int, ...], list[Number]]:
+    """``-4`` read as one number where an earlier step's result is -4 (``4 - 8 = -4``, then
+    ``-4 + 5 = 1``: the -4 is that result, not the question's 4 negated); only a unary minus (at
+    the start, after an operator or an opening parenthesis)."""
+    if not negatives:
+        return tokens, numbers
+    out_tokens: list[str | int] = []
+    numbers = list(numbers)
+    i = 0
+    while i < len(tokens):
+        token, after = tokens[i], tokens[i + 1] if i + 1 < len(tokens) else None
+        unary = not out_tokens or out_tokens[-1] in ("+", "-", "*", "/", "^", "(")
+        if token == "-" and unary and isinstance(after, int) and -numbers[after].value in negatives:
+            n = numbers[after]
+            numbers[after] = Number(-n.value, f"-{n.text}", n.percent)
+            out_tokens.append(after)
+            i += 2
+            continue
+        out_tokens.append(token)
+        i += 1
+    return tuple(out_tokens), numbers
 
 
 def _merge_fractions(

@@ -24,7 +24,7 @@ Choice = tuple[tuple[int, int, "Reading"], ...]  # (step, operand, reading): how
 class Reading:
     """What a number of a step stands for: ``quantity`` (``index``: a distinct quantity of the
     question, ``form``: ``stated``, ``share`` p/100, ``less`` 1 − p/100, ``more`` 1 + p/100,
-    ``per_share`` 100/p, or a fraction's ``inverse`` 1/f),
+    ``per_share`` 100/p, a fraction's ``inverse`` 1/f, or ``negated`` −q),
     ``step`` (``index``: an earlier step), or ``constant``."""
 
     kind: str
@@ -172,6 +172,8 @@ def _reading_value(
     value = quantities[reading.index]
     if reading.form in ("inverse", "per_share"):
         return (100 if reading.form == "per_share" else 1) / value if value else None
+    if reading.form == "negated":
+        return -value
     return {"stated": value, "share": value / 100, "less": 1 - value / 100, "more": 1 + value / 100}[reading.form]
 
 

@@ -72,6 +72,12 @@ class ImportResult:
                 f"warning: {numberless['count']} question(s) state no number but have a numeric answer "
                 f"(e.g. {numberless['examples'][0]!r}): their facts may sit in another column (--field context=COLUMN)"
             )
+        derived = p.get("derived_solutions")
+        if derived:
+            lines.append(
+                f"worked solutions derived for {derived['derived']} of {len(self.questions)} questions"
+                + ("; none for " + ", ".join(f"{n} ({why})" for why, n in derived["without"].items()) if derived["without"] else "")
+            )  # fmt: skip
         if p.get("strip_suffix") is not None:
             s = p["suffix"]
             lines.append(
@@ -109,6 +115,7 @@ def import_questions(spec: TableSource, options: ImportOptions) -> ImportResult:
             "ids_note": ids_note,
             "unused_text_columns": unused_text_columns(selected, columns, preset),
             "numberless": _numberless(questions),
+            "derived_solutions": _derived_solutions(questions) if preset.derive is not None else None,
             "strip_suffix": options.strip_suffix,
             "suffix": suffix,
             "preset": preset.name,
@@ -145,6 +152,12 @@ def unused_text_columns(table: Any, columns: dict[str, str], preset: Preset, row
     for row in view:
         texty.update(k for k, v in row.items() if isinstance(v, str) and len(v.split()) >= 2)
     return [name for name in left if name in texty]
+
+
+def _derived_solutions(questions: list[Question]) -> dict[str, Any]:
+    """How many questions got a worked solution from the preset, and why the others did not."""
+    reasons = Counter(str(q.extra["no_solution"]).split(":")[0] for q in questions if "no_solution" in q.extra)
+    return {"derived": sum("solution" in q.extra for q in questions), "without": dict(reasons.most_common())}
 
 
 def _numberless(questions: list[Question]) -> dict[str, Any]:
@@ -277,6 +290,8 @@ def _question(
         answer = int(answer)
     extra = {k: row[k] for k in preset.keep if k in row and row[k] not in (None, "")}
     extra.update(answer_extra)
+    if preset.derive is not None:
+        extra.update(preset.derive(row, answer))
     if chat is not None:
         extra["chat"] = chat
     source = _get(row, columns.get("source"))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..errors import InputError
+from .equations import worked_solution
 
 FIELDS = ("id", "question", "answer", "label", "split", "source", "context", "prompt")
 
@@ -43,6 +44,16 @@ def first_or_joined(value: Any) -> Answer:
     return value, {}
 
 
+def equation_solution(row: dict[str, Any], answer: Any) -> dict[str, Any]:
+    """SVAMP's ``Equation`` as a worked solution (``extra["solution"]``: the offline generator
+    re-solves controls from it), or why it gives none (``extra["no_solution"]``)."""
+    equation = row.get("Equation")
+    if not isinstance(equation, str) or not equation.strip():
+        return {"no_solution": "no equation"}
+    solution, reason = worked_solution(equation, answer)
+    return {"solution": solution} if solution is not None else {"no_solution": reason}
+
+
 @dataclass(frozen=True)
 class Preset:
     """Where each field comes from in one benchmark's schema."""
@@ -53,6 +64,7 @@ class Preset:
     answer: Callable[[Any], Answer] = plain_answer
     keep: tuple[str, ...] = ()  # further columns copied into ``extra``
     joiner: str = "\n\n"  # between the context (the facts) and the question, as the benchmark joins them
+    derive: Callable[[dict[str, Any], Any], dict[str, Any]] | None = None  # (row, answer) -> more ``extra``
 
 
 _QUESTION = ("question", "problem")
@@ -86,10 +98,11 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             "svamp",
-            "SVAMP (Body: the facts, Question: the ask, joined by a space; Equation, Answer)",
+            "SVAMP (Body: the facts, Question: the ask, joined by a space; Answer; Equation: the worked solution)",
             {"id": ("ID", "id"), "question": ("Question",), "context": ("Body",), "answer": ("Answer",)},
             keep=("Equation", "Type"),
             joiner=" ",
+            derive=equation_solution,
         ),
         Preset(
             "amc23",

@@ -161,6 +161,21 @@ def test_where_two_readings_leave_as_much_unread_they_must_agree():
     assert worked.answer_for("Ann had 9 red pens, gave away three and found 7. How many red pens has she?") is None
 
 
+def test_a_negative_result_written_again_is_that_result_not_a_quantity_negated():
+    """'4 - 8 = -4', then '-4 + 5 = 1' (SVAMP's equations give such steps): the -4 is the first
+    step's result; read as the question's 4 negated, a control with 3, 9 and 7 would get 4, not 1.
+    Without an earlier -4 the minus negates the quantity, as before."""
+    question = "Dan has $ 4. He bought a candy bar for $ 8. Then his friend gave him $ 5. How much money is left?"
+    worked = read_solution(question, "4 - 8 = <<4-8=-4>>-4\n-4 + 5 = <<-4+5=1>>1", 1)
+    assert not isinstance(worked, str)
+    control = "Dan has $ 3. He bought a candy bar for $ 9. Then his friend gave him $ 7. How much money is left?"
+    assert worked.answer_for(control) == 1
+    question = "The temperature fell by 4 degrees from 0, then rose by 10. What is it now?"
+    worked = read_solution(question, "-4 + 10 = <<-4+10=6>>6", 6)
+    assert not isinstance(worked, str)
+    assert worked.answer_for("The temperature fell by 3 degrees from 0, then rose by 12. What is it now?") == 9
+
+
 def test_a_variant_less_whole_than_the_original_or_of_another_shape_gives_none():
     question = "A baker makes 4 trays of 6 muffins and sells 7. How many remain?"
     worked = read_solution(question, "4 * 6 = 24. 24 - 7 = 17.", 17)

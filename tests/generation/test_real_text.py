@@ -121,3 +121,50 @@ def test_seeded_sets_on_real_text_are_identical_from_run_to_run():
     first = [OfflineGenerator(config, "a").generate(q).to_json() for q in questions]
     again = [OfflineGenerator(config, "a").generate(q).to_json() for q in reversed(questions)]
     assert first == list(reversed(again))
+
+
+def _svamp_questions() -> list:
+    from probes.questions.importing import ImportOptions, import_questions
+    from probes.questions.tables import TableSource
+
+    result = import_questions(TableSource(str(FIXTURES / "svamp_excerpt.json")), ImportOptions(preset="svamp"))
+    return result.questions
+
+
+def _equation_on(equation: str, original: str, control: str) -> Fraction | None:
+    """SVAMP's equation with each of the original question's numbers replaced by the control's
+    number in the same place (None where a number repeats, so the mapping is ambiguous)."""
+    before, after = [s.value for s in find_slots(original)], [s.value for s in find_slots(control)]
+    if len(before) != len(after) or len(set(before)) != len(before):
+        return None
+    swap = {Fraction(str(b)): Fraction(str(a)) for b, a in zip(before, after)}
+    import ast
+
+    def value(node):
+        if isinstance(node, ast.Constant):
+            return swap.get(Fraction(str(node.value)), Fraction(str(node.value)))
+        left, right = value(node.left), value(node.right)
+        return {ast.Add: left + right, ast.Sub: left - right, ast.Mult: left * right, ast.Div: left / right}[
+            type(node.op)
+        ]
+
+    return value(ast.parse(equation, mode="eval").body)
+
+
+def test_svamp_controls_carry_the_answer_its_equation_gives_their_numbers():
+    """SVAMP gives an equation instead of a worked solution: imported with its preset, the equation
+    becomes one (one annotated step an operation), and every re-solved control answer equals the
+    benchmark's equation evaluated on the control's numbers; most questions get 3 or more."""
+    questions = _svamp_questions()
+    assert sum("solution" in q.extra for q in questions) == 40
+    checked = enough = 0
+    for q in questions:
+        question = Question(q.id, q.question, answer=q.answer, extra={"solution": q.extra["solution"]})
+        found = _sets(question)
+        enough += sum(a is not None for _, a in found) >= 3
+        for text, answer in found:
+            expected = _equation_on(q.extra["Equation"], q.question, text) if answer is not None else None
+            if expected is not None:
+                checked += 1
+                assert Fraction(answer) == expected, (q.question, text, answer)
+    assert checked >= 150 and enough >= 32, (checked, enough)

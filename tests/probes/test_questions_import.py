@@ -245,3 +245,27 @@ def test_a_two_column_problem_imported_without_a_preset_names_what_it_left_behin
         [q.id for q in qs] == ["chal-1", "chal-2"] and qs[1].answer == 5 and qs[1].extra["Equation"] == "( 8.0 - 3.0 )"
     )
     assert prov["unused_text_columns"] == [] and prov["numberless"]["count"] == 0
+    assert qs[0].extra["solution"] == "290 / 2 = <<290/2=145>>145"  # the equation, as a worked solution
+    assert prov["derived_solutions"] == {"derived": 2, "without": {}}
+
+
+@pytest.mark.parametrize(
+    "equation, answer, solution, why",
+    [
+        ("( ( 8.0 * 7.0 ) + 2.0 )", 58.0, "8 * 7 = <<8*7=56>>56\n56 + 2 = <<56+2=58>>58", None),
+        ("( 9.0 / 2.0 )", 4.5, "9 / 2 = <<9/2=4.5>>4.5", None),
+        ("( ( 4.0 - 8.0 ) + 5.0 )", 1.0, "4 - 8 = <<4-8=-4>>-4\n-4 + 5 = <<-4+5=1>>1", None),
+        ("( ( 4.0 - 2.0 ) + 3.0 )", 1.0, None, "the equation does not give the answer: 5, not 1.0"),
+        ("( 11.0 / 3.0 )", 3.67, None, "a step's value is no decimal of at most 6 places: 11/3"),
+        ("8.0", 8.0, None, "the equation has no operation"),
+        ("( x + 2.0 )", 3.0, None, "the equation holds more than numbers and + - * /: 'x'"),
+        ("( 2.0 / 0.0 )", 1.0, None, "a step divides by zero"),
+        ("( 2.0 +", 1.0, None, "the equation does not parse"),
+    ],
+)
+def test_an_equation_becomes_a_worked_solution_or_says_why_not(equation, answer, solution, why):
+    """SVAMP's equations as GSM8K-style annotated steps, innermost first, numbers as the question
+    states them; never a solution that does not give the benchmark's answer."""
+    from probes.questions.equations import worked_solution
+
+    assert worked_solution(equation, answer) == (solution, why)
