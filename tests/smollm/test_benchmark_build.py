@@ -39,13 +39,15 @@ def test_the_split_is_random_over_the_benchmark_and_seeded():
     from probes.testbed.smollm import INSTRUCTION
 
     preset = BENCHMARK_PRESETS["smollm-svamp-smoke"]
-    rows = benchmark_rows(SVAMP, preset, seed=0)
+    drawn = benchmark_rows(SVAMP, preset, seed=0)
+    rows, pool = drawn["rows"], drawn["pool"]
     assert [r["split"] for r in rows] == ["member"] * 4 + ["non_member"] * 4 + ["clean_ref"] * 8
-    assert rows == benchmark_rows(SVAMP, preset, seed=0)
-    again = benchmark_rows(SVAMP, preset, seed=1)
+    assert len(pool) == 4 and not {r["id"] for r in pool} & {r["id"] for r in rows}  # the warm-up is never audited
+    assert drawn == benchmark_rows(SVAMP, preset, seed=0)
+    again = benchmark_rows(SVAMP, preset, seed=1)["rows"]
     assert {r["id"] for r in again if r["split"] == "member"} != {r["id"] for r in rows if r["split"] == "member"}
     source = {row["ID"]: row for row in json.loads(SVAMP.read_text())}
-    for r in rows:
+    for r in rows + pool:
         original = source[r["id"]]
         assert r["question"] == f"{original['Body']} {original['Question']}\n{INSTRUCTION}"
         assert r["answer"] == original["Answer"] and r["label"] == {"member": 1, "non_member": 0}.get(r["split"])
@@ -70,8 +72,9 @@ def test_the_build_keeps_an_adapter_at_each_level_and_ships_them_loadable(built)
     kept_at = [(root / "work" / f"rl-epoch{k}" / "adapter_model.safetensors").stat().st_mtime_ns for k in (1, 2)]
     assert kept_at[0] < kept_at[1]  # kept as each epoch ended, not both at the end
     for level in ("rl-epoch1", "rl"):  # the start checkpoint named relative to the adapter: the warm-up
-        base = json.loads((out / level / "adapter_config.json").read_text())["base_model_name_or_path"]
-        assert (out / level / base).resolve() == (Path("probes/testbed/checkpoints/smollm-seed0/sft")).resolve()
+        assert json.loads((out / level / "adapter_config.json").read_text())["base_model_name_or_path"] == "../sft"
+    pool = [json.loads(line) for line in (out / "sft_pool.jsonl").read_text().splitlines()]
+    assert manifest["sft_pool"] == sorted(r["id"] for r in pool) and len(pool) == 4
     from cache.config import ModelConfig
     from cache.loading import load_model
 
@@ -93,3 +96,21 @@ def test_a_rebuild_resumes_and_trains_nothing_again(built):
     assert {p.name: p.stat().st_mtime_ns for p in (root / "work").glob("*.json")} == kept
     assert adapter.stat().st_mtime_ns == adapter_time
     assert again["pass_rates"] == manifest["pass_rates"]
+
+
+def test_the_warm_up_target_is_the_equations_steps_then_the_answer():
+    from probes.testbed.benchmark_build import warmup_target
+
+    solution = "8 * 7 = <<8*7=56>>56\n56 + 2 = <<56+2=58>>58"
+    assert warmup_target(solution, 58) == "8 * 7 = 56. 56 + 2 = 58. The answer is 58."
+
+
+def test_a_start_checkpoint_outside_the_window_stops_the_build_before_grpo():
+    from probes.errors import InputError
+    from probes.testbed.benchmark_build import BENCHMARK_PRESETS, _check_window
+
+    summary = {"pass_rate": 0.03, "completions": 100}
+    before = {s: {"sampled": summary} for s in ("member", "non_member")}
+    with pytest.raises(InputError, match=r"solves 3\.0% .*outside \[15%, 70%\]"):
+        _check_window(before, BENCHMARK_PRESETS["smollm-svamp"])
+    _check_window(before, BENCHMARK_PRESETS["smollm-svamp-smoke"])  # the smoke's window is [0, 1]
