@@ -8,7 +8,7 @@ so that a rerun resumes:
 
 1. **splits** — the benchmark imported with its preset (each question as the benchmark states it,
    its facts and its ask joined, then the testbed's answer instruction; its worked solution from
-   the benchmark's equation), shuffled with the seed: ``n_warmup`` questions for the warm-up pool
+   the benchmark's equation), shuffled with the seed: ``sft.n_pool`` questions for the warm-up pool
    (never audited), ``n_members`` members (label 1), ``n_non_members`` non-members (label 0), the
    rest ``clean_ref``.
 1b. **warm-up** — with ``start: warmup``, a LoRA SFT of the base on the pool (user turn → the
@@ -61,9 +61,9 @@ class BenchmarkPreset:
         licence: the benchmark's licence, written beside its questions.
         n_members / n_non_members: the random split's sizes; the rest is ``clean_ref``.
         n_clean_ref: at most this many ``clean_ref`` questions (None: all the rest).
-        start: ``warmup`` (a LoRA SFT on ``n_warmup`` of the benchmark's questions, never audited),
+        start: ``warmup`` (a LoRA SFT on ``sft.n_pool`` of the benchmark's questions, never audited),
             ``sft`` (the shipped templated testbed's warm-up, :data:`WARM_UP`) or ``base``.
-        n_warmup / sft: the warm-up pool's size and the SFT's settings (``start: warmup``).
+        sft: the warm-up's settings (``start: warmup``), its pool of ``sft.n_pool`` questions.
         min_pass / max_pass: the window the start checkpoint's sampled pass rate on the members and
             non-members must lie in for GRPO to run.
         eval_samples: sampled completions a question for the pass rates (plus one greedy).
@@ -77,8 +77,9 @@ class BenchmarkPreset:
     n_non_members: int = 150
     n_clean_ref: int | None = None
     start: str = "warmup"
-    n_warmup: int = 250
-    sft: TrlSftSettings = field(default_factory=lambda: TrlSftSettings(epochs=3, lora=LoraSettings(r=8, alpha=16)))
+    sft: TrlSftSettings = field(
+        default_factory=lambda: TrlSftSettings(n_pool=250, epochs=3, lora=LoraSettings(r=8, alpha=16))
+    )
     min_pass: float = 0.15
     max_pass: float = 0.7
     eval_samples: int = 4
@@ -99,8 +100,7 @@ BENCHMARK_PRESETS = {
         n_members=4,
         n_non_members=4,
         n_clean_ref=8,
-        n_warmup=4,
-        sft=TrlSftSettings(batch_size=4),
+        sft=TrlSftSettings(n_pool=4, batch_size=4),
         min_pass=0.0,
         max_pass=1.0,
         eval_samples=1,
@@ -124,7 +124,7 @@ def benchmark_rows(path: Path, preset: BenchmarkPreset, seed: int) -> dict[str, 
     logger.info("%s", result.describe())
     questions = sorted(result.questions, key=lambda q: q.id)
     random.Random(f"benchmark-splits-{seed}").shuffle(questions)
-    n_pool = preset.n_warmup if preset.start == "warmup" else 0
+    n_pool = preset.sft.n_pool if preset.start == "warmup" else 0
     solved = [q for q in questions if "solution" in q.extra]
     pool = solved[:n_pool]
     taken = {q.id for q in pool}
