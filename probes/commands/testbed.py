@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from ..errors import InputError
 from ._common import command_parser
 
 PRESET_NAMES = ("smoke", "cpu", "gpu", "gsm", "gsm-smoke")  # probes.testbed.PRESETS' keys (a test keeps them equal)
@@ -111,8 +112,6 @@ def _real(args: argparse.Namespace) -> int:
 def _on_benchmark(args: argparse.Namespace) -> int:
     """SmolLM2 RL-trained on a real benchmark: prints the pass rates at each kept contamination level."""
     from cache.sources import require  # lazy: pulls h5py
-
-    from ..errors import InputError
 
     if args.benchmark is None or not args.benchmark.is_file():
         raise InputError(

@@ -40,9 +40,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lara_core.files import file_sha256
+
 from ..errors import InputError
 from .smollm import BASE, INSTRUCTION, Stages, copy_adapter, lift_ok, pass_rates, summarise_lift, user_turn
-from .trl_grpo import LoraSettings, TrlGrpoSettings
+from .trl_grpo import LoraSettings, TrlGrpoSettings, save_half
 from .trl_sft import TrlSftSettings
 
 logger = logging.getLogger(__name__)
@@ -118,7 +120,7 @@ def benchmark_rows(path: Path, preset: BenchmarkPreset, seed: int) -> dict[str, 
         InputError: the file cannot be read, or holds fewer questions than the splits need.
     """
     from ..questions.importing import ImportOptions, import_questions  # lazy: pulls datasets
-    from ..questions.tables import TableSource
+    from ..questions.tables import TableSource  # lazy: pulls datasets
 
     result = import_questions(TableSource(str(path)), ImportOptions(preset=preset.benchmark))
     logger.info("%s", result.describe())
@@ -196,7 +198,7 @@ def build_benchmark_testbed(
     }
     lifts = {k: summarise_lift(before["value"], a["value"]) for k, a in after.items()}
     manifest = _manifest(preset_name, preset, seed, rows, before, after, lifts, work, time.time() - started)
-    manifest["benchmark_file"] = {"name": benchmark.name, "sha256": _sha256(benchmark)}
+    manifest["benchmark_file"] = {"name": benchmark.name, "sha256": file_sha256(benchmark)}
     manifest["sft_pool"] = sorted(r["id"] for r in pool)
     _ship(out, levels, {"rows": rows, "pool": pool}, manifest, preset, overwrite, work)
     return manifest
@@ -212,7 +214,6 @@ def _start(preset: BenchmarkPreset, pool: list[dict[str, Any]], work: Path) -> t
     target = work / "sft-adapter"
     if not (target / "adapter_config.json").is_file():
         from .smollm_build import _load  # lazy: pulls torch
-        from .trl_grpo import save_half
         from .trl_sft import train_sft  # lazy: pulls trl
 
         base = _load(BASE)
@@ -316,8 +317,6 @@ def _ship(
     work: Path,
 ) -> None:
     """Write the testbed into a temporary sibling of ``out`` and rename it into place."""
-    from lara_core.files import file_sha256
-
     tmp = out.with_name(out.name + ".building")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -355,9 +354,3 @@ def _start_from(adapter_dir: Path, preset: BenchmarkPreset) -> str:
     if preset.start == "warmup":
         return "../sft"
     return os.path.relpath(WARM_UP, adapter_dir.resolve())
-
-
-def _sha256(path: Path) -> str:
-    from lara_core.files import file_sha256
-
-    return file_sha256(path)
