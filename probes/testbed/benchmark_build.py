@@ -213,15 +213,13 @@ def _start(preset: BenchmarkPreset, pool: list[dict[str, Any]], work: Path) -> t
         return str(WARM_UP), None
     target = work / "sft-adapter"
     if not (target / "adapter_config.json").is_file():
-        from .smollm_build import _load  # lazy: pulls torch
+        from .smollm_build import _load, _trainable  # lazy: pulls torch
         from .trl_sft import train_sft  # lazy: pulls trl
 
         base = _load(BASE)
-        base.model.requires_grad_(True)
-        base.model.train()
         turns = [r["question"] for r in pool]
         targets = [warmup_target(r["extra"]["solution"], r["answer"]) for r in pool]
-        save_half(train_sft(base.model, base.tokenizer, turns, targets, work / "sft", preset.sft), target)
+        save_half(train_sft(_trainable(base), base.tokenizer, turns, targets, work / "sft", preset.sft), target)
     return str(target), BASE
 
 
@@ -249,19 +247,18 @@ def _grpo_levels(
     policy: Any, rows: list[dict[str, Any]], preset: BenchmarkPreset, work: Path, levels: dict[int, Path]
 ) -> None:
     """GRPO on the members, the adapter saved (float16) into ``levels[k]`` after epoch ``k``."""
+    from .smollm_build import _trainable  # lazy: pulls torch
     from .trl_grpo import train_grpo  # lazy: pulls trl
 
-    policy.model.requires_grad_(True)
-    policy.model.train()
     members = [r for r in rows if r["split"] == "member"]
     train_grpo(
-        policy.model,
+        _trainable(policy),
         policy.tokenizer,
         [r["question"] for r in members],
         [r["answer"] for r in members],
         work / "grpo",
         preset.grpo,
-        keep={k: d for k, d in levels.items()},
+        keep=levels,
     )
 
 
@@ -334,11 +331,9 @@ def _ship(
         f"unchanged but for the answer instruction after each.\nLicence: {preset.licence}.\n",
         encoding="utf-8",
     )
-    with (tmp / "train_log.jsonl").open("w", encoding="utf-8") as log:
-        for stage in ("sft", "grpo"):
-            part = work / stage / "train_log.jsonl"
-            if part.is_file():
-                log.write(part.read_text(encoding="utf-8"))
+    from .smollm_build import merge_train_logs  # lazy: pulls torch
+
+    merge_train_logs(work, tmp / "train_log.jsonl")
     manifest["files"] = {str(p.relative_to(tmp)): file_sha256(p) for p in sorted(tmp.rglob("*")) if p.is_file()}
     (tmp / "testbed.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
     if out.exists() and overwrite:

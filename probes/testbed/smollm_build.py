@@ -89,6 +89,15 @@ def build_smollm_testbed(
     return manifest
 
 
+def merge_train_logs(work: Path, target: Path) -> None:
+    """The warm-up's and GRPO's log records (``work/sft``, ``work/grpo``), in that order, into ``target``."""
+    with target.open("w", encoding="utf-8") as log:
+        for stage in ("sft", "grpo"):
+            part = work / stage / "train_log.jsonl"
+            if part.is_file():
+                log.write(part.read_text(encoding="utf-8"))
+
+
 def training_seconds(log: Path) -> float | None:
     """Wall time a TRL stage took, over every process that ran it (each resumed process restarts
     the log's ``seconds`` clock, so the total is the sum of each process's last reading); None
@@ -189,11 +198,7 @@ def _ship(
         copy_adapter(adapters["sft"], tmp / "sft", BASE)
     copy_adapter(adapters["rl"], tmp / "rl", "../sft" if adapters["sft"] is not None else BASE)
     (tmp / "questions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    with (tmp / "train_log.jsonl").open("w", encoding="utf-8") as log:
-        for stage in ("sft", "grpo"):
-            part = work / stage / "train_log.jsonl"
-            if part.is_file():
-                log.write(part.read_text(encoding="utf-8"))
+    merge_train_logs(work, tmp / "train_log.jsonl")
     manifest["files"] = {str(p.relative_to(tmp)): file_sha256(p) for p in sorted(tmp.rglob("*")) if p.is_file()}
     (tmp / "testbed.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
     if out.exists() and overwrite:
