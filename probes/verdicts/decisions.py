@@ -179,7 +179,7 @@ def _within(
     null_x = controls_x.reshape(-1, len(names))  # [P·C, D]: a control takes its question's fold
     null_fold = np.repeat(fold, controls_x.shape[1])
     tested = _Residuals(null_x, null_fold, own_x[:n], fold[:n], None if ties is None else ties[:n], (own_x, fold))
-    return evidence, _streams("controls", names, tested, "every control's residual")
+    return evidence, _streams("controls", names, tested, "every control's residual", s.decision_screen)
 
 
 @dataclass
@@ -197,7 +197,7 @@ class _Residuals:
     train: tuple[np.ndarray, np.ndarray] | None = None
 
 
-def _streams(name: str, names: list[str], r: _Residuals, what: str) -> list[Stream]:
+def _streams(name: str, names: list[str], r: _Residuals, what: str, screen: float | None) -> list[Stream]:
     """One learned stream per set of detectors the tested questions have residuals for (null
     ``[M, D]``, tested ``[N, D]``, NaN where a detector has none): each question is decided by the
     stream of exactly its detectors, whose null texts and training originals are those scored by all
@@ -220,6 +220,7 @@ def _streams(name: str, names: list[str], r: _Residuals, what: str) -> list[Stre
             [n for n, u in zip(names, used) if u],
             _Residuals(x_null[kept], r.null_fold[kept], tested, r.own_fold, r.ties, fit_on),
             what,
+            screen,
         )
         stream.left_out = {"decided by another stream (another set of detectors)": int((which != k).sum())}
         out.append(stream)
@@ -285,7 +286,7 @@ def _relative(
     null_x, own_x = np.stack(null, axis=-1), np.stack(own, axis=-1)
     fold = learned.folds(audited.ids, s.seed)
     tested = _Residuals(null_x, learned.folds(clean.ids, s.seed), own_x, fold, ties, (own_x, fold))
-    return evidence, _streams("clean set", used, tested, "the clean set's originals")
+    return evidence, _streams("clean set", used, tested, "the clean set's originals", s.decision_screen)
 
 
 def _common_width(*controls: np.ndarray) -> int:
@@ -299,7 +300,7 @@ def _common_width(*controls: np.ndarray) -> int:
     )
 
 
-def _stream(name: str, detectors: list[str], r: _Residuals, what: str) -> Stream:
+def _stream(name: str, detectors: list[str], r: _Residuals, what: str, screen: float | None) -> Stream:
     """One learned score over ``detectors`` with its null: with one detector, its residual itself
     (higher = member) against the whole pool; with more, the cross-fitted logistic score against
     the own fold's null (fitted on the other fold's null texts against its originals — ``train``,
@@ -315,7 +316,7 @@ def _stream(name: str, detectors: list[str], r: _Residuals, what: str) -> Stream
         pool = int(len(null_x))
     else:
         fitted = learned.cross_fitted_scores(
-            null_x, null_fold, own_x[complete], own_fold[complete], *(train or (None, None))
+            null_x, null_fold, own_x[complete], own_fold[complete], *(train or (None, None)), screen=screen
         )
         score = np.full(len(own_x), np.nan)
         score[complete] = fitted.tested

@@ -87,6 +87,7 @@ def cross_fitted_scores(
     tested_fold: np.ndarray,
     train: np.ndarray | None = None,
     train_fold: np.ndarray | None = None,
+    screen: float | None = None,
 ) -> LearnedScores:
     """Learned scores of the null texts ``null [M, D]`` and the tested texts ``tested [N, D]`` (see
     the module docstring): fold k's texts are scored by a logistic regression fitted on the other
@@ -94,7 +95,8 @@ def cross_fitted_scores(
     ``train [T, D]`` with ``train_fold`` when given, e.g. every original of a whole benchmark of
     which a subset is tested) — so the score is a fixed function for fold k, and fold k's originals
     and null texts stay exchangeable under H0. A fold whose other fold lacks either class keeps NaN
-    scores."""
+    scores. ``screen``: the one-sided level at which a detector enters the fit (:func:`screened`,
+    on the other fold too); None fits every detector."""
     x_null, x_tested = features(null), features(tested)
     x_train, fold_train = (x_tested, tested_fold) if train is None else (features(train), np.asarray(train_fold))
     out_null, out_tested, weights = np.full(len(x_null), np.nan), np.full(len(x_tested), np.nan), []
@@ -105,17 +107,38 @@ def cross_fitted_scores(
             continue
         mean, sd = negatives.mean(axis=0), negatives.std(axis=0)
         sd = np.where(sd > 0, sd, 1.0)
-        w = (
+        kept = screened(negatives, positives, screen) if screen is not None else np.ones(x_null.shape[1], dtype=bool)
+        w = np.zeros(x_null.shape[1])
+        w[kept] = (
             one_sided_logistic(
-                (np.concatenate([negatives, positives]) - mean) / sd,
+                (np.concatenate([negatives[:, kept], positives[:, kept]]) - mean[kept]) / sd[kept],
                 np.r_[np.zeros(len(negatives)), np.ones(len(positives))],
             )
-            / sd
+            / sd[kept]
         )
         weights.append(w)
         out_null[null_fold == k] = x_null[null_fold == k] @ w
         out_tested[tested_fold == k] = x_tested[tested_fold == k] @ w
     return LearnedScores(out_null, out_tested, null_fold, tested_fold, weights)
+
+
+def screened(negatives: np.ndarray, positives: np.ndarray, level: float) -> np.ndarray:
+    """``[D]`` mask of the detectors that enter a fit: those whose originals ``positives [P, D]``
+    rank above the null texts ``negatives [M, D]`` at one-sided ``level`` (Mann–Whitney's normal
+    approximation, mid-ranks; an upper bound on the evidence, since a question's null texts are not
+    independent: a screen, not a test) — and, where none does, the one that ranks highest. A
+    detector with no signal on this model then costs the score nothing, instead of a weight fitted
+    to noise (measured in docs/verdicts.md, "Many detectors")."""
+    from scipy.stats import norm, rankdata
+
+    m, p = len(negatives), len(positives)
+    ranks = rankdata(np.concatenate([negatives, positives]), axis=0)
+    u = ranks[m:].sum(axis=0) - p * (p + 1) / 2.0
+    z = (u - m * p / 2.0) / math.sqrt(m * p * (m + p + 1) / 12.0)
+    kept = z > norm.isf(level)
+    if not kept.any():
+        kept[int(np.argmax(z))] = True
+    return kept
 
 
 def one_sided_logistic(x: np.ndarray, y: np.ndarray, c: float = 1.0) -> np.ndarray:

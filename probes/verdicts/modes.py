@@ -92,6 +92,10 @@ class VerdictSettings:
             cross-fitted score per text over the detectors' residuals, AdaDetect; a p-value per
             null, Bonferroni over them), ``cauchy`` or ``bonferroni`` over each detector's own
             p-value.
+        decision_screen: the learned score's screen: a detector enters its fit only where its
+            originals rank above the null texts at this one-sided level on the fold it is fitted on
+            (the strongest one where none does); None fits every detector. So a detector with no
+            signal on the audited model costs the decisions little.
     """
 
     alpha: float = 0.05
@@ -107,6 +111,7 @@ class VerdictSettings:
     decision_residual: Literal["matched", "spec"] = "matched"
     decision_pvalue: Literal["randomised", "spec"] = "randomised"
     decision_combine: Literal["learned", "cauchy", "bonferroni"] = "learned"
+    decision_screen: float | None = 0.01
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:
@@ -123,6 +128,8 @@ class VerdictSettings:
             raise ConfigError(
                 f"verdict decision_combine: {self.decision_combine!r}; choose learned, cauchy or bonferroni"
             )
+        if self.decision_screen is not None and not 0 < self.decision_screen < 1:
+            raise ConfigError(f"verdict decision_screen must be in (0, 1) or null, got {self.decision_screen}")
         if self.combine not in ("cauchy", "bonferroni"):
             raise ConfigError(f"verdict combine: {self.combine!r}; choose cauchy or bonferroni")
         if self.detectors is not None:
