@@ -96,7 +96,10 @@ class BenchmarkPreset:
 
 
 BENCHMARK_PRESETS = {
-    "smollm-svamp": BenchmarkPreset(),
+    # the warm-up's sampled pass rate on SVAMP is 5.5 % (greedy 10.7 %; the base 4 %, the templated
+    # testbed's warm-up 2 %): no start reaches 15 % on a 135 M model (docs/testbed.md). GRPO learns from
+    # the groups with mixed rewards: 17-19 % of the questions are solved at least once in 4 samples.
+    "smollm-svamp": BenchmarkPreset(min_pass=0.05),
     # plumbing only (CI): a handful of questions, two short epochs
     "smollm-svamp-smoke": BenchmarkPreset(
         n_members=4,

@@ -94,8 +94,9 @@ class VerdictSettings:
             p-value.
         decision_screen: the learned score's screen: a detector enters its fit only where its
             originals rank above the null texts at this one-sided level on the fold it is fitted on
-            (the strongest one where none does); None fits every detector. So a detector with no
-            signal on the audited model costs the decisions little.
+            (the strongest one where none does); None (the default) fits every detector. It keeps
+            pure-noise detectors from costing the bound, but on the toy testbed it costs real
+            weak detectors more than it saves (docs/verdicts.md, "Many detectors").
     """
 
     alpha: float = 0.05
@@ -111,7 +112,7 @@ class VerdictSettings:
     decision_residual: Literal["matched", "spec"] = "matched"
     decision_pvalue: Literal["randomised", "spec"] = "randomised"
     decision_combine: Literal["learned", "cauchy", "bonferroni"] = "learned"
-    decision_screen: float | None = 0.01
+    decision_screen: float | None = None
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:

@@ -50,8 +50,7 @@ def test_noise_detectors_cost_the_bound_little_with_the_screen_and_much_without(
     over 25 worlds: the bound over all 14 stays near the real detector's alone with the screen,
     and falls well below it without (the planted fault the figure must catch)."""
     alone, screened_bounds, unscreened = [], [], []
-    settings = VerdictSettings()
-    assert settings.decision_screen is not None  # the default screens
+    settings = VerdictSettings(decision_screen=0.01)
     for r in range(25):
         w = world(120, 8, share=0.5, shift=1.2, seed=70_000 + r)
         names = _noise(w, 13, seed=r)
@@ -72,7 +71,11 @@ def test_with_the_screen_and_noise_detectors_the_p_values_of_clean_questions_sta
         w = world(60, 5, detectors=3, seed=80_000 + r)
         names = _noise(w, 6, seed=r)
         d = decide_questions(
-            {"mode": "absolute", "combined": {"detectors": names}}, w.audited, None, None, VerdictSettings(seed=r)
+            {"mode": "absolute", "combined": {"detectors": names}},
+            w.audited,
+            None,
+            None,
+            VerdictSettings(seed=r, decision_screen=0.01),
         )
         shares.append([(d.p_value <= t).mean() for t in (0.05, 0.2)])
     shares = np.array(shares)

@@ -111,6 +111,6 @@ def test_a_start_checkpoint_outside_the_window_stops_the_build_before_grpo():
 
     summary = {"pass_rate": 0.03, "completions": 100}
     before = {s: {"sampled": summary} for s in ("member", "non_member")}
-    with pytest.raises(InputError, match=r"solves 3\.0% .*outside \[15%, 70%\]"):
+    with pytest.raises(InputError, match=r"solves 3\.0% .*outside \[5%, 70%\]"):
         _check_window(before, BENCHMARK_PRESETS["smollm-svamp"])
     _check_window(before, BENCHMARK_PRESETS["smollm-svamp-smoke"])  # the smoke's window is [0, 1]
