@@ -58,6 +58,7 @@ class Figures:
     """One set of detectors decided over several seeds."""
 
     detectors: list[str]
+    tested: int  # questions with a p-value (the others: too few scored controls)
     flagged: float
     flagged_members: float
     at_least: float
@@ -70,11 +71,14 @@ def whole(case: Case, ids: list[str], truth: set[str], settings: VerdictSettings
     flagged, members, bound = [], [], []
     for seed in range(seeds):
         d = case.decide(ids, dataclasses.replace(settings, seed=seed))
+        tested = int((~np.isnan(d.p_value)).sum())
         flagged.append(int(d.flagged.sum()))
         members.append(int(sum(f and i in truth for i, f in zip(d.ids, d.flagged))))
         bound.append(d.at_least)
     se = float(np.std(bound, ddof=1) / math.sqrt(seeds)) if seeds > 1 else math.nan
-    return Figures(list(case.detectors), float(np.mean(flagged)), float(np.mean(members)), float(np.mean(bound)), se)
+    return Figures(
+        list(case.detectors), tested, float(np.mean(flagged)), float(np.mean(members)), float(np.mean(bound)), se
+    )
 
 
 def greedy(case: Case, ids: list[str], truth: set[str], settings: VerdictSettings, seeds: int) -> Figures:
@@ -145,12 +149,14 @@ def print_table(config, found: dict[str, Figures], n_members: int, n_non: int, a
         f"decisions over sets of detectors, {n_members} members and {n_non} non-members; q = {config.verdict.fdr}, "
         f"{args.seeds} seeds, {args.subsets} non-member subsets of {args.size}"
     )
-    print(f"  {'detectors':<60} {'flagged (members)':>18} {'at least k (s.e.)':>18} {'any flag, non-members':>22}")
+    print(
+        f"  {'detectors':<72} {'flagged (members) of tested':>28} {'at least k (s.e.)':>18} {'any flag, non-members':>22}"
+    )
     for title, f in found.items():
-        flags = f"{f.flagged:.1f} ({f.flagged_members:.1f})"
+        flags = f"{f.flagged:.1f} ({f.flagged_members:.1f}) of {f.tested}"
         bound = f"{f.at_least:.1f} ({f.at_least_se:.1f})"
         anyflag = "–" if math.isnan(f.any_flag_non_members) else f"{f.any_flag_non_members:.3f}"
-        print(f"  {title[:60]:<60} {flags:>18} {bound:>18} {anyflag:>22}")
+        print(f"  {title[:72]:<72} {flags:>28} {bound:>18} {anyflag:>22}")
 
 
 def main() -> None:

@@ -127,8 +127,8 @@ def screened(negatives: np.ndarray, positives: np.ndarray, level: float) -> np.n
     rank above the null texts ``negatives [M, D]`` at one-sided ``level`` (Mann–Whitney's normal
     approximation, mid-ranks; an upper bound on the evidence, since a question's null texts are not
     independent: a screen, not a test) — and, where none does, the one that ranks highest. A
-    detector with no signal on this model then costs the score nothing, instead of a weight fitted
-    to noise (measured in docs/verdicts.md, "Many detectors")."""
+    detector with no signal on this model then gets no weight fitted to noise; a weak real one may
+    be screened out with it (both measured in docs/verdicts.md, "Many detectors")."""
     from scipy.stats import norm, rankdata
 
     m, p = len(negatives), len(positives)

@@ -1,4 +1,4 @@
-"""The learned score's screen (docs/methods: many detectors): a detector enters the fit only where
+"""The learned score's screen (docs/verdicts.md, "Many detectors"): a detector enters the fit only where
 its originals rank above the null texts on the fold it is fitted on — against scipy's
 Mann–Whitney test; with pure-noise detectors beside a real one the bound keeps most of what the
 real one alone gives (and loses much without the screen: the figure can fail); the decisions keep
